@@ -1,0 +1,40 @@
+# gpu-drills: two commands on a fresh machine — `make drill` and `make test`.
+# Every target bootstraps what it needs and is idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.PHONY: bootstrap system-deps drill test twin revert clean bench
+
+bootstrap: system-deps $(STAMP)
+
+# System packages (fio, chromium, fonts): installed only when missing and we are root.
+system-deps:
+	@bash scripts/bootstrap-system.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+drill: bootstrap
+	$(BIN)/drills run $(ARGS)
+
+test: bootstrap
+	$(BIN)/python -m pytest $(ARGS)
+
+twin: bootstrap
+	$(BIN)/drills twin up $(ARGS)
+
+revert: bootstrap
+	$(BIN)/drills revert $(ARGS)
+
+bench: bootstrap
+	$(BIN)/python bench/twin_api.py
+
+clean:
+	rm -rf $(VENV) node_modules reports/twin

@@ -1,0 +1,4 @@
+"""Only wires the plugins in fixtures/ and the options; behaviour lives in the plugins."""
+
+pytest_plugins = [
+]

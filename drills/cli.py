@@ -1,0 +1,75 @@
+"""`drills` — the command line: run | twin | report | revert | schedule | validate.
+
+Every DrillError ends as one line on stderr and a non-zero exit; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from drills.errors import DrillError
+from drills.log import setup_logging
+
+__all__ = ["app", "main"]
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(
+    help="Chaos and acceptance drills for AI compute clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs.")) -> None:
+    _state["debug"] = debug
+    setup_logging(debug)
+
+
+def _register() -> None:
+    """Sub-apps live next to what they drive; the CLI only wires them in."""
+    from drills.twin.cli import twin_app
+
+    app.add_typer(twin_app, name="twin", help="Run and inspect the embedded GPU-cluster twin.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app(args=argv, standalone_mode=False)
+    except DrillError as err:
+        if debug:
+            log.exception("drills failed")
+        print(f"drills: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("drills: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    except Exception as err:  # click usage errors and the unexpected: still one line unless --debug
+        import click
+
+        if isinstance(err, click.exceptions.ClickException):
+            err.show()
+            return err.exit_code
+        if isinstance(err, click.exceptions.Abort):
+            return 130
+        if debug:
+            raise
+        print(f"drills: unexpected error: {type(err).__name__}: {err} (re-run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

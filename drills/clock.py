@@ -1,0 +1,77 @@
+"""Cluster time: the wall clock for real clusters, a dilated clock for the twin.
+
+The twin runs `scale`× faster than wall time; every timestamp it writes is twin time, so
+drills measure recovery in cluster seconds whatever the target.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+__all__ = ["Clock", "WallClock", "DilatedClock", "to_iso", "parse_iso"]
+
+
+class Clock:
+    """Cluster time. `now()` is an aware UTC datetime; `sleep(s)` waits `s` cluster seconds."""
+
+    scale: float = 1.0
+
+    def now(self) -> datetime:
+        raise NotImplementedError
+
+    def timestamp(self) -> float:
+        return self.now().timestamp()
+
+    def wall_seconds(self, cluster_seconds: float) -> float:
+        """How long `cluster_seconds` of cluster time lasts on the wall clock."""
+        return cluster_seconds / self.scale
+
+    def cluster_seconds(self, wall_seconds: float) -> float:
+        return wall_seconds * self.scale
+
+
+class WallClock(Clock):
+    """Real clusters: cluster time is wall time."""
+
+    scale = 1.0
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+@dataclass
+class DilatedClock(Clock):
+    """Twin time: starts at `epoch` (cluster time) when created and runs `scale`× faster than wall time.
+
+    `wall_anchor` is the monotonic wall instant that corresponds to `epoch`, so a client that knows
+    (epoch, scale, the twin's current time) reproduces the twin's clock without drift.
+    """
+
+    scale: float = 60.0
+    epoch: float = field(default_factory=time.time)
+    wall_anchor: float = field(default_factory=time.monotonic)
+
+    def timestamp(self) -> float:
+        return self.epoch + (time.monotonic() - self.wall_anchor) * self.scale
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp(), timezone.utc)
+
+    @classmethod
+    def synced(cls, twin_now: float, scale: float) -> "DilatedClock":
+        """A client-side copy of a twin clock read as (`twin_now`, `scale`) just now."""
+        return cls(scale=scale, epoch=twin_now, wall_anchor=time.monotonic())
+
+
+def to_iso(moment: datetime | float) -> str:
+    """RFC 3339 as Kubernetes writes it (second precision, `Z`)."""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp (with `Z` or an offset, with or without fractions)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))

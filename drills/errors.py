@@ -1,0 +1,44 @@
+"""The one error tree: every failure a user sees is a DrillError rendered as one clear line."""
+
+__all__ = [
+    "DrillError",
+    "InvalidProfile",
+    "InjectionFailed",
+    "RevertFailed",
+    "CheckFailed",
+    "SloViolated",
+    "UnsafeTarget",
+    "TargetUnreachable",
+]
+
+
+class DrillError(Exception):
+    """Base of every error meant for a user: str(err) is the line they read (what, which, what to do)."""
+
+
+class InvalidProfile(DrillError):
+    """A profile, defect or stage file does not validate."""
+
+
+class InjectionFailed(DrillError):
+    """A fault could not be injected; nothing is left half-done."""
+
+
+class RevertFailed(DrillError):
+    """A fault could not be reverted; the journal keeps the entry open for `drills revert`."""
+
+
+class CheckFailed(DrillError):
+    """A check could not measure what it was asked to (not a verdict: see SloViolated)."""
+
+
+class SloViolated(DrillError):
+    """A measured value breaks its target."""
+
+
+class UnsafeTarget(DrillError):
+    """A target outside the profile's allowlist or blast-radius cap; refused before any change."""
+
+
+class TargetUnreachable(DrillError):
+    """The cluster API, a switch or an endpoint does not answer."""

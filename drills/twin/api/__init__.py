@@ -1,0 +1,1 @@
+"""The twin's Kubernetes-compatible API server."""
