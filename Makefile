@@ -7,13 +7,20 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: bootstrap system-deps drill test twin revert clean bench
+.PHONY: bootstrap system-deps node-deps drill test twin revert clean bench
 
-bootstrap: system-deps $(STAMP)
+bootstrap: system-deps $(STAMP) node-deps
 
 # System packages (fio, chromium, fonts): installed only when missing and we are root.
 system-deps:
 	@bash scripts/bootstrap-system.sh
+
+# Allure CLI (npm allure-commandline, pinned in package-lock.json) into ./node_modules.
+node-deps: node_modules/.bin/allure
+
+node_modules/.bin/allure: package-lock.json
+	@npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -6,6 +6,8 @@ set -euo pipefail
 # command-to-check:package pairs
 needs=(
   "fio:fio"
+  "chromium:chromium"
+  "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc:fonts-wqy-microhei"
 )
 
 missing=()
