@@ -1,0 +1,1 @@
+"""Built-in target profiles (package data): twin.yaml is the default target."""
