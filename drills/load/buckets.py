@@ -1,0 +1,340 @@
+"""Fine-grained load outcomes: per-interval buckets, their JSONL format, and pure analysis.
+
+Locust's own 1 s history is too coarse once the twin dilates time (one wall second is one
+cluster minute), so the locustfile folds every request into buckets of `width` wall seconds
+(50 ms by default) keyed by the request's *completion* time in epoch seconds. One JSONL line:
+
+    {"t": 1718000000.05, "w": 0.05, "ok": 12, "fail": 1, "sum": 83.1, "max": 11.2,
+     "h": {"6.17": 9, "11.3": 4}, "lf": 1718000000.071, "fo": 1718000000.083, "na": 3,
+     "err": {"503 no ready replica": 1}}
+
+`t` bucket start, `w` width (s); `ok`/`fail` counts; `sum`/`max` latency (ms); `h` latency
+histogram (bin centre in ms, 8 bins per octave -> count); `lf` completion time of the last
+failure in the bucket; `fo` first success after that failure (first success at all when the
+bucket has no failure) and `na` how many successes followed it; `err` the first few distinct
+error messages with counts. Several lines may carry the same `t` (a late request, one file
+per worker): readers merge them. Everything here is pure and free of locust.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "Bucket",
+    "WindowStats",
+    "BucketAccumulator",
+    "read_buckets",
+    "merge_buckets",
+    "window",
+    "error_rate",
+    "percentile",
+    "p99",
+    "baseline",
+    "first_sustained_success",
+    "rebin",
+    "round_ms",
+    "MAX_ERRORS_PER_BUCKET",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_ERRORS_PER_BUCKET = 3
+HIST_BINS_PER_OCTAVE = 8
+
+
+@dataclass
+class Bucket:
+    """Outcomes of the requests that completed in [t, t + w) (epoch seconds, wall clock)."""
+
+    t: float
+    w: float
+    ok: int = 0
+    fail: int = 0
+    sum_ms: float = 0.0
+    max_ms: float = 0.0
+    hist: dict[float, int] = field(default_factory=dict)
+    last_fail: float | None = None
+    first_ok_after: float | None = None
+    ok_after: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.ok + self.fail
+
+    @property
+    def end(self) -> float:
+        return self.t + self.w
+
+    def to_json(self) -> dict:
+        d = {"t": round(self.t, 6), "w": self.w, "ok": self.ok, "fail": self.fail,
+             "sum": round(self.sum_ms, 3), "max": round(self.max_ms, 3),
+             "h": {_key(k): v for k, v in self.hist.items()}}
+        if self.last_fail is not None:
+            d["lf"] = round(self.last_fail, 6)
+        if self.first_ok_after is not None:
+            d["fo"] = round(self.first_ok_after, 6)
+            d["na"] = self.ok_after
+        if self.errors:
+            d["err"] = self.errors
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Bucket:
+        return cls(t=float(d["t"]), w=float(d["w"]), ok=int(d.get("ok", 0)), fail=int(d.get("fail", 0)),
+                   sum_ms=float(d.get("sum", 0.0)), max_ms=float(d.get("max", 0.0)),
+                   hist={float(k): int(v) for k, v in d.get("h", {}).items()},
+                   last_fail=d.get("lf"), first_ok_after=d.get("fo"), ok_after=int(d.get("na", 0)),
+                   errors=dict(d.get("err", {})))
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """Totals over a time window; rates and latencies are NaN when no request completed in it."""
+
+    start: float
+    end: float
+    requests: int
+    failures: int
+    failure_rate: float
+    rps: float
+    mean_ms: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.__dict__.items()}
+
+
+class BucketAccumulator:
+    """Folds request outcomes into buckets and hands back the closed ones (used by the locustfile)."""
+
+    def __init__(self, width_s: float = 0.05, max_errors: int = MAX_ERRORS_PER_BUCKET) -> None:
+        if width_s <= 0:
+            raise ValueError(f"bucket width must be positive, got {width_s}")
+        self.width = width_s
+        self.max_errors = max_errors
+        self._open: dict[int, Bucket] = {}
+
+    def add(self, end_s: float, latency_ms: float, error: str | None = None) -> None:
+        """One request that completed at `end_s` (epoch) after `latency_ms`; `error` None means success."""
+        idx = math.floor(end_s / self.width)
+        b = self._open.get(idx)
+        if b is None:
+            b = self._open[idx] = Bucket(t=idx * self.width, w=self.width)
+        _add(b, end_s, latency_ms, error, self.max_errors)
+
+    def take_closed(self, now_s: float, grace_s: float = 0.05) -> list[Bucket]:
+        """Buckets that ended more than `grace_s` before `now_s`, oldest first; they leave the accumulator."""
+        done = sorted(i for i, b in self._open.items() if b.end + grace_s <= now_s)
+        return [self._open.pop(i) for i in done]
+
+    def take_all(self) -> list[Bucket]:
+        done = sorted(self._open)
+        return [self._open.pop(i) for i in done]
+
+
+def read_buckets(paths: Iterable[str | Path]) -> list[Bucket]:
+    """All buckets from the JSONL files (missing files and a torn last line are skipped), merged by time."""
+    raw: list[Bucket] = []
+    for path in paths:
+        p = Path(path)
+        if not p.exists():
+            continue
+        for line in p.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                raw.append(Bucket.from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                log.debug("skipping unreadable bucket line in %s: %.80s", p, line)
+    return merge_buckets(raw)
+
+
+def merge_buckets(buckets: Iterable[Bucket]) -> list[Bucket]:
+    """One bucket per interval (same width assumed), sorted by time."""
+    merged: dict[int, Bucket] = {}
+    for b in buckets:
+        idx = round(b.t / b.w)
+        m = merged.get(idx)
+        if m is None:
+            merged[idx] = Bucket(t=b.t, w=b.w, ok=b.ok, fail=b.fail, sum_ms=b.sum_ms, max_ms=b.max_ms,
+                                 hist=dict(b.hist), last_fail=b.last_fail, first_ok_after=b.first_ok_after,
+                                 ok_after=b.ok_after, errors=dict(b.errors))
+        else:
+            _merge_into(m, b)
+    return [merged[i] for i in sorted(merged)]
+
+
+def window(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> WindowStats:
+    """Totals of the buckets that start in [start, end) (None: unbounded)."""
+    sel = _select(buckets, start, end)
+    n = sum(b.n for b in sel)
+    fail = sum(b.fail for b in sel)
+    hist = _sum_hist(sel)
+    t0 = start if start is not None else (sel[0].t if sel else math.nan)
+    t1 = end if end is not None else (sel[-1].end if sel else math.nan)
+    span = t1 - t0 if sel else math.nan
+    nan = math.nan
+    return WindowStats(
+        start=t0, end=t1, requests=n, failures=fail,
+        failure_rate=fail / n if n else nan,
+        rps=n / span if sel and span > 0 else nan,
+        mean_ms=sum(b.sum_ms for b in sel) / n if n else nan,
+        p50_ms=_hist_quantile(hist, 0.50), p99_ms=_hist_quantile(hist, 0.99),
+        max_ms=max((b.max_ms for b in sel), default=nan),
+    )
+
+
+def error_rate(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> float:
+    """Failed / all requests completed in [start, end); NaN when none completed (so a budget check fails)."""
+    return window(buckets, start, end).failure_rate
+
+
+def percentile(buckets: Sequence[Bucket], q: float, start: float | None = None, end: float | None = None) -> float:
+    """The q-quantile (0..1) of latency in ms over [start, end), to the histogram resolution (±4.5 %); NaN when empty."""
+    return _hist_quantile(_sum_hist(_select(buckets, start, end)), q)
+
+
+def p99(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> float:
+    return percentile(buckets, 0.99, start, end)
+
+
+def baseline(buckets: Sequence[Bucket], before: float, window_s: float | None = None) -> WindowStats:
+    """The steady state before a fault: the buckets ending by `before` (the last `window_s` s if given)."""
+    start = before - window_s if window_s is not None else None
+    return window(buckets, start, before)
+
+
+def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duration_s: float,
+                            min_ok: int = 1) -> float | None:
+    """Start of the first run of successes after `after` that has no failure for `min_duration_s`
+    and holds at least `min_ok` successes: the moment the endpoint "recovered". None if never.
+
+    Empty intervals (no request completed) neither break nor extend a run; the start is the
+    completion time of the run's first success, to the precision the bucket's `fo` allows.
+    """
+    start: float | None = None
+    count = 0
+    for b in buckets:
+        if b.end <= after:
+            continue
+        if b.fail:
+            start, count = None, 0
+            if b.first_ok_after is not None and b.first_ok_after >= after:
+                start, count = b.first_ok_after, b.ok_after
+        elif b.ok:
+            if start is None:
+                first = b.first_ok_after if b.first_ok_after is not None else b.t
+                if first < after:  # the bucket straddles `after`: count only what follows it
+                    first, ok = after, max(1, round(b.ok * (b.end - after) / b.w))
+                else:
+                    ok = b.ok
+                start, count = first, ok
+            else:
+                count += b.ok
+        if start is not None and count >= min_ok and b.end - start >= min_duration_s:
+            return start
+    return None
+
+
+def rebin(buckets: Sequence[Bucket], width_s: float) -> list[Bucket]:
+    """Coarser buckets (e.g. 1 s for a chart); `width_s` should be a multiple of the bucket width."""
+    out: dict[int, Bucket] = {}
+    for b in buckets:
+        idx = math.floor(b.t / width_s + 1e-9)
+        m = out.get(idx)
+        if m is None:
+            out[idx] = m = Bucket(t=idx * width_s, w=width_s)
+        _merge_into(m, b)
+    return [out[i] for i in sorted(out)]
+
+
+def round_ms(ms: float) -> float:
+    """The histogram bin of a latency: 8 log-spaced bins per octave (within ±4.5 %), as ms with
+    3 significant digits, so a bucket holds a dozen keys rather than one per distinct latency."""
+    if ms <= 0.001:
+        return 0.0
+    center = 2.0 ** (round(HIST_BINS_PER_OCTAVE * math.log2(ms)) / HIST_BINS_PER_OCTAVE)
+    return round(center, 2 - math.floor(math.log10(center)))
+
+
+# ---------------------------------------------------------------- helpers
+
+def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_errors: int) -> None:
+    b.sum_ms += latency_ms
+    b.max_ms = max(b.max_ms, latency_ms)
+    key = round_ms(latency_ms)
+    b.hist[key] = b.hist.get(key, 0) + 1
+    if error is None:
+        b.ok += 1
+        if b.last_fail is None or end_s > b.last_fail:
+            if b.first_ok_after is None or end_s < b.first_ok_after:
+                b.first_ok_after = end_s
+            b.ok_after += 1
+        return
+    b.fail += 1
+    if b.last_fail is None or end_s > b.last_fail:
+        b.last_fail = end_s
+        if b.first_ok_after is not None and b.first_ok_after <= end_s:
+            b.first_ok_after, b.ok_after = None, 0
+    if error in b.errors or len(b.errors) < max_errors:
+        b.errors[error] = b.errors.get(error, 0) + 1
+
+
+def _merge_into(m: Bucket, b: Bucket) -> None:
+    m.ok += b.ok
+    m.fail += b.fail
+    m.sum_ms += b.sum_ms
+    m.max_ms = max(m.max_ms, b.max_ms)
+    for k, v in b.hist.items():
+        m.hist[k] = m.hist.get(k, 0) + v
+    for k, v in b.errors.items():
+        if k in m.errors or len(m.errors) < MAX_ERRORS_PER_BUCKET:
+            m.errors[k] = m.errors.get(k, 0) + v
+    # The run of successes after the merged last failure: keep only the parts that follow it.
+    lf = max((x for x in (m.last_fail, b.last_fail) if x is not None), default=None)
+    parts = [(m.first_ok_after, m.ok_after), (b.first_ok_after, b.ok_after)]
+    parts = [(fo, na) for fo, na in parts if fo is not None and (lf is None or fo > lf)]
+    m.last_fail = lf
+    m.first_ok_after = min((fo for fo, _ in parts), default=None)
+    m.ok_after = sum(na for _, na in parts)
+
+
+def _select(buckets: Sequence[Bucket], start: float | None, end: float | None) -> list[Bucket]:
+    eps = 1e-9
+    return [b for b in buckets
+            if (start is None or b.t >= start - eps) and (end is None or b.t < end - eps)]
+
+
+def _sum_hist(buckets: Iterable[Bucket]) -> dict[float, int]:
+    hist: dict[float, int] = {}
+    for b in buckets:
+        for k, v in b.hist.items():
+            hist[k] = hist.get(k, 0) + v
+    return hist
+
+
+def _hist_quantile(hist: dict[float, int], q: float) -> float:
+    total = sum(hist.values())
+    if not total:
+        return math.nan
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for k in sorted(hist):
+        seen += hist[k]
+        if seen >= rank:
+            return k
+    return max(hist)
+
+
+def _key(ms: float) -> str:
+    return repr(ms) if ms != int(ms) else str(int(ms))

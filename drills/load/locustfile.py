@@ -1,0 +1,207 @@
+"""Locust users for an OpenAI-compatible inference endpoint, with fine-grained outcome buckets.
+
+Loaded only by a locust subprocess (never import it into pytest: gevent's monkey-patching
+breaks ssl once the kubernetes client is loaded). Each user POSTs `/v1/completions` (and,
+with `--chat-weight`, `/v1/chat/completions`) with a small prompt; every outcome is folded
+into `drills.load.buckets` buckets written as JSONL to `--bucket-file`.
+
+Run it by hand against any endpoint:
+
+    DRILLS_LOAD_API_KEY=... python -m locust -f drills/load/locustfile.py --headless \
+        -H https://llm.example.com -u 32 -r 8 -t 10m --model my-model \
+        --bucket-file reports/load/buckets.jsonl
+
+Options (also as env vars, DRILLS_LOAD_<NAME>): --model, --max-tokens, --prompt-words,
+--chat-weight, --wait-min-s/--wait-max-s, --bucket-file, --bucket-s, --bucket-flush-s,
+--parent-pid (quit when that process is gone). The API key is read only from the
+DRILLS_LOAD_API_KEY env var (sent as `Authorization: Bearer ...`), never from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sys
+import time
+
+import gevent
+from locust import FastHttpUser, events, task
+from locust.runners import MasterRunner
+
+try:
+    from drills.load.buckets import BucketAccumulator
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from drills.load.buckets import BucketAccumulator
+
+log = logging.getLogger("drills.load.locustfile")
+
+WORDS = "the quick brown fox jumps over the lazy dog while the cluster heals itself".split()
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser) -> None:
+    g = parser.add_argument_group("gpu-drills inference load")
+    g.add_argument("--model", env_var="DRILLS_LOAD_MODEL", default="drill-model", help="model name sent in requests")
+    g.add_argument("--max-tokens", env_var="DRILLS_LOAD_MAX_TOKENS", type=int, default=16)
+    g.add_argument("--prompt-words", env_var="DRILLS_LOAD_PROMPT_WORDS", type=int, default=8)
+    g.add_argument("--chat-weight", env_var="DRILLS_LOAD_CHAT_WEIGHT", type=float, default=0.0,
+                   help="share of requests sent to /v1/chat/completions (0..1)")
+    g.add_argument("--wait-min-s", env_var="DRILLS_LOAD_WAIT_MIN_S", type=float, default=0.0)
+    g.add_argument("--wait-max-s", env_var="DRILLS_LOAD_WAIT_MAX_S", type=float, default=0.0)
+    g.add_argument("--bucket-file", env_var="DRILLS_LOAD_BUCKET_FILE", default="",
+                   help="JSONL file for per-interval outcome buckets (empty: none)")
+    g.add_argument("--bucket-s", env_var="DRILLS_LOAD_BUCKET_S", type=float, default=0.05,
+                   help="bucket width in wall seconds")
+    g.add_argument("--bucket-flush-s", env_var="DRILLS_LOAD_BUCKET_FLUSH_S", type=float, default=0.25)
+    g.add_argument("--parent-pid", env_var="DRILLS_LOAD_PARENT_PID", type=int, default=0,
+                   help="quit as soon as this process is gone (orphan safety net)")
+
+
+class _BucketSink:
+    """Per-process bucket writer: closed buckets are appended and flushed every few hundred ms."""
+
+    def __init__(self, path: str, width_s: float, flush_s: float) -> None:
+        self.acc = BucketAccumulator(width_s)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed at quit)
+        self.flush_s = flush_s
+
+    def record(self, end_s: float, latency_ms: float, error: str | None) -> None:
+        self.acc.add(end_s, latency_ms, error)
+
+    def flush(self, everything: bool = False) -> None:
+        if self.file.closed:
+            return
+        closed = self.acc.take_all() if everything else self.acc.take_closed(time.time())
+        if closed:
+            self.file.write("".join(json.dumps(b.to_json(), separators=(",", ":")) + "\n" for b in closed))
+            self.file.flush()
+
+    def loop(self) -> None:
+        while True:
+            gevent.sleep(self.flush_s)
+            self.flush()
+
+    def close(self) -> None:
+        self.flush(everything=True)
+        self.file.close()
+
+
+_sink: _BucketSink | None = None
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    global _sink
+    opts = environment.parsed_options
+    if opts is None:
+        return
+    if opts.parent_pid:
+        gevent.spawn(_watch_parent, environment, opts.parent_pid)
+    # Options are read here, from this process's own command line: a worker later receives the
+    # master's custom arguments, which would point every worker at the master's bucket file.
+    if opts.bucket_file and not isinstance(environment.runner, MasterRunner):
+        _sink = _BucketSink(opts.bucket_file, opts.bucket_s, opts.bucket_flush_s)
+        gevent.spawn(_sink.loop)
+    OpenAIUser.model = opts.model
+    OpenAIUser.max_tokens = opts.max_tokens
+    OpenAIUser.prompt = " ".join(WORDS[i % len(WORDS)] for i in range(max(1, opts.prompt_words)))
+    OpenAIUser.chat_weight = min(1.0, max(0.0, opts.chat_weight))
+    OpenAIUser.wait_range = (opts.wait_min_s, max(opts.wait_min_s, opts.wait_max_s))
+
+
+@events.request.add_listener
+def _on_request(response_time, exception=None, start_time=None, **_kw) -> None:
+    if _sink is None:
+        return
+    end = (start_time or time.time() - response_time / 1000.0) + response_time / 1000.0
+    _sink.record(end, response_time, None if exception is None else _message(exception))
+
+
+@events.quitting.add_listener
+def _on_quitting(**_kw) -> None:
+    if _sink is not None:
+        _sink.close()
+
+
+class OpenAIUser(FastHttpUser):
+    """One client of the inference endpoint: a short completion, then (optionally) a pause."""
+
+    model = "drill-model"
+    max_tokens = 16
+    prompt = "the quick brown fox"
+    chat_weight = 0.0
+    wait_range = (0.0, 0.0)
+    network_timeout = 30.0
+    connection_timeout = 10.0
+
+    def on_start(self) -> None:
+        key = os.environ.get("DRILLS_LOAD_API_KEY")
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._n = 0
+
+    def wait_time(self) -> float:
+        lo, hi = self.wait_range
+        return random.uniform(lo, hi) if hi > lo else lo
+
+    @task
+    def complete(self) -> None:
+        self._n += 1
+        # Deterministic mix: every k-th request goes to chat, so the ratio holds in short windows.
+        if self.chat_weight and (self._n * self.chat_weight) % 1.0 < self.chat_weight:
+            path, body = "/v1/chat/completions", {
+                "model": self.model, "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": self.prompt}]}
+        else:
+            path, body = "/v1/completions", {"model": self.model, "prompt": self.prompt,
+                                             "max_tokens": self.max_tokens}
+        with self.client.post(path, json=body, headers=self.headers, catch_response=True) as resp:
+            if resp.status_code != 200:
+                resp.failure(f"{resp.status_code} {_body_reason(resp)}".strip())
+                return
+            try:
+                ok = bool(json.loads(resp.content or b"{}").get("choices"))
+            except ValueError:
+                ok = False
+            if not ok:
+                resp.failure("200 without choices")
+
+
+def _watch_parent(environment, pid: int) -> None:
+    while True:
+        gevent.sleep(1.0)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            log.warning("parent process %d is gone: quitting", pid)
+            if environment.runner is not None:
+                environment.runner.quit()
+            # main() joins the runner greenlet and then shuts down (quitting -> buckets flushed).
+            return
+        except PermissionError:
+            pass
+
+
+def _body_reason(resp) -> str:
+    """A short reason from an error body: OpenAI-style {"error": {"message"}} or the text itself."""
+    text = ""
+    try:
+        text = (resp.content or b"").decode("utf-8", "replace")
+        err = json.loads(text).get("error")
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("type")
+        if err:
+            return str(err)[:80]
+    except (ValueError, AttributeError):
+        pass
+    return text.strip().replace("\n", " ")[:80]
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if type(exc).__name__ == "CatchResponseError":
+        return text[:100]
+    return f"{type(exc).__name__}: {text}"[:100]
