@@ -1,0 +1,71 @@
+"""Words and small formats shared by the summary, the postmortems and the charts (en / zh)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from pathlib import Path
+
+import yaml
+
+from drills.errors import DrillError
+
+__all__ = ["labels", "categories", "category_of", "fmt_seconds", "slug", "LANGS"]
+
+log = logging.getLogger(__name__)
+
+_HERE = Path(__file__).parent
+LANGS = ("en", "zh")
+
+
+def labels(lang: str = "en") -> dict[str, str]:
+    """Headings in `lang`; English fills any heading the translation lacks."""
+    if lang not in LANGS:
+        raise DrillError(f"unknown report language {lang!r}: use one of {', '.join(LANGS)}")
+    table = _yaml("labels.yaml")
+    return {**table["en"], **table.get(lang, {})}
+
+
+def categories() -> list[dict]:
+    """The failure categories (id, name, name_zh, statuses, regex) from categories.yaml."""
+    return [dict(c) for c in _yaml("categories.yaml")["categories"]]
+
+
+def category_of(record: dict) -> str | None:
+    """The record's own category, else the first category whose regex matches its reason."""
+    if record.get("category"):
+        return str(record["category"])
+    if record.get("verdict") == "pass":
+        return None
+    reason = str(record.get("reason") or "")
+    for cat in categories():
+        # Java's (?is) inline flags mean the same in Python's re.
+        if re.match(cat["regex"], reason):
+            return cat["id"]
+    return None
+
+
+def fmt_seconds(value) -> str:
+    """312.4 → '5m 12s', 42.15 → '42.1s', None → '—'."""
+    if value is None:
+        return "—"
+    value = float(value)
+    if abs(value) < 60:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(int(round(value)), 60)
+    if minutes >= 60:
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    return f"{minutes}m {seconds:02d}s"
+
+
+def slug(text: str) -> str:
+    """A file-name-safe slug; keeps CJK characters, drops everything else unusual."""
+    text = re.sub(r"[^\w\u4e00-\u9fff]+", "-", str(text).strip().lower(), flags=re.UNICODE)
+    return text.strip("-_")[:80] or "scenario"
+
+
+@functools.cache
+def _yaml(name: str) -> dict:
+    return yaml.safe_load((_HERE / name).read_text(encoding="utf-8"))

@@ -1,0 +1,83 @@
+"""Timeline chart of one drill: its phases on a cluster-time axis (seconds since the fault was
+injected), the recovery target as a vertical line, and an optional overlay series (throughput,
+request rate) on a twin axis. Matplotlib with the Agg backend: no display, about 0.1 s a chart.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+from drills.report.records import phase_offsets  # noqa: E402
+from drills.report.text import fmt_seconds, labels  # noqa: E402
+
+__all__ = ["timeline_png", "new_figure", "save_figure"]
+
+log = logging.getLogger(__name__)
+
+# CJK glyphs come from WenQuanYi Micro Hei (Debian fonts-wqy-microhei) when installed.
+_FONTS = ["DejaVu Sans", "WenQuanYi Micro Hei"]
+
+
+def timeline_png(record: dict, path: Path, overlay: list[tuple[float, float]] | None = None,
+                 overlay_label: str = "throughput", lang: str = "en") -> Path:
+    """Draw the record's phases (and `overlay` as (t_seconds, value) points) into `path`."""
+    words = labels(lang)
+    offsets = phase_offsets(record)
+    target = record.get("target_s")
+    fig, ax = new_figure((8, 3.2))
+    if offsets:
+        names = list(offsets)
+        times = [offsets[n] for n in names]
+        color = "#2e7d32" if record.get("verdict") == "pass" else "#c62828"
+        ax.plot(times, [1] * len(times), "-", color="#9e9e9e", linewidth=1, zorder=1)
+        ax.scatter(times, [1] * len(times), color=color, zorder=3, s=36)
+        for i, (name, t) in enumerate(zip(names, times)):
+            # Alternate label heights so phases a few seconds apart stay readable.
+            ax.annotate(f"{name}\n{fmt_seconds(t)}", (t, 1), textcoords="offset points",
+                        xytext=(0, 12 if i % 2 == 0 else -30), ha="center", fontsize=8)
+    if target:
+        ax.axvline(float(target), color="#ef6c00", linestyle="--", linewidth=1.5)
+        ax.annotate(f"{words['target']} {fmt_seconds(target)}", (float(target), 1.55), ha="right",
+                    fontsize=8, color="#ef6c00", xytext=(-4, 0), textcoords="offset points")
+    ax.set_ylim(0.3, 1.7)
+    ax.set_yticks([])
+    ax.set_xlabel(words["time_axis"])
+    right = max([*offsets.values(), float(target or 0), *(t for t, _ in overlay or [])], default=1.0)
+    left = min([0.0, *(t for t, _ in overlay or [])])
+    ax.set_xlim(left - 0.03 * (right - left) - 1, right * 1.08 + 1)
+    if overlay:
+        twin = ax.twinx()
+        twin.plot([t for t, _ in overlay], [v for _, v in overlay], color="#1565c0", linewidth=1.2,
+                  alpha=0.8)
+        twin.set_ylabel(overlay_label, color="#1565c0")
+        twin.set_ylim(bottom=0)
+        ax.set_zorder(twin.get_zorder() + 1)  # phases above the overlay curve
+        ax.patch.set_visible(False)
+    ax.set_title(f"{record.get('drill', '?')} — {record.get('scenario', '')}", fontsize=10)
+    return save_figure(fig, path)
+
+
+def new_figure(size: tuple[float, float]):
+    """A figure and axes with the report's fonts (CJK-capable) and a light style."""
+    plt.rcParams["font.family"] = _FONTS
+    fig, ax = plt.subplots(figsize=size, dpi=100)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return fig, ax
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write as PNG and free the figure (pyplot keeps every open figure otherwise)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
