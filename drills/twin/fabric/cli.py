@@ -1,0 +1,264 @@
+"""The switch CLI engine: runs one line of a dialect against the fabric, pure of any socket.
+
+`SwitchCli` is one switch (its dialect, its fabric, pending changes shared by its sessions);
+`CliSession` is one login with its mode (exec / config / interface) and prompt. The SSH server
+feeds it lines; unit tests feed it strings.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from drills.twin.fabric.dialects import CommandRule, Dialect, load_dialect, render_table
+from drills.twin.fabric.topology import Fabric
+
+__all__ = ["CliResult", "SwitchCli", "CliSession"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one command printed (no trailing newline), its exit status, and whether it logged out."""
+
+    output: str = ""
+    exit_status: int = 0
+    logout: bool = False
+
+
+class SwitchCli:
+    """One switch's CLI; thread-safe (each SSH session runs in its own thread)."""
+
+    def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
+                 hostname: str | None = None, username: str | None = None) -> None:
+        self.fabric = fabric
+        self.switch = switch
+        self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
+        self.hostname = hostname or switch
+        self.username = username or self.dialect.username
+        self._lock = threading.Lock()
+        self._pending: dict[str, bool] = {}
+        self._rev = 1
+
+    def session(self) -> "CliSession":
+        return CliSession(self)
+
+    def run(self, command: str) -> CliResult:
+        """An SSH exec request: the command line (several joined by the dialect's separators)
+        runs in a fresh session; it stops at the first error, whose status is the exit status."""
+        session = self.session()
+        outputs: list[str] = []
+        status = 0
+        for part in session.cli.dialect.separator_re.split(command.strip()):
+            if not part or not part.strip():
+                continue
+            res = session.execute(part)
+            if res.output:
+                outputs.append(res.output)
+            status = res.exit_status
+            if status != 0 or res.logout:
+                break
+        return CliResult("\n".join(outputs), status)
+
+    # -- staged changes (dialects with `staging: true`, e.g. NVUE) ---------------------------
+    def stage(self, iface: str, up: bool) -> None:
+        with self._lock:
+            self._pending[iface] = up
+
+    def pending(self) -> dict[str, bool]:
+        with self._lock:
+            return dict(self._pending)
+
+    def commit(self) -> int | None:
+        """Apply pending changes to the fabric; the new revision id, or None when nothing was pending."""
+        with self._lock:
+            changes, self._pending = self._pending, {}
+            if not changes:
+                return None
+            self._rev += 1
+            rev = self._rev
+        for iface, up in changes.items():
+            self.fabric.set_admin(self.switch, iface, up, source=f"ssh:{self.dialect.name}")
+        return rev
+
+    def discard(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+    def context(self, iface: str) -> dict[str, Any]:
+        """Template values for one interface (status tables, detail views)."""
+        d = self.dialect
+        st = self.fabric.iface_state(self.switch, iface)
+        index = self.fabric.interfaces(self.switch).index(iface)
+        words = d.status_words
+        status = words["connected"] if st.oper else (words["notconnect"] if st.admin else words["disabled"])
+        pending = self.pending().get(iface, st.admin)
+        ctx: dict[str, Any] = dict(d.constants)
+        ctx.update(
+            iface=iface,
+            short=d.short_iface(iface),
+            i=index,
+            n=index + 1,
+            lanes=",".join(str(index * d.lanes_per_port + k) for k in range(d.lanes_per_port)),
+            admin=_updown(st.admin),
+            oper=_updown(st.oper),
+            oper_word=_updown(st.oper),
+            admin_reason=" (Administratively down)" if not st.admin else "",
+            status=status,
+            pending=_updown(pending),
+            peer_switch=st.peer[0] if st.peer else "",
+            peer_iface=st.peer[1] if st.peer else "",
+            description=f"{st.peer[0]} {st.peer[1]}" if st.peer else "--",
+            hostname=self.hostname,
+        )
+        return ctx
+
+
+class CliSession:
+    """One login: mode, current interface, prompt."""
+
+    def __init__(self, cli: SwitchCli) -> None:
+        self.cli = cli
+        self.mode = "exec"
+        self.iface: str | None = None
+
+    @property
+    def prompt(self) -> str:
+        return self.cli.dialect.prompt(self.mode, self.cli.hostname, self.cli.username)
+
+    def execute(self, line: str, interactive: bool = False) -> CliResult:
+        """Run one command line; `interactive` aligns error carets under the echoed prompt."""
+        d = self.cli.dialect
+        line = line.strip()
+        if not line:
+            return CliResult()
+        offset = len(self.prompt) if interactive else 0
+        for pattern, rule in d.compiled:
+            modes = rule.modes()
+            if modes is not None and self.mode not in modes:
+                continue
+            m = pattern.fullmatch(line)
+            if m:
+                return self._dispatch(rule, m, line, offset)
+        return self._unknown(line, offset)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _dispatch(self, rule: CommandRule, m: re.Match, line: str, offset: int) -> CliResult:
+        d, cli = self.cli.dialect, self.cli
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        iface = None
+        if "iface" in groups:
+            raw = groups["iface"]
+            iface = d.canonical_iface(raw)
+            pos = m.start("iface")
+            if iface is None:
+                return self._error("unknown_command", line, offset, caret_at=pos, **groups)
+            if not cli.fabric.has_iface(cli.switch, iface):
+                verb = rule.action if rule.action in ("shutdown", "startup") else "shutdown"
+                return self._error(rule.iface_error or "unknown_interface", line, offset, caret_at=pos,
+                                   **{"verb": verb, **groups})
+        act = rule.action
+        if act == "show_status":
+            names = [iface] if iface else cli.fabric.interfaces(cli.switch)
+            return CliResult(render_table(d.status_table, [cli.context(n) for n in names]))
+        if act == "show_detail":
+            return CliResult(d.details[rule.detail].format(**cli.context(iface)).rstrip())
+        if act in ("shutdown", "startup", "set_link"):
+            target = iface or self.iface
+            if target is None:
+                return self._error("unknown_command", line, offset, caret_at=0, **groups)
+            up = act == "startup" or (act == "set_link" and groups.get("state") == "up")
+            if d.staging:
+                cli.stage(target, up)
+            else:
+                cli.fabric.set_admin(cli.switch, target, up, source=f"ssh:{d.name}")
+            return CliResult()
+        if act == "enter_mode":
+            if rule.to == "interface":
+                if iface is None:
+                    return self._error("incomplete_command", line, offset, caret_at=len(line))
+                self.iface = iface
+            self.mode = rule.to
+            return CliResult()
+        if act == "exit":
+            if self.mode == "exec":
+                return CliResult(logout=True)
+            self.mode, self.iface = ("config", None) if self.mode == "interface" else ("exec", None)
+            return CliResult()
+        if act == "end":
+            self.mode, self.iface = "exec", None
+            return CliResult()
+        if act == "logout":
+            return CliResult(logout=True)
+        if act == "commit":
+            rev = cli.commit()
+            if rev is None:
+                return CliResult(d.outputs.get("commit_nothing", ""))
+            return CliResult(d.outputs.get("commit", "").format(rev=rev))
+        if act == "discard":
+            cli.discard()
+            return CliResult()
+        if act == "show_pending":
+            return CliResult(_pending_yaml(cli.pending()))
+        if act == "text":
+            return CliResult(rule.output)
+        if act == "noop":
+            return CliResult()
+        return self._error(rule.error or "unknown_command", line, offset, caret_at=0, **groups)
+
+    def _unknown(self, line: str, offset: int) -> CliResult:
+        """No rule matched: find how far the grammar of this mode accepts the words, point there."""
+        tokens = _tokens(line, self.cli.dialect)
+        best = 0
+        for words, rule in self.cli.dialect.word_rules:
+            modes = rule.modes()
+            if modes is not None and self.mode not in modes:
+                continue
+            k = 0
+            while k < min(len(words), len(tokens)) and words[k].fullmatch(tokens[k][1]):
+                k += 1
+            best = max(best, k)
+        if best >= len(tokens) and "incomplete_command" in self.cli.dialect.errors:
+            return self._error("incomplete_command", line, offset, caret_at=len(line))
+        pos = tokens[min(best, len(tokens) - 1)][0]
+        return self._error("unknown_command", line, offset, caret_at=pos)
+
+    def _error(self, key: str, line: str, offset: int, caret_at: int, **values: Any) -> CliResult:
+        err = self.cli.dialect.errors.get(key) or self.cli.dialect.errors["unknown_command"]
+        ctx = {"word": line.split()[0], "iface": "", "verb": "shutdown", "line": line,
+               "hostname": self.cli.hostname}
+        ctx.update(values)
+        ctx["caret"] = " " * (offset + caret_at) + "^"
+        return CliResult(err.text.format(**ctx), err.exit)
+
+
+def _tokens(line: str, dialect: Dialect) -> list[tuple[int, str]]:
+    """Words with their offsets; `ethernet 1/1` stays one word when it names an interface."""
+    raw = [(m.start(), m.group()) for m in re.finditer(r"\S+", line)]
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(raw):
+        if i + 1 < len(raw) and raw[i + 1][1][:1].isdigit() and dialect.canonical_iface(f"{raw[i][1]} {raw[i + 1][1]}"):
+            out.append((raw[i][0], f"{raw[i][1]} {raw[i + 1][1]}"))
+            i += 2
+        else:
+            out.append(raw[i])
+            i += 1
+    return out
+
+
+def _updown(flag: bool) -> str:
+    return "up" if flag else "down"
+
+
+def _pending_yaml(pending: dict[str, bool]) -> str:
+    if not pending:
+        return ""
+    lines = ["- set:", "    interface:"]
+    for iface, up in sorted(pending.items()):
+        lines += [f"      {iface}:", "        link:", f"          state: {_updown(up)}"]
+    return "\n".join(lines)
