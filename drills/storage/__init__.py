@@ -1,0 +1,1 @@
+"""Storage building blocks: the fio wrapper."""
