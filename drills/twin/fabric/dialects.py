@@ -126,6 +126,7 @@ class Dialect(BaseModel):
     username: str = "admin"
     case_insensitive: bool = False
     staging: bool = False
+    errors_to_stderr: bool = False  # Linux-shell CLIs print errors on stderr; modal CLIs on the terminal
     prompts: dict[str, str]
     port_name: str
     lanes_per_port: int = 1

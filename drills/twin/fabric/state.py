@@ -1,0 +1,156 @@
+"""Start the fabric: keys, one SSH server per switch, and the files a client needs in STATE_DIR.
+
+Writes `switch_id_ed25519` (+ `.pub`, the client key, mode 0600), `hostkeys/<switch>` (kept across
+restarts so fingerprints stay stable), `known_hosts` (entries keyed `[127.0.0.1]:PORT`) and
+`switches.yaml` (the inventory the switch injector reads).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from drills.errors import InvalidProfile
+from drills.twin.fabric.cli import SwitchCli
+from drills.twin.fabric.spec import fabric_specs, spec_extra
+from drills.twin.fabric.ssh_server import SwitchServer
+from drills.twin.fabric.topology import Fabric
+
+__all__ = ["FabricHandle", "start_fabric", "ensure_key", "CLIENT_KEY", "PASSWORD_ENV"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_KEY = "switch_id_ed25519"
+PASSWORD_ENV = "DRILLS_SWITCH_PASSWORD"
+HOST = "127.0.0.1"
+
+
+@dataclass
+class FabricHandle:
+    """A running fabric: the link model, the inventory as written, and the servers to stop."""
+
+    fabric: Fabric
+    inventory: list[dict]
+    state_dir: Path
+    key_file: Path
+    known_hosts: Path
+    inventory_file: Path
+    servers: dict[str, SwitchServer] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"FabricHandle({len(self.servers)} switches in {self.state_dir})"
+
+    def cli(self, switch: str) -> SwitchCli:
+        return self.servers[switch].cli
+
+    def port(self, switch: str) -> int:
+        return self.servers[switch].port
+
+    def entry(self, switch: str) -> dict:
+        return next(e for e in self.inventory if e["name"] == switch)
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+    def __enter__(self) -> "FabricHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_fabric(
+    fabric_spec: Any,
+    state_dir: str | os.PathLike,
+    password: str | None = None,
+    clock: Any | None = None,
+    password_env: str = PASSWORD_ENV,
+) -> FabricHandle:
+    """Start one SSH switch per spec entry and write the client's files; see the module docstring.
+
+    `password` (optional) enables password auth too; it is never logged nor written: the inventory
+    only names the environment variable (`password_env`) a client should read it from.
+    """
+    specs = fabric_specs(fabric_spec)
+    fabric = Fabric(specs, clock=clock)
+    state = Path(state_dir).resolve()
+    (state / "hostkeys").mkdir(parents=True, exist_ok=True)
+    key_file = state / CLIENT_KEY
+    client_key = ensure_key(key_file, "ed25519", comment="drills-twin-switch-client")
+    known_hosts = state / "known_hosts"
+    inventory_file = state / "switches.yaml"
+    handle = FabricHandle(fabric, [], state, key_file, known_hosts, inventory_file)
+    try:
+        for s in specs:
+            key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
+            host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
+            cli = SwitchCli(fabric, s.name, s.dialect)
+            server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
+            handle.servers[s.name] = server
+            server.start()
+            entry = {
+                "name": s.name,
+                "host": HOST,
+                "port": server.port,
+                "username": cli.username,
+                "key_file": str(key_file),
+                "known_hosts": str(known_hosts),
+                "dialect": s.dialect,
+                "role": s.role,
+                "uplinks": [u.iface for u in s.uplinks],
+                "host_key_type": host_key.get_name(),
+            }
+            if password is not None:
+                entry["password_env"] = password_env
+            handle.inventory.append(entry)
+        _write_private(known_hosts, "".join(
+            f"[{HOST}]:{srv.port} {srv.host_key.get_name()} {srv.host_key.get_base64()}\n"
+            for srv in handle.servers.values()))
+        _write_private(inventory_file, yaml.safe_dump({"switches": handle.inventory}, sort_keys=False))
+    except BaseException:
+        handle.stop()
+        raise
+    log.info("fabric: %d switches up; inventory %s", len(handle.servers), inventory_file)
+    return handle
+
+
+def ensure_key(path: Path, key_type: str = "ed25519", comment: str = "") -> paramiko.PKey:
+    """Load the private key at `path`, creating it (0600, OpenSSH format, with `.pub`) when missing."""
+    path = Path(path)
+    if key_type not in ("ed25519", "rsa"):
+        raise InvalidProfile(f"fabric: host key type {key_type!r} is not supported; use ed25519 or rsa")
+    cls = paramiko.Ed25519Key if key_type == "ed25519" else paramiko.RSAKey
+    if path.exists():
+        return cls.from_private_key_file(str(path))
+    if key_type == "ed25519":
+        # paramiko cannot generate Ed25519 keys; cryptography (its own dependency) can.
+        private = ed25519.Ed25519PrivateKey.generate()
+        pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                    serialization.NoEncryption())
+        _write_private(path, pem.decode())
+        key = paramiko.Ed25519Key.from_private_key_file(str(path))
+    else:
+        key = paramiko.RSAKey.generate(2048)
+        key.write_private_key_file(str(path))
+        os.chmod(path, 0o600)
+    _write_private(path.with_name(path.name + ".pub"), f"{key.get_name()} {key.get_base64()} {comment}".rstrip() + "\n")
+    return key
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically with mode 0600 from the first byte."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
