@@ -38,6 +38,9 @@ def _register() -> None:
     from drills.twin.cli import twin_app
 
     app.add_typer(twin_app, name="twin", help="Run and inspect the embedded GPU-cluster twin.")
+    from drills.report.cli import report
+
+    app.command("report")(report)
 
 
 def main(argv: list[str] | None = None) -> int:

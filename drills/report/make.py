@@ -1,0 +1,41 @@
+"""Everything `drills report` does to one run directory, in one call (also used at the end of
+`drills run`): compliance summary, postmortem notes, timeline charts, then the Allure HTML."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from drills.report.allure_build import build_report
+from drills.report.postmortem import write_postmortems
+from drills.report.records import load_run, resolve_run_dir
+from drills.report.summary import write_summary
+from drills.report.text import slug
+from drills.report.timeline_chart import timeline_png
+
+__all__ = ["make_report"]
+
+log = logging.getLogger(__name__)
+
+
+def make_report(run: str | Path | None = None, lang: str = "en", reports_root: Path | None = None,
+                environment: dict | None = None, last: int = 5, html: bool = True) -> dict[str, Path]:
+    """Build the whole report of `run` (default `reports/latest`); returns the paths by kind:
+    `summary_md`, `summary_html`, `trend`, `html` (when there are Allure results), and `postmortem:<name>`."""
+    run_dir = resolve_run_dir(run, reports_root)
+    records = load_run(run_dir).records
+    paths: dict[str, Path] = {}
+    summary = write_summary(run_dir, lang=lang, last=last)
+    paths.update(summary_md=summary["md"], summary_html=summary["html"], trend=summary["trend"])
+    for rec in records:
+        if (rec.get("phases") or {}).get("injected"):
+            name = f"timeline-{slug(rec.get('drill', 'drill'))}-{slug(rec.get('scenario') or '')}.png"
+            timeline_png(rec, run_dir / name, lang=lang)
+    for note in write_postmortems(records, run_dir, lang=lang):
+        paths[f"postmortem:{note.name}"] = note
+    if html:
+        if (run_dir / "allure-results").is_dir():
+            paths["html"] = build_report(run_dir, lang=lang, environment=environment)
+        else:
+            log.warning("no allure-results in %s: summary only, no Allure HTML", run_dir)
+    return paths
