@@ -1,4 +1,5 @@
 """Only wires the plugins in fixtures/ and the options; behaviour lives in the plugins."""
 
 pytest_plugins = [
+    "fixtures.twin",
 ]

@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     _register()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int):  # standalone_mode=False: click returns typer.Exit(code)'s code
+            return rc
     except DrillError as err:
         if debug:
             log.exception("drills failed")
@@ -59,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     except Exception as err:  # click usage errors and the unexpected: still one line unless --debug
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
+        click = _click_exceptions()
+        if type(err).__name__ == "NoArgsIsHelpError":  # help is already on screen
+            return 2
+        if isinstance(err, click.ClickException):
             err.show()
             return err.exit_code
-        if isinstance(err, click.exceptions.Abort):
+        if isinstance(err, click.Abort):
             return 130
         if debug:
             raise
@@ -72,6 +75,15 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _click_exceptions():
+    """Typer ≥ 0.17 vendors click as typer._click; its exceptions are the ones raised."""
+    try:
+        from typer._click import exceptions  # type: ignore[import-not-found]
+    except ImportError:
+        from click import exceptions
+    return exceptions
 
 
 if __name__ == "__main__":

@@ -1,13 +1,35 @@
-"""`drills twin …` — placeholder until the API server lands."""
+"""`drills twin …` — run the embedded GPU-cluster twin in the foreground."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
 
 import typer
 
 __all__ = ["twin_app"]
 
+log = logging.getLogger(__name__)
+
 twin_app = typer.Typer(no_args_is_help=True)
 
 
 @twin_app.command("up")
-def up() -> None:
-    """Run the twin in the foreground."""
-    raise typer.Exit(1)
+def up(
+    profile: str = typer.Option("minimal", "--profile", help="Profile name or YAML path."),
+    port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0 = a free port)."),
+    state_dir: Path = typer.Option(Path("reports/twin"), "--state-dir", help="Where kubeconfig, twin.json and the audit log go."),
+    scale: float = typer.Option(None, "--scale", help="Twin seconds per wall second (default: the profile's, else 60)."),
+    defect: list[str] = typer.Option([], "--defect", help="Named defect to apply (repeatable)."),
+) -> None:
+    """Run the twin in the foreground until Ctrl-C (or SIGTERM)."""
+    from drills.twin.runtime import run_twin
+
+    def ready(info: dict) -> None:
+        kubeconfig = Path(info["kubeconfig"]).resolve()
+        typer.echo(f"twin ready at {info['url']} (profile {info['profile']}, scale {info['scale']:g}x)", err=True)
+        typer.echo(f"  export KUBECONFIG={kubeconfig}", err=True)
+        typer.echo("  Ctrl-C to stop", err=True)
+        typer.echo(info["url"])
+
+    run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready)

@@ -1,0 +1,71 @@
+"""The audit log: one record per mutating API request, in the state dir and over HTTP.
+
+Drills prove a dry run mutates nothing by reading it: a dry-run request is recorded with
+`dryRun: true`, everything else that writes is recorded as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from pathlib import Path
+
+from drills.clock import Clock, to_iso
+
+__all__ = ["AuditLog", "MUTATING_METHODS"]
+
+log = logging.getLogger(__name__)
+
+MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_KEEP = 200_000  # records kept in memory for GET /twin/v1/audit
+
+
+class AuditLog:
+    """Append-only records; written line by line to `path` (JSONL) when given."""
+
+    def __init__(self, clock: Clock, path: Path | None = None):
+        self.clock = clock
+        self.path = path
+        self._records: deque[dict] = deque(maxlen=_KEEP)
+        self._seq = 0
+        self._fh = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(path, "a", encoding="utf-8", buffering=1)
+
+    def record(self, *, verb: str, group: str, resource: str, subresource: str | None, namespace: str | None,
+               name: str | None, user_agent: str, code: int, dry_run: bool, method: str, path: str) -> dict:
+        self._seq += 1
+        twin_now = self.clock.timestamp()
+        rec = {
+            "seq": self._seq,
+            "twinTime": twin_now,
+            "twinTimeIso": to_iso(twin_now),
+            "wallTime": time.time(),
+            "verb": verb,
+            "group": group,
+            "resource": resource,
+            "subresource": subresource or "",
+            "namespace": namespace or "",
+            "name": name or "",
+            "userAgent": user_agent,
+            "code": code,
+            "dryRun": dry_run,
+            "method": method,
+            "path": path,
+        }
+        self._records.append(rec)
+        if self._fh is not None:
+            self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        return rec
+
+    def records(self, since: int = 0) -> list[dict]:
+        """Records with `seq` greater than `since`, oldest first."""
+        return [r for r in self._records if r["seq"] > since]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

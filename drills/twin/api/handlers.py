@@ -1,0 +1,251 @@
+"""REST verbs on resources: path → Target, then list/get/create/replace/patch/delete(collection).
+
+Subresources live in subresources.py and watch in watch.py; this module dispatches to them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import yaml
+from aiohttp import web
+
+from drills.twin.api import status as st
+from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
+from drills.twin.api.resources import ResourceType, by_path
+from drills.twin.api.selectors import SelectorError, parse_field_selector, parse_label_selector
+from drills.twin.api.store import Entry, Store
+from drills.twin.api.tables import to_table, wants_table
+
+__all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selector_predicate",
+           "PATCH_TYPES"]
+
+log = logging.getLogger(__name__)
+
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+_TRUE = ("1", "true", "True")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a request addresses: a resource type, optionally one namespace, one object, one subresource."""
+
+    rt: ResourceType
+    namespace: str | None = None
+    name: str | None = None
+    sub: str | None = None
+
+    @property
+    def verb_noun(self) -> str:
+        return f"{self.rt.plural}/{self.sub}" if self.sub else self.rt.plural
+
+
+def resolve(group: str, version: str, tail: str) -> tuple[Target, bool]:
+    """Parse `[watch/][namespaces/{ns}/]{plural}[/{name}[/{sub}]]` → (Target, legacy watch path); 404 otherwise."""
+    parts = [p for p in tail.split("/") if p]
+    legacy_watch = bool(parts) and parts[0] == "watch"
+    if legacy_watch:
+        parts = parts[1:]
+    namespace = None
+    if len(parts) >= 3 and parts[0] == "namespaces" and by_path(group, version, parts[2]) is not None:
+        namespace, parts = parts[1], parts[2:]
+    if not parts or len(parts) > 3:
+        raise _unknown()
+    rt = by_path(group, version, parts[0])
+    if rt is None or (namespace is not None and not rt.namespaced):
+        raise _unknown()
+    name = parts[1] if len(parts) > 1 else None
+    sub = parts[2] if len(parts) > 2 else None
+    if sub is not None and sub not in rt.subresources:
+        raise _unknown()
+    return Target(rt, namespace, name, sub), legacy_watch
+
+
+async def dispatch(request: web.Request, target: Target, legacy_watch: bool = False) -> web.StreamResponse:
+    """Route one resource request to its verb."""
+    from drills.twin.api import subresources, watch  # cycle: they use this module's helpers
+
+    store: Store = request.app["store"]
+    method = request.method
+    request["target"] = target
+    if target.sub:
+        return await subresources.dispatch(request, store, target)
+    if method == "GET":
+        if legacy_watch or request.query.get("watch") in _TRUE:
+            request["verb"] = "watch"
+            return await watch.serve(request, store, target)
+        if target.name is None:
+            request["verb"] = "list"
+            return _list(request, store, target)
+        request["verb"] = "get"
+        return _render(request, store, target.rt, store.get_entry(target.rt, target.namespace, target.name))
+    if method == "POST" and target.name is None:
+        request["verb"] = "create"
+        return await _create(request, store, target)
+    if method == "PUT" and target.name is not None:
+        request["verb"] = "update"
+        obj = await read_body(request, target.rt)
+        out = store.replace(target.rt, target.namespace, target.name, obj, dry_run=is_dry_run(request))
+        return json_response(out)
+    if method == "PATCH" and target.name is not None:
+        request["verb"] = "patch"
+        return json_response(await patch_object(request, store, target))
+    if method == "DELETE":
+        if target.name is None:
+            request["verb"] = "deletecollection"
+            return await _delete_collection(request, store, target)
+        request["verb"] = "delete"
+        return json_response(await delete_object(request, store, target))
+    raise st.method_not_allowed(f"the server does not allow this method on the requested resource")
+
+
+# -- helpers shared with subresources and watch -------------------------------------------------------
+def json_response(obj: dict, status: int = 200) -> web.Response:
+    return web.Response(body=json.dumps(obj, separators=(",", ":")).encode(), status=status,
+                        content_type="application/json")
+
+
+def is_dry_run(request: web.Request) -> bool:
+    return bool(request.query.getall("dryRun", []))
+
+
+async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str | None = None) -> dict:
+    """Decode a JSON (or YAML) body and check its kind/apiVersion against the resource, as the real decoder does."""
+    raw = await request.read()
+    expected_kind = kind or (rt.kind if rt else "")
+    try:
+        if "yaml" in (request.content_type or ""):
+            obj = yaml.safe_load(raw)
+        else:
+            obj = json.loads(raw) if raw else None
+    except (ValueError, yaml.YAMLError) as err:
+        raise st.bad_request(f"the object provided is unrecognized (must be of type {expected_kind}): "
+                             f"couldn't get version/kind; json parse error: {err}") from None
+    if not isinstance(obj, dict):
+        raise st.bad_request(f"the object provided is unrecognized (must be of type {expected_kind}): "
+                             f"the body is not a JSON object")
+    if rt is not None and kind is None:
+        body_kind, body_av = obj.get("kind"), obj.get("apiVersion")
+        if (body_kind and body_kind != rt.kind) or (body_av and body_av != rt.api_version):
+            got_kind, got_av = body_kind or rt.kind, body_av or rt.api_version
+            raise st.bad_request(
+                f'{got_kind} in version "{got_av.split("/")[-1]}" cannot be handled as a {rt.kind}: '
+                f'the object provided is a {got_av}, Kind={got_kind} but the {rt.plural} resource expects '
+                f'{rt.api_version}, Kind={rt.kind}')
+    return obj
+
+
+def selector_predicate(request: web.Request):
+    """labelSelector and fieldSelector of the query as one predicate (None when both are empty)."""
+    labels, fields = request.query.get("labelSelector"), request.query.get("fieldSelector")
+    if not labels and not fields:
+        return None
+    try:
+        by_labels = parse_label_selector(labels)
+        by_fields = parse_field_selector(fields)
+    except SelectorError as err:
+        raise st.bad_request(f"unable to parse requested label/field selector: {err}") from None
+    if not labels:
+        return by_fields
+    if not fields:
+        return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {})
+    return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {}) and by_fields(obj)
+
+
+async def patch_object(request: web.Request, store: Store, target: Target, sub: str | None = None) -> dict:
+    """Apply a PATCH of any of the four types to the stored object (server-side apply creates when missing)."""
+    ctype = (request.content_type or "").lower()
+    if ctype not in PATCH_TYPES:
+        raise st.unsupported_media_type(ctype)
+    raw = await request.read()
+    try:
+        body = yaml.safe_load(raw) if ctype == APPLY_PATCH else json.loads(raw)
+    except (ValueError, yaml.YAMLError) as err:
+        raise st.bad_request(f"error decoding patch: {err}") from None
+    rt = target.rt
+    if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
+        if not isinstance(body, dict):
+            raise st.bad_request("error decoding patch: apply patch must be an object")
+        body.setdefault("metadata", {})["name"] = target.name
+        request["created"] = True
+        return store.create(rt, body, target.namespace, dry_run=is_dry_run(request))
+
+    def change(current: dict) -> dict:
+        try:
+            return apply_patch(current, body, ctype, rt.kind)
+        except PatchError as err:
+            raise st.ApiError(422, "Invalid", f'{rt.kind} "{target.name}" is invalid: {err}') from None
+
+    return store.update(rt, target.namespace, target.name, change, subresource=sub, dry_run=is_dry_run(request))
+
+
+async def delete_object(request: web.Request, store: Store, target: Target) -> dict:
+    opts = await _delete_options(request)
+    return store.delete(target.rt, target.namespace, target.name, dry_run=is_dry_run(request) or bool(opts.get("dryRun")),
+                        preconditions=opts.get("preconditions"),
+                        propagation=opts.get("propagationPolicy") or request.query.get("propagationPolicy"))
+
+
+def list_body(rt: ResourceType, entries: list[Entry], rv: str) -> bytes:
+    """A <Kind>List assembled from each entry's cached JSON (no re-encoding of unchanged objects)."""
+    head = json.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                       "metadata": {"resourceVersion": rv}}, separators=(",", ":")).encode()
+    return head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
+
+
+# -- verbs ------------------------------------------------------------------------------------------------
+def _list(request: web.Request, store: Store, target: Target) -> web.Response:
+    entries = store.list_entries(target.rt, target.namespace, selector_predicate(request))
+    rv = store.resource_version
+    if wants_table(request.headers.get("Accept")):
+        return _table_response(request, store, target.rt, [e.obj for e in entries], rv)
+    return web.Response(body=list_body(target.rt, entries, rv), content_type="application/json")
+
+
+def _render(request: web.Request, store: Store, rt: ResourceType, entry: Entry) -> web.Response:
+    if wants_table(request.headers.get("Accept")):
+        return _table_response(request, store, rt, [entry.obj], entry.obj["metadata"].get("resourceVersion", ""))
+    return web.Response(body=entry.raw, content_type="application/json")
+
+
+def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: list[dict], rv: str) -> web.Response:
+    table = to_table(rt, objs, resource_version=rv, now=store.clock.timestamp(),
+                     include_object=request.query.get("includeObject", "Metadata"))
+    resp = json_response(table)
+    resp.headers["Content-Type"] = "application/json;as=Table;v=v1;g=meta.k8s.io"
+    return resp
+
+
+async def _create(request: web.Request, store: Store, target: Target) -> web.Response:
+    obj = await read_body(request, target.rt)
+    out = store.create(target.rt, obj, target.namespace, dry_run=is_dry_run(request))
+    return json_response(out, status=201)
+
+
+async def _delete_collection(request: web.Request, store: Store, target: Target) -> web.Response:
+    opts = await _delete_options(request)
+    dry = is_dry_run(request) or bool(opts.get("dryRun"))
+    deleted = []
+    for entry in store.list_entries(target.rt, target.namespace, selector_predicate(request)):
+        meta = entry.obj["metadata"]
+        deleted.append(store.delete(target.rt, meta.get("namespace"), meta["name"], dry_run=dry,
+                                    propagation=opts.get("propagationPolicy")))
+    return json_response({"kind": f"{target.rt.kind}List", "apiVersion": target.rt.api_version,
+                          "metadata": {"resourceVersion": store.resource_version}, "items": deleted})
+
+
+async def _delete_options(request: web.Request) -> dict:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        opts = json.loads(raw)
+    except ValueError as err:
+        raise st.bad_request(f"the object provided is unrecognized (must be of type DeleteOptions): {err}") from None
+    return opts if isinstance(opts, dict) else {}
+
+
+def _unknown() -> st.ApiError:
+    return st.ApiError(404, "NotFound", "the server could not find the requested resource", {})

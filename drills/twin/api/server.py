@@ -1,0 +1,142 @@
+"""The twin's API server: an aiohttp application over a Store, and its lifecycle on 127.0.0.1.
+
+Routes: discovery (discovery.py), `/api/v1/...` and `/apis/{group}/{version}/...` (handlers.py),
+the twin's own `/twin/v1/...` (twin_routes.py). Failures are rendered as Status objects; every
+mutating request is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+
+from drills.twin.api import discovery, status as st, twin_routes, watch
+from drills.twin.api.audit import MUTATING_METHODS, AuditLog
+from drills.twin.api.handlers import dispatch, resolve
+from drills.twin.api.store import Store
+
+__all__ = ["build_app", "ApiServer"]
+
+log = logging.getLogger(__name__)
+
+_VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def build_app(store: Store, audit: AuditLog | None = None) -> web.Application:
+    """The aiohttp application serving `store` (the audit log is optional for in-process tests)."""
+    app = web.Application(middlewares=[_status_errors, _audited], client_max_size=64 * 1024 * 1024)
+    app["store"] = store
+    app["audit"] = audit
+    app[watch.WATCH_QUEUES] = set()
+    app.add_routes(discovery.routes())
+    app.add_routes(twin_routes.routes())
+    app.add_routes([
+        web.route("*", "/api/{version}/{tail:.+}", _core),
+        web.route("*", "/apis/{group}/{version}/{tail:.+}", _grouped),
+    ])
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+class ApiServer:
+    """Runs the app on `host:port` (0 = a free port) inside the current event loop."""
+
+    def __init__(self, store: Store, audit: AuditLog | None = None, host: str = "127.0.0.1", port: int = 0):
+        self.app = build_app(store, audit)
+        self.host, self.port = host, port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> str:
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        log.info("twin API server listening on %s", self.url)
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+async def _core(request: web.Request) -> web.StreamResponse:
+    target, legacy_watch = resolve("", request.match_info["version"], request.match_info["tail"])
+    return await dispatch(request, target, legacy_watch)
+
+
+async def _grouped(request: web.Request) -> web.StreamResponse:
+    mi = request.match_info
+    target, legacy_watch = resolve(mi["group"], mi["version"], mi["tail"])
+    return await dispatch(request, target, legacy_watch)
+
+
+@web.middleware
+async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
+    """Every failure as a Status body with the matching code (and never a traceback to the client)."""
+    try:
+        return await handler(request)
+    except st.ApiError as err:
+        return _status_response(err.body(), err.code)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status, exc.reason)
+        message = ("the server could not find the requested resource" if exc.status == 404
+                   else f"the server does not allow this method on the requested resource")
+        return _status_response(st.status_body(exc.status, reason, message, {}), exc.status)
+    except Exception as err:  # noqa: BLE001 — a server bug must still answer like a server
+        log.exception("twin API handler failed: %s %s", request.method, request.path_qs)
+        return _status_response(st.status_body(500, "InternalError", f"Internal error occurred: {err}"), 500)
+
+
+@web.middleware
+async def _audited(request: web.Request, handler) -> web.StreamResponse:
+    audit: AuditLog | None = request.app["audit"]
+    if audit is None or request.method not in MUTATING_METHODS or not request.path.startswith("/api"):
+        return await handler(request)
+    code = 500
+    try:
+        resp = await handler(request)
+        code = resp.status
+        return resp
+    except st.ApiError as err:
+        code = err.code
+        raise
+    except web.HTTPException as exc:
+        code = exc.status
+        raise
+    finally:
+        target = request.get("target")
+        verb = request.get("verb") or _VERB_BY_METHOD.get(request.method, request.method.lower())
+        audit.record(
+            verb=verb,
+            group=target.rt.group if target else "",
+            resource=(target.rt.plural if target else request.path),
+            subresource=target.sub if target else None,
+            namespace=target.namespace if target else None,
+            name=target.name if target else None,
+            user_agent=request.headers.get("User-Agent", ""),
+            code=code,
+            dry_run=bool(request.query.getall("dryRun", [])),
+            method=request.method,
+            path=request.path,
+        )
+
+
+def _status_response(body: dict, code: int) -> web.Response:
+    return web.Response(body=json.dumps(body).encode(), status=code, content_type="application/json")
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    watch.close_all(app)
+    app["store"].logs.close_all()

@@ -1,0 +1,91 @@
+"""The twin's own endpoints under /twin/v1: things a real cluster has no API for.
+
+- `GET  /twin/v1/clock` → `{"now": twin epoch seconds, "scale": x, "nowIso": "…Z"}`
+- `GET  /twin/v1/audit[?since=SEQ]` → JSON list of audit records (see audit.py)
+- `POST /twin/v1/namespaces/{ns}/pods/{name}/log[?container=c][&restart=true]` with a text/plain body:
+  each line is appended to the container's log, stamped with twin now (or `?at=<epoch>`);
+  `restart=true` first rotates the current log to `previous` (a container restart).
+  Answers `{"appended": n}`; 404 when the pod does not exist.
+- `POST /twin/v1/load` with `{"items": [obj, …]}` → creates them in one request (benchmarks and seeding).
+- `GET  /twin/v1/stats` → object counts, open watches, resourceVersion.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+
+from drills.clock import to_iso
+from drills.twin.api import status as st
+from drills.twin.api.handlers import json_response
+from drills.twin.api.resources import RESOURCES, by_kind, by_path
+from drills.twin.api.store import Store
+from drills.twin.api.subresources import log_container
+
+__all__ = ["routes"]
+
+log = logging.getLogger(__name__)
+
+_PODS = by_path("", "v1", "pods")
+
+
+def routes() -> list[web.RouteDef]:
+    return [
+        web.get("/twin/v1/clock", _clock),
+        web.get("/twin/v1/audit", _audit),
+        web.get("/twin/v1/stats", _stats),
+        web.post("/twin/v1/namespaces/{namespace}/pods/{name}/log", _append_log),
+        web.post("/twin/v1/load", _load),
+    ]
+
+
+async def _clock(request: web.Request) -> web.Response:
+    clock = request.app["store"].clock
+    now = clock.timestamp()
+    return json_response({"now": now, "scale": clock.scale, "nowIso": to_iso(now)})
+
+
+async def _audit(request: web.Request) -> web.Response:
+    audit = request.app.get("audit")
+    since = int(request.query.get("since", "0") or 0)
+    return json_response(audit.records(since) if audit else [])  # type: ignore[arg-type]
+
+
+async def _stats(request: web.Request) -> web.Response:
+    store: Store = request.app["store"]
+    counts = {f"{rt.plural}.{rt.group}" if rt.group else rt.plural: store.count(rt) for rt in RESOURCES}
+    return json_response({"resourceVersion": store.resource_version, "watches": store.watcher_count(),
+                          "objects": counts})
+
+
+async def _append_log(request: web.Request) -> web.Response:
+    store: Store = request.app["store"]
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    pod = store.get(_PODS, ns, name)
+    container = log_container(pod, request.query.get("container"))
+    if request.query.get("restart") in ("1", "true", "True"):
+        store.logs.restart(ns, name, container)
+    text = await request.text()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    at = float(request.query["at"]) if request.query.get("at") else None
+    return json_response({"appended": store.logs.append(ns, name, container, lines, at)})
+
+
+async def _load(request: web.Request) -> web.Response:
+    store: Store = request.app["store"]
+    try:
+        body = json.loads(await request.read())
+    except ValueError as err:
+        raise st.bad_request(f"malformed JSON: {err}") from None
+    created = 0
+    for obj in body.get("items", []) if isinstance(body, dict) else []:
+        rt = by_kind(obj.get("apiVersion", ""), obj.get("kind", ""))
+        if rt is None:
+            raise st.bad_request(f'no resource for apiVersion "{obj.get("apiVersion")}" kind "{obj.get("kind")}"')
+        store.create(rt, obj, (obj.get("metadata") or {}).get("namespace"))
+        created += 1
+    return json_response({"created": created}, status=201)

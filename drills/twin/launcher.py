@@ -1,0 +1,122 @@
+"""Start a twin as a subprocess (tests, `drills run`) and wait until it is ready.
+
+Ready means `STATE_DIR/twin.json` exists and names the child's pid (the runtime writes it last).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterable
+
+from drills.errors import DrillError
+from drills.twin.runtime import TWIN_JSON
+
+__all__ = ["TwinHandle", "start_twin", "read_twin_info"]
+
+log = logging.getLogger(__name__)
+
+
+class TwinHandle:
+    """A running twin subprocess: `.url`, `.kubeconfig`, `.info` (twin.json), `.stop()`; a context manager."""
+
+    def __init__(self, proc: subprocess.Popen, state_dir: Path, info: dict, stderr_path: Path):
+        self.proc = proc
+        self.state_dir = state_dir
+        self.info = info
+        self.stderr_path = stderr_path
+
+    @property
+    def url(self) -> str:
+        return self.info["url"]
+
+    @property
+    def kubeconfig(self) -> str:
+        return self.info["kubeconfig"]
+
+    @property
+    def scale(self) -> float:
+        return float(self.info["scale"])
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then SIGKILL after `timeout`; returns the exit code. Idempotent."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("twin pid %s ignored SIGTERM for %.0fs: killing it", self.proc.pid, timeout)
+                self.proc.kill()
+                self.proc.wait(timeout)
+        return self.proc.returncode
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> "TwinHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:  # short: fixtures' reprs end up in reports
+        return f"TwinHandle({self.url}, pid={self.proc.pid})"
+
+
+def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
+               scale: float | None = None, port: int = 0, timeout: float = 30.0,
+               extra_args: Iterable[str] = ()) -> TwinHandle:
+    """Run `drills twin up` in a child process and return once it is ready (DrillError if it dies or stalls)."""
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    (state / TWIN_JSON).unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "drills.cli", "twin", "up", "--profile", str(profile), "--port", str(port),
+            "--state-dir", str(state)]
+    if scale is not None:
+        argv += ["--scale", str(scale)]
+    for name in defects:
+        argv += ["--defect", name]
+    argv += list(extra_args)
+    stderr_path = state / "twin.stderr.log"
+    with open(stderr_path, "wb") as err, open(state / "twin.stdout.log", "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+    handle = TwinHandle(proc, state, {}, stderr_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DrillError(f"the twin (profile {profile}) exited with code {proc.returncode} while starting:\n"
+                             f"{handle.stderr_tail()}")
+        info = read_twin_info(state)
+        if info and info.get("pid") == proc.pid:
+            handle.info = info
+            log.info("twin ready at %s (pid %s)", info["url"], proc.pid)
+            return handle
+        time.sleep(0.05)
+    handle.stop()
+    raise DrillError(f"the twin (profile {profile}) was not ready after {timeout:.0f}s; its stderr ends with:\n"
+                     f"{handle.stderr_tail()}")
+
+
+def read_twin_info(state_dir: str | Path) -> dict | None:
+    """twin.json of a running twin, or None when there is none (or it is being written)."""
+    try:
+        return json.loads((Path(state_dir) / TWIN_JSON).read_text())
+    except (OSError, ValueError):
+        return None
