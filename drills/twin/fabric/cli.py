@@ -155,12 +155,12 @@ class CliSession:
             raw = groups["iface"]
             iface = d.canonical_iface(raw)
             pos = m.start("iface")
-            if iface is None:
-                return self._error("unknown_command", line, offset, caret_at=pos, **groups)
-            if not cli.fabric.has_iface(cli.switch, iface):
+            if iface is None or not cli.fabric.has_iface(cli.switch, iface):
+                key = rule.iface_error or "unknown_interface"
+                if iface is None and d.malformed_iface_error != "unknown_interface":
+                    key = d.malformed_iface_error
                 verb = rule.action if rule.action in ("shutdown", "startup") else "shutdown"
-                return self._error(rule.iface_error or "unknown_interface", line, offset, caret_at=pos,
-                                   **{"verb": verb, **groups})
+                return self._error(key, line, offset, caret_at=pos, **{"verb": verb, **groups})
         act = rule.action
         if act == "show_status":
             names = [iface] if iface else cli.fabric.interfaces(cli.switch)

@@ -127,6 +127,7 @@ class Dialect(BaseModel):
     case_insensitive: bool = False
     staging: bool = False
     errors_to_stderr: bool = False  # Linux-shell CLIs print errors on stderr; modal CLIs on the terminal
+    malformed_iface_error: str = "unknown_interface"  # for text that is no interface name at all
     prompts: dict[str, str]
     port_name: str
     lanes_per_port: int = 1
@@ -147,7 +148,7 @@ class Dialect(BaseModel):
     def _consistent(self) -> "Dialect":
         if "exec" not in self.prompts:
             raise ValueError("prompts needs an 'exec' entry")
-        for key in ("unknown_command", "unknown_interface"):
+        for key in ("unknown_command", "unknown_interface", self.malformed_iface_error):
             if key not in self.errors:
                 raise ValueError(f"errors needs {key!r}")
         for rule in self.commands:
