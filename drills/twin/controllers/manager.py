@@ -1,0 +1,64 @@
+"""Runs the twin's controllers as one twin component: one API client, shared informers, one clock.
+
+Add a controller by listing "module:Class" in CONTROLLERS; the class takes a ControllerContext,
+wires its informers in `setup()` and reconciles keys (see base.Controller).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING
+
+from drills.twin.controllers.base import Controller, ControllerContext
+from drills.twin.controllers.client import TwinClient
+from drills.twin.controllers.informer import InformerFactory
+
+if TYPE_CHECKING:
+    from drills.twin.runtime import Twin
+
+__all__ = ["CONTROLLERS", "install", "ControllerManager"]
+
+log = logging.getLogger(__name__)
+
+# Order matters only for setup(); all run concurrently.
+CONTROLLERS: list[str] = []
+
+
+class ControllerManager:
+    def __init__(self, twin: "Twin", names: list[str] | None = None):
+        self.twin = twin
+        self.names = list(CONTROLLERS if names is None else names)
+        self.ctx: ControllerContext | None = None
+        self.controllers: list[Controller] = []
+
+    async def start(self, twin: "Twin") -> dict:
+        client = TwinClient(twin.url, user_agent="twin-controller-manager")
+        self.ctx = ControllerContext(client=client, informers=InformerFactory(client), clock=twin.clock,
+                                     profile=twin.profile)
+        self.ctx.twin = twin  # type: ignore[attr-defined]  # for components that need the state dir
+        for spec in self.names:
+            module, _, cls = spec.partition(":")
+            controller = getattr(importlib.import_module(module), cls)(self.ctx)
+            controller.setup()
+            self.controllers.append(controller)
+        self.ctx.informers.start()
+        await self.ctx.informers.wait_synced()
+        for controller in self.controllers:
+            controller.start()
+        log.info("twin controllers running: %s", ", ".join(c.name for c in self.controllers))
+        return {"controllers": [c.name for c in self.controllers]}
+
+    async def stop(self) -> None:
+        for controller in reversed(self.controllers):
+            await controller.stop()
+        if self.ctx is not None:
+            await self.ctx.informers.stop()
+            await self.ctx.client.close()
+
+
+def install(twin: "Twin") -> None:
+    """Component provider (see runtime.COMPONENT_PROVIDERS)."""
+    manager = ControllerManager(twin)
+    twin.controller_manager = manager  # type: ignore[attr-defined]
+    twin.add_component("controllers", manager.start, manager.stop)
