@@ -26,12 +26,16 @@ import random
 import sys
 import time
 
-import gevent
-from locust import FastHttpUser, events, task
+if "locust.main" not in sys.modules:  # checked before gevent is imported: it patches on import
+    raise ImportError("drills.load.locustfile is loaded only by a locust process (gevent's monkey-patching "
+                      "breaks ssl here); start the load with drills.load.LoadRunner")
+
+import gevent  # noqa: E402
+from locust import FastHttpUser, events, task  # noqa: E402
 from locust.runners import MasterRunner
 
 try:
-    from drills.load.buckets import BucketAccumulator
+    from drills.load.buckets import BucketAccumulator  # noqa: E402
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from drills.load.buckets import BucketAccumulator
@@ -123,6 +127,13 @@ def _on_request(response_time, exception=None, start_time=None, **_kw) -> None:
 
 @events.quitting.add_listener
 def _on_quitting(**_kw) -> None:
+    if _sink is not None:
+        _sink.flush(everything=True)
+
+
+@events.quit.add_listener
+def _on_quit(**_kw) -> None:
+    # After runner.quit(): requests in flight when quitting began have completed and been counted.
     if _sink is not None:
         _sink.close()
 

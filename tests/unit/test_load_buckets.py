@@ -163,3 +163,11 @@ def test_importing_the_runner_never_imports_locust_or_gevent():
             "bad = [m for m in ('locust', 'gevent') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_locustfile_refuses_to_load_outside_locust():
+    code = ("import sys\ntry:\n    import drills.load.locustfile\nexcept ImportError as e:\n    print(e)\n"
+            "sys.exit(3 if 'gevent' in sys.modules or 'locust' in sys.modules else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "LoadRunner" in proc.stdout
