@@ -21,6 +21,8 @@ def up(
     state_dir: Path = typer.Option(Path("reports/twin"), "--state-dir", help="Where kubeconfig, twin.json and the audit log go."),
     scale: float = typer.Option(None, "--scale", help="Twin seconds per wall second (default: the profile's, else 60)."),
     defect: list[str] = typer.Option([], "--defect", help="Named defect to apply (repeatable)."),
+    watch_history: int = typer.Option(20000, "--watch-history", hidden=True,
+                                      help="Events kept per resource for watch resume (older → 410 Gone)."),
 ) -> None:
     """Run the twin in the foreground until Ctrl-C (or SIGTERM)."""
     from drills.twin.runtime import run_twin
@@ -32,4 +34,5 @@ def up(
         typer.echo("  Ctrl-C to stop", err=True)
         typer.echo(info["url"])
 
-    run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready)
+    run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready,
+             watch_history=watch_history)

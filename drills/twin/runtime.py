@@ -31,7 +31,7 @@ from drills.errors import DrillError
 from drills.twin.api.audit import AuditLog
 from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer
-from drills.twin.api.store import Store
+from drills.twin.api.store import DEFAULT_HISTORY, Store
 
 __all__ = ["Twin", "Component", "COMPONENT_PROVIDERS", "DEFAULT_SCALE", "TWIN_JSON", "KUBECONFIG", "run_twin",
            "write_kubeconfig"]
@@ -62,14 +62,14 @@ class Twin:
 
     def __init__(self, state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
                  scale: float | None = None, port: int = 0, host: str = "127.0.0.1",
-                 providers: Iterable[str] | None = None):
+                 providers: Iterable[str] | None = None, watch_history: int = DEFAULT_HISTORY):
         self.state_dir = Path(state_dir)
         self.profile_name = profile
         self.defects = tuple(defects)
         self.profile = _load_profile(profile, self.defects)
         profile_scale = getattr(self.profile, "scale", None) if self.profile is not None else None
         self.clock = DilatedClock(scale=float(scale or profile_scale or DEFAULT_SCALE))
-        self.store = Store(self.clock)
+        self.store = Store(self.clock, history=watch_history)
         self.audit = AuditLog(self.clock, self.state_dir / "audit.jsonl")
         self.server = ApiServer(self.store, self.audit, host=host, port=port)
         self.info: dict[str, Any] = {}
@@ -160,9 +160,10 @@ class Twin:
 
 
 def run_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
-             scale: float | None = None, port: int = 0, on_ready: Callable[[dict], None] | None = None) -> None:
+             scale: float | None = None, port: int = 0, on_ready: Callable[[dict], None] | None = None,
+             watch_history: int = DEFAULT_HISTORY) -> None:
     """Blocking: run a twin in the foreground until SIGINT/SIGTERM."""
-    twin = Twin(state_dir, profile=profile, defects=defects, scale=scale, port=port)
+    twin = Twin(state_dir, profile=profile, defects=defects, scale=scale, port=port, watch_history=watch_history)
     asyncio.run(twin.run_until_signal(on_ready))
 
 

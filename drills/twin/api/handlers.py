@@ -220,7 +220,9 @@ def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: 
 
 async def _create(request: web.Request, store: Store, target: Target) -> web.Response:
     obj = await read_body(request, target.rt)
+    request["object_name"] = (obj.get("metadata") or {}).get("name") or ""
     out = store.create(target.rt, obj, target.namespace, dry_run=is_dry_run(request))
+    request["object_name"] = out["metadata"]["name"]
     return json_response(out, status=201)
 
 

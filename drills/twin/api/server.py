@@ -124,7 +124,7 @@ async def _audited(request: web.Request, handler) -> web.StreamResponse:
             resource=(target.rt.plural if target else request.path),
             subresource=target.sub if target else None,
             namespace=target.namespace if target else None,
-            name=target.name if target else None,
+            name=(target.name if target else None) or request.get("object_name"),
             user_agent=request.headers.get("User-Agent", ""),
             code=code,
             dry_run=bool(request.query.getall("dryRun", [])),
