@@ -151,7 +151,7 @@ class OpenAIUser(FastHttpUser):
 
     def on_start(self) -> None:
         key = os.environ.get("DRILLS_LOAD_API_KEY")
-        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.auth_headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._n = 0
 
     def wait_time(self) -> float:
@@ -169,7 +169,7 @@ class OpenAIUser(FastHttpUser):
         else:
             path, body = "/v1/completions", {"model": self.model, "prompt": self.prompt,
                                              "max_tokens": self.max_tokens}
-        with self.client.post(path, json=body, headers=self.headers, catch_response=True) as resp:
+        with self.client.post(path, json=body, headers=self.auth_headers, catch_response=True) as resp:
             if resp.status_code != 200:
                 resp.failure(f"{resp.status_code} {_body_reason(resp)}".strip())
                 return

@@ -33,6 +33,7 @@ class OpenAIPeer:
         self.down = False
         self.flips: list[tuple[float, bool]] = []
         self.requests = 0
+        self.auth: set[str | None] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -59,6 +60,7 @@ class OpenAIPeer:
 
     async def _completions(self, request: web.Request) -> web.Response:
         self.requests += 1
+        self.auth.add(request.headers.get("Authorization"))
         body = await request.json()
         if self.down:
             return web.json_response({"error": {"message": "no ready replica", "type": "unavailable"}}, status=503)
@@ -116,10 +118,12 @@ def wait_until(cond, timeout_s: float) -> bool:
     return cond()
 
 
-def test_failures_land_in_the_outage_window_and_recovery_after_it(peer, tmp_path):
+def test_failures_land_in_the_outage_window_and_recovery_after_it(peer, tmp_path, monkeypatch):
     out = tmp_path / "load"
+    monkeypatch.setenv("DRILLS_LOAD_API_KEY", "sk-test-key")
     with LoadRunner(peer.url, users=5, spawn_rate=50, out_dir=out, wait_s=(0.01, 0.02), chat_weight=0.2,
                     model="test-model", run_time_limit_s=30) as load:
+        assert not any("sk-test-key" in Path(f"/proc/{pid}/cmdline").read_text() for pid in load.pids)
         time.sleep(1.0)
         down = peer.set_down(True)
         time.sleep(1.0)
@@ -148,6 +152,7 @@ def test_failures_land_in_the_outage_window_and_recovery_after_it(peer, tmp_path
     assert {e["name"] for e in result.summary} == {"/v1/completions", "/v1/chat/completions"}
     assert 0 < result.failure_rate < 1 and result.p99_ms >= result.p50_ms > 0
     assert window(buckets).requests == result.requests
+    assert peer.auth == {"Bearer sk-test-key"}
     assert locust_processes(out) == []
 
 
