@@ -1,0 +1,343 @@
+"""The twin profile's schema: what a simulated GPU cluster is made of, as strict pydantic models.
+
+Every model forbids unknown fields so a typo in a profile or a defect fails on load. Defaults honour
+DESIGN §9 (node-monitor-grace-period 50 s, tolerationSeconds 300, maxRetry 3, checkpoints every
+2000 steps, vLLM model load ≈ 52 s + 0.16 s per billion parameters). Durations are twin seconds
+and may be written `50`, `50s`, `5m`, `1h30m` or `250ms`. Named collections (node pools, switches,
+workloads) are mappings keyed by name, so defects can address one entry or every entry (`"*"`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from drills.twin.profile_fabric import Fabric
+from drills.twin.profile_types import Duration, Fraction, Named, Strict, Taint, Toleration
+from drills.twin.stages import Stage
+
+__all__ = [
+    "NodeInfo", "NodePool", "NodeSpec", "Timings",
+    "Policy", "NcclSpec", "CheckpointSpec", "TrainingJob", "InferenceDeployment", "Queue",
+    "PriorityClass", "Storage", "Workloads", "TwinProfile",
+]
+
+log = logging.getLogger(__name__)
+
+class NodeInfo(Strict):
+    """status.nodeInfo of every node (kubelet version follows `kubernetes_version` when unset)."""
+
+    architecture: str = "amd64"
+    operating_system: str = "linux"
+    os_image: str = "Ubuntu 22.04.4 LTS"
+    kernel_version: str = "5.15.0-119-generic"
+    container_runtime_version: str = "containerd://1.7.22"
+    kubelet_version: str | None = None
+    nvidia_driver_version: str = "550.90.07"
+    cuda_driver_major: int = 550
+
+
+class NodePool(Strict):
+    """`count` identical nodes named `<prefix>-NN`, spread in blocks over `leaves` (in order)."""
+
+    name: str
+    prefix: str | None = None  # default: the pool's name
+    count: int = Field(ge=0)
+    role: Literal["training", "inference", "cpu"] = "training"
+    gpus: int = Field(default=8, ge=0)
+    gpu_product: str = "NVIDIA-H100-80GB-HBM3"
+    gpu_memory_mib: int = Field(default=81559, ge=0)
+    gpu_family: str = "hopper"
+    cpu: int = Field(default=192, ge=1)
+    memory_gib: int = Field(default=2048, ge=1)
+    max_pods: int = Field(default=110, ge=1)
+    ephemeral_storage_gib: int = Field(default=3500, ge=1)
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    cached_images: list[str] = []
+    leaves: list[str] = []
+    rdma_devices: list[str] = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+
+    @property
+    def name_prefix(self) -> str:
+        return self.prefix or self.name
+
+
+class NodeSpec(Strict):
+    """One node expanded from a pool: what seeding and the controllers need to know about it."""
+
+    name: str
+    pool: str
+    index: int
+    role: str
+    leaf: str | None = None
+    leaf_port: str | None = None
+    internal_ip: str
+
+
+class Timings(Strict):
+    """Control-plane and kubelet timings, in twin seconds; `jitter` is a ± fraction applied to delays."""
+
+    node_monitor_grace_period: Duration = 50.0
+    node_status_update_frequency: Duration = 10.0
+    lease_duration: Duration = 40.0
+    node_lease_renew_interval: Duration = 10.0
+    default_toleration_seconds: int = Field(default=300, ge=0)
+    node_monitor_period: Duration = 5.0
+    scheduling_delay: Duration = 0.5
+    image_pull_cached: Duration = 0.5
+    image_pull_cold: Duration = 90.0
+    container_start: Duration = 1.5
+    pod_startup: Duration = 2.0
+    readiness_period: Duration = 10.0
+    container_stop: Duration = 2.0
+    termination_grace_period: Duration = 30.0
+    model_load_base: Duration = 52.0
+    model_load_per_billion_params: Duration = 0.16
+    volcano_restart_delay: Duration = 3.0
+    jitter: Fraction = 0.1
+
+
+class Policy(Strict):
+    """A Volcano lifecycle policy: `event` (or `exitCode`) → `action`."""
+
+    event: Literal["*", "PodEvicted", "PodFailed", "PodPending", "TaskCompleted", "TaskFailed", "Unknown",
+                   "OutOfSync", "CommandIssued", "JobUpdated"] | None = None
+    exit_code: int | None = None
+    action: Literal["AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob",
+                    "ResumeJob", "SyncJob"] = "RestartTask"
+    timeout: Duration | None = None
+
+    def to_k8s(self) -> dict:
+        out: dict[str, Any] = {"action": self.action}
+        if self.event is not None:
+            out["event"] = self.event
+        if self.exit_code is not None:
+            out["exitCode"] = self.exit_code
+        if self.timeout is not None:
+            out["timeout"] = f"{int(self.timeout)}s"
+        return out
+
+
+class NcclSpec(Strict):
+    """How the job's NCCL communicates: RDMA devices, the socket fallback, bandwidth and timeouts."""
+
+    version: str = "2.21.5"
+    transport: Literal["roce", "ib", "socket"] = "roce"
+    hcas: list[str] = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    socket_ifname: str = "eth0"
+    bus_bandwidth_gbs: float = Field(default=25.0, gt=0)
+    socket_bus_bandwidth_gbs: float = Field(default=5.0, gt=0)
+    timeout: Duration = 600.0
+    init_duration: Duration = 20.0
+
+
+class CheckpointSpec(Strict):
+    interval_steps: int = Field(default=2000, ge=1)
+    size_gib: float = Field(default=96.0, gt=0)  # 8B params: bf16 weights + fp32 Adam states
+    path: str = "/ckpt/{job}"
+    load_duration: Duration = 30.0
+
+
+class TrainingJob(Strict):
+    """A multi-node Volcano training job and the progress it has already made when the twin starts."""
+
+    name: str
+    namespace: str = "ai-platform"
+    queue: str = "training"
+    priority_class: str | None = "training-low"
+    image: str = "registry.local/ai-platform/llm-trainer:2.4.0"
+    task: str = "worker"
+    replicas: int = Field(default=2, ge=1)
+    gpus_per_worker: int = Field(default=8, ge=0)
+    cpu_per_worker: int = Field(default=96, ge=0)
+    memory_gib_per_worker: int = Field(default=1024, ge=0)
+    min_available: int | None = Field(default=None, ge=0)
+    max_retry: int = Field(default=3, ge=0)
+    policies: list[Policy] = [Policy(event="PodEvicted", action="RestartJob"),
+                              Policy(event="PodFailed", action="RestartJob")]
+    task_policies: list[Policy] = []
+    plugins: dict[str, list[str]] = {"env": [], "svc": []}
+    node_selector: dict[str, str] = {"gpu-drills.io/role": "training"}
+    tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    step_time: Duration = 1.0
+    samples_per_second: float = Field(default=256.0, gt=0)
+    initial_step: int = Field(default=6150, ge=0)
+    initial_checkpoint: int | None = Field(default=6000, ge=0)
+    initial_loss: float = 1.92
+    total_steps: int = Field(default=100000, ge=1)
+    nccl: NcclSpec = NcclSpec()
+    log_format: str = "twin"
+
+    @property
+    def effective_min_available(self) -> int:
+        return self.replicas if self.min_available is None else self.min_available
+
+    @field_validator("log_format")
+    @classmethod
+    def _known_log_format(cls, name: str) -> str:
+        from drills.logformats import PRESETS
+
+        if name not in PRESETS:
+            raise ValueError(f"unknown log format {name!r}; use one of {', '.join(PRESETS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _progress_is_consistent(self) -> "TrainingJob":
+        if self.initial_checkpoint is not None and self.initial_checkpoint > self.initial_step:
+            raise ValueError(f"initial_checkpoint {self.initial_checkpoint} is after initial_step "
+                             f"{self.initial_step}; a checkpoint cannot be ahead of training")
+        return self
+
+
+class InferenceDeployment(Strict):
+    """A model-serving Deployment (vLLM-like) with its Service, PDB and the twin's HTTP gateway."""
+
+    name: str
+    namespace: str = "ai-platform"
+    replicas: int = Field(default=2, ge=0)
+    gpus: int = Field(default=1, ge=0)
+    cpu: int = Field(default=8, ge=0)
+    memory_gib: int = Field(default=64, ge=0)
+    image: str = "vllm/vllm-openai:v0.6.3"
+    model: str = "meta-llama/Llama-2-7b-chat-hf"
+    served_model_name: str | None = None
+    model_params_b: float = Field(default=7.0, gt=0)
+    model_load: Duration | None = None  # default: timings.model_load_base + per-billion × params
+    queue: str | None = "inference"
+    priority_class: str | None = "inference-high"
+    scheduler_name: str = "volcano"
+    service: str | None = None  # default: the deployment's name
+    port: int = Field(default=8000, ge=1, le=65535)
+    gateway_port: int = Field(default=0, ge=0, le=65535)  # 0: any free port on 127.0.0.1
+    pdb_min_available: int | str | None = 1
+    max_concurrency: int = Field(default=32, ge=1)
+    base_latency: Duration = 0.35
+    tokens_per_second: float = Field(default=1800.0, gt=0)
+    node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
+    tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
+    readiness_path: str = "/health"
+
+    @property
+    def service_name(self) -> str:
+        return self.service or self.name
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+
+class Queue(Strict):
+    name: str
+    weight: int = Field(default=1, ge=1)
+    reclaimable: bool = True
+    capability: dict[str, str] = {}
+    guarantee: dict[str, str] = {}
+
+
+class PriorityClass(Strict):
+    name: str
+    value: int
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    global_default: bool = False
+    description: str = ""
+
+
+class Storage(Strict):
+    """The checkpoint store: a directory under the state dir and its bandwidths (GiB/s)."""
+
+    store_dir: str = "checkpoint-store"
+    save_bandwidth_gibs: float = Field(default=2.5, gt=0)
+    read_bandwidth_gibs: float = Field(default=5.0, gt=0)
+    capacity_gib: int = Field(default=100_000, ge=1)
+
+
+class Workloads(Strict):
+    training: Named(TrainingJob) = {}
+    inference: Named(InferenceDeployment) = {}
+
+
+class TwinProfile(Strict):
+    """A whole twin: cluster shape, timings, fabric, workloads, storage, stages and enabled defects."""
+
+    name: str = "custom"
+    description: str = ""
+    scale: float = Field(default=60.0, gt=0)
+    kubernetes_version: str = "v1.32.4"
+    cluster_cidr: str = "10.128.0.0/9"
+    node_cidr: str = "10.0.0.0/16"
+    service_cidr: str = "10.96.0.0/12"
+    namespaces: list[str] = ["default", "kube-system", "kube-public", "kube-node-lease", "ai-platform"]
+    node_info: NodeInfo = NodeInfo()
+    node_pools: Named(NodePool) = {}
+    gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
+    unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
+    timings: Timings = Timings()
+    fabric: Fabric = Fabric()
+    queues: Named(Queue) = {}
+    priority_classes: Named(PriorityClass) = {}
+    workloads: Workloads = Workloads()
+    storage: Storage = Storage()
+    stages: Named(Stage) = {}
+    defects: list[str] = []
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> "TwinProfile":
+        leaves = set(self.fabric.leaves)
+        for pool in self.node_pools.values():
+            for leaf in pool.leaves:
+                if leaf not in leaves:
+                    raise ValueError(f"node pool {pool.name!r} attaches to leaf {leaf!r}, which fabric.leaves "
+                                     f"does not declare (known: {', '.join(sorted(leaves)) or 'none'})")
+        jobs = [*self.workloads.training.values(), *self.workloads.inference.values()]
+        for w in jobs:
+            if w.queue and w.queue not in self.queues:
+                raise ValueError(f"workload {w.name!r} uses queue {w.queue!r}; declare it under queues")
+            if w.priority_class and w.priority_class not in self.priority_classes:
+                raise ValueError(f"workload {w.name!r} uses priority class {w.priority_class!r}; "
+                                 f"declare it under priority_classes")
+            if w.namespace not in self.namespaces:
+                self.namespaces.append(w.namespace)
+        self.fabric.wire(self.nodes_per_leaf())
+        return self
+
+    # -- derived views (pure) -----------------------------------------------------------------
+    def nodes(self) -> list[NodeSpec]:
+        """Every node, pools expanded in declaration order; IPs are 10.0.<pool>.<n> style."""
+        out: list[NodeSpec] = []
+        seq = 0
+        for pool in self.node_pools.values():
+            width = max(2, len(str(pool.count)))
+            for i in range(pool.count):
+                leaf = pool.leaves[i * len(pool.leaves) // pool.count] if pool.leaves else None
+                seq += 1
+                out.append(NodeSpec(
+                    name=f"{pool.name_prefix}-{i + 1:0{width}d}", pool=pool.name, index=i, role=pool.role,
+                    leaf=leaf, internal_ip=f"10.0.{seq // 250}.{seq % 250 + 1}",
+                ))
+        ports = self.fabric.downlink_ports()
+        return [n.model_copy(update={"leaf_port": ports.get(n.name)}) if n.leaf else n for n in out]
+
+    def nodes_per_leaf(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {leaf: [] for leaf in self.fabric.leaves}
+        for pool in self.node_pools.values():
+            width = max(2, len(str(pool.count)))
+            for i in range(pool.count):
+                if pool.leaves:
+                    out[pool.leaves[i * len(pool.leaves) // pool.count]].append(f"{pool.name_prefix}-{i + 1:0{width}d}")
+        return out
+
+    def model_load_seconds(self, deployment: InferenceDeployment) -> float:
+        t = self.timings
+        if deployment.model_load is not None:
+            return deployment.model_load
+        return t.model_load_base + t.model_load_per_billion_params * deployment.model_params_b
+
+    def checkpoint_save_seconds(self, job: TrainingJob) -> float:
+        return job.checkpoint.size_gib / self.storage.save_bandwidth_gibs
+
+    def image_cached(self, pool: str, image: str) -> bool:
+        return image in self.node_pools[pool].cached_images
