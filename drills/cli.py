@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, click.ClickException):
             err.show()
             return err.exit_code
-        if isinstance(err, click.Abort):
+        if isinstance(err, (typer.Abort, getattr(click, "Abort", typer.Abort))):
             return 130
         if debug:
             raise
