@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Iterable
 
 from drills.errors import DrillError
-from drills.twin.runtime import TWIN_JSON
 
-__all__ = ["TwinHandle", "start_twin", "read_twin_info"]
+__all__ = ["TwinHandle", "start_twin", "read_twin_info", "TWIN_JSON"]
 
 log = logging.getLogger(__name__)
+
+TWIN_JSON = "twin.json"  # written last by the runtime: its presence means "ready" (kept light: no server imports)
 
 
 class TwinHandle:

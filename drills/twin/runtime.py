@@ -32,6 +32,7 @@ from drills.twin.api.audit import AuditLog
 from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer
 from drills.twin.api.store import DEFAULT_HISTORY, Store
+from drills.twin.launcher import TWIN_JSON
 
 __all__ = ["Twin", "Component", "COMPONENT_PROVIDERS", "DEFAULT_SCALE", "TWIN_JSON", "KUBECONFIG", "run_twin",
            "write_kubeconfig"]
@@ -39,7 +40,6 @@ __all__ = ["Twin", "Component", "COMPONENT_PROVIDERS", "DEFAULT_SCALE", "TWIN_JS
 log = logging.getLogger(__name__)
 
 DEFAULT_SCALE = 60.0
-TWIN_JSON = "twin.json"
 KUBECONFIG = "kubeconfig"
 TOKEN = "twin-dummy-token"
 

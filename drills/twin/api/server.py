@@ -53,7 +53,8 @@ class ApiServer:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> str:
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
+        # handler_cancellation: a client that hangs up ends its watch / log follow at once
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()

@@ -194,7 +194,7 @@ async def _log(request: web.Request, store: Store, target: Target) -> web.Stream
             if request.transport is None or request.transport.is_closing():
                 break
             await resp.write(_fmt(line, stamps))
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:
         pass
     try:
         await resp.write_eof()

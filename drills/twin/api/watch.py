@@ -95,7 +95,7 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
             await resp.write(b"".join(chunk))
         if bookmarks and request.transport is not None and not request.transport.is_closing():
             await resp.write(_bookmark(rt, store.resource_version))
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:
         pass
     finally:
         store.unwatch(watcher)
