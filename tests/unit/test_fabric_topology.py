@@ -176,3 +176,12 @@ def test_fabric_specs_adapter_accepts_dicts_counts_and_models():
     assert len(fabric_specs({"leaves": 2, "spines": 1})) == 3
     with pytest.raises(InvalidProfile, match="unknown switch dialect 'junos'"):
         fabric_specs([{**SPECS[0], "dialect": "junos"}])
+
+
+def test_the_twin_profile_fabric_plugs_in():
+    from drills.twin.profile import load_profile
+
+    profile = load_profile("minimal")
+    f = Fabric(fabric_specs(profile.fabric))
+    assert set(f.leaves()) == set(profile.fabric.leaves)
+    assert all(f.redundancy(leaf).total == profile.fabric.uplinks_per_leaf for leaf in f.leaves())

@@ -26,15 +26,15 @@ def fabric_specs(source: Any) -> list[SwitchSpec]:
     if hasattr(source, "model_dump") and not isinstance(source, (list, tuple)):
         source = source.model_dump()
     if isinstance(source, dict):
-        if isinstance(source.get("switches"), list) and source["switches"]:
-            source = source["switches"]
+        if "switches" in source:
+            source = _switch_list(source["switches"])
         elif isinstance(source.get("leaves"), int):
             return leaf_spine(**{k: v for k, v in source.items()
                                  if k in ("leaves", "spines", "dialects", "spine_dialect", "uplinks_per_spine", "downlinks")})
         else:
             raise InvalidProfile("fabric: give a `switches` list or `leaves`/`spines` counts")
     elif hasattr(source, "switches"):
-        source = list(source.switches)
+        source = _switch_list(source.switches)
     if not isinstance(source, (list, tuple)):
         raise InvalidProfile(f"fabric: cannot read switches from a {type(source).__name__}")
     specs = [SwitchSpec.from_obj(s.model_dump() if hasattr(s, "model_dump") else s) for s in source]
@@ -80,12 +80,19 @@ def spec_extra(source: Any, name: str, key: str, default: Any = None) -> Any:
     if hasattr(source, "model_dump") and not isinstance(source, (list, tuple)):
         source = source.model_dump()
     if isinstance(source, dict):
-        source = source.get("switches") or []
+        source = _switch_list(source.get("switches") or [])
     elif hasattr(source, "switches"):
-        source = source.switches
+        source = _switch_list(source.switches)
     for s in source if isinstance(source, (list, tuple)) else ():
         get = s.get if isinstance(s, dict) else (lambda k, d=None, _s=s: getattr(_s, k, d))
         if get("name") == name:
             value = get(key)
             return default if value is None else value
     return default
+
+
+def _switch_list(switches: Any) -> list:
+    """The profile keys switches by name (`{leaf-1: {role: leaf}}`); a list is taken as is."""
+    if isinstance(switches, dict):
+        return [({"name": k, **v} if isinstance(v, dict) else v) for k, v in switches.items()]
+    return list(switches)

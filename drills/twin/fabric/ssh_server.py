@@ -85,6 +85,10 @@ class SwitchServer:
         log.info("switch %s (%s) listening on %s:%d", self.cli.switch, self.cli.dialect.name, self.host, self.port)
         return self.port
 
+    def request_stop(self) -> None:
+        """Ask the accept loop to end (it notices within one poll); `stop()` waits for it."""
+        self._stop.set()
+
     def stop(self, timeout: float = 2.0) -> None:
         """Close the listener and every session; returns within about `timeout` seconds."""
         self._stop.set()
@@ -119,6 +123,7 @@ class SwitchServer:
             if self._stop.is_set():
                 conn.close()
                 break
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small CLI packets: no Nagle delay
             transport = paramiko.Transport(conn)
             transport.set_log_channel(_TRANSPORT_LOG)
             transport.add_server_key(self.host_key)

@@ -59,6 +59,8 @@ class FabricHandle:
 
     def stop(self) -> None:
         for server in self.servers.values():
+            server.request_stop()  # all accept loops wind down together
+        for server in self.servers.values():
             server.stop()
 
     def __enter__(self) -> "FabricHandle":
