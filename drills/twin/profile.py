@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFECTS_DIR = Path(__file__).parent / "defects"
-DEFAULT_STAGE_FILES = ["pod", "node"]
+DEFAULT_STAGE_FILES = ["pod"]
 
 
 def load_profile(name_or_path: str = "minimal", defects: Sequence[str] = ()) -> TwinProfile:
