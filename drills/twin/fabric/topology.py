@@ -190,10 +190,11 @@ class Fabric:
     def snapshot(self) -> dict:
         """Plain data for ground truth and debugging: per switch, iface → {admin, oper}."""
         with self._lock:
-            return {
-                name: {i: {"admin": st.admin, "oper": st.oper} for i in sw.ifaces for st in [self._state(name, i)]}
-                for name, sw in self._switches.items()
-            }
+            out: dict[str, dict] = {}
+            for name, sw in self._switches.items():
+                states = (self._state(name, i) for i in sw.ifaces)
+                out[name] = {st.iface: {"admin": st.admin, "oper": st.oper} for st in states}
+            return out
 
     # -- changing ----------------------------------------------------------------------------
     def set_admin(self, switch: str, iface: str, up: bool, source: str = "") -> FabricEvent | None:
