@@ -164,7 +164,8 @@ def _smp_map(original: dict, patch: dict, path: str, keys: dict[str, str]) -> di
         if directive == "replace":
             return _smp_map({}, {k: v for k, v in patch.items() if k != _DIRECTIVE}, path, keys)
         if directive != "merge":
-            raise PatchError(f"unknown patch type {directive!r} in {_where(path)} (expected replace, delete or merge)")
+            raise PatchError(f"unknown patch type {directive!r} in {_where(path)} "
+                             f"(expected replace, delete or merge)")
     result = copy.deepcopy(original) if isinstance(original, dict) else {}
     body = {k: v for k, v in patch.items() if not k.startswith("$")}
     directives = {k: v for k, v in patch.items() if k.startswith("$") and k != _DIRECTIVE}
