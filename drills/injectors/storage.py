@@ -169,6 +169,8 @@ def revert(record: SaturationRecord, grace: float = 5.0) -> None:
         pids = _wait_gone(pids, wait_s)
     if pids:
         raise RevertFailed(f"fio pid(s) {', '.join(map(str, pids))} for {record.files_dir} survive SIGKILL")
+    if record.proc_start is not None and _start_time(record.pid) == record.proc_start:
+        _wait_gone([record.pid], 0)  # an fio that ended by itself may be our unreaped child
     try:
         shutil.rmtree(record.files_dir)
     except FileNotFoundError:

@@ -8,7 +8,6 @@ that can always be stopped with everything it started (jobs run as threads, in t
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import re
@@ -16,11 +15,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from drills.errors import DrillError, InvalidProfile
+from drills.storage.fio_report import DirectionStats, DiskUtil, FioResult, parse_fio_output
 
 __all__ = [
     "RW_MODES",
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "randrw", "readwrite")
 _SIZE = re.compile(r"^\d+(\.\d+)?([kmgtp]i?b?)?%?$", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-NS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -127,51 +126,6 @@ class FioJob:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class DirectionStats:
-    """One direction (read or write) summed over the jobs; latencies in seconds."""
-
-    io_bytes: int = 0
-    bw_bytes_s: float = 0.0
-    iops: float = 0.0
-    runtime_s: float = 0.0
-    clat_mean_s: float | None = None
-    clat_p50_s: float | None = None
-    clat_p99_s: float | None = None
-    clat_p999_s: float | None = None
-
-
-@dataclass(frozen=True)
-class DiskUtil:
-    name: str
-    util_pct: float
-
-
-@dataclass(frozen=True)
-class FioResult:
-    """What fio measured. Several job entries are summed; their percentiles are the worst entry's."""
-
-    read: DirectionStats
-    write: DirectionStats
-    runtime_s: float
-    disk_util: tuple[DiskUtil, ...]
-    fio_version: str
-    jobs: tuple[str, ...]
-    job_errors: tuple[int, ...]
-    raw: dict = field(repr=False, compare=False, hash=False)
-
-    @property
-    def total_bw_bytes_s(self) -> float:
-        return self.read.bw_bytes_s + self.write.bw_bytes_s
-
-    def summary(self) -> dict[str, Any]:
-        """Everything but the raw JSON: small enough for a record or an attachment title."""
-        out = asdict(self)
-        out.pop("raw")
-        out["total_bw_bytes_s"] = self.total_bw_bytes_s
-        return out
 
 
 class FioProcess:
@@ -282,29 +236,6 @@ def fio_binary() -> str:
     return found
 
 
-def parse_fio_output(text: str | dict) -> FioResult:
-    """Parse fio's JSON (standalone `jobs` or client/server `client_stats`); text before it is skipped."""
-    data = text if isinstance(text, dict) else _load_json(text)
-    entries = data.get("jobs") or data.get("client_stats") or []
-    totals = [e for e in entries if e.get("jobname") == "All clients"]
-    entries = totals or entries
-    if not entries:
-        raise DrillError("fio report has no job results")
-    disks = tuple(DiskUtil(d.get("name", "?"), float(d.get("util", 0.0))) for d in data.get("disk_util", []))
-    read, write = _direction(entries, "read"), _direction(entries, "write")
-    return FioResult(
-        read=read,
-        write=write,
-        # job_runtime sums over grouped jobs; the direction runtimes are elapsed time
-        runtime_s=max(read.runtime_s, write.runtime_s),
-        disk_util=disks,
-        fio_version=str(data.get("fio version", "")),
-        jobs=tuple(str(e.get("jobname", "")) for e in entries),
-        job_errors=tuple(int(e.get("error", 0)) for e in entries),
-        raw=data,
-    )
-
-
 @functools.lru_cache(maxsize=None)
 def available_ioengines() -> tuple[str, ...]:
     """The I/O engines this fio was built with (`fio --enghelp`)."""
@@ -359,48 +290,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _load_json(text: str) -> dict:
-    start = text.find("{")
-    if start < 0:
-        raise DrillError("fio report is not JSON: " + (text.strip().splitlines() or ["(empty)"])[-1][:200])
-    try:
-        return json.JSONDecoder().raw_decode(text[start:])[0]
-    except json.JSONDecodeError as err:
-        raise DrillError(f"fio report is not valid JSON ({err.msg} at char {err.pos})") from None
-
-
-def _direction(entries: list[dict], key: str) -> DirectionStats:
-    parts = [e.get(key) or {} for e in entries]
-    n_total = sum(int((p.get("clat_ns") or {}).get("N", 0)) for p in parts)
-    mean = None
-    if n_total:
-        mean = sum((p.get("clat_ns") or {}).get("mean", 0.0) * (p.get("clat_ns") or {}).get("N", 0)
-                   for p in parts) / n_total * NS
-    return DirectionStats(
-        io_bytes=sum(int(p.get("io_bytes", 0)) for p in parts),
-        bw_bytes_s=float(sum(p.get("bw_bytes", 0) for p in parts)),
-        iops=float(sum(p.get("iops", 0.0) for p in parts)),
-        runtime_s=max(float(p.get("runtime", 0)) for p in parts) / 1000.0,
-        clat_mean_s=mean,
-        clat_p50_s=_percentile(parts, 50.0),
-        clat_p99_s=_percentile(parts, 99.0),
-        clat_p999_s=_percentile(parts, 99.9),
-    )
-
-
-def _percentile(parts: list[dict], pct: float) -> float | None:
-    """The worst entry's clat percentile, in seconds (None when no I/O went that way)."""
-    values = []
-    for p in parts:
-        clat = p.get("clat_ns") or {}
-        if not clat.get("N"):
-            continue
-        for k, v in (clat.get("percentile") or {}).items():
-            if abs(float(k) - pct) < 1e-6:
-                values.append(float(v) * NS)
-    return max(values) if values else None
 
 
 def _error_line(stderr: str, output: str, returncode: int | None) -> str:
