@@ -36,3 +36,14 @@ def up(
 
     run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready,
              watch_history=watch_history)
+
+
+@twin_app.command("defects")
+def defects() -> None:
+    """List the named defects (`--defect NAME`) with what each breaks."""
+    from drills.twin.profile import list_defects
+
+    known = list_defects()
+    width = max(len(name) for name, _ in known)
+    for name, description in known:
+        typer.echo(f"{name:<{width}}  {description}")

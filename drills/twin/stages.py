@@ -87,9 +87,16 @@ class EventSpec(Strict):
 
 
 class PatchSpec(Strict):
+    """A patch body; `root` nests the rendered template under that key (kwok's `root: status`)."""
+
     subresource: str | None = None  # "status" for status fields
+    root: str | None = None
     type: Literal["merge", "strategic", "json"] = "strategic"
     template: Any
+
+    def body(self, obj: Mapping, context: Mapping[str, Any]) -> Any:
+        rendered = render_template(self.template, obj, context)
+        return {self.root: rendered} if self.root else rendered
 
 
 class Next(Strict):
@@ -124,7 +131,7 @@ class Stage(Strict):
     def render(self, obj: Mapping, context: Mapping[str, Any] | None = None) -> "Rendered":
         """The concrete patches and events for `obj` (context: now, host_ip, delay, …)."""
         ctx = dict(context or {})
-        patches = [(p.subresource, p.type, render_template(p.template, obj, ctx)) for p in self.next.patches]
+        patches = [(p.subresource, p.type, p.body(obj, ctx)) for p in self.next.patches]
         return Rendered(patches=patches, events=[_event(e, obj, ctx) for e in self.next.events],
                         delete=self.next.delete)
 
@@ -163,6 +170,7 @@ _FILTERS = {
     "digest": lambda v: "sha256:" + hashlib.sha256(str(v).encode()).hexdigest(),
     "hex": lambda v: hashlib.sha256(str(v).encode()).hexdigest(),
     "lower": lambda v: str(v).lower(),
+    "repo": lambda v: re.sub(r":[^/:@]+$", "", str(v).split("@")[0]),  # image without tag or digest
     "int": lambda v: int(float(v)),
     "round1": lambda v: round(float(v), 1),
 }

@@ -1,0 +1,178 @@
+"""Profiles and defects as data: the shipped profiles load, every defect changes what it says it
+changes, and a broken profile or an unknown defect is one clear line naming the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drills.errors import InvalidProfile
+from drills.twin.profile import PROFILES_DIR, deep_merge, list_defects, list_profiles, load_profile
+from drills.twin.profile_model import TwinProfile
+
+
+def _job(p: TwinProfile):
+    return p.workloads.training["llm-finetune-8b"]
+
+
+def _infer(p: TwinProfile):
+    return p.workloads.inference["llama-7b-infer"]
+
+
+# defect → what must hold with it (and must not hold on the healthy minimal profile)
+EFFECTS = {
+    "no-restart-policy": lambda p: _job(p).policies == [],
+    "sparse-checkpoints": lambda p: _job(p).checkpoint.interval_steps >= 10 * 2000
+    and _job(p).initial_step - _job(p).initial_checkpoint > 2000,
+    "cold-image-cache": lambda p: all(not pool.cached_images for pool in p.node_pools.values())
+    and p.timings.image_pull_cold >= 120,
+    "slow-model-load": lambda p: p.model_load_seconds(_infer(p)) >= 300,
+    "no-pdb": lambda p: _infer(p).pdb_min_available is None,
+    "roce-no-pfc": lambda p: p.fabric.pfc is False,
+    "single-uplink": lambda p: all(len(p.fabric.switches[leaf].uplinks) == 1 for leaf in p.fabric.leaves),
+    "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5,
+    "no-gpu-health-check": lambda p: not p.gpu_health_check and p.unhealthy_gpu_taint is None,
+    "no-tolerations-for-gpu-taint": lambda p: _job(p).tolerations == [] and _infer(p).tolerations == [],
+    "no-preemption": lambda p: all(pc.preemption_policy == "Never" for pc in p.priority_classes.values()),
+    "nccl-socket-transport": lambda p: _job(p).nccl.transport == "socket",
+    "no-max-retry": lambda p: _job(p).max_retry == 0,
+}
+
+
+def test_minimal_profile_is_the_seed_cluster():
+    p = load_profile()
+    assert p.name == "minimal" and p.scale == 60 and p.defects == []
+    nodes = p.nodes()
+    training = [n for n in nodes if n.role == "training"]
+    assert len(training) == 4 and all(p.node_pools[n.pool].gpus == 8 for n in training)
+    assert len([n for n in nodes if n.role == "inference"]) == 2
+    assert set(p.queues) == {"training", "inference"}
+    assert p.priority_classes["inference-high"].value > p.priority_classes["training-low"].value
+    job = _job(p)
+    assert (job.replicas, job.gpus_per_worker, job.checkpoint.interval_steps) == (2, 8, 2000)
+    assert job.initial_checkpoint < job.initial_step and job.effective_min_available == 2
+    assert _infer(p).replicas == 2 and p.model_load_seconds(_infer(p)) == 60
+    assert (p.timings.node_monitor_grace_period, p.timings.default_toleration_seconds) == (50, 300)
+    assert {p.fabric.switches[s].dialect for s in p.fabric.leaves} >= {"sonic", "nxos"}
+    assert all(len(p.fabric.switches[leaf].uplinks) >= 2 for leaf in p.fabric.leaves)
+    assert {"pod-accept", "pod-pull-cold", "pod-start", "pod-ready", "pod-terminate"} <= set(p.stages)
+
+
+def test_fabric_is_wired_consistently():
+    p = load_profile()
+    for leaf in p.fabric.leaves:
+        sw = p.fabric.switches[leaf]
+        used = [u.iface for u in sw.uplinks] + list(sw.downlinks.values())
+        assert len(used) == len(set(used)) and set(used) <= set(sw.interfaces)
+        for u in sw.uplinks:
+            assert u.peer_iface in p.fabric.switches[u.peer].interfaces
+    spine_ports = [(u.peer, u.peer_iface) for leaf in p.fabric.leaves for u in p.fabric.switches[leaf].uplinks]
+    assert len(spine_ports) == len(set(spine_ports))
+    attached = {n.name: (n.leaf, n.leaf_port) for n in p.nodes() if n.leaf}
+    assert attached["gpu-train-01"] == ("leaf-1", "Ethernet0")
+
+
+def test_large_profile_has_1024_nodes_from_pools():
+    p = load_profile("large")
+    nodes = p.nodes()
+    assert len(nodes) == 1024 and len({n.name for n in nodes}) == 1024
+    raw = yaml.safe_load((PROFILES_DIR / "large.yaml").read_text())
+    assert sum(pool["count"] for pool in raw["node_pools"].values()) == 1024  # expanded, not listed
+
+
+def test_profiles_listed():
+    assert {"minimal", "large"} <= set(list_profiles())
+
+
+def test_every_defect_is_checked_here():
+    assert {name for name, _ in list_defects()} == set(EFFECTS)
+    assert all(desc and "\n" not in desc for _, desc in list_defects())
+
+
+@pytest.mark.parametrize("defect", sorted(EFFECTS))
+def test_defect_changes_what_it_says(defect):
+    healthy = load_profile("minimal")
+    broken = load_profile("minimal", [defect])
+    assert not EFFECTS[defect](healthy)
+    assert EFFECTS[defect](broken)
+    assert broken.defects == [defect]
+
+
+def test_defects_from_the_profile_and_the_caller_combine(tmp_path: Path):
+    raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    raw["defects"] = ["no-pdb"]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    p = load_profile(str(path), ["roce-no-pfc", "no-pdb"])
+    assert p.defects == ["no-pdb", "roce-no-pfc"] and p.name == "mine"
+    assert EFFECTS["no-pdb"](p) and EFFECTS["roce-no-pfc"](p)
+
+
+def _write(tmp_path: Path, edit) -> str:
+    raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    edit(raw)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def _error(path: str, defects=()) -> str:
+    with pytest.raises(InvalidProfile) as err:
+        load_profile(path, defects)
+    text = str(err.value)
+    assert "\n" not in text
+    return text
+
+
+def test_typo_field_is_one_line_with_path_and_suggestion(tmp_path):
+    path = _write(tmp_path, lambda r: r["node_pools"]["training"].update(gpu=8))
+    assert _error(path) == 'profile broken.yaml: node_pools.training.gpu: unknown field; did you mean "gpus"?'
+
+
+def test_out_of_range_value_names_bound_and_value(tmp_path):
+    path = _write(tmp_path, lambda r: r["node_pools"]["inference"].update(gpus=-1))
+    assert _error(path) == "profile broken.yaml: node_pools.inference.gpus: must be ≥ 0 (got -1)"
+
+
+def test_list_index_and_literal_errors(tmp_path):
+    path = _write(tmp_path, lambda r: r["workloads"]["training"]["llm-finetune-8b"]["policies"].append(
+        {"event": "PodEvicted", "action": "Reboot"}))
+    text = _error(path)
+    assert text.startswith("profile broken.yaml: workloads.training.llm-finetune-8b.policies[2].action: must be one of")
+    assert "'RestartJob'" in text and "(got 'Reboot')" in text
+
+
+def test_bad_duration_and_broken_reference(tmp_path):
+    text = _error(_write(tmp_path, lambda r: r["timings"].update(image_pull_cold="two minutes")))
+    assert text.startswith("profile broken.yaml: timings.image_pull_cold: is not a duration like 50s")
+    text = _error(_write(tmp_path, lambda r: r["node_pools"]["training"].update(leaves=["leaf-9"])))
+    assert "leaf 'leaf-9'" in text and "fabric" in text
+
+
+def test_unknown_defect_lists_known_ones():
+    text = _error("minimal", ["slow-stor"])
+    assert text.startswith('unknown defect "slow-stor" (did you mean "slow-store"?): known defects are ')
+    assert all(name in text for name in EFFECTS) and text.endswith("list them with `drills twin defects`")
+
+
+def test_unknown_profile_and_bad_yaml(tmp_path):
+    assert _error("minimall").startswith('unknown profile "minimall" (did you mean "minimal"?)')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("scale: [1,\n")
+    assert _error(str(bad)).startswith("profile bad.yaml: line ")
+
+
+@pytest.mark.parametrize("text,seconds", [("50s", 50), ("5m", 300), ("1h30m", 5400), ("250ms", 0.25), (90, 90)])
+def test_durations(tmp_path, text, seconds):
+    p = load_profile(_write(tmp_path, lambda r: r["timings"].update(image_pull_cold=text)))
+    assert p.timings.image_pull_cold == pytest.approx(seconds)
+
+
+def test_deep_merge_semantics():
+    base = {"a": {"x": 1, "y": [1, 2]}, "pools": {"p1": {"n": 1}, "p2": {"n": 2}}, "keep": 1}
+    merged = deep_merge(base, {"a": {"y": [3]}, "pools": {"*": {"n": 0}, "p3": {"n": 3}}, "keep": None, "absent": {"*": {"n": 9}}})
+    assert merged == {"a": {"x": 1, "y": [3]}, "pools": {"p1": {"n": 0}, "p2": {"n": 0}, "p3": {"n": 3}},
+                      "keep": None, "absent": {}}
+    assert base["pools"]["p1"] == {"n": 1}  # inputs untouched
