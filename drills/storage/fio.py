@@ -140,6 +140,7 @@ class FioProcess:
         self._owned_dir = owned_dir
         self._stopped = False
         self._result: FioResult | None = None
+        self._texts: tuple[str, str] | None = None
 
     @property
     def pid(self) -> int:
@@ -179,23 +180,33 @@ class FioProcess:
             return self._result
         if self.running:
             raise DrillError(f"fio (pid {self.pid}) is still running: wait() or stop() it first")
-        text = self.output.read_text(errors="replace") if self.output.exists() else ""
-        err = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
+        if self._texts is None:
+            self._texts = (self.output.read_text(errors="replace") if self.output.exists() else "",
+                           self.stderr.read_text(errors="replace") if self.stderr.exists() else "")
+            self.discard()
+        text, err = self._texts
         if self.popen.returncode != 0 and not self._stopped:
             raise DrillError(f"fio failed: {_error_line(err, text, self.popen.returncode)}")
         if "{" not in text:
             raise DrillError(f"fio produced no report: {_error_line(err, text, self.popen.returncode)}")
         self._result = parse_fio_output(text)
+        return self._result
+
+    def discard(self) -> None:
+        """Remove the temporary output directory `start_fio` made, if any (`result()` does it too)."""
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
-        return self._result
+            self._owned_dir = None
 
 
 def run_fio(jobs: FioJob | Sequence[FioJob], timeout: float | None = None) -> FioResult:
     """Run fio to completion (or until `timeout` seconds, then stop it and raise) and parse it."""
     proc = start_fio(jobs)
-    proc.wait(timeout)
-    return proc.result()
+    try:
+        proc.wait(timeout)
+        return proc.result()
+    finally:
+        proc.discard()
 
 
 def start_fio(jobs: FioJob | Sequence[FioJob], output: str | Path | None = None) -> FioProcess:

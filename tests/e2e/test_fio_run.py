@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -11,6 +12,16 @@ from drills.errors import DrillError
 from drills.storage.fio import FioJob, run_fio, start_fio, supports_direct
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make bootstraps it)")
+
+
+@pytest.fixture(autouse=True)
+def own_tempdir(tmp_path, monkeypatch):
+    """Temp output directories of run_fio land here, so each test can see that none is left behind."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    yield
+    assert list(temp.iterdir()) == []
 
 
 def fio_pids_mentioning(text: str) -> list[int]:
@@ -101,5 +112,7 @@ def test_fios_own_error_comes_back_as_one_line(tmp_path):
 
 def test_direct_io_is_probed_where_the_files_go(tmp_path):
     # Reported in the wrapper's note: ext4 /tmp and even tmpfs /dev/shm take O_DIRECT on kernel 6.x.
-    assert supports_direct(tmp_path) is True
-    assert os.listdir(tmp_path) == []
+    store = tmp_path / "store"
+    store.mkdir()
+    assert supports_direct(store) is True
+    assert os.listdir(store) == []
