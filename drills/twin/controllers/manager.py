@@ -22,7 +22,10 @@ __all__ = ["CONTROLLERS", "install", "ControllerManager"]
 log = logging.getLogger(__name__)
 
 # Order matters only for setup(); all run concurrently.
-CONTROLLERS: list[str] = []
+CONTROLLERS: list[str] = [
+    "drills.twin.controllers.replicaset:ReplicaSetController",
+    "drills.twin.controllers.deployment:DeploymentController",
+]
 
 
 class ControllerManager:
