@@ -156,6 +156,8 @@ class SwitchConfig(_Strict):
     known_hosts: str | None = None
     dialect: str = "sonic"
     uplinks: list[str] = []
+    role: str | None = None  # leaf | spine (informative; the twin's inventory writes it)
+    host_key_type: str | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
     @field_validator("password_env")
     @classmethod
