@@ -33,7 +33,7 @@ class AuditLog:
         self._fh = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8", buffering=1)
+            self._fh = open(path, "w", encoding="utf-8", buffering=1)  # one file per twin run
 
     def record(self, *, verb: str, group: str, resource: str, subresource: str | None, namespace: str | None,
                name: str | None, user_agent: str, code: int, dry_run: bool, method: str, path: str) -> dict:

@@ -20,6 +20,16 @@ log = logging.getLogger(__name__)
 
 GIT_VERSION = "v1.32.4-twin"
 
+
+def _pb_string(field_no: int, text: str) -> bytes:
+    data = text.encode()
+    return bytes([field_no << 3 | 2, len(data)]) + data
+
+
+# openapi_v2.Document{swagger: "2.0", info: {title: "Kubernetes", version: GIT_VERSION}}
+_OPENAPI_V2_PB = _pb_string(1, "2.0") + bytes([2 << 3 | 2]) + bytes(
+    [len(_pb_string(1, "Kubernetes") + _pb_string(2, GIT_VERSION))]) + _pb_string(1, "Kubernetes") + _pb_string(2, GIT_VERSION)
+
 # subresource → (group, version, kind, verbs); group None means "the parent's"
 SUBRESOURCE_KINDS: dict[str, tuple[str | None, str | None, str | None, tuple[str, ...]]] = {
     "status": (None, None, None, ("get", "patch", "update")),
@@ -60,7 +70,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/apis", _group_list),
         web.get("/apis/{group}", _group),
         web.get("/apis/{group}/{version}", _group_resources),
-        web.get("/openapi/v2", _no_openapi),
+        web.get("/openapi/v2", _openapi_v2),
         web.get("/openapi/v3", _no_openapi),
         web.get("/openapi/v3/{tail:.*}", _no_openapi),
         web.get("/healthz", _ok),
@@ -138,6 +148,18 @@ async def _group_resources(request: web.Request) -> web.Response:
     if doc is None:
         raise _not_served()
     return web.json_response(doc)
+
+
+async def _openapi_v2(request: web.Request) -> web.Response:
+    """An OpenAPI v2 document with no definitions, in the protobuf kubectl asks for.
+
+    kubectl apply validates client-side against it (no schema for a kind → nothing to check) and
+    patches with strategic merge for built-in kinds, JSON merge for the rest, as with real CRDs.
+    """
+    if "protobuf" in request.headers.get("Accept", ""):
+        return web.Response(body=_OPENAPI_V2_PB, content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+    return web.json_response({"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION},
+                              "paths": {}, "definitions": {}})
 
 
 async def _no_openapi(request: web.Request) -> web.Response:

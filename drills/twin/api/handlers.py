@@ -115,6 +115,11 @@ async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str 
     """Decode a JSON (or YAML) body and check its kind/apiVersion against the resource, as the real decoder does."""
     raw = await request.read()
     expected_kind = kind or (rt.kind if rt else "")
+    ctype = request.content_type or ""
+    if "protobuf" in ctype or "cbor" in ctype:
+        raise st.ApiError(415, "UnsupportedMediaType", f"the twin's API server accepts JSON or YAML bodies, not "
+                          f"{ctype} (kubectl create <generator> sends protobuf: use `kubectl create ... "
+                          f"--dry-run=client -o yaml | kubectl apply -f -`)")
     try:
         if "yaml" in (request.content_type or ""):
             obj = yaml.safe_load(raw)
