@@ -109,10 +109,6 @@ def _group_doc(name: str, versions: list[str]) -> dict:
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def _json(request: web.Request, body: dict) -> web.Response:
-    return web.json_response(body)
-
-
 async def _version(request: web.Request) -> web.Response:
     return web.json_response(version_info())
 

@@ -98,7 +98,7 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
             return await _delete_collection(request, store, target)
         request["verb"] = "delete"
         return json_response(await delete_object(request, store, target))
-    raise st.method_not_allowed(f"the server does not allow this method on the requested resource")
+    raise st.method_not_allowed("the server does not allow this method on the requested resource")
 
 
 # -- helpers shared with subresources and watch -------------------------------------------------------

@@ -93,7 +93,7 @@ async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
             raise
         reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status, exc.reason)
         message = ("the server could not find the requested resource" if exc.status == 404
-                   else f"the server does not allow this method on the requested resource")
+                   else "the server does not allow this method on the requested resource")
         return _status_response(st.status_body(exc.status, reason, message, {}), exc.status)
     except Exception as err:  # noqa: BLE001 — a server bug must still answer like a server
         log.exception("twin API handler failed: %s %s", request.method, request.path_qs)

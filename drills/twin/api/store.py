@@ -14,7 +14,6 @@ import copy
 import json
 import logging
 import random
-import re
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from drills.twin.api import status as st
 from drills.twin.api.defaults import apply_defaults
 from drills.twin.api.logs import PodLogs
 from drills.twin.api.resources import RESOURCES, ResourceType, by_path
+from drills.twin.api.validation import validate, validate_name
 
 __all__ = ["Store", "Entry", "WatchEvent", "Watcher", "DEFAULT_HISTORY"]
 
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_HISTORY = 20000  # events kept per resource for watch resume
 _NAMESPACES = by_path("", "v1", "namespaces")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real generateName suffix uses
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _UNCHANGED_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
                    "deletionGracePeriodSeconds", "generation", "resourceVersion")
 
@@ -162,7 +161,7 @@ class Store:
                 raise st.invalid(rt.kind, "", [("metadata.name", "Required value: name or generateName is required")],
                                  rt.group)
         name = meta["name"]
-        _validate_name(rt, name)
+        validate_name(rt, name)
         if name in self._objects[rt].get(ns, {}):
             raise st.already_exists(rt.plural, name, rt.group)
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields"):
@@ -172,7 +171,7 @@ class Store:
         if "spec" in obj:
             meta["generation"] = 1
         apply_defaults(rt, obj, meta["creationTimestamp"])
-        _validate(rt, obj)
+        validate(rt, obj)
         if dry_run:
             meta["resourceVersion"] = self.resource_version
             return obj
@@ -223,7 +222,7 @@ class Store:
                 else:
                     new.pop("status", None)
             apply_defaults(rt, new, self.now_iso())
-            _validate(rt, new)
+            validate(rt, new)
             if _spec_of(new) != _spec_of(old) and "generation" in old["metadata"]:
                 meta["generation"] = old["metadata"]["generation"] + 1
         return self._commit_update(rt, old_entry, new, dry_run)
@@ -383,31 +382,3 @@ def _same(old: dict, new: dict) -> bool:
     def strip(o: dict) -> dict:
         return dict(o, metadata={k: v for k, v in o.get("metadata", {}).items() if k != "resourceVersion"})
     return strip(old) == strip(new)
-
-
-def _validate_name(rt: ResourceType, name: str) -> None:
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        raise st.invalid(rt.kind, name, [(
-            "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-            "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-            "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")],
-            rt.group)
-
-
-def _validate(rt: ResourceType, obj: dict) -> None:
-    """The few structural checks drills rely on (the real server's validation is far wider)."""
-    name = obj["metadata"].get("name", "")
-    if rt.kind == "Pod" and not rt.group:
-        containers = (obj.get("spec") or {}).get("containers")
-        if not containers:
-            raise st.invalid("Pod", name, [("spec.containers", "Required value")])
-        for i, c in enumerate(containers):
-            if not isinstance(c, dict) or not c.get("name"):
-                raise st.invalid("Pod", name, [(f"spec.containers[{i}].name", "Required value")])
-            if not c.get("image"):
-                raise st.invalid("Pod", name, [(f"spec.containers[{i}].image", "Required value")])
-    labels = obj["metadata"].get("labels")
-    if labels is not None and (not isinstance(labels, dict)
-                               or not all(isinstance(v, str) for v in labels.values())):
-        raise st.invalid(rt.kind, name, [("metadata.labels", "Invalid value: label values must be strings")], rt.group)

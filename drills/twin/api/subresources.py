@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from datetime import datetime, timezone
@@ -154,7 +153,7 @@ async def _eviction(request: web.Request, store: Store, target: Target) -> web.R
     body = await read_body(request, None, kind="Eviction")
     meta = body.get("metadata") or {}
     if meta.get("name") not in (None, target.name):
-        raise st.bad_request(f"name in URL does not match name in Eviction object")
+        raise st.bad_request("name in URL does not match name in Eviction object")
     pod = store.get(target.rt, target.namespace, target.name)
     check_eviction(store, pod)
     opts = body.get("deleteOptions") or {}
