@@ -19,6 +19,7 @@ from aiohttp import web
 
 from drills.clock import to_iso
 from drills.twin.api import status as st
+from drills.twin.api import twin_node_routes
 from drills.twin.api.handlers import json_response
 from drills.twin.api.resources import RESOURCES, by_kind, by_path
 from drills.twin.api.store import Store
@@ -38,6 +39,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/twin/v1/stats", _stats),
         web.post("/twin/v1/namespaces/{namespace}/pods/{name}/log", _append_log),
         web.post("/twin/v1/load", _load),
+        *twin_node_routes.routes(),  # node faults and container exits (C1)
     ]
 
 

@@ -26,6 +26,10 @@ CONTROLLERS: list[str] = [
     "drills.twin.controllers.replicaset:ReplicaSetController",
     "drills.twin.controllers.deployment:DeploymentController",
     "drills.twin.controllers.volcano:VolcanoJobController",
+    "drills.twin.controllers.scheduler:Scheduler",
+    "drills.twin.controllers.kubelet:Kubelet",
+    "drills.twin.controllers.nodeagent:NodeAgent",
+    "drills.twin.controllers.nodelifecycle:NodeLifecycle",
 ]
 
 

@@ -1,0 +1,311 @@
+"""The kubelets of every twin node, as one controller executing the pod stages of the profile
+(`drills/twin/stages/pod.yaml`, kwok-style): accept → pull (cached vs cold) → start → ready.
+
+- Context the stages get: `now`, `host_ip`, `pod_ip`, `image_cached` (the image is in the node's
+  cache: `status.images` plus what this kubelet pulled; a pull adds the image to the node's
+  `status.images`), `readiness` (the pod annotation `twin.gpu-drills.io/startup-s` in twin seconds,
+  else the profile's `timings.pod_startup`) and `delay` (the stage's actual delay).
+- A node whose kubelet is stopped (node annotation `twin.gpu-drills.io/kubelet: stopped`, see
+  `twin_node_routes`) runs no stages; when it starts again its pods are picked up where they were.
+- Deletion: the API server removes pods at once; the kubelet then records `Killing`. A pod that
+  still carries a deletionTimestamp (finalizers) goes through the `pod-terminate` stage.
+- Container exit: set the pod annotation `twin.gpu-drills.io/exit` to JSON
+  `{"code": 1, "reason": "Error", "message": "...", "container": "name"}` (or
+  `POST /twin/v1/namespaces/{ns}/pods/{name}/exit` with that body, which writes it). The kubelet
+  terminates the container with that exit code and applies `restartPolicy`: Never (or OnFailure
+  with code 0) → phase Failed/Succeeded; Always/OnFailure → restartCount+1, `lastState.terminated`,
+  CrashLoopBackOff back-off (0 s, then 10 s doubling to 300 s), log rotated to `previous`, running
+  again and Ready after the readiness delay. The annotation is removed once handled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Hashable
+
+from drills.clock import to_iso
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.base import Controller
+from drills.twin.controllers.client import ApiError, key_of
+from drills.twin.controllers.events import record_event
+from drills.twin.controllers.nodeutil import (
+    EXIT_ANNOTATION, STARTUP_ANNOTATION, kubelet_stopped, node_ip, pod_ip,
+)
+from drills.twin.stages import Stage
+
+__all__ = ["Kubelet", "KUBELET_AGENT"]
+
+log = logging.getLogger(__name__)
+
+PODS = by_kind("v1", "Pod")
+NODES = by_kind("v1", "Node")
+KUBELET_AGENT = "kubelet/v1.32.4 (linux/amd64) twin"
+_MAX_BACKOFF = 300.0
+
+
+@dataclass
+class _Planned:
+    stage: str
+    uid: str
+    due: float
+    delay: float
+
+
+class Kubelet(Controller):
+    name = "kubelet"
+
+    def setup(self) -> None:
+        from drills.twin.controllers.client import TwinClient
+
+        self.client = TwinClient(self.ctx.client.base_url, user_agent=KUBELET_AGENT)
+        self.pods, self.nodes = self.ctx.informers.informer(PODS), self.ctx.informers.informer(NODES)
+        profile = self.ctx.profile
+        self.timings = getattr(profile, "timings", None)
+        stages = getattr(profile, "stages", None) or {}
+        self.stages: list[Stage] = [s for s in stages.values() if s.resource == "Pod"]
+        self._planned: dict[tuple, _Planned] = {}
+        self._restart_due: dict[tuple, tuple[str, float]] = {}
+        self._images: dict[str, set[str]] = {}
+        self._gone: dict[tuple, dict] = {}
+        self._stopped: set[str] = set()
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self.client.close()
+
+    async def reconcile(self, key: Hashable) -> None:
+        if key[0] == "gone":
+            await self._killed(self._gone.pop(key[1], None))
+            return
+        pod = self.pods.get(*key)
+        if pod is None:
+            self._forget(key)
+            return
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self.nodes.get("", node_name) if node_name else None
+        if node is None or kubelet_stopped(node):
+            return
+        if (pod["metadata"].get("annotations") or {}).get(EXIT_ANNOTATION):
+            await self._exit(pod)
+            return
+        if key in self._restart_due:
+            await self._restart(pod, key)
+            return
+        await self._step(key, pod, node)
+
+    # -- informer handlers ----------------------------------------------------------------------
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        key = key_of(pod)
+        if etype == "DELETED":
+            self._forget(key)
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._gone[key] = pod
+                self.enqueue(("gone", key))
+            return
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.enqueue(key)
+
+    def _on_node(self, etype: str, node: dict, old: dict | None) -> None:
+        name = node["metadata"]["name"]
+        stopped = etype != "DELETED" and kubelet_stopped(node)
+        if stopped:
+            self._stopped.add(name)
+        elif name in self._stopped:
+            self._stopped.discard(name)
+            for pod in self.pods.items():  # the kubelet is back: resume its pods
+                if (pod.get("spec") or {}).get("nodeName") == name:
+                    self.enqueue(key_of(pod))
+
+    def _forget(self, key: tuple) -> None:
+        self._planned.pop(key, None)
+        self._restart_due.pop(key, None)
+
+    # -- stages ---------------------------------------------------------------------------------
+    async def _step(self, key: tuple, pod: dict, node: dict) -> None:
+        view = _with_phase(pod)
+        ctx = self._context(pod, node)
+        stage = next((s for s in self.stages if s.matches(view, ctx)), None)
+        if stage is None:
+            self._planned.pop(key, None)
+            return
+        now, uid = self.ctx.clock.timestamp(), pod["metadata"].get("uid", "")
+        plan = self._planned.get(key)
+        if plan is None or plan.stage != stage.name or plan.uid != uid:
+            delay = stage.delay.seconds(self.timings, ctx, self.ctx.rng)
+            plan = self._planned[key] = _Planned(stage.name, uid, now + delay, delay)
+            for event in stage.render_enter_events(view, {**ctx, "delay": delay}):
+                await self._event(pod, node, event)
+        if now < plan.due:
+            self.enqueue_after(key, plan.due - now)
+            return
+        self._planned.pop(key, None)
+        ctx["delay"] = plan.delay
+        ctx["now"] = to_iso(self.ctx.clock.now())
+        rendered = stage.render(view, ctx)
+        ns, name = key
+        for sub, ptype, body in rendered.patches:
+            if sub == "status" and "status" not in body:
+                body = {"status": body}
+            if await self.client.patch(PODS, ns, name, body, sub=sub, kind=ptype) is None:
+                return
+        for event in rendered.events:
+            await self._event(pod, node, event)
+        if any(c.path == "image_cached" for c in stage.selector.conditions):
+            await self._cache_images(node, pod)
+        if rendered.delete:
+            await self.client.delete(PODS, ns, name, grace_period_s=0)
+
+    def _context(self, pod: dict, node: dict) -> dict[str, Any]:
+        image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")
+        ann = pod["metadata"].get("annotations") or {}
+        try:
+            readiness = float(ann[STARTUP_ANNOTATION])
+        except (KeyError, ValueError):
+            readiness = float(getattr(self.timings, "pod_startup", 2.0))
+        return {"now": to_iso(self.ctx.clock.now()), "host_ip": node_ip(node), "pod_ip": pod_ip(node, pod),
+                "image_cached": image in self._node_images(node), "readiness": readiness, "delay": 0.0}
+
+    def _node_images(self, node: dict) -> set[str]:
+        name = node["metadata"]["name"]
+        if name not in self._images:
+            self._images[name] = {n for img in (node.get("status") or {}).get("images") or []
+                                  for n in img.get("names") or []}
+        return self._images[name]
+
+    async def _cache_images(self, node: dict, pod: dict) -> None:
+        known = self._node_images(node)
+        fresh = [c.get("image") for c in (pod.get("spec") or {}).get("containers") or []
+                 if c.get("image") and c.get("image") not in known]
+        if not fresh:
+            return
+        known.update(fresh)
+        current = self.nodes.get("", node["metadata"]["name"]) or node
+        images = list((current.get("status") or {}).get("images") or [])
+        images += [{"names": [img], "sizeBytes": 8_000_000_000} for img in fresh]
+        await self.client.patch(NODES, None, node["metadata"]["name"], {"status": {"images": images}},
+                                sub="status", kind="merge")
+
+    async def _event(self, pod: dict, node: dict, event: dict) -> None:
+        await record_event(self.client, pod, event["reason"], event["message"], type=event.get("type", "Normal"),
+                           component=event.get("source") or "kubelet", clock=self.ctx.clock,
+                           host=node["metadata"]["name"])
+
+    async def _killed(self, pod: dict | None) -> None:
+        if pod is None:
+            return
+        node = self.nodes.get("", pod["spec"]["nodeName"])
+        if node is None or kubelet_stopped(node):
+            return
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            await record_event(self.client, pod, "Killing", f"Stopping container {c.get('name')}",
+                               component="kubelet", clock=self.ctx.clock, host=node["metadata"]["name"])
+
+    # -- container exits and restarts -----------------------------------------------------------
+    async def _exit(self, pod: dict) -> None:
+        ns, name = key_of(pod)
+        req = _exit_request(pod)
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        container = req.get("container") or (statuses[0]["name"] if statuses else
+                                             pod["spec"]["containers"][0]["name"])
+        code = int(req.get("code", 1))
+        now = to_iso(self.ctx.clock.now())
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        new_statuses, restarts = [], 0
+        for s in statuses:
+            if s.get("name") != container:
+                new_statuses.append(s)
+                continue
+            terminated = {"exitCode": code, "reason": req.get("reason") or ("Completed" if code == 0 else "Error"),
+                          "startedAt": ((s.get("state") or {}).get("running") or {}).get("startedAt") or now,
+                          "finishedAt": now, "containerID": s.get("containerID", "")}
+            if req.get("message"):
+                terminated["message"] = str(req["message"])
+            s = dict(s, ready=False, started=False)
+            if restart:
+                restarts = int(s.get("restartCount") or 0)
+                s.update(lastState={"terminated": terminated}, restartCount=restarts + 1,
+                         state={"waiting": {"reason": "CrashLoopBackOff",
+                                            "message": f"back-off {int(_backoff(restarts))}s restarting failed "
+                                                       f"container={container} pod={name}_{ns}"},
+                                "running": None, "terminated": None})
+            else:
+                s["state"] = {"terminated": terminated, "running": None, "waiting": None}
+            new_statuses.append(s)
+        done = [s for s in new_statuses if "terminated" in (s.get("state") or {})]
+        status: dict[str, Any] = {"containerStatuses": new_statuses, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "PodFailed" if not restart else "ContainersNotReady",
+             "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "False", "reason": "PodFailed" if not restart else
+             "ContainersNotReady", "lastTransitionTime": now}]}
+        if not restart and len(done) == len(new_statuses):
+            failed = any(s["state"]["terminated"]["exitCode"] != 0 for s in done)
+            status["phase"] = "Failed" if failed else "Succeeded"
+            for cond in status["conditions"]:
+                cond["reason"] = "PodFailed" if failed else "PodCompleted"
+        # strategic: conditions merge by type and containers by name; the nulls above drop the old state
+        await self.client.patch(PODS, ns, name, {"status": status}, sub="status", kind="strategic")
+        await self.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: None}}}, kind="merge")
+        self._planned.pop((ns, name), None)
+        log.info("kubelet: %s/%s container %s exited with code %d (restart=%s)", ns, name, container, code, restart)
+        if restart:
+            delay = _backoff(restarts)
+            self._restart_due[(ns, name)] = (container, self.ctx.clock.timestamp() + delay)
+            if delay > 0:
+                await record_event(self.client, pod, "BackOff", f"Back-off restarting failed container {container} "
+                                   f"in pod {name}_{ns}({pod['metadata'].get('uid', '')})", type="Warning",
+                                   component="kubelet", clock=self.ctx.clock, host=pod["spec"]["nodeName"])
+            self.enqueue_after((ns, name), delay)
+
+    async def _restart(self, pod: dict, key: tuple) -> None:
+        container, due = self._restart_due[key]
+        now = self.ctx.clock.timestamp()
+        if now < due:
+            self.enqueue_after(key, due - now)
+            return
+        del self._restart_due[key]
+        ns, name = key
+        try:
+            await self.client.post(f"/twin/v1/namespaces/{ns}/pods/{name}/log?container={container}&restart=true",
+                                   "", content_type="text/plain")
+        except ApiError as err:
+            log.debug("log rotation for %s/%s failed: %s", ns, name, err)
+        statuses = []
+        for s in (pod.get("status") or {}).get("containerStatuses") or []:
+            if s.get("name") == container:
+                s = dict(s, started=True, state={"running": {"startedAt": to_iso(now)}, "waiting": None,
+                                                 "terminated": None})
+            statuses.append(s)
+        await self.client.patch(PODS, ns, name, {"status": {"containerStatuses": statuses}}, sub="status",
+                                kind="strategic")
+        image = next((c.get("image") for c in pod["spec"]["containers"] if c.get("name") == container), "")
+        host = pod["spec"]["nodeName"]
+        for reason, message in (("Pulled", f'Container image "{image}" already present on machine'),
+                                ("Created", f"Created container {container}"),
+                                ("Started", f"Started container {container}")):
+            await record_event(self.client, pod, reason, message, component="kubelet", clock=self.ctx.clock, host=host)
+
+
+def _with_phase(pod: dict) -> dict:
+    """The pod as stages see it: a missing phase reads Pending, as the API server defaults it."""
+    if (pod.get("status") or {}).get("phase"):
+        return pod
+    return {**pod, "status": {**(pod.get("status") or {}), "phase": "Pending"}}
+
+
+def _exit_request(pod: dict) -> dict:
+    raw = (pod["metadata"].get("annotations") or {}).get(EXIT_ANNOTATION) or "{}"
+    try:
+        req = json.loads(raw)
+    except ValueError:
+        req = {"code": int(raw)} if raw.strip().lstrip("-").isdigit() else {}
+    return req if isinstance(req, dict) else {}
+
+
+def _backoff(restart_count: int) -> float:
+    """kubelet's crash-loop back-off: restart at once the first time, then 10 s doubling up to 5 min."""
+    return 0.0 if restart_count <= 0 else min(10.0 * 2 ** (restart_count - 1), _MAX_BACKOFF)

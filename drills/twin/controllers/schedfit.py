@@ -1,0 +1,116 @@
+"""The scheduler's pure half: which nodes a pod fits (filters in kube-scheduler's plugin order, first
+failing plugin per node), how to score them, and the FailedScheduling message kube-scheduler writes
+("0/6 nodes are available: 2 Insufficient nvidia.com/gpu, 4 node(s) had untolerated taint {…}.").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from drills.twin.controllers.nodeutil import (
+    GPU, UNSCHEDULABLE_TAINT, matches_node_selector, parse_quantity, pod_requests, untolerated,
+)
+
+__all__ = ["NodeState", "filter_node", "fits_resources", "score", "failure_message", "preemption_message",
+           "pod_requests_cached"]
+
+log = logging.getLogger(__name__)
+
+_NAMED = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral-storage"}
+
+
+@dataclass
+class NodeState:
+    """One node as a scheduling cycle sees it: the object, allocatable and what bound pods use."""
+
+    name: str
+    node: dict
+    allocatable: dict[str, float]
+    used: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, node: dict, used: dict[str, float] | None) -> "NodeState":
+        alloc = {k: parse_quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+        return cls(node["metadata"]["name"], node, alloc, dict(used or {}))
+
+    def free(self, resource: str) -> float:
+        return self.allocatable.get(resource, 0.0) - self.used.get(resource, 0.0)
+
+    def add(self, requests: dict[str, float], sign: float = 1.0) -> None:
+        for name, qty in requests.items():
+            self.used[name] = self.used.get(name, 0.0) + sign * qty
+
+
+def filter_node(pod: dict, state: NodeState, *, resources: bool = True) -> list[str]:
+    """Why `pod` cannot go to this node (empty: it fits), in kube-scheduler's filter order."""
+    spec = pod.get("spec") or {}
+    node = state.node
+    tolerations = spec.get("tolerations") or []
+    if (node.get("spec") or {}).get("unschedulable") and not any(
+            (t.get("key") == UNSCHEDULABLE_TAINT or (not t.get("key") and t.get("operator") == "Exists"))
+            for t in tolerations):
+        return ["node(s) were unschedulable"]
+    taint = untolerated([t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT],
+                        tolerations)
+    if taint is not None:
+        return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
+    if not matches_node_selector(pod, node):
+        return ["node(s) didn't match Pod's node affinity/selector"]
+    return fits_resources(pod_requests_cached(pod), state) if resources else []
+
+
+def fits_resources(requests: dict[str, float], state: NodeState) -> list[str]:
+    """NodeResourcesFit: every insufficient resource, as the plugin lists them."""
+    out = []
+    if requests.get("pods") and state.free("pods") < requests["pods"] and "pods" in state.allocatable:
+        out.append("Too many pods")
+    for name, qty in requests.items():
+        if name == "pods" or qty <= 0:
+            continue
+        if state.free(name) + 1e-9 < qty:
+            out.append(f"Insufficient {_NAMED.get(name, name)}")
+    return out
+
+
+def score(requests: dict[str, float], state: NodeState) -> float:
+    """Higher is better: GPU pods bin-pack (keep whole nodes free for gangs), others spread."""
+    if requests.get(GPU):
+        total = state.allocatable.get(GPU, 0.0) or 1.0
+        return (state.used.get(GPU, 0.0) + requests[GPU]) / total
+    cpu = state.allocatable.get("cpu", 0.0) or 1.0
+    return 1.0 - (state.used.get("cpu", 0.0) + requests.get("cpu", 0.0)) / cpu
+
+
+def failure_message(total_nodes: int, reasons: Counter) -> str:
+    """`0/N nodes are available: <count> <reason>, … .` with reasons sorted as kube-scheduler sorts them."""
+    parts = sorted(f"{n} {reason}" for reason, n in reasons.items())
+    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
+
+
+def preemption_message(total_nodes: int, helpful: int, not_helpful: int, never: bool = False) -> str:
+    if never:
+        return "preemption: not eligible due to preemptionPolicy=Never."
+    parts = []
+    if helpful:
+        parts.append(f"{helpful} No preemption victims found for incoming pod")
+    if not_helpful:
+        parts.append(f"{not_helpful} Preemption is not helpful for scheduling")
+    return f"preemption: 0/{total_nodes} nodes are available: {', '.join(sorted(parts))}."
+
+
+_REQ_CACHE: dict[str, dict[str, float]] = {}
+
+
+def pod_requests_cached(pod: dict) -> dict[str, float]:
+    """pod_requests by uid (a pod's resources are immutable), so filtering 1,024 nodes parses once."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    if not uid:
+        return pod_requests(pod)
+    req = _REQ_CACHE.get(uid)
+    if req is None:
+        if len(_REQ_CACHE) > 20000:
+            _REQ_CACHE.clear()
+        req = _REQ_CACHE[uid] = pod_requests(pod)
+    return req

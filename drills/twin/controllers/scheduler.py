@@ -1,0 +1,330 @@
+"""The twin's scheduler, for both `default-scheduler` and `volcano` pods: filters (unschedulable,
+taints/tolerations, nodeSelector/affinity, GPU/CPU/memory/pods vs allocatable minus bound pods),
+a score (GPU pods bin-pack, others spread), binding through `pods/binding`, gang scheduling for
+pods of a Volcano PodGroup (`scheduling.k8s.io/group-name`: bound only when `minMember` fit at
+once), and priority preemption (a pending pod evicts lower-priority pods unless its priority class
+says `preemptionPolicy: Never` — the `no-preemption` defect).
+
+Failures write what kube-scheduler writes: a `PodScheduled=False/Unschedulable` condition and a
+`FailedScheduling` Warning event ("0/6 nodes are available: 2 Insufficient nvidia.com/gpu, …").
+One scheduling cycle places every pending pod in priority order against one snapshot; cycles run
+on pod/node/PodGroup changes that matter (not heartbeats) and every RETRY_S twin seconds while
+pods are pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from typing import Hashable
+
+from drills.clock import to_iso
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.base import Controller
+from drills.twin.controllers.client import ApiError, key_of
+from drills.twin.controllers.events import record_event
+from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
+from drills.twin.controllers.schedfit import (
+    NodeState, failure_message, filter_node, fits_resources, pod_requests_cached, preemption_message, score,
+)
+
+__all__ = ["Scheduler", "SCHEDULER_NAMES", "RETRY_S"]
+
+log = logging.getLogger(__name__)
+
+PODS = by_kind("v1", "Pod")
+NODES = by_kind("v1", "Node")
+PRIORITY_CLASSES = by_kind("scheduling.k8s.io/v1", "PriorityClass")
+POD_GROUPS = by_kind("scheduling.volcano.sh/v1beta1", "PodGroup")
+SCHEDULER_NAMES = ("default-scheduler", "volcano")
+RETRY_S = 60.0  # twin seconds between retries of unschedulable pods (and between repeated events)
+_CYCLE = "cycle"
+
+
+class Scheduler(Controller):
+    name = "scheduler"
+
+    def setup(self) -> None:
+        inf = self.ctx.informers
+        self.pods, self.nodes = inf.informer(PODS), inf.informer(NODES)
+        self.classes, self.groups = inf.informer(PRIORITY_CLASSES), inf.informer(POD_GROUPS)
+        self._waiting: dict[tuple, dict] = {}
+        self._bound: dict[tuple, tuple[str, dict]] = {}  # pod key -> (node, requests)
+        self._used: dict[str, dict[str, float]] = defaultdict(dict)
+        self._on_node: dict[str, set] = defaultdict(set)
+        self._node_sig: dict[str, tuple] = {}
+        self._last_event: dict[tuple, tuple[str, float]] = {}
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node_event)
+        self.groups.add_handler(lambda *_: self._kick())
+
+    async def reconcile(self, key: Hashable) -> None:
+        if not self._waiting:
+            return
+        states = {n["metadata"]["name"]: NodeState.of(n, self._used.get(n["metadata"]["name"]))
+                  for n in self.nodes.items()}
+        for unit in self._units():
+            if unit[0] is None:
+                await self._schedule_one(unit[1][0], states)
+            else:
+                await self._schedule_gang(unit[0], unit[1], states)
+        if self._waiting:
+            self.enqueue_after(_CYCLE, RETRY_S)
+
+    # -- informer handlers ----------------------------------------------------------------------
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        key = key_of(pod)
+        spec = pod.get("spec") or {}
+        if etype == "DELETED" or is_terminal(pod):
+            self._waiting.pop(key, None)
+            self._last_event.pop(key, None)
+            if self._unaccount(key) and self._waiting:
+                self._kick()
+            return
+        if spec.get("nodeName"):
+            self._waiting.pop(key, None)
+            self._account(key, spec["nodeName"], pod_requests_cached(pod))
+        elif (spec.get("schedulerName") or "default-scheduler") in SCHEDULER_NAMES \
+                and not pod["metadata"].get("deletionTimestamp"):
+            fresh = key not in self._waiting
+            self._waiting[key] = pod
+            if fresh:
+                self._kick()
+
+    def _on_node_event(self, etype: str, node: dict, old: dict | None) -> None:
+        name = node["metadata"]["name"]
+        if etype == "DELETED":
+            self._node_sig.pop(name, None)
+            self._kick()
+            return
+        spec, status = node.get("spec") or {}, node.get("status") or {}
+        ready = condition(node, "Ready") or {}
+        sig = (bool(spec.get("unschedulable")), repr(spec.get("taints")), repr(status.get("allocatable")),
+               repr(node["metadata"].get("labels")), ready.get("status"))
+        if self._node_sig.get(name) != sig:
+            self._node_sig[name] = sig
+            if self._waiting:
+                self._kick()
+
+    def _kick(self) -> None:
+        timings = getattr(self.ctx.profile, "timings", None)
+        self.enqueue_after(_CYCLE, getattr(timings, "scheduling_delay", 0.5))
+
+    def _account(self, key: tuple, node: str, req: dict[str, float]) -> None:
+        if key in self._bound:
+            if self._bound[key][0] == node:
+                return
+            self._unaccount(key)
+        self._bound[key] = (node, req)
+        self._on_node[node].add(key)
+        used = self._used[node]
+        for res, qty in req.items():
+            used[res] = used.get(res, 0.0) + qty
+
+    def _unaccount(self, key: tuple) -> bool:
+        entry = self._bound.pop(key, None)
+        if entry is None:
+            return False
+        node, req = entry
+        self._on_node[node].discard(key)
+        used = self._used[node]
+        for res, qty in req.items():
+            used[res] = used.get(res, 0.0) - qty
+        return True
+
+    # -- one pod --------------------------------------------------------------------------------
+    async def _schedule_one(self, pod: dict, states: dict[str, NodeState]) -> None:
+        req = pod_requests_cached(pod)
+        best, reasons = _place(pod, req, states)
+        if best is not None:
+            if await self._bind(pod, best.name):
+                best.add(req)
+            return
+        message = failure_message(len(states), reasons)
+        prio, policy = self._priority(pod)
+        if policy == "Never":
+            message += " " + preemption_message(len(states), 0, 0, never=True)
+        else:
+            plan, helpful, not_helpful = self._plan_preemption(pod, req, prio, states)
+            if plan is not None:
+                await self._preempt(pod, *plan)
+                return
+            message += " " + preemption_message(len(states), helpful, not_helpful)
+        await self._unschedulable(pod, message)
+
+    def _plan_preemption(self, pod: dict, req: dict, prio: int, states: dict[str, NodeState]):
+        """(node, victims) freeing room by evicting the fewest, lowest-priority pods; None when no node helps."""
+        best, best_cost, helpful, not_helpful = None, None, 0, 0
+        for st in states.values():
+            if filter_node(pod, st, resources=False):
+                not_helpful += 1
+                continue
+            candidates = []
+            for vkey in self._on_node.get(st.name, ()):
+                victim = self.pods.get(*vkey)
+                if victim is not None and not victim["metadata"].get("deletionTimestamp"):
+                    vprio = self._priority(victim)[0]
+                    if vprio < prio:
+                        candidates.append((vprio, victim))
+            candidates.sort(key=lambda c: (c[0], c[1]["metadata"].get("name", "")))
+            trial = NodeState(st.name, st.node, st.allocatable, dict(st.used))
+            victims: list[dict] = []
+            for vprio, victim in candidates:
+                if not fits_resources(req, trial):
+                    break
+                trial.add(pod_requests_cached(victim), -1.0)
+                victims.append(victim)
+            if not victims or fits_resources(req, trial):
+                helpful += 1
+                continue
+            cost = (max(self._priority(v)[0] for v in victims), len(victims), st.name)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = (st.name, victims), cost
+        return best, helpful, not_helpful
+
+    async def _preempt(self, pod: dict, node: str, victims: list[dict]) -> None:
+        client, now = self.ctx.client, to_iso(self.ctx.clock.now())
+        component = _component(pod)
+        ns, name = key_of(pod)
+        for victim in victims:
+            vns, vname = key_of(victim)
+            log.info("scheduler: preempting %s/%s on %s for %s/%s", vns, vname, node, ns, name)
+            await client.patch(PODS, vns, vname, {"status": {"conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": f"{component}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": now}]}}, sub="status", kind="strategic")
+            await record_event(client, victim, "Preempted",
+                               f"Preempted by pod {pod['metadata'].get('uid', '')} on node {node}",
+                               component=component, clock=self.ctx.clock)
+            await client.delete(PODS, vns, vname)
+        await client.patch(PODS, ns, name, {"status": {"nominatedNodeName": node}}, sub="status", kind="merge")
+
+    # -- gangs ----------------------------------------------------------------------------------
+    async def _schedule_gang(self, group: tuple[str, str], pods: list[dict], states: dict[str, NodeState]) -> None:
+        pg = self.groups.get(*group)
+        if pg is None:
+            return  # Volcano binds nothing before the PodGroup exists; its creation kicks a cycle
+        min_member = int((pg.get("spec") or {}).get("minMember") or 1)
+        running = sum(1 for key, _ in self._bound.items()
+                      if key[0] == group[0] and _group_of(self.pods.get(*key)) == group[1])
+        need = max(0, min_member - running)
+        pending = sorted(pods, key=lambda p: p["metadata"]["name"])
+        head = f"pod group is not ready, {len(pending)} Pending, {min_member} minAvailable"
+        if len(pending) < need:
+            for pod in pending:
+                await self._unschedulable(pod, f"{head}; Pending: {len(pending)} Schedulable, "
+                                               f"waiting for {need - len(pending)} more task(s)")
+            return
+        trial: dict[str, NodeState] = {}
+        placed: list[tuple[dict, str]] = []
+        first_reasons: Counter | None = None
+        for pod in pending:
+            req = pod_requests_cached(pod)
+            best, reasons = _place(pod, req, {**states, **trial})
+            if best is None:
+                first_reasons = first_reasons or reasons
+                continue
+            copy = trial.get(best.name) or NodeState(best.name, best.node, best.allocatable, dict(best.used))
+            copy.add(req)
+            trial[best.name] = copy
+            placed.append((pod, best.name))
+        if placed and len(placed) >= need:
+            for pod, node in placed:
+                if await self._bind(pod, node):
+                    states[node].add(pod_requests_cached(pod))
+            return
+        unsched = len(pending) - len(placed)
+        origin = failure_message(len(states), first_reasons or Counter())
+        message = (f"{unsched}/{len(pending)} tasks in gang unschedulable: {head}; Pending: {unsched} "
+                   f"Unschedulable, {len(placed)} Schedulable. Origin reason is {origin}")
+        for pod in pending:
+            await self._unschedulable(pod, message)
+
+    # -- writes ---------------------------------------------------------------------------------
+    async def _bind(self, pod: dict, node: str) -> bool:
+        ns, name = key_of(pod)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            await self.ctx.client.post(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+        except ApiError as err:
+            if err.status in (404, 409):
+                self._waiting.pop((ns, name), None)
+                return False
+            raise
+        self._waiting.pop((ns, name), None)
+        self._last_event.pop((ns, name), None)
+        self._account((ns, name), node, pod_requests_cached(pod))
+        await record_event(self.ctx.client, pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}",
+                           component=_component(pod), clock=self.ctx.clock)
+        return True
+
+    async def _unschedulable(self, pod: dict, message: str) -> None:
+        key, now = key_of(pod), self.ctx.clock.timestamp()
+        last = self._last_event.get(key)
+        if last is not None and last[0] == message and now - last[1] < RETRY_S:
+            return
+        self._last_event[key] = (message, now)
+        cond = condition(pod, "PodScheduled") or {}
+        if cond.get("status") != "False" or cond.get("message") != message:
+            since = cond.get("lastTransitionTime") if cond.get("status") == "False" else None
+            await self.ctx.client.patch(PODS, key[0], key[1], {"status": {"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                "lastProbeTime": None, "lastTransitionTime": since or to_iso(now)}]}}, sub="status", kind="strategic")
+        await record_event(self.ctx.client, pod, "FailedScheduling", message, type="Warning",
+                           component=_component(pod), clock=self.ctx.clock)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _units(self) -> list[tuple[tuple[str, str] | None, list[dict]]]:
+        """Pending pods as scheduling units (one pod, or one gang), highest priority first, then oldest."""
+        gangs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        units: list[tuple[tuple, tuple[str, str] | None, list[dict]]] = []
+        for key, pod in self._waiting.items():
+            group = _group_of(pod) if (pod.get("spec") or {}).get("schedulerName") == "volcano" else None
+            if group:
+                gangs[(key[0], group)].append(pod)
+            else:
+                units.append((self._order(pod), None, [pod]))
+        for group, pods in gangs.items():
+            units.append((min(self._order(p) for p in pods), group, pods))
+        units.sort(key=lambda u: u[0])
+        return [(u[1], u[2]) for u in units]
+
+    def _order(self, pod: dict) -> tuple:
+        return (-self._priority(pod)[0], pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"])
+
+    def _priority(self, pod: dict) -> tuple[int, str]:
+        """(priority value, preemption policy) from the pod, its PriorityClass, or the global default."""
+        spec = pod.get("spec") or {}
+        pc = self.classes.get("", spec["priorityClassName"]) if spec.get("priorityClassName") else None
+        if pc is None and not spec.get("priorityClassName"):
+            pc = next((c for c in self.classes.items() if c.get("globalDefault")), None)
+        value = spec.get("priority")
+        if not isinstance(value, int):
+            value = int((pc or {}).get("value") or 0)
+        policy = spec.get("preemptionPolicy") or (pc or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+        return value, policy
+
+
+def _place(pod: dict, req: dict, states: dict[str, NodeState]) -> tuple[NodeState | None, Counter]:
+    reasons: Counter = Counter()
+    best, best_key = None, None
+    for st in states.values():
+        why = filter_node(pod, st)
+        if why:
+            reasons.update(why)
+            continue
+        rank = (-score(req, st), st.name)
+        if best_key is None or rank < best_key:
+            best, best_key = st, rank
+    return best, reasons
+
+
+def _group_of(pod: dict | None) -> str | None:
+    if pod is None:
+        return None
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION)
+
+
+def _component(pod: dict) -> str:
+    return "volcano" if (pod.get("spec") or {}).get("schedulerName") == "volcano" else "default-scheduler"
