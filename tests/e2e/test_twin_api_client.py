@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 import requests
 from kubernetes import client, watch
 
-from fixtures.twin import api_client_for, make_node, make_pod, ready_status
+from fixtures.twin import UNSCHEDULED, api_client_for, make_node, ready_status
+from fixtures.twin import make_pod as _make_pod
+
+# pods here stay exactly as the tests make them: the twin's scheduler and kubelet leave them alone
+make_pod = functools.partial(_make_pod, scheduler_name=UNSCHEDULED)
 
 VCJOB = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -244,3 +249,30 @@ def test_deployment_scale_subresource(kube_api, twin_namespace):
     assert apps.read_namespaced_deployment_scale("vllm", ns).spec.replicas == 2
     apps.patch_namespaced_deployment_scale("vllm", ns, {"spec": {"replicas": 4}})
     assert apps.read_namespaced_deployment("vllm", ns).spec.replicas == 4
+
+
+def test_watch_bookmarks_when_allowed(kube_api, twin_namespace, twin):
+    ns = twin_namespace
+    _core(kube_api).create_namespaced_pod(ns, make_pod("bm"))
+    resp = requests.get(f"{twin.url}/api/v1/namespaces/{ns}/pods", timeout=30,
+                        params={"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "1"})
+    events = [json.loads(line) for line in resp.text.splitlines()]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    bookmark = events[-1]["object"]
+    assert bookmark["kind"] == "Pod" and int(bookmark["metadata"]["resourceVersion"]) >= \
+        int(events[0]["object"]["metadata"]["resourceVersion"])
+
+
+def test_follow_pod_log_streams_until_the_pod_goes(kube_api, twin_namespace, twin):
+    core, ns = _core(kube_api), twin_namespace
+    core.create_namespaced_pod(ns, make_pod("tail"))
+    append = f"{twin.url}/twin/v1/namespaces/{ns}/pods/tail/log"
+    requests.post(append, data="first\n", timeout=5).raise_for_status()
+    with requests.get(f"{twin.url}/api/v1/namespaces/{ns}/pods/tail/log", params={"follow": "true"},
+                      stream=True, timeout=30) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "first"
+        requests.post(append, data="second\nthird\n", timeout=5).raise_for_status()
+        assert [next(lines), next(lines)] == ["second", "third"]
+        core.delete_namespaced_pod("tail", ns)
+        assert list(lines) == []  # the stream ends with the pod

@@ -18,6 +18,8 @@ pytestmark = [
 ]
 
 NS = "drill"
+# pods bound to node names the twin does not have: no kubelet touches them, so they stay as the test made them
+GHOST_A, GHOST_B = "ghost-node-a", "ghost-node-b"
 
 VCJOB = """\
 apiVersion: batch.volcano.sh/v1alpha1
@@ -126,16 +128,16 @@ def test_get_nodes_shows_gpu_columns(kubectl):
 
 
 def test_get_pods_all_namespaces_wide_labels_and_field_selectors(kubectl):
-    kubectl.apply(_pod("sel-a", "gpu-infer-01", labels="app: sel, tier: a"))
-    kubectl.apply(_pod("sel-b", "gpu-infer-02", labels="app: sel, tier: b"))
+    kubectl.apply(_pod("sel-a", GHOST_A, labels="app: sel, tier: a"))
+    kubectl.apply(_pod("sel-b", GHOST_B, labels="app: sel, tier: b"))
     wide = kubectl("get", "pods", "-A", "-o", "wide").splitlines()
     header = wide[0].split()
     assert header[:2] == ["NAMESPACE", "NAME"] and "NODE" in header and "READY" in header
     row = next(line.split() for line in wide if " sel-a " in f" {line} ")
-    assert row[header.index("NODE")] == "gpu-infer-01"
+    assert row[header.index("NODE")] == GHOST_A
     assert kubectl("-n", NS, "get", "pods", "-l", "app=sel,tier!=a", "-o", "name").split() == ["pod/sel-b"]
     assert kubectl("-n", NS, "get", "po", "-l", "tier in (a,b)", "-o", "name").split() == ["pod/sel-a", "pod/sel-b"]
-    assert kubectl("get", "pods", "-A", "--field-selector", "spec.nodeName=gpu-infer-02", "-o", "name"
+    assert kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={GHOST_B}", "-o", "name"
                    ).split() == ["pod/sel-b"]
     assert "No resources found" in kubectl.run("-n", NS, "get", "pods", "-l", "app=none").stderr
     kubectl("-n", NS, "delete", "pod", "sel-a", "sel-b")
@@ -194,13 +196,13 @@ def test_drain_refuses_unmanaged_pods_without_force(kubectl):
 
 
 def test_delete_pod_and_wait_for_delete(kubectl):
-    kubectl.apply(_pod("doomed", "gpu-infer-01", labels="app: doomed"))
+    kubectl.apply(_pod("doomed", GHOST_A, labels="app: doomed"))
     assert 'pod "doomed" deleted' in kubectl("-n", NS, "delete", "pod", "doomed")
     missing = kubectl.run("-n", NS, "get", "pod", "doomed", check=False)
     assert missing.returncode != 0 and 'pods "doomed" not found' in missing.stderr
 
     # a finalizer keeps the pod until it is removed: `wait --for=delete` must see the deletion happen
-    kubectl.apply(_pod("held", "gpu-infer-01", labels="app: held", finalizers="  finalizers: [drills/hold]\n"))
+    kubectl.apply(_pod("held", GHOST_A, labels="app: held", finalizers="  finalizers: [drills/hold]\n"))
     kubectl("-n", NS, "delete", "pod", "held", "--wait=false")
     assert kubectl("-n", NS, "get", "pod", "held", "-o", "jsonpath={.metadata.deletionTimestamp}")
     waiter = kubectl.popen("-n", NS, "wait", "--for=delete", "pod/held", "--timeout=60s")
@@ -227,7 +229,7 @@ def _until_watched(url: str, deadline_s: float = 30) -> None:
 def test_logs(kubectl):
     import requests
 
-    kubectl.apply(_pod("trainer", "gpu-train-01", labels="app: trainer", containers=("main", "sidecar")))
+    kubectl.apply(_pod("trainer", GHOST_A, labels="app: trainer", containers=("main", "sidecar")))
     lines = ["NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE", "step 100 loss 2.10", "step 200 loss 1.90"]
     resp = requests.post(f"{kubectl.url}/twin/v1/namespaces/{NS}/pods/trainer/log", params={"container": "main"},
                          data="\n".join(lines) + "\n", timeout=5)
