@@ -91,7 +91,8 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
         return json_response(out)
     if method == "PATCH" and target.name is not None:
         request["verb"] = "patch"
-        return json_response(await patch_object(request, store, target))
+        out = await patch_object(request, store, target)
+        return json_response(out, status=201 if request.get("created") else 200)
     if method == "DELETE":
         if target.name is None:
             request["verb"] = "deletecollection"

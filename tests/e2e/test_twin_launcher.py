@@ -1,0 +1,48 @@
+"""Starting and stopping twins: readiness marker, clean stop, failures that say why."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from drills.errors import DrillError
+from drills.twin.launcher import read_twin_info, start_twin
+
+
+def test_start_writes_kubeconfig_and_twin_json_and_stop_removes_it(tmp_path):
+    handle = start_twin(tmp_path, scale=120)
+    try:
+        info = read_twin_info(tmp_path)
+        assert info["url"] == handle.url and info["pid"] == handle.pid and info["scale"] == 120
+        assert (tmp_path / "kubeconfig").read_text().count(handle.url) == 1
+        clock = requests.get(f"{handle.url}/twin/v1/clock", timeout=5).json()
+        assert clock["scale"] == 120 and clock["nowIso"].endswith("Z")
+        assert requests.get(f"{handle.url}/healthz", timeout=5).text == "ok"
+        assert requests.get(f"{handle.url}/version", timeout=5).json()["gitVersion"].startswith("v1.32.")
+    finally:
+        assert handle.stop() == 0
+    assert read_twin_info(tmp_path) is None
+    assert (tmp_path / "audit.jsonl").exists()
+
+
+def test_a_twin_that_cannot_start_raises_with_its_reason(tmp_path):
+    with pytest.raises(DrillError) as err:
+        start_twin(tmp_path, profile="no-such-profile", timeout=60)
+    assert "exited with code" in str(err.value) and "no-such-profile" in str(err.value)
+
+
+def test_twin_up_prints_the_url_and_the_kubeconfig_hint(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "drills.cli", "twin", "up", "--state-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert requests.get(f"{url}/api/v1/nodes", timeout=5).json()["kind"] == "NodeList"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert f"export KUBECONFIG={tmp_path / 'kubeconfig'}" in err
