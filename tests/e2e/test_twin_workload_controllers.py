@@ -168,3 +168,80 @@ def test_deployment_pod_kill_is_replaced_and_status_recovers(api, ns):
     set_pod_phase(core, fresh[0])
     st = wait_for(lambda: (s := _deploy_status(apps, ns, "svc")).available_replicas == 2 and s, "available 2 again")
     assert st.unavailable_replicas == 0
+
+
+def test_endpoints_follow_pod_readiness(api, ns):
+    core = client.CoreV1Api(api)
+    core.create_namespaced_service(ns, {"metadata": {"name": "llm", "labels": {"app": "llm"}},
+                                        "spec": {"selector": {"app": "llm"},
+                                                 "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
+    tpl = _template("llm")
+    tpl["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
+    pods = [core.create_namespaced_pod(ns, {"metadata": {"name": f"llm-{i}", "labels": {"app": "llm"}},
+                                            "spec": tpl["spec"]}) for i in range(2)]
+    core.create_namespaced_pod(ns, {"metadata": {"name": "other", "labels": {"app": "x"}}, "spec": tpl["spec"]})
+    set_pod_phase(core, pods[0])
+    set_pod_phase(core, pods[1], ready=False)
+
+    def subsets():
+        try:
+            return core.read_namespaced_endpoints("llm", ns).subsets or []
+        except client.ApiException:
+            return []
+
+    got = wait_for(lambda: (s := subsets()) and s[0].addresses and s[0].not_ready_addresses and s, "endpoints")
+    assert [a.target_ref.name for a in got[0].addresses] == ["llm-0"]
+    assert [a.target_ref.name for a in got[0].not_ready_addresses] == ["llm-1"]
+    assert [(p.name, p.port) for p in got[0].ports] == [("http", 8000)]
+    set_pod_phase(core, core.read_namespaced_pod("llm-1", ns))
+    wait_for(lambda: (s := subsets()) and len(s[0].addresses or ()) == 2, "both ready")
+    core.delete_namespaced_pod("llm-0", ns)
+    core.delete_namespaced_pod("llm-1", ns)
+    wait_for(lambda: not subsets(), "no endpoints left")
+
+
+def test_pdb_status(api, ns):
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    policy.create_namespaced_pod_disruption_budget(ns, {"metadata": {"name": "keep1"},
+                                                        "spec": {"minAvailable": 1,
+                                                                 "selector": {"matchLabels": {"app": "p"}}}})
+    pods = [core.create_namespaced_pod(ns, {"metadata": {"name": f"p-{i}", "labels": {"app": "p"}},
+                                            "spec": _template("p")["spec"]}) for i in range(3)]
+    for pod in pods[:2]:
+        set_pod_phase(core, pod)
+    st = wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("keep1", ns).status).current_healthy == 2
+                  and s, "pdb status")
+    assert (st.expected_pods, st.desired_healthy, st.disruptions_allowed) == (3, 1, 1)
+    assert st.conditions[0].type == "DisruptionAllowed" and st.conditions[0].status == "True"
+    core.delete_namespaced_pod("p-0", ns)
+    st = wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("keep1", ns).status).current_healthy == 1
+                  and s, "pdb after a loss")
+    assert st.disruptions_allowed == 0 and st.conditions[0].reason == "InsufficientPods"
+
+
+def test_batch_job_runs_to_completion(api, ns):
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    tpl = _template("ckpt")
+    tpl["spec"]["restartPolicy"] = "Never"
+    job = batch.create_namespaced_job(ns, {"metadata": {"name": "ckpt"},
+                                           "spec": {"parallelism": 2, "completions": 3, "template": tpl}})
+    uid = job.metadata.uid
+    first = wait_for(lambda: len(p := owned_pods(core, ns, uid)) == 2 and p, "2 parallel pods")
+    assert first[0].metadata.labels["batch.kubernetes.io/job-name"] == "ckpt"
+    for pod in first:
+        set_pod_phase(core, pod, phase="Succeeded")
+    last = wait_for(lambda: len(p := owned_pods(core, ns, uid)) == 1 and p, "the third pod")
+    set_pod_phase(core, last[0], phase="Succeeded")
+    st = wait_for(lambda: (s := batch.read_namespaced_job("ckpt", ns).status).succeeded == 3 and s.conditions and s,
+                  "job complete")
+    assert "Complete" in {c.type for c in st.conditions} and st.completion_time and st.active == 0
+
+
+def test_gc_removes_pods_whose_owner_is_gone(api, ns):
+    core = client.CoreV1Api(api)
+    orphan = {"metadata": {"name": "orphan", "labels": {"app": "o"}, "ownerReferences": [{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone", "uid": str(uuid.uuid4()),
+        "controller": True}]}, "spec": _template("o")["spec"]}
+    core.create_namespaced_pod(ns, orphan)
+    wait_for(lambda: "orphan" not in [p.metadata.name for p in core.list_namespaced_pod(ns).items],
+             "the orphan collected")
