@@ -44,7 +44,7 @@ KUBECONFIG = "kubeconfig"
 TOKEN = "twin-dummy-token"
 
 # "module:function" — function(twin) calls twin.add_component(...); add a line to plug a component in.
-COMPONENT_PROVIDERS: list[str] = ["drills.twin.controllers.manager:install"]
+COMPONENT_PROVIDERS: list[str] = ["drills.twin.controllers.manager:install", "drills.twin.workloads:install"]
 
 StartFn = Callable[["Twin"], Awaitable[dict | None]]
 StopFn = Callable[[], Awaitable[None]]

@@ -212,9 +212,11 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
     """Deployment, Service and (unless disabled) PodDisruptionBudget for one model server."""
     labels = {"app": dep.name}
     meta = {"name": dep.name, "namespace": dep.namespace, "labels": dict(labels)}
-    pod_meta: dict = {"labels": dict(labels)}
+    # The kubelet holds readiness back for the model load (vLLM loading weights before /health answers).
+    pod_meta: dict = {"labels": dict(labels),
+                      "annotations": {"twin.gpu-drills.io/startup-s": f"{profile.model_load_seconds(dep):g}"}}
     if dep.queue:
-        pod_meta["annotations"] = {"scheduling.volcano.sh/queue-name": dep.queue}
+        pod_meta["annotations"]["scheduling.volcano.sh/queue-name"] = dep.queue
     pod_spec: dict = {
         "schedulerName": dep.scheduler_name,
         "nodeSelector": dict(dep.node_selector),

@@ -30,6 +30,8 @@ CONTROLLERS: list[str] = [
     "drills.twin.controllers.kubelet:Kubelet",
     "drills.twin.controllers.nodeagent:NodeAgent",
     "drills.twin.controllers.nodelifecycle:NodeLifecycle",
+    "drills.twin.workloads.training:TrainingController",
+    "drills.twin.workloads.serving:ServingTruthController",
 ]
 
 

@@ -1,0 +1,48 @@
+"""The switch fabric as a twin component: one SSH server per switch of the profile, the client's
+files in the state dir, and link events handed to the workloads through the hub.
+
+twin.json gains `switches` (the inventory entries: name, host, port, username, key_file,
+known_hosts, dialect, role, uplinks), `switch_inventory` (switches.yaml), `known_hosts` and
+`switch_key` (the client's private key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from drills.twin.workloads.hub import hub_for
+
+__all__ = ["FabricComponent"]
+
+log = logging.getLogger(__name__)
+
+
+class FabricComponent:
+    def __init__(self, twin: Any):
+        self.twin = twin
+        self.handle = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    async def start(self, twin: Any) -> dict | None:
+        profile = twin.profile
+        if profile is None or not profile.fabric.switches:
+            return None
+        from drills.twin.fabric import start_fabric
+
+        specs = [{**s.model_dump(), "name": name} for name, s in profile.fabric.switches.items()]
+        loop = asyncio.get_running_loop()
+        # Key generation and binding block briefly; keep the loop free for the API server meanwhile.
+        self.handle = await loop.run_in_executor(None, lambda: start_fabric(specs, twin.state_dir, clock=twin.clock))
+        self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
+        h = self.handle
+        return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),
+                "switch_key": str(h.key_file)}
+
+    async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self.handle is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.handle.stop)
+            self.handle = None

@@ -1,0 +1,219 @@
+"""The inference gateway: an OpenAI-compatible HTTP front (aiohttp on 127.0.0.1) for the twin's model
+Deployments, routing each request to a Ready replica taken from its Service's Endpoints (watched
+through the API, like kube-proxy), and failing with 503 when no replica is Ready.
+
+- `POST /v1/completions`, `POST /v1/chat/completions` — vLLM-shaped answers (`choices`, `usage`);
+  the `model` field picks the Deployment (served model name or model id; default: the first one).
+- `GET /v1/models` — the served models; `GET /health` — 200 when every model has a Ready replica.
+- Latency (twin seconds) = base_latency + max_tokens / tokens_per_second, times (1 + load) where load
+  is the replica's in-flight requests over its max_concurrency (queueing beyond it); the wall wait is
+  that divided by the twin's scale (never 0). The replica that answered is in `x-twin-replica`.
+
+Ground truth: `gateway_outage_started` when the last routable replica goes, `gateway_serving` when one
+is routable again, `first_answer_after_outage` at the first 200 after an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.client import TwinClient
+from drills.twin.controllers.informer import InformerFactory
+from drills.twin.workloads.hub import hub_for
+
+__all__ = ["Gateway", "install_gateway", "MIN_WALL_LATENCY_S"]
+
+log = logging.getLogger(__name__)
+
+ENDPOINTS = by_kind("v1", "Endpoints")
+MIN_WALL_LATENCY_S = 0.0005
+_WORDS = "the cluster recovered quickly after the drill and every replica answered again".split()
+
+
+@dataclass
+class _Model:
+    spec: Any
+    subject: str
+    replicas: list[str] = field(default_factory=list)  # Ready pod names from the Endpoints
+    serving: bool = False
+    ever_served: bool = False
+    outage: bool = False
+    answered_since_outage: bool = True
+
+
+class Gateway:
+    """One HTTP server for every inference Deployment of the profile."""
+
+    def __init__(self, twin: Any):
+        self.twin = twin
+        self.hub = hub_for(twin)
+        profile = twin.profile
+        deps = list(profile.workloads.inference.values()) if profile is not None else []
+        self.models = {d.model_name: _Model(d, f"{d.namespace}/{d.name}") for d in deps}
+        self.by_service = {(d.namespace, d.service_name): d.model_name for d in deps}
+        self.inflight: dict[str, int] = {}
+        self._rr = itertools.count()
+        self._runner: web.AppRunner | None = None
+        self._client: TwinClient | None = None
+        self._informers: InformerFactory | None = None
+        self.url = ""
+
+    async def start(self, twin: Any) -> dict | None:
+        if not self.models:
+            return None
+        self._client = TwinClient(twin.url, user_agent="twin-inference-gateway")
+        self._informers = InformerFactory(self._client)
+        for ns in sorted({m.spec.namespace for m in self.models.values()}):
+            self._informers.informer(ENDPOINTS, ns).add_handler(self._on_endpoints)
+        self._informers.start()
+        await self._informers.wait_synced()
+        app = web.Application()
+        app.add_routes([
+            web.post("/v1/completions", self._completions),
+            web.post("/v1/chat/completions", self._chat),
+            web.get("/v1/models", self._list_models),
+            web.get("/health", self._health),
+        ])
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        port = next((m.spec.gateway_port for m in self.models.values() if m.spec.gateway_port), 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=1024)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        log.info("inference gateway on %s for %s", self.url, ", ".join(self.models))
+        return {"gateway": self.url, "gateway_models": list(self.models)}
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._informers is not None:
+            await self._informers.stop()
+        if self._client is not None:
+            await self._client.close()
+
+    # -- endpoints -------------------------------------------------------------------------------
+    def _on_endpoints(self, etype: str, ep: dict, old: dict | None) -> None:
+        meta = ep["metadata"]
+        name = self.by_service.get((meta.get("namespace", ""), meta["name"]))
+        if name is None:
+            return
+        model = self.models[name]
+        ready = [] if etype == "DELETED" else [
+            (a.get("targetRef") or {}).get("name") or a.get("ip", "")
+            for subset in ep.get("subsets") or [] for a in subset.get("addresses") or []]
+        model.replicas = sorted(set(ready))
+        self._serving_changed(model)
+
+    def _serving_changed(self, model: _Model) -> None:
+        truth, now = self.hub.truth, self.twin.clock.timestamp()
+        serving = bool(model.replicas)
+        if serving == model.serving:
+            truth.update("inference", model.subject, routable_replicas=len(model.replicas))
+            return
+        model.serving = serving
+        if serving:
+            truth.record("inference", model.subject, "gateway_serving", at=now, replicas=len(model.replicas),
+                         after_outage=model.outage)
+            model.ever_served = True
+            model.outage = False
+        elif model.ever_served:
+            model.outage = True
+            model.answered_since_outage = False
+            truth.record("inference", model.subject, "gateway_outage_started", at=now)
+        truth.update("inference", model.subject, routable_replicas=len(model.replicas), gateway_serving=serving,
+                     gateway=self.url)
+
+    # -- HTTP ------------------------------------------------------------------------------------------
+    async def _completions(self, request: web.Request) -> web.Response:
+        return await self._answer(request, chat=False)
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        return await self._answer(request, chat=True)
+
+    async def _answer(self, request: web.Request, chat: bool) -> web.Response:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as err:
+            return _error(400, f"invalid JSON body: {err}", "BadRequestError")
+        model = self._model(body.get("model"))
+        if model is None:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        if not model.replicas:
+            return _error(503, "no ready replica", "ServiceUnavailableError")
+        replica = self._pick(model)
+        spec = model.spec
+        tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
+        self.inflight[replica] = self.inflight.get(replica, 0) + 1
+        try:
+            load = self.inflight[replica] / spec.max_concurrency
+            latency = (spec.base_latency + tokens / spec.tokens_per_second) * (1 + load)
+            await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+        finally:
+            self.inflight[replica] -= 1
+        if not model.answered_since_outage:
+            model.answered_since_outage = True
+            self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
+        return web.json_response(self._body(model, body, tokens, chat, latency), headers={"x-twin-replica": replica})
+
+    def _model(self, name: Any) -> _Model | None:
+        if not name:
+            return next(iter(self.models.values()))
+        if name in self.models:
+            return self.models[name]
+        return next((m for m in self.models.values() if m.spec.model == name), None)
+
+    def _pick(self, model: _Model) -> str:
+        """The least loaded Ready replica; ties in round-robin order."""
+        start = next(self._rr) % len(model.replicas)
+        order = model.replicas[start:] + model.replicas[:start]
+        return min(order, key=lambda r: self.inflight.get(r, 0))
+
+    def _body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float) -> dict:
+        text = " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
+        prompt = req.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in req.get("messages") or []
+                                                             if isinstance(m, dict))
+        usage = {"prompt_tokens": len(str(prompt or "").split()), "completion_tokens": tokens}
+        usage["total_tokens"] = usage["prompt_tokens"] + tokens
+        created = int(self.twin.clock.timestamp())
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                      "finish_reason": "length"}
+            return {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "created": created,
+                    "model": model.spec.model_name, "choices": [choice], "usage": usage}
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        return {"id": f"cmpl-{secrets.token_hex(12)}", "object": "text_completion", "created": created,
+                "model": model.spec.model_name, "choices": [choice], "usage": usage}
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        created = int(self.twin.clock.timestamp())
+        data = [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": m.spec.model,
+                 "parent": None, "max_model_len": 4096} for name, m in self.models.items()]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        ready = {name: len(m.replicas) for name, m in self.models.items()}
+        ok = all(ready.values())
+        return web.json_response({"status": "ok" if ok else "unavailable", "ready_replicas": ready},
+                                 status=200 if ok else 503)
+
+
+def install_gateway(twin: Any) -> Gateway:
+    gateway = Gateway(twin)
+    twin.add_component("inference-gateway", gateway.start, gateway.stop)
+    return gateway
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    return web.json_response({"object": "error", "error": {"message": message, "type": kind, "code": status}},
+                             status=status)

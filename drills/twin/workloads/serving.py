@@ -1,0 +1,86 @@
+"""Ground truth for model-serving Deployments: when every desired replica is Ready, and when not.
+
+Counts Ready pods (Ready condition True, not terminating) that match the Deployment's selector,
+against its desired replicas, from the shared pod and Deployment informers; records `all_ready` /
+`not_all_ready` transitions in the hub's Truth.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Hashable
+
+from drills.twin.api.resources import by_kind
+from drills.twin.api.selectors import match_label_selector
+from drills.twin.controllers.base import Controller
+from drills.twin.workloads.hub import hub_for
+
+__all__ = ["ServingTruthController", "pod_ready"]
+
+log = logging.getLogger(__name__)
+
+PODS = by_kind("v1", "Pod")
+DEPLOYMENTS = by_kind("apps/v1", "Deployment")
+
+
+class ServingTruthController(Controller):
+    name = "serving-truth"
+
+    def setup(self) -> None:
+        ctx = self.ctx
+        self.hub = hub_for(ctx.twin)  # type: ignore[attr-defined]
+        profile = ctx.profile
+        deps = profile.workloads.inference.values() if profile is not None else []
+        self.watched = {(d.namespace, d.name): d for d in deps}
+        self.ready: dict[tuple[str, str], set[str]] = {key: set() for key in self.watched}
+        self.all_ready: dict[tuple[str, str], bool | None] = {key: None for key in self.watched}
+        self.pods = ctx.informers.informer(PODS)
+        self.deployments = ctx.informers.informer(DEPLOYMENTS)
+        self.pods.add_handler(self._on_pod)
+        self.deployments.add_handler(self._on_deployment)
+
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        meta = pod["metadata"]
+        ns = meta.get("namespace", "")
+        for key in self.watched:
+            if key[0] != ns:
+                continue
+            dep = self.deployments.get(*key)
+            selector = ((dep or {}).get("spec") or {}).get("selector") or {"matchLabels": {"app": key[1]}}
+            if not match_label_selector(selector, meta.get("labels") or {}):
+                continue
+            was = meta["name"] in self.ready[key]
+            now = etype != "DELETED" and pod_ready(pod)
+            if now:
+                self.ready[key].add(meta["name"])
+            else:
+                self.ready[key].discard(meta["name"])
+            if was != now:
+                self.enqueue(key)
+
+    def _on_deployment(self, etype: str, dep: dict, old: dict | None) -> None:
+        key = (dep["metadata"].get("namespace", ""), dep["metadata"]["name"])
+        if key in self.watched:
+            self.enqueue(key)
+
+    async def reconcile(self, key: Hashable) -> None:
+        dep = self.deployments.get(*key)  # type: ignore[misc]
+        desired = int(((dep or {}).get("spec") or {}).get("replicas", self.watched[key].replicas))  # type: ignore[index]
+        ready = len(self.ready[key])  # type: ignore[index]
+        subject = f"{key[0]}/{key[1]}"  # type: ignore[index]
+        state = desired > 0 and ready >= desired
+        truth = self.hub.truth
+        truth.update("inference", subject, desired_replicas=desired, ready_replicas=ready, all_ready=state)
+        if state != self.all_ready[key]:  # type: ignore[index]
+            first = self.all_ready[key] is None  # type: ignore[index]
+            self.all_ready[key] = state  # type: ignore[index]
+            if state or not first:
+                truth.record("inference", subject, "all_ready" if state else "not_all_ready", ready=ready,
+                             desired=desired)
+
+
+def pod_ready(pod: dict) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,372 @@
+"""One training job's simulation: runs (a set of worker pods all Running), progress, checkpoints,
+NCCL transport and network phase. Decides what to print and which workers crash; does no I/O — the
+controller (training.py) feeds it pods, leaf views and times, and writes what it returns.
+
+A run starts when every expected worker is Running; it ends when any of them stops (deleted, failed,
+evicted). The first run continues from the profile's initial progress; every later run resumes from
+the latest completed checkpoint in the store (`resumed from checkpoint step=N`), re-initialises NCCL
+and takes its first step only after the checkpoint load and NCCL init.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from drills.twin.workloads import loglines as L
+from drills.twin.workloads.progress import (
+    RESTORED_RATIO, LeafView, NetPhase, Progress, StepFilter, log_every, net_phase,
+)
+
+__all__ = ["JobSim", "Run", "Output", "ALL_RANKS_LOG_MAX"]
+
+log = logging.getLogger(__name__)
+
+ALL_RANKS_LOG_MAX = 8  # jobs up to this many workers print progress lines on every rank; larger: rank 0 only
+
+
+@dataclass
+class Output:
+    """What one reconcile decided: log lines (twin time, pod, text) and workers to crash (pod, exit code, reason)."""
+
+    lines: list[tuple[float, str, str]] = field(default_factory=list)
+    crashes: list[tuple[str, int, str, str]] = field(default_factory=list)
+
+    def add(self, t: float, pods: list[str], texts: list[str] | str) -> None:
+        for text in [texts] if isinstance(texts, str) else texts:
+            for pod in pods:
+                self.lines.append((t, pod, text))
+
+
+@dataclass
+class Run:
+    rid: int
+    pods: dict[str, str]  # pod name → uid
+    workers: dict[str, L.Worker]  # pod name → worker (rank order = name order)
+    nodes: dict[str, str]  # pod name → node
+    leaves: dict[str, str]  # pod name → leaf
+    started: float
+    compute_from: float
+    transport: str  # IB | Socket
+    phase: NetPhase
+    seq: int = 0  # NCCL work sequence, for the watchdog line
+
+
+class JobSim:
+    """State of one job across runs; `spec` is the profile's TrainingJob, `fabric` its Fabric section."""
+
+    def __init__(self, ns: str, name: str, spec: Any, fabric: Any, save_s: float, truth: Any, store: Any,
+                 rng: random.Random, leaf_views: dict[str, LeafView]):
+        self.ns, self.name, self.spec, self.fabric = ns, name, spec, fabric
+        self.leaf_views = leaf_views  # the hub's live dict: leaf → LeafView
+        self.subject = f"{ns}/{name}"
+        self.save_s, self.truth, self.store, self.rng = save_s, truth, store, rng
+        self.base_path = spec.checkpoint.path.format(job=name)
+        self.interval = spec.checkpoint.interval_steps
+        self.filter = StepFilter(log_every(spec.step_time), self.interval)
+        self.progress: Progress | None = None
+        self.run: Run | None = None
+        self.runs = 0
+        self.fault_step: int | None = None  # step at the last fault (caught-up target)
+        self.fault_at: float | None = None
+        self.fabric_fault_at: float | None = None
+        self.awaiting_resume = False
+        self.awaiting_restore = False  # a fabric event hurt throughput; not yet back to ≥ 90 %
+        self.first_after_resume: int | None = None
+        self.saves: list[tuple[int, float, float]] = []  # (step, started, done_at) in flight
+        self.last_save_step = spec.initial_checkpoint or 0
+        self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")
+
+    # -- derived -----------------------------------------------------------------------------------
+    @property
+    def configured_transport(self) -> str:
+        return "Socket" if self.spec.nccl.transport == "socket" else "IB"
+
+    def transport_factor(self, transport: str) -> float:
+        n = self.spec.nccl
+        return 1.0 if transport == "IB" else min(1.0, n.socket_bus_bandwidth_gbs / n.bus_bandwidth_gbs)
+
+    @property
+    def baseline(self) -> float:
+        return self.spec.samples_per_second * self.transport_factor(self.configured_transport)
+
+    def factor(self, t: float) -> float:
+        run = self.run
+        if run is None or t < run.compute_from:
+            return 0.0
+        return self.phase_at(t).factor * self.transport_factor(run.transport)
+
+    def phase_at(self, t: float) -> NetPhase:
+        f = self.fabric
+        return net_phase(self._views(), t, f.convergence_delay, f.rebalance_after, f.degraded_throughput_factor,
+                         f.rebalanced_throughput_factor)
+
+    def progress_pods(self) -> list[str]:
+        names = sorted(self.run.pods) if self.run else []
+        return names if len(names) <= ALL_RANKS_LOG_MAX else names[:1]
+
+    # -- runs ----------------------------------------------------------------------------------------
+    def start_run(self, now: float, pods: list[dict], leaf_of: dict[str, str | None], out: Output) -> None:
+        """Every worker is Running: start a run (first start, or resume from the latest checkpoint)."""
+        pods = sorted(pods, key=lambda p: p["metadata"]["name"])
+        names = [p["metadata"]["name"] for p in pods]
+        workers = {p["metadata"]["name"]: L.Worker(p["spec"].get("nodeName", "node"), i,
+                                                   (p.get("status") or {}).get("podIP", ""), p["metadata"].get("uid", ""))
+                   for i, p in enumerate(pods)}
+        nodes = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
+        leaves = {n: leaf_of.get(nodes[n]) or "" for n in names}
+        nccl, first = self.spec.nccl, self.runs == 0
+        self.runs += 1
+        init_s = nccl.init_duration
+        load_s = 0.0 if first else self.spec.checkpoint.load_duration
+        compute_from = now + (0.0 if first else load_s + init_s)
+        self.run = Run(self.runs, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods}, workers, nodes,
+                       leaves, now, compute_from, self.configured_transport, NetPhase("healthy", 1.0, now))
+        self.run.phase = self.phase_at(now)
+        nranks = len(pods) * max(1, self.spec.gpus_per_worker)
+        if first:
+            self._first_start(now, nranks, out)
+        else:
+            self._resume(now, load_s, nranks, out)
+        self.truth.record("training", self.subject, "nccl_transport", at=compute_from, transport=self.run.transport)
+        self._update_truth()
+
+    def _first_start(self, now: float, nranks: int, out: Output) -> None:
+        """The twin joins a job already under way: its log tail (NCCL init, the initial checkpoint) is backdated."""
+        spec, run = self.spec, self.run
+        step = spec.initial_step
+        self.progress = Progress(float(step), now)
+        ckpt = spec.initial_checkpoint
+        behind = (step - ckpt) * spec.step_time if ckpt is not None else 0.0
+        init_at = now - behind - (self.save_s if ckpt is not None else 0.0) - spec.nccl.init_duration
+        for pod, w in run.workers.items():
+            out.add(init_at, [pod], self._init_lines(w, run.transport, nranks))
+        if ckpt is not None:
+            saved_at = now - behind
+            path = L.checkpoint_path(self.base_path, ckpt)
+            if self.store.latest(self.ns, self.name) is None:
+                self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path)
+            out.add(saved_at, self.progress_pods(), L.checkpoint_saved(ckpt, self.save_s, path))
+            self.truth.record("training", self.subject, "checkpoint_saved", at=saved_at, step=ckpt,
+                              duration_s=round(self.save_s, 3), initial=True)
+        out.add(now, self.progress_pods(), self._step_text(step, now))
+        self.truth.record("training", self.subject, "job_started", at=now, step=step)
+
+    def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> None:
+        run, spec = self.run, self.spec
+        latest = self.store.latest(self.ns, self.name)
+        step = latest or 0
+        self.progress = Progress(float(step), now)
+        self.truth.record("training", self.subject, "job_resumed", at=now, run=run.rid)
+        resumed_at = now + load_s
+        path = L.checkpoint_path(self.base_path, step)
+        out.add(resumed_at, self.progress_pods(), L.resumed(step, path, load_s) if latest is not None
+                else f"no checkpoint found under {self.base_path}: starting from step 0")
+        self.truth.record("training", self.subject, "resumed_from_checkpoint", at=resumed_at, step=step)
+        for pod, w in run.workers.items():
+            out.add(resumed_at, [pod], self._init_lines(w, run.transport, nranks))
+        self.first_after_resume = step + 1
+        self.last_save_step = step
+        forced = {step + 1}
+        if self.fault_step is not None:
+            forced.add(max(self.fault_step, step + 1))
+        self.filter.forced = forced
+
+    def end_run(self, now: float, cause: str, out: Output, advance: bool = True) -> None:
+        """A worker stopped: progress freezes, in-flight saves are lost, the next run resumes."""
+        if self.run is None:
+            return
+        if advance:
+            self.advance(now, out)
+        self.fault_step = math.floor(self.progress.step) if self.progress else None
+        self.fault_at = now
+        self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
+                          run=self.run.rid)
+        self.saves.clear()
+        self.run = None
+        self.awaiting_resume = True
+        self._update_truth()
+
+    # -- time passes -----------------------------------------------------------------------------
+    def advance(self, now: float, out: Output) -> None:
+        """Steps, checkpoints and network phases up to `now`."""
+        run, prog = self.run, self.progress
+        if run is None or prog is None:
+            return
+        self._net_transitions(now, out)
+        prog.segments = self._segments(prog.t, now)
+        for k, t in prog.advance(now, self.filter):
+            if k % self.interval == 0 and k > self.last_save_step:
+                self._start_save(k, t, out)
+            if k % self.filter.every == 0 or k in self.filter.forced:
+                out.add(t, self.progress_pods(), self._step_text(k, t))
+            self._step_truth(k, t)
+        self._finish_saves(now, out)
+        self._check_stall(now, out)
+        self._update_truth()
+
+    def next_wake(self, now: float) -> float | None:
+        """The next twin time something happens (a step worth printing, a save ends, a phase changes)."""
+        run, prog = self.run, self.progress
+        if run is None or prog is None:
+            return None
+        times = [done for _, _, done in self.saves]
+        if now < run.compute_from:
+            times.append(run.compute_from)
+        phase = run.phase
+        if phase.ends is not None:
+            times.append(phase.ends)
+        if phase.name == "isolated":
+            times.append(phase.since + self.spec.nccl.timeout)
+        prog.segments = self._segments(prog.t, prog.t + 10 * 86400)
+        reach = prog.time_to(self.filter.next_after(prog.step))
+        if reach is not None:
+            times.append(reach)
+        future = [t for t in times if t > now - 1e-9]
+        return min(future) if future else None
+
+    def crash_workers(self, now: float, pods: list[str], exit_code: int, reason: str, texts: dict[str, list[str]],
+                      out: Output, cause: str) -> None:
+        for pod in pods:
+            out.add(now, [pod], texts.get(pod, []))
+            out.crashes.append((pod, exit_code, reason, cause))
+            self.truth.record("training", self.subject, "worker_crashed", at=now, pod=pod, exit_code=exit_code,
+                              cause=cause)
+        self.end_run(now, cause, out, advance=False)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _views(self) -> list[LeafView]:
+        run = self.run
+        if run is None:
+            return []
+        views = self.leaf_views
+        return [views[leaf] for leaf in set(run.leaves.values()) if leaf and leaf in views]
+
+    def _segments(self, t0: float, t1: float) -> list[tuple[float, float]]:
+        run = self.run
+        points = {t0, run.compute_from}
+        for v in self._views():
+            if v.up < v.total:
+                points.update({v.changed_at, v.changed_at + self.fabric.convergence_delay,
+                               v.changed_at + max(self.fabric.rebalance_after, self.fabric.convergence_delay)})
+        rate = 1.0 / max(self.spec.step_time, 1e-6)
+        return [(p, self.factor(p) * rate) for p in sorted(p for p in points if p >= t0 and p <= t1)]
+
+    def _net_transitions(self, now: float, out: Output) -> None:
+        run = self.run
+        old, new = run.phase, self.phase_at(now)
+        if (old.name, old.since, old.up) == (new.name, new.since, new.up):
+            return
+        run.phase = new
+        if old.name == "converging" and new.name == "rebalanced":  # slept through the reroute
+            self._announce(NetPhase("rerouted", 0.0, old.ends or new.since, new.leaf, new.up, new.total), old, out)
+        self._announce(new, old, out)
+
+    def _announce(self, new: NetPhase, old: NetPhase, out: Output) -> None:
+        run, t = self.run, new.since
+        on_leaf = [p for p, leaf in run.leaves.items() if leaf == new.leaf] or list(run.workers)
+        hca = (self.spec.nccl.hcas or ["mlx5_0"])[0]
+        rec = self.truth.record
+        if new.name in ("converging", "isolated"):
+            self.awaiting_restore = True
+            self.fabric_fault_at = t
+            rec("training", self.subject, "fabric_fault", at=t, leaf=new.leaf, uplinks_up=new.up, uplinks=new.total,
+                step=math.floor(self.progress.step))
+            warn = L.isolated_warn if new.name == "isolated" else None
+            for pod in on_leaf:
+                w = run.workers[pod]
+                out.add(t, [pod], warn(w, hca, new.leaf) if warn else L.path_loss_warn(w, hca, new.leaf, new.up, new.total))
+            rec("training", self.subject, "nccl_warn", at=t, leaf=new.leaf)
+            if not self.fabric.pfc and run.transport == "IB":
+                run.transport = "Socket"
+                nranks = len(run.pods) * max(1, self.spec.gpus_per_worker)
+                for pod, w in run.workers.items():
+                    out.add(t, [pod], L.socket_fallback(w, hca, self.spec.nccl.socket_ifname, nranks, self.spec.nccl.version))
+                rec("training", self.subject, "nccl_transport", at=t, transport="Socket", fallback=True)
+        elif new.name == "rerouted":
+            for pod in on_leaf:
+                out.add(t, [pod], L.rerouted(run.workers[pod], hca, new.leaf, self.fabric.convergence_delay, new.up, new.total))
+            rec("training", self.subject, "rerouted", at=t, leaf=new.leaf, factor=new.factor)
+            rec("training", self.subject, "throughput_degraded", at=t, ratio=round(self._ratio(t), 3))
+        elif new.name == "rebalanced":
+            for pod in on_leaf:
+                out.add(t, [pod], L.rebalanced(run.workers[pod], new.leaf, new.up, new.total))
+        self._maybe_restored(t)
+
+    def _maybe_restored(self, t: float) -> None:
+        if self.awaiting_restore and self.run is not None and t >= self.run.compute_from \
+                and self._ratio(t) >= RESTORED_RATIO:
+            self.awaiting_restore = False
+            restarted = self.fault_at is not None and self.fault_at >= (self.fabric_fault_at or math.inf)
+            path = "restarted" if restarted else "rerouted"
+            self.truth.record("training", self.subject, "throughput_restored", at=t, ratio=round(self._ratio(t), 3),
+                              path=path)
+
+    def _ratio(self, t: float) -> float:
+        return self.factor(t) * self.spec.samples_per_second / self.baseline if self.baseline else 0.0
+
+    def _check_stall(self, now: float, out: Output) -> None:
+        run = self.run
+        if run is None or run.phase.name != "isolated":
+            return
+        limit = run.phase.since + self.spec.nccl.timeout
+        if now < limit:
+            return
+        run.seq += 1
+        ran = self.spec.nccl.timeout + 0.012
+        texts = {pod: L.watchdog_timeout(w, run.seq, self.spec.nccl.timeout, ran) for pod, w in run.workers.items()}
+        self.truth.record("training", self.subject, "nccl_timeout", at=limit, leaf=run.phase.leaf)
+        self.crash_workers(limit, list(run.workers), 134, "Error", texts, out, "nccl_timeout")
+
+    def _step_truth(self, k: int, t: float) -> None:
+        rec = self.truth.record
+        if self.first_after_resume is not None and k == self.first_after_resume:
+            rec("training", self.subject, "first_step_after_resume", at=t, step=k)
+            self.first_after_resume = None
+            self._maybe_restored(t)
+        if self.fault_step is not None and k >= self.fault_step and self.awaiting_resume:
+            self.awaiting_resume = False
+            rec("training", self.subject, "caught_up", at=t, step=k, step_at_fault=self.fault_step)
+
+    def _start_save(self, k: int, t: float, out: Output) -> None:
+        start = max([t] + [done for _, _, done in self.saves])
+        duration = self.save_s * (1 + self.rng.uniform(-0.05, 0.05))
+        self.saves.append((k, start, start + duration))
+        self.last_save_step = k
+        out.add(t, self.progress_pods(), L.saving_checkpoint(k, L.checkpoint_path(self.base_path, k)))
+
+    def _finish_saves(self, now: float, out: Output) -> None:
+        while self.saves and self.saves[0][2] <= now:
+            k, start, done = self.saves.pop(0)
+            path = L.checkpoint_path(self.base_path, k)
+            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path)
+            out.add(done, self.progress_pods(), L.checkpoint_saved(k, done - start, path))
+            self.truth.record("training", self.subject, "checkpoint_saved", at=done, step=k,
+                              duration_s=round(done - start, 3))
+
+    def _step_text(self, k: int, t: float) -> str:
+        spec = self.spec
+        ratio = max(self._ratio(t), 1e-3) if self.run and t >= self.run.compute_from else 1.0
+        eff = ratio * self.baseline / spec.samples_per_second
+        loss = spec.initial_loss * (max(k, 1) / max(spec.initial_step, 1)) ** -0.08 + self.rng.uniform(-0.01, 0.01)
+        samples = spec.samples_per_second * eff * (1 + self.rng.uniform(-0.005, 0.005))
+        return L.step_line(k, loss, samples, spec.step_time / max(eff, 1e-3))
+
+    def _init_lines(self, w: L.Worker, transport: str, nranks: int) -> list[str]:
+        n = self.spec.nccl
+        return L.nccl_init(w, transport, n.hcas, n.socket_ifname, nranks, n.version, self.rdma_kind)
+
+    def _update_truth(self) -> None:
+        run = self.run
+        self.truth.update(
+            "training", self.subject,
+            baseline_samples_per_s=round(self.baseline, 3), nominal_samples_per_s=self.spec.samples_per_second,
+            step=math.floor(self.progress.step) if self.progress else None,
+            checkpoint=self.store.latest(self.ns, self.name), checkpoint_interval_steps=self.interval,
+            running=run is not None, run=self.runs, transport=run.transport if run else None,
+            network_phase=run.phase.name if run else None, step_at_fault=self.fault_step,
+            pods=sorted(run.pods) if run else [], log_every_steps=self.filter.every,
+        )
