@@ -142,3 +142,20 @@ def test_pdb_arithmetic_uses_the_controller_scale_for_max_unavailable():
         check_eviction(store, store.get(PODS, "ns", "web-1"))
     assert err.value.code == 429
     assert err.value.message == "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def test_graceful_pod_deletion_waits_for_the_kubelet_when_enabled():
+    store = _store()
+    store.graceful_pods = True
+    on_node = _pod("on-node")
+    on_node["spec"]["nodeName"] = "gpu-1"
+    on_node["spec"]["terminationGracePeriodSeconds"] = 45
+    store.create(PODS, on_node, "ns")
+    store.create(PODS, _pod("pending"), "ns")
+    marked = store.delete(PODS, "ns", "on-node")
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 45 and marked["metadata"]["deletionTimestamp"]
+    assert store.find(PODS, "ns", "on-node") is not None  # Terminating until its kubelet confirms
+    store.delete(PODS, "ns", "on-node", grace_seconds=0)
+    assert store.find(PODS, "ns", "on-node") is None
+    store.delete(PODS, "ns", "pending")  # never ran anywhere: gone at once
+    assert store.find(PODS, "ns", "pending") is None

@@ -20,7 +20,7 @@ from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
 __all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selector_predicate",
-           "PATCH_TYPES"]
+           "grace_seconds", "PATCH_TYPES"]
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,17 @@ async def delete_object(request: web.Request, store: Store, target: Target) -> d
     opts = await _delete_options(request)
     return store.delete(target.rt, target.namespace, target.name, dry_run=is_dry_run(request) or bool(opts.get("dryRun")),
                         preconditions=opts.get("preconditions"),
-                        propagation=opts.get("propagationPolicy") or request.query.get("propagationPolicy"))
+                        propagation=opts.get("propagationPolicy") or request.query.get("propagationPolicy"),
+                        grace_seconds=grace_seconds(request, opts))
+
+
+def grace_seconds(request: web.Request, opts: dict) -> int | None:
+    """gracePeriodSeconds from DeleteOptions or the query (None: the pod's own)."""
+    value = opts.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        raise st.bad_request(f'invalid gracePeriodSeconds "{value}"') from None
 
 
 def list_body(rt: ResourceType, entries: list[Entry], rv: str) -> bytes:
@@ -239,7 +249,7 @@ async def _delete_collection(request: web.Request, store: Store, target: Target)
     for entry in store.list_entries(target.rt, target.namespace, selector_predicate(request)):
         meta = entry.obj["metadata"]
         deleted.append(store.delete(target.rt, meta.get("namespace"), meta["name"], dry_run=dry,
-                                    propagation=opts.get("propagationPolicy")))
+                                    propagation=opts.get("propagationPolicy"), grace_seconds=grace_seconds(request, opts)))
     return json_response({"kind": f"{target.rt.kind}List", "apiVersion": target.rt.api_version,
                           "metadata": {"resourceVersion": store.resource_version}, "items": deleted})
 

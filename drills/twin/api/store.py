@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY = 20000  # events kept per resource for watch resume
 _NAMESPACES = by_path("", "v1", "namespaces")
+_PODS = by_path("", "v1", "pods")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real generateName suffix uses
 _UNCHANGED_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
                    "deletionGracePeriodSeconds", "generation", "resourceVersion")
@@ -99,6 +100,8 @@ class Store:
         self._compacted: dict[ResourceType, int] = {rt: 0 for rt in RESOURCES}
         self._watchers: dict[ResourceType, set[Watcher]] = {rt: set() for rt in RESOURCES}
         self.logs = PodLogs(self.clock)
+        # Off: pods go at once. A kubelet component that finishes deletions (DELETE with grace 0) turns it on.
+        self.graceful_pods = False
 
     # -- reads -------------------------------------------------------------------------------------
     @property
@@ -236,11 +239,14 @@ class Store:
         return self.replace(rt, namespace, name, new, subresource=subresource, dry_run=dry_run)
 
     def delete(self, rt: ResourceType, namespace: str | None, name: str, *, dry_run: bool = False,
-               preconditions: dict | None = None, propagation: str | None = None) -> dict:
-        """Delete now, or mark for deletion while finalizers remain.
+               preconditions: dict | None = None, propagation: str | None = None,
+               grace_seconds: int | None = None) -> dict:
+        """Delete now, or mark for deletion while finalizers remain (or while a pod terminates gracefully).
 
         Unless `propagation` is "Orphan", dependents (ownerReferences to this uid) go too — the garbage
-        collector's job, done at once; deleting a namespace deletes its contents.
+        collector's job, done at once; deleting a namespace deletes its contents. With `graceful_pods`
+        on, a running pod on a node only gets deletionTimestamp = now + grace; its kubelet deletes it
+        for good with grace 0, as on a real cluster.
         """
         entry = self.get_entry(rt, namespace, name)
         old = entry.obj
@@ -251,8 +257,17 @@ class Store:
                               f'{old["metadata"]["uid"]}')
         if pre.get("resourceVersion") and str(pre["resourceVersion"]) != old["metadata"]["resourceVersion"]:
             raise st.conflict(rt.plural, name, rt.group)
+        grace = self._pod_grace(rt, old, grace_seconds)
+        if grace:
+            meta = old["metadata"]
+            if meta.get("deletionTimestamp") and (meta.get("deletionGracePeriodSeconds") or 0) <= grace:
+                return old
+            new = copy.copy(old)
+            new["metadata"] = dict(meta, deletionTimestamp=to_iso(self.clock.timestamp() + grace),
+                                   deletionGracePeriodSeconds=grace)
+            return self._commit_update(rt, entry, new, dry_run)
         if old["metadata"].get("finalizers"):
-            if old["metadata"].get("deletionTimestamp"):
+            if old["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionGracePeriodSeconds"):
                 return old
             new = copy.copy(old)
             new["metadata"] = dict(old["metadata"], deletionTimestamp=self.now_iso(), deletionGracePeriodSeconds=0)
@@ -307,6 +322,17 @@ class Store:
             raise st.not_found("namespaces", ns)
         return ns
 
+    def _pod_grace(self, rt: ResourceType, pod: dict, requested: int | None) -> int:
+        """Seconds of graceful termination this delete gets (0: delete now)."""
+        if not self.graceful_pods or rt is not _PODS:
+            return 0
+        spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return 0
+        if requested is None or requested < 0:
+            requested = spec.get("terminationGracePeriodSeconds", 30)
+        return max(int(requested or 0), 0)
+
     def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         for _ in range(100):
             name = prefix + "".join(random.choices(_NAME_CHARS, k=5))
@@ -319,7 +345,7 @@ class Store:
         meta = new["metadata"]
         if _same(old, new):
             return old  # a no-op write keeps its resourceVersion and makes no event, like the real server
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             if dry_run:
                 return new
             return self._remove(rt, old_entry)

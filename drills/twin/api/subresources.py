@@ -11,7 +11,7 @@ from aiohttp import web
 from drills.clock import parse_iso
 from drills.twin.api import status as st
 from drills.twin.api.disruption import check_eviction
-from drills.twin.api.handlers import Target, is_dry_run, json_response, patch_object, read_body
+from drills.twin.api.handlers import Target, grace_seconds, is_dry_run, json_response, patch_object, read_body
 from drills.twin.api.logs import LogLine
 from drills.twin.api.patch import PatchError, apply_patch
 from drills.twin.api.store import Store
@@ -158,7 +158,7 @@ async def _eviction(request: web.Request, store: Store, target: Target) -> web.R
     check_eviction(store, pod)
     opts = body.get("deleteOptions") or {}
     store.delete(target.rt, target.namespace, target.name, dry_run=is_dry_run(request) or bool(opts.get("dryRun")),
-                 preconditions=opts.get("preconditions"))
+                 preconditions=opts.get("preconditions"), grace_seconds=grace_seconds(request, opts))
     return json_response(st.success(201), status=201)
 
 
