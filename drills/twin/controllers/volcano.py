@@ -237,7 +237,8 @@ class VolcanoJobController(Controller):
         old = job.get("status") or {}
         if all(old.get(k) == v for k, v in status.items() if k != "runningDuration"):
             return
-        patched = await self.ctx.client.patch(JOBS, key[0], key[1], {"status": status}, sub="status")
+        body = dict(status, state={"reason": None, "message": None, **status.get("state", {})})  # merge: clear
+        patched = await self.ctx.client.patch(JOBS, key[0], key[1], {"status": body}, sub="status")
         if patched is not None:
             self.latest[key] = patched
             after = _phase(patched)
