@@ -72,5 +72,5 @@ def test_killed_inference_pod_is_replaced_and_deployment_recovers(seeded):
     now = {p.metadata.uid for p in core.list_namespaced_pod(NS, label_selector=f"app={DEPLOY}").items
            if not p.metadata.deletion_timestamp}
     assert pods[0].metadata.uid not in now and len(now) == 2
-    eps = core.read_namespaced_endpoints(DEPLOY, NS).subsets
-    assert len(eps[0].addresses) == 2
+    wait_for(lambda: sum(len(s.addresses or ()) for s in core.read_namespaced_endpoints(DEPLOY, NS).subsets or ())
+             == 2, "both replicas in the Service's endpoints")
