@@ -12,10 +12,10 @@ Modes:
 - `cordon-drain`: cordon, then evict every non-DaemonSet pod through the Eviction API; a PDB's 429 is
   retried (on the next PDB/pod change) until `eviction_timeout_s` cluster seconds, then InjectionFailed.
 - `taint-noexecute`: add the taint `gpu-drills.io/node-loss=drill:NoExecute`; the taint manager evicts.
-- `gpu-unhealthy`: the twin's device-plugin view (`POST /twin/v1/nodes/{name}/gpu` `{"healthy": false}`):
-  allocatable GPUs drop to 0 and the XID-failed workload dies. On a real cluster there is no API for
+- `gpu-unhealthy`: the twin's device-plugin view (`POST /twin/v1/nodes/{name}/gpu` `{"state": "unhealthy",
+  "xid": 79}`): allocatable GPUs drop and the workload on the node sees the XID. On a real cluster there is no API for
   it: use a hook (drain + a DaemonSet that fails the device plugin health check) — refused here.
-- `kubelet-stop` (twin only): `POST /twin/v1/nodes/{name}/kubelet` `{"running": false}`: heartbeats stop,
+- `kubelet-stop` (twin only): `POST /twin/v1/nodes/{name}/kubelet` `{"action": "stop"}`: heartbeats stop,
   the node goes NotReady and the node lifecycle controller evicts after tolerationSeconds.
 """
 
@@ -108,9 +108,9 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
         elif spec.mode == "taint-noexecute":
             _add_taint(cluster, spec.node, node)
         elif spec.mode == "gpu-unhealthy":
-            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"healthy": False})
+            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79})
         elif spec.mode == "kubelet-stop":
-            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"running": False})
+            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"})
     except InjectionFailed:
         raise
     except Exception as err:  # the fault may be half in place: the fixture's teardown reverts it
@@ -149,9 +149,9 @@ def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gp
 
     try:
         if gpu:
-            _twin_post(cluster, f"/twin/v1/nodes/{node}/gpu", {"healthy": True})
+            _twin_post(cluster, f"/twin/v1/nodes/{node}/gpu", {"state": "healthy"})
         if kubelet:
-            _twin_post(cluster, f"/twin/v1/nodes/{node}/kubelet", {"running": True})
+            _twin_post(cluster, f"/twin/v1/nodes/{node}/kubelet", {"action": "start"})
         current = _read_node(cluster, node)
         if taint:
             taints = obj_get(current, "spec", "taints", default=None) or []

@@ -197,14 +197,22 @@ def _state(session: SwitchSession, interface: str, error: type[DrillError]) -> P
 
 
 def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: dict, cause: BaseException) -> None:
-    """After a failure past the shutdown: drop half-made changes and bring the port up (on a fresh login
-    when this one is unusable). A failure here is added to the original error, never hides it."""
+    """After a failure past the shutdown: drop half-made changes and bring the port up without trusting
+    the state read (it may be what failed); inject saw it admin up, so "up" is its state before us.
+    Uses a fresh login when this one is unusable. A failure here is added to the original error."""
     log.warning("switch %s: inject of %s failed after the shutdown was sent (%s); bringing it back up",
                 cfg.name, interface, cause)
+    startup = session.dialect.command("startup", interface)
     try:
-        _abort(session)
-        revert(cfg, interface, opts["transport"], accept_unknown_host_keys=opts["accept_unknown_host_keys"],
-               connect_timeout=opts["connect_timeout"], command_timeout=opts["command_timeout"], oper_timeout=0)
+        try:
+            _abort(session)
+            res = session.run_lines(startup)
+        except DrillError:  # this login is unusable (timed out, dropped): a fresh one
+            with SwitchSession(cfg, error=RevertFailed, dialect=session.dialect, **opts) as fresh:
+                res = fresh.run_lines(startup)
+        if not res.ok:
+            raise RevertFailed(f"the switch answered {res.words!r}")
+        log.info("switch %s: %s brought back up after the failed inject", cfg.name, interface)
     except Exception as err:  # noqa: BLE001 - reported with the original error, never swallowed
         note = (f"; bringing {interface} back up failed too ({err}): it may still be shut, "
                 "run `drills revert` or bring it up by hand")

@@ -55,6 +55,7 @@ class _Strict(BaseModel):
 class Shell(_Strict):
     prompt: str  # regex for the last line of output when the switch waits for input
     setup: list[str] = []  # sent once after login (pager off, width)
+    logout: list[str] = ["exit"]  # typed before closing, so the switch ends the session itself
 
     @field_validator("prompt")
     @classmethod
@@ -126,14 +127,24 @@ def switch_dialect_names() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def load_switch_dialect(name: str) -> SwitchDialect:
-    """The dialect by name or alias (`nvue` → cumulus). Raises InvalidProfile naming the known ones."""
-    for file in sorted(DIALECT_DIR.glob("*.yaml")):
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-        if name == file.stem or name in (raw.get("aliases") or []):
+    """The dialect by name or alias (`nvue` → cumulus), or a site's own YAML file given by path
+    (ending in .yaml/.yml). Raises InvalidProfile naming the known ones."""
+    custom = name.endswith((".yaml", ".yml"))
+    if custom and not Path(name).is_file():
+        raise InvalidProfile(f"switch dialect file {name} does not exist; fix `dialect` in the switch inventory")
+    for file in [Path(name)] if custom else sorted(DIALECT_DIR.glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise InvalidProfile(f"switch dialect file {file}: not valid YAML ({err})") from None
+        if not isinstance(raw, dict):
+            raise InvalidProfile(f"switch dialect file {file}: must be a YAML mapping (name, commands, errors, state, ...)")
+        if custom or name == file.stem or name in (raw.get("aliases") or []):
             try:
                 return SwitchDialect.model_validate(raw)
             except ValidationError as err:
-                raise InvalidProfile(f"switch dialect file {file}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
+                first = err.errors()[0]
+                raise InvalidProfile(f"switch dialect file {file}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     raise InvalidProfile(f"switch dialect {name!r} is not known (known: {', '.join(switch_dialect_names())}; "
                          "aliases: nvue, nx-os, arista-eos); fix `dialect` in the switch inventory")
 

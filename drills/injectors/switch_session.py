@@ -99,36 +99,36 @@ class SwitchSession:
                            password=password, sock=sock, timeout=t, banner_timeout=t, auth_timeout=t,
                            look_for_keys=not (key_file or password), allow_agent=not (key_file or password))
         except paramiko.BadHostKeyException as err:
-            sock.close()
+            _close(client, sock)
             raise self.error(
                 f"switch {self.cfg.name}: host key for {host_key_name(self.cfg)} does not match known_hosts "
                 f"{self._known_hosts_label()} (got {err.key.get_name()} {err.key.fingerprint}, expected "
                 f"{err.expected_key.fingerprint}): the switch was reinstalled or the connection is intercepted; "
                 "verify, then update known_hosts") from None
         except paramiko.PasswordRequiredException:
-            sock.close()
+            _close(client, sock)
             raise self.error(f"switch {self.cfg.name}: key_file {key_file} is encrypted: use an unencrypted "
                              "key file for drills (mode 0600) or password_env") from None
         except paramiko.AuthenticationException:
-            sock.close()
+            _close(client, sock)
             how = " and ".join(filter(None, [f"key {key_file}" if key_file else None,
                                              f"the password in ${self.cfg.password_env}" if password else None]))
             raise self.error(f"{self.where}: authentication as {self.cfg.username} with {how or 'agent/default keys'} "
                              "failed: check username, key_file / password_env and the switch's authorized keys") from None
         except paramiko.SSHException as err:
-            sock.close()
+            _close(client, sock)
             if "not found in known_hosts" in str(err):
                 raise self.error(
                     f"switch {self.cfg.name}: host key for {host_key_name(self.cfg)} is not in known_hosts "
                     f"{self._known_hosts_label()}: add it (ssh-keyscan) or set accept_unknown_host_keys: true") from None
-            if "banner" in str(err).lower():
+            if "banner" in str(err).lower() or "No existing session" in str(err):  # no SSH answer in time
                 raise self._no_answer() from None
             raise TargetUnreachable(f"{self.where}: SSH handshake failed ({err}): is it an SSH server?") from None
         except (socket.timeout, TimeoutError):
-            sock.close()
+            _close(client, sock)
             raise self._no_answer() from None
         except OSError as err:
-            sock.close()
+            _close(client, sock)
             raise TargetUnreachable(f"{self.where}: connection lost during login ({err.strerror or err})") from None
         self._client = client
         if self.transport == "shell":
@@ -137,6 +137,7 @@ class SwitchSession:
 
     def close(self) -> None:
         if self._chan is not None:
+            self._logout()
             self._chan.close()
             self._chan = None
         if self._client is not None:
@@ -258,6 +259,14 @@ class SwitchSession:
         for line in self.dialect.shell.setup:
             self._shell_line(line)
 
+    def _logout(self) -> None:
+        """Leave the shell like an operator (the switch ends the session), not by dropping the line."""
+        try:
+            self._chan.sendall("".join(line + "\n" for line in self.dialect.shell.logout).encode())
+            self._chan.status_event.wait(min(1.0, self.command_timeout))
+        except (OSError, EOFError, paramiko.SSHException) as err:
+            log.debug("%s: logout: %s", self.where, err)
+
     def _shell_line(self, line: str) -> str:
         try:
             self._chan.sendall((line + "\n").encode())
@@ -293,6 +302,12 @@ class SwitchSession:
         return TargetUnreachable(f"{self.where} did not finish `{command}` within {self.command_timeout:g} s "
                                  f"(no {'prompt' if self.transport == 'shell' else 'exit status'}): is the dialect "
                                  f"{self.dialect.name} right, and is the switch overloaded?")
+
+
+def _close(client: paramiko.SSHClient, sock: socket.socket) -> None:
+    """Stop paramiko's transport thread before the socket goes (else it logs a spurious socket ERROR)."""
+    client.close()
+    sock.close()
 
 
 def host_key_name(cfg: SwitchConfig) -> str:

@@ -1,0 +1,259 @@
+"""The switch-uplink injector against the twin's real SSH switches (one per dialect), both transports."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drills.config import SwitchConfig
+from drills.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
+from drills.injectors import switch
+from drills.injectors.switch_session import SwitchSession
+from drills.journal import Journal, RevertRegistry, open_entries, revert_open
+from drills.twin.fabric import leaf_spine, start_fabric
+from drills.twin.fabric.state import ensure_key
+
+PASSWORD = "Tw1n-sw1tch-pa55"  # the twin's password; tests prove it never leaks
+PASSWORD_ENV = "DRILLS_TEST_SWITCH_PASSWORD"
+REPO = Path(__file__).resolve().parents[2]
+
+# (switch, client dialect, uplink): the twin speaks sonic, nxos (eos-style too) and nvue.
+CASES = [("leaf1", "sonic", "Ethernet8"), ("leaf2", "nxos", "Ethernet1/2"), ("leaf2", "eos", "Ethernet1/3"),
+         ("leaf3", "cumulus", "swp2")]
+
+
+@pytest.fixture(scope="module")
+def fab(tmp_path_factory):
+    handle = start_fabric(leaf_spine(leaves=3, spines=2, downlinks=1), tmp_path_factory.mktemp("fabric"),
+                          password=PASSWORD, password_env=PASSWORD_ENV)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def events(fab):
+    seen = []
+    off = fab.fabric.on_change(seen.append)
+    yield seen
+    off()
+    assert all(fab.fabric.redundancy(leaf).up == 2 for leaf in fab.fabric.leaves()), "a test left an uplink shut"
+
+
+def cfg(fab, name, **update) -> SwitchConfig:
+    """The switch as the profile would load it from the twin's inventory (switches.yaml)."""
+    entries = yaml.safe_load(fab.inventory_file.read_text())["switches"]
+    entry = next(e for e in entries if e["name"] == name)
+    return SwitchConfig.model_validate({**entry, **update})
+
+
+def admin(fab, name, iface) -> bool:
+    return fab.fabric.iface_state(name, iface).admin
+
+
+@pytest.mark.parametrize("transport", ["exec", "shell"])
+@pytest.mark.parametrize("name, dialect, iface", CASES)
+def test_inject_verify_revert(fab, events, name, dialect, iface, transport):
+    sw = cfg(fab, name, dialect=dialect)
+    record = switch.inject(sw, iface, transport)
+    assert not admin(fab, name, iface) and fab.fabric.redundancy(name).up == 1
+    assert switch.show_state(sw, iface, transport) == switch.PortState("down", "down")
+    assert (record.switch, record.interface, record.admin_before, record.admin_after, record.transport) == \
+        (name, iface, "up", "down", transport)
+    assert switch.UplinkRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+
+    assert switch.revert(sw, record) == switch.PortState("up", "up")
+    assert admin(fab, name, iface) and switch.show_state(sw, iface, transport).admin_up
+    assert switch.revert(sw, record, "exec" if transport == "shell" else "shell").admin_up  # idempotent
+    assert [(e.switch, e.iface, e.admin) for e in events] == [(name, iface, False), (name, iface, True)]
+
+
+def test_injecting_a_port_already_down_is_refused(fab, events):
+    sw = cfg(fab, "leaf1")
+    record = switch.inject(sw, "Ethernet8")
+    try:
+        with pytest.raises(InjectionFailed, match="Ethernet8 is already admin down: refusing"):
+            switch.inject(sw, "Ethernet8")
+    finally:
+        switch.revert(sw, record)
+
+
+def test_nvue_refuses_when_someone_else_has_pending_changes(fab, events):
+    fab.cli("leaf3").stage("swp1", False)
+    try:
+        with pytest.raises(InjectionFailed, match=r"leaf3 has pending NVUE changes .*nv config diff"):
+            switch.inject(cfg(fab, "leaf3"), "swp2")
+        assert admin(fab, "leaf3", "swp1") and admin(fab, "leaf3", "swp2") and events == []
+    finally:
+        fab.cli("leaf3").discard()
+
+
+@pytest.mark.parametrize("crash_before_marked", [False, True])
+def test_journal_reverts_after_sigkill(fab, events, tmp_path, crash_before_marked):
+    """A real process opens the entry, shuts the port and is SIGKILLed; `revert_open` brings it up."""
+    sw = cfg(fab, "leaf2")
+    journal = tmp_path / "run-1" / "journal.jsonl"
+    script = textwrap.dedent(f"""
+        import json, os, signal, sys
+        from drills.config import SwitchConfig
+        from drills.injectors import switch
+        from drills.journal import Journal
+        sw = SwitchConfig.model_validate(json.loads(sys.argv[1]))
+        journal = Journal(sys.argv[2])
+        entry = journal.open_entry(switch.KIND, sw.name + "/Ethernet1/3",
+                                   switch.revert_spec(sw, "Ethernet1/3", "shell"), reverter=switch.REVERTER)
+        record = switch.inject(sw, "Ethernet1/3", "shell")
+        if not {crash_before_marked}:
+            journal.mark_injected(entry, record.to_dict())
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, sw.model_dump_json(), str(journal)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert not admin(fab, "leaf2", "Ethernet1/3")
+    [entry] = open_entries(tmp_path)
+    assert entry.injected is not crash_before_marked
+    assert PASSWORD not in journal.read_text() and "password_env" in journal.read_text()
+
+    outcomes = revert_open(tmp_path, resolver=RevertRegistry())  # the reverter comes from the entry's dotted path
+    assert [o.reverted for o in outcomes] == [True] and admin(fab, "leaf2", "Ethernet1/3")
+    assert open_entries(tmp_path) == [] and revert_open(tmp_path) == []
+
+
+def test_unknown_host_key_is_refused(fab, events, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    sw = cfg(fab, "leaf1", known_hosts=str(known))
+    with pytest.raises(InjectionFailed) as err:
+        switch.inject(sw, "Ethernet8")
+    port = fab.port("leaf1")
+    assert str(err.value) == (f"switch leaf1: host key for [127.0.0.1]:{port} is not in known_hosts {known}: "
+                              "add it (ssh-keyscan) or set accept_unknown_host_keys: true")
+    assert admin(fab, "leaf1", "Ethernet8") and events == []
+
+
+def test_changed_host_key_is_refused_even_when_accepting_unknown_keys(fab, events, tmp_path):
+    lines = fab.known_hosts.read_text().splitlines()
+    leaf2_key = next(ln for ln in lines if ln.startswith(f"[127.0.0.1]:{fab.port('leaf2')} ")).split(" ", 1)[1]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{fab.port('leaf1')} {leaf2_key}\n")
+    with pytest.raises(InjectionFailed, match=r"host key for \[127.0.0.1\]:\d+ does not match known_hosts .*intercepted"):
+        switch.inject(cfg(fab, "leaf1", known_hosts=str(known)), "Ethernet8", accept_unknown_host_keys=True)
+
+
+def test_accept_unknown_host_keys_works_loudly(fab, events, tmp_path, caplog):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    sw = cfg(fab, "leaf1", known_hosts=str(known))
+    with caplog.at_level(logging.WARNING, logger="drills.injectors"):
+        record = switch.inject(sw, "Ethernet8", accept_unknown_host_keys=True)
+        switch.revert(sw, record, accept_unknown_host_keys=True)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("accept_unknown_host_keys is ON" in w for w in warnings)
+    assert any("ACCEPTED UNKNOWN host key ssh-ed25519 SHA256:" in w for w in warnings)
+    assert known.read_text() == ""  # accepted for the session only, never written
+    assert [e.admin for e in events] == [False, True]
+
+
+def test_wrong_key_is_an_auth_error_line(fab, events, tmp_path):
+    ensure_key(tmp_path / "other_ed25519")
+    sw = cfg(fab, "leaf3", key_file=str(tmp_path / "other_ed25519"), password_env=None)
+    with pytest.raises(InjectionFailed) as err:
+        switch.inject(sw, "swp2")
+    assert str(err.value) == (f"switch leaf3 (127.0.0.1:{fab.port('leaf3')}): authentication as cumulus with key "
+                              f"{tmp_path / 'other_ed25519'} failed: check username, key_file / password_env and "
+                              "the switch's authorized keys")
+    with pytest.raises(RevertFailed, match="authentication as cumulus"):
+        switch.revert(sw, "swp2")
+    assert events == []
+
+
+@pytest.mark.parametrize("transport", ["exec", "shell"])
+@pytest.mark.parametrize("name, dialect, says", [
+    ("leaf1", "sonic", "Invalid interface name Ethernet99"),
+    ("leaf2", "nxos", "% Invalid range at '^' marker."),
+    ("leaf3", "cumulus", "Error: The requested item does not exist."),
+])
+def test_unknown_interface_is_one_line_and_changes_nothing(fab, events, name, dialect, says, transport):
+    iface = {"sonic": "Ethernet99", "nxos": "Ethernet1/99", "cumulus": "swp99"}[dialect]
+    with pytest.raises(InjectionFailed) as err:
+        switch.inject(cfg(fab, name), iface, transport)
+    assert str(err.value) == (f"switch {name}: interface {iface} does not exist (the switch says: {says!r}); "
+                              "check the uplinks in the switch inventory")
+    with pytest.raises(CheckFailed, match="does not exist"):
+        switch.show_state(cfg(fab, name), iface, transport)
+    assert events == []
+
+
+def test_wrong_dialect_is_named(fab, events):
+    with pytest.raises(InjectionFailed, match=r"switch leaf1: `show interface Ethernet8` failed: .*No such command.*"
+                                              r"is dialect nxos right for this switch\?"):
+        switch.inject(cfg(fab, "leaf1", dialect="nxos"), "Ethernet8")
+    with pytest.raises(Exception, match="switch dialect 'junos' is not known"):
+        switch.inject(cfg(fab, "leaf1", dialect="junos"), "Ethernet8")
+    assert events == []
+
+
+def test_failed_verification_brings_the_port_back_up(fab, events, tmp_path):
+    """A dialect whose show reads another port: the shutdown 'does not take', so inject restores and raises."""
+    raw = yaml.safe_load((REPO / "drills/injectors/switch_dialects/sonic.yaml").read_text())
+    raw["commands"]["show"] = "show interfaces status Ethernet0"
+    raw["state"]["row"]["equals"] = "Ethernet0"
+    custom = tmp_path / "lying-sonic.yaml"
+    custom.write_text(yaml.safe_dump(raw))
+    with pytest.raises(InjectionFailed, match="still reports Ethernet8 admin up: the change did not take"):
+        switch.inject(cfg(fab, "leaf1", dialect=str(custom)), "Ethernet8")
+    assert admin(fab, "leaf1", "Ethernet8")
+    assert [e.admin for e in events] == [False, True]
+
+
+def test_refused_connection_and_silent_port_are_one_line(fab, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    with pytest.raises(TargetUnreachable, match=rf"switch leaf1 \(127.0.0.1:{closed_port}\) refused the connection"):
+        switch.inject(cfg(fab, "leaf1", port=closed_port), "Ethernet8")
+
+    with socket.socket() as silent:  # accepts TCP (backlog) but never speaks SSH
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(TargetUnreachable) as err:
+            switch.inject(cfg(fab, "leaf1", port=port), "Ethernet8", connect_timeout=0.5)
+        assert time.monotonic() - started < 10  # bounded by the timeout, not by paramiko's defaults
+    assert str(err.value) == (f"switch leaf1 (127.0.0.1:{port}) did not answer within 0.5 s: "
+                              "check host/port in the switch inventory")
+
+
+@pytest.mark.parametrize("transport", ["exec", "shell"])
+def test_password_from_env_works_and_never_leaks(fab, events, monkeypatch, caplog, transport):
+    caplog.set_level(logging.DEBUG)
+    sw = cfg(fab, "leaf2", key_file=None)  # password only
+    assert sw.password_env == PASSWORD_ENV
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+    record = switch.inject(sw, "Ethernet1/2", transport)
+    assert not admin(fab, "leaf2", "Ethernet1/2")
+    switch.revert(sw, record)
+    spec = switch.revert_spec(sw, "Ethernet1/2", transport)
+    session = SwitchSession(sw, transport)
+    assert PASSWORD not in json.dumps(spec) + repr(record) + repr(sw) + repr(session) + str(record.to_dict())
+
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD + "-wrong")
+    with pytest.raises(InjectionFailed) as err:
+        switch.inject(sw, "Ethernet1/2", transport)
+    assert f"with the password in ${PASSWORD_ENV} failed" in str(err.value)
+    monkeypatch.delenv(PASSWORD_ENV)
+    with pytest.raises(InjectionFailed, match=rf"password_env names \${PASSWORD_ENV}, which is not set"):
+        switch.inject(sw, "Ethernet1/2", transport)
+    assert PASSWORD not in caplog.text and PASSWORD not in str(err.value)
+    assert [e.admin for e in events] == [False, True]
