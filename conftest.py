@@ -2,4 +2,9 @@
 
 pytest_plugins = [
     "fixtures.twin",
+    "fixtures.target",
+    "fixtures.injectors",
+    "fixtures.recorder",
+    "fixtures.progress",
+    "drills.steps",
 ]
