@@ -49,7 +49,8 @@ class Scheduler(Controller):
         self.pods, self.nodes = inf.informer(PODS), inf.informer(NODES)
         self.classes, self.groups = inf.informer(PRIORITY_CLASSES), inf.informer(POD_GROUPS)
         self._waiting: dict[tuple, dict] = {}
-        self._bound: dict[tuple, tuple[str, dict]] = {}  # pod key -> (node, requests)
+        self._bound: dict[tuple, tuple[str, dict, str]] = {}  # pod key -> (node, requests, owner uid)
+        self._siblings: Counter = Counter()  # (owner uid, node) -> bound pods of that owner there
         self._used: dict[str, dict[str, float]] = defaultdict(dict)
         self._on_node: dict[str, set] = defaultdict(set)
         self._node_sig: dict[str, tuple] = {}
@@ -83,7 +84,7 @@ class Scheduler(Controller):
             return
         if spec.get("nodeName"):
             self._waiting.pop(key, None)
-            self._account(key, spec["nodeName"], pod_requests_cached(pod))
+            self._account(key, spec["nodeName"], pod_requests_cached(pod), _owner(pod))
         elif (spec.get("schedulerName") or "default-scheduler") in SCHEDULER_NAMES \
                 and not pod["metadata"].get("deletionTimestamp"):
             fresh = key not in self._waiting
@@ -110,13 +111,15 @@ class Scheduler(Controller):
         timings = getattr(self.ctx.profile, "timings", None)
         self.enqueue_after(_CYCLE, getattr(timings, "scheduling_delay", 0.5))
 
-    def _account(self, key: tuple, node: str, req: dict[str, float]) -> None:
+    def _account(self, key: tuple, node: str, req: dict[str, float], owner: str) -> None:
         if key in self._bound:
             if self._bound[key][0] == node:
                 return
             self._unaccount(key)
-        self._bound[key] = (node, req)
+        self._bound[key] = (node, req, owner)
         self._on_node[node].add(key)
+        if owner:
+            self._siblings[(owner, node)] += 1
         used = self._used[node]
         for res, qty in req.items():
             used[res] = used.get(res, 0.0) + qty
@@ -125,8 +128,10 @@ class Scheduler(Controller):
         entry = self._bound.pop(key, None)
         if entry is None:
             return False
-        node, req = entry
+        node, req, owner = entry
         self._on_node[node].discard(key)
+        if owner:
+            self._siblings[(owner, node)] -= 1
         used = self._used[node]
         for res, qty in req.items():
             used[res] = used.get(res, 0.0) - qty
@@ -135,7 +140,7 @@ class Scheduler(Controller):
     # -- one pod --------------------------------------------------------------------------------
     async def _schedule_one(self, pod: dict, states: dict[str, NodeState]) -> None:
         req = pod_requests_cached(pod)
-        best, reasons = _place(pod, req, states)
+        best, reasons = _place(pod, req, states, self._spread(pod))
         if best is not None:
             if await self._bind(pod, best.name):
                 best.add(req)
@@ -220,7 +225,7 @@ class Scheduler(Controller):
         first_reasons: Counter | None = None
         for pod in pending:
             req = pod_requests_cached(pod)
-            best, reasons = _place(pod, req, {**states, **trial})
+            best, reasons = _place(pod, req, {**states, **trial}, self._spread(pod))
             if best is None:
                 first_reasons = first_reasons or reasons
                 continue
@@ -254,7 +259,7 @@ class Scheduler(Controller):
             raise
         self._waiting.pop((ns, name), None)
         self._last_event.pop((ns, name), None)
-        self._account((ns, name), node, pod_requests_cached(pod))
+        self._account((ns, name), node, pod_requests_cached(pod), _owner(pod))
         await record_event(self.ctx.client, pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}",
                            component=_component(pod), clock=self.ctx.clock)
         return True
@@ -290,6 +295,13 @@ class Scheduler(Controller):
         units.sort(key=lambda u: u[0])
         return [(u[1], u[2]) for u in units]
 
+    def _spread(self, pod: dict):
+        """Penalty per replica of the same owner already on a node (default topology spread, soft)."""
+        owner = _owner(pod)
+        if not owner:
+            return None
+        return lambda node: self._siblings.get((owner, node), 0)
+
     def _order(self, pod: dict) -> tuple:
         return (-self._priority(pod)[0], pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"])
 
@@ -306,7 +318,7 @@ class Scheduler(Controller):
         return value, policy
 
 
-def _place(pod: dict, req: dict, states: dict[str, NodeState]) -> tuple[NodeState | None, Counter]:
+def _place(pod: dict, req: dict, states: dict[str, NodeState], spread=None) -> tuple[NodeState | None, Counter]:
     reasons: Counter = Counter()
     best, best_key = None, None
     for st in states.values():
@@ -314,10 +326,17 @@ def _place(pod: dict, req: dict, states: dict[str, NodeState]) -> tuple[NodeStat
         if why:
             reasons.update(why)
             continue
-        rank = (-score(req, st), st.name)
+        rank = (-score(req, st) + (spread(st.name) if spread else 0), st.name)
         if best_key is None or rank < best_key:
             best, best_key = st, rank
     return best, reasons
+
+
+def _owner(pod: dict) -> str:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid", "")
+    return ""
 
 
 def _group_of(pod: dict | None) -> str | None:
