@@ -41,6 +41,10 @@ def _register() -> None:
     from drills.report.cli import report
 
     app.command("report")(report)
+    from drills.run_cli import revert, run
+
+    app.command("run")(run)
+    app.command("revert")(revert)
 
 
 def main(argv: list[str] | None = None) -> int:

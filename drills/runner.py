@@ -1,0 +1,229 @@
+"""`drills run` and `drills revert`: prepare a run, drive the features through pytest-bdd, report.
+
+A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → start the twin when it
+is the target (its state dir under the run), or probe the real cluster (one line if unreachable) →
+`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
+SIGTERM turned into KeyboardInterrupt so every injector reverts → stop the twin → report (summary,
+timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
+2 when a drill could not start (bad input: nothing was injected), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from drills.config import load_target
+from drills.errors import DrillError
+from drills.journal import RevertRegistry, open_entries, raise_for_failures, revert_open
+
+__all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parent.parent
+_NOT_STARTED = ("precondition_not_met", "injector_failed")
+
+
+@dataclass
+class RunOptions:
+    target: str = "twin"  # "twin" or a kubeconfig context
+    profile: str | None = None
+    defects: list[str] = field(default_factory=list)
+    scale: float | None = None
+    run_id: str | None = None
+    dry_run: bool = False
+    lang: str = "en"
+    load_workers: int | None = None
+    debug: bool = False
+    markexpr: str | None = None
+    keyword: str | None = None
+    features: list[str] = field(default_factory=list)
+    reports_root: Path = Path("reports")
+    html: bool = True
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    run_dir: Path
+    records: list[dict]
+    errors: list[str]
+
+
+def run_drills(opts: RunOptions) -> RunResult:
+    """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
+    profile = load_target(opts.profile)
+    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    reports_root = Path(opts.reports_root).resolve()
+    run_dir = reports_root / run_id
+    if (run_dir / "records.jsonl").exists():
+        raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    twin = None
+    use_twin = opts.target == "twin"
+    if use_twin and profile.cluster.mode != "twin":
+        use_twin = False  # the profile names a real cluster: --target twin is only the default
+    if not use_twin:
+        _preflight(profile, None if opts.target == "twin" else opts.target)
+    else:
+        from drills.twin.launcher import start_twin
+
+        cfg = profile.cluster.twin
+        twin = start_twin(run_dir / "twin", profile=cfg.profile, defects=[*cfg.defects, *opts.defects],
+                          scale=opts.scale or cfg.scale)
+    try:
+        with _sigterm_as_interrupt():
+            rc = _pytest(opts, run_id, run_dir, twin)
+    finally:
+        if twin is not None:
+            twin.stop()
+    records = _records(run_dir)
+    _link_latest(reports_root, run_id)
+    if records:
+        _report(run_dir, reports_root, opts, profile.name)
+    errors = _not_started(records)
+    if rc == 2 and not records:
+        code = 130  # interrupted before any drill recorded
+    elif errors and len(errors) == len(records):
+        code = 2
+    elif records and all(r.get("verdict") == "pass" for r in records) and rc == 0:
+        code = 0
+    elif rc == 5 or (not records and rc == 0):
+        code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
+    else:
+        code = 1
+    if _interrupted(run_dir):
+        code = 130
+    return RunResult(code, run_dir, records, errors)
+
+
+def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
+    """Revert every open journal entry (one run, or all runs under reports_root); raises RevertFailed."""
+    root = Path(reports_root)
+    if run_id is not None and not (root / run_id).is_dir():
+        raise DrillError(f"no run {run_id} under {root}; `ls {root}` shows the runs")
+    if not open_entries(root, run_id):
+        return []
+    outcomes = revert_open(root, run_id, RevertRegistry())
+    raise_for_failures(outcomes)
+    return outcomes
+
+
+def final_table(records: list[dict]):
+    """drill, scenario, target, measured, verdict — as a rich Table."""
+    from rich.table import Table
+
+    from drills.timeline import format_duration
+
+    table = Table(title="Drill results", show_lines=False)
+    for column in ("drill", "scenario", "target", "measured", "verdict"):
+        table.add_column(column)
+    for rec in records:
+        verdict = rec.get("verdict", "?")
+        style = "green" if verdict == "pass" else "red"
+        measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
+        target = format_duration(rec["target_s"]) if rec.get("target_s") else "—"
+        table.add_row(rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
+                      f"[{style}]{verdict.upper()}[/{style}]")
+    return table
+
+
+def _pytest(opts: RunOptions, run_id: str, run_dir: Path, twin) -> int:
+    import pytest
+
+    args = [*(opts.features or [str(REPO / "features")]),
+            "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
+            "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
+            "--alluredir", str(run_dir / "allure-results"), "--clean-alluredir",
+            "--junitxml", str(run_dir / "junit.xml"),
+            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
+    if opts.profile:
+        args += ["--drills-profile", str(Path(opts.profile).resolve())]
+    if twin is not None:
+        args += ["--drills-twin-state", str(twin.state_dir)]
+    elif opts.target != "twin":
+        args += ["--drills-context", opts.target]
+    if opts.dry_run:
+        args.append("--drills-dry-run")
+    if opts.markexpr:
+        args += ["-m", opts.markexpr]
+    if opts.keyword:
+        args += ["-k", opts.keyword]
+    args += ["--tb=short", "-rfE"] if opts.debug else ["-p", "no:terminal"]
+    if opts.load_workers:
+        os.environ["DRILLS_LOAD_WORKERS"] = str(opts.load_workers)
+    log.debug("pytest %s", " ".join(args))
+    with _cwd(REPO):
+        return int(pytest.main(args))
+
+
+def _preflight(profile, context: str | None) -> None:
+    """A real target must answer before anything runs (TargetUnreachable is one line)."""
+    from drills.kube import connect
+
+    connect(profile, context=context).close()
+
+
+def _records(run_dir: Path) -> list[dict]:
+    from drills.report.records import load_records
+
+    path = run_dir / "records.jsonl"
+    return load_records(path) if path.exists() else []
+
+
+def _not_started(records: list[dict]) -> list[str]:
+    """Reasons of drills that stopped before injecting anything (bad input, unmet precondition)."""
+    return [r["reason"] for r in records if r.get("category") in _NOT_STARTED and not (r.get("phases") or {}).get("injected")]
+
+
+def _interrupted(run_dir: Path) -> bool:
+    return any("interrupted" in (r.get("reason") or "") for r in _records(run_dir))
+
+
+def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:
+    from drills.report.make import make_report
+
+    try:
+        make_report(run_dir, lang=opts.lang, reports_root=reports_root, html=opts.html,
+                    environment={"target": opts.target if opts.target != "twin" else target,
+                                 "defects": ",".join(opts.defects) or "none"})
+    except DrillError as err:  # a report that cannot be built must not hide the drills' outcome
+        log.warning("report not built: %s", err)
+
+
+def _link_latest(reports_root: Path, run_id: str) -> None:
+    latest = reports_root / "latest"
+    tmp = reports_root / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_id)
+    os.replace(tmp, latest)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: pytest stops and tears down, so every fault is reverted."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _cwd(path: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
