@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from drills.errors import InvalidProfile
 
-__all__ = ["PortState", "SwitchDialect", "load_switch_dialect", "switch_dialect_names", "read_state", "StateUnreadable", "clean_output"]
+__all__ = ["PortState", "SwitchDialect", "StateUnreadable", "load_switch_dialect", "switch_dialect_names", "read_state",
+           "clean_output"]
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ def read_state(dialect: SwitchDialect, output: str, iface: str) -> PortState:
 
 
 def clean_output(text: str) -> str:
+    """Terminal output as plain text: no colour/cursor escapes, `\n` line ends."""
     return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "")
 
 

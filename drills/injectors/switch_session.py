@@ -242,6 +242,7 @@ class SwitchSession:
             if not chan.status_event.wait(self.command_timeout):
                 raise socket.timeout()
             status = chan.recv_exit_status()
+            _wait_closed(chan, self.command_timeout)
             chan.close()
         except (socket.timeout, TimeoutError):
             raise self._slow(command) from None
@@ -263,7 +264,7 @@ class SwitchSession:
         """Leave the shell like an operator (the switch ends the session), not by dropping the line."""
         try:
             self._chan.sendall("".join(line + "\n" for line in self.dialect.shell.logout).encode())
-            self._chan.status_event.wait(min(1.0, self.command_timeout))
+            _wait_closed(self._chan, min(1.0, self.command_timeout))
         except (OSError, EOFError, paramiko.SSHException) as err:
             log.debug("%s: logout: %s", self.where, err)
 
@@ -302,6 +303,14 @@ class SwitchSession:
         return TargetUnreachable(f"{self.where} did not finish `{command}` within {self.command_timeout:g} s "
                                  f"(no {'prompt' if self.transport == 'shell' else 'exit status'}): is the dialect "
                                  f"{self.dialect.name} right, and is the switch overloaded?")
+
+
+def _wait_closed(chan: paramiko.Channel, timeout: float) -> None:
+    """Let the switch close its side first: hanging up while it still sends its CLOSE makes its
+    session end in an error. paramiko has no event for the remote close, hence the short poll."""
+    deadline = time.monotonic() + timeout
+    while not chan.closed and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def _close(client: paramiko.SSHClient, sock: socket.socket) -> None:

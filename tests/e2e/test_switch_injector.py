@@ -19,7 +19,7 @@ from drills.config import SwitchConfig
 from drills.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
 from drills.injectors import switch
 from drills.injectors.switch_session import SwitchSession
-from drills.journal import Journal, RevertRegistry, open_entries, revert_open
+from drills.journal import RevertRegistry, open_entries, revert_open
 from drills.twin.fabric import leaf_spine, start_fabric
 from drills.twin.fabric.state import ensure_key
 
