@@ -132,7 +132,11 @@ class SwitchSession:
             raise TargetUnreachable(f"{self.where}: connection lost during login ({err.strerror or err})") from None
         self._client = client
         if self.transport == "shell":
-            self._open_shell()
+            try:
+                self._open_shell()
+            except BaseException:
+                self.close()
+                raise
         log.debug("%s: logged in as %s (%s transport)", self.where, self.cfg.username, self.transport)
 
     def close(self) -> None:
