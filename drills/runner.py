@@ -1,9 +1,9 @@
 """`drills run` and `drills revert`: prepare a run, drive the features through pytest-bdd, report.
 
-A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → start the twin when it
-is the target (its state dir under the run), or probe the real cluster (one line if unreachable) →
+A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
+unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
 `pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
-SIGTERM turned into KeyboardInterrupt so every injector reverts → stop the twin → report (summary,
+SIGTERM turned into KeyboardInterrupt so every injector reverts and every twin stops → report (summary,
 timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
 2 when a drill could not start (bad input: nothing was injected), 130 when interrupted.
 """
@@ -66,24 +66,10 @@ def run_drills(opts: RunOptions) -> RunResult:
     if (run_dir / "records.jsonl").exists():
         raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
     run_dir.mkdir(parents=True, exist_ok=True)
-    twin = None
-    use_twin = opts.target == "twin"
-    if use_twin and profile.cluster.mode != "twin":
-        use_twin = False  # the profile names a real cluster: --target twin is only the default
-    if not use_twin:
+    if not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
-    else:
-        from drills.twin.launcher import start_twin
-
-        cfg = profile.cluster.twin
-        twin = start_twin(run_dir / "twin", profile=cfg.profile, defects=[*cfg.defects, *opts.defects],
-                          scale=opts.scale or cfg.scale)
-    try:
-        with _sigterm_as_interrupt():
-            rc = _pytest(opts, run_id, run_dir, twin)
-    finally:
-        if twin is not None:
-            twin.stop()
+    with _sigterm_as_interrupt():
+        rc = _pytest(opts, run_id, run_dir)
     records = _records(run_dir)
     _link_latest(reports_root, run_id)
     if records:
@@ -135,7 +121,7 @@ def final_table(records: list[dict]):
     return table
 
 
-def _pytest(opts: RunOptions, run_id: str, run_dir: Path, twin) -> int:
+def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
     import pytest
 
     args = [*(opts.features or [str(REPO / "features")]),
@@ -146,10 +132,12 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, twin) -> int:
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
     if opts.profile:
         args += ["--drills-profile", str(Path(opts.profile).resolve())]
-    if twin is not None:
-        args += ["--drills-twin-state", str(twin.state_dir)]
-    elif opts.target != "twin":
+    if opts.target != "twin":
         args += ["--drills-context", opts.target]
+    for name in opts.defects:
+        args += ["--drills-twin-defect", name]
+    if opts.scale:
+        args += ["--drills-twin-scale", str(opts.scale)]
     if opts.dry_run:
         args.append("--drills-dry-run")
     if opts.markexpr:
