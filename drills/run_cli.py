@@ -28,6 +28,7 @@ def run(
     keyword: Optional[str] = typer.Option(None, "-k", help="Select drills by name expression (pytest -k)."),
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
     no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
+    twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""
@@ -35,10 +36,12 @@ def run(
 
     from drills.runner import RunOptions, final_table, run_drills
 
+    if not debug:  # the drills' own progress is the console; library chatter only with --debug
+        logging.getLogger().setLevel(logging.WARNING)
     result = run_drills(RunOptions(target=target, profile=profile, defects=list(defect), scale=scale, run_id=run_id,
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
-                                   reports_root=reports, html=not no_html))
+                                   reports_root=reports, html=not no_html, twin_state=twin_state))
     if result.errors and len(result.errors) == len(result.records):
         for line in dict.fromkeys(result.errors):  # one line per distinct problem
             print(f"drills: {line}", file=sys.stderr)

@@ -47,6 +47,7 @@ class RunOptions:
     features: list[str] = field(default_factory=list)
     reports_root: Path = Path("reports")
     html: bool = True
+    twin_state: str | None = None  # drill this running twin (`drills twin up --state-dir`) instead of fresh ones
 
 
 @dataclass
@@ -66,7 +67,7 @@ def run_drills(opts: RunOptions) -> RunResult:
     if (run_dir / "records.jsonl").exists():
         raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (opts.target == "twin" and profile.cluster.mode == "twin"):
+    if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
     with _sigterm_as_interrupt():
         rc = _pytest(opts, run_id, run_dir)
@@ -132,7 +133,9 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
     if opts.profile:
         args += ["--drills-profile", str(Path(opts.profile).resolve())]
-    if opts.target != "twin":
+    if opts.twin_state:
+        args += ["--drills-twin-state", str(Path(opts.twin_state).resolve())]
+    elif opts.target != "twin":
         args += ["--drills-context", opts.target]
     for name in opts.defects:
         args += ["--drills-twin-defect", name]
