@@ -67,6 +67,7 @@ class Kubelet(Controller):
         self.stages: list[Stage] = [s for s in stages.values() if s.resource == "Pod"]
         self._planned: dict[tuple, _Planned] = {}
         self._restart_due: dict[tuple, tuple[str, float]] = {}
+        self._exiting: dict[tuple, dict] = {}  # exit requests taken off the pod, not yet applied
         self._images: dict[str, set[str]] = {}
         self._gone: dict[tuple, dict] = {}
         self._stopped: set[str] = set()
@@ -89,11 +90,15 @@ class Kubelet(Controller):
         node = self.nodes.get("", node_name) if node_name else None
         if node is None or kubelet_stopped(node):
             return
-        if (pod["metadata"].get("annotations") or {}).get(EXIT_ANNOTATION):
-            await self._exit(pod)
-            return
-        if key in self._restart_due:
-            await self._restart(pod, key)
+        if (pod["metadata"].get("annotations") or {}).get(EXIT_ANNOTATION) or key in self._restart_due \
+                or key in self._exiting:
+            fresh = await self.client.get(PODS, *key)  # the cache may trail our own last write
+            if fresh is None:
+                return
+            if (fresh["metadata"].get("annotations") or {}).get(EXIT_ANNOTATION) or key in self._exiting:
+                await self._exit(fresh)
+            elif key in self._restart_due:
+                await self._restart(fresh, key)
             return
         await self._step(key, pod, node)
 
@@ -122,6 +127,7 @@ class Kubelet(Controller):
 
     def _forget(self, key: tuple) -> None:
         self._planned.pop(key, None)
+        self._exiting.pop(key, None)
         self._restart_due.pop(key, None)
 
     # -- stages ---------------------------------------------------------------------------------
@@ -148,8 +154,9 @@ class Kubelet(Controller):
         rendered = stage.render(view, ctx)
         ns, name = key
         for sub, ptype, body in rendered.patches:
-            if sub == "status" and "status" not in body:
-                body = {"status": body}
+            if sub == "status":  # stage bodies nest under `status` (root: status); older ones did not
+                status = body["status"] if isinstance(body.get("status"), dict) else body
+                body = {"status": _keep_last_state(status, pod)}
             if await self.client.patch(PODS, ns, name, body, sub=sub, kind=ptype) is None:
                 return
         for event in rendered.events:
@@ -207,8 +214,15 @@ class Kubelet(Controller):
     # -- container exits and restarts -----------------------------------------------------------
     async def _exit(self, pod: dict) -> None:
         ns, name = key_of(pod)
-        req = _exit_request(pod)
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if (ns, name) not in self._exiting:
+            # take the request off first, so whoever sees the pod Failed no longer sees it pending
+            self._exiting[(ns, name)] = _exit_request(pod)
+            await self.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: None}}},
+                                    kind="merge")
+        req = self._exiting[(ns, name)]
+        statuses = (pod.get("status") or {}).get("containerStatuses") or [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
+             "started": False, "state": {}} for c in pod["spec"]["containers"]]  # exited before it started
         container = req.get("container") or (statuses[0]["name"] if statuses else
                                              pod["spec"]["containers"][0]["name"])
         code = int(req.get("code", 1))
@@ -249,7 +263,7 @@ class Kubelet(Controller):
                 cond["reason"] = "PodFailed" if failed else "PodCompleted"
         # strategic: conditions merge by type and containers by name; the nulls above drop the old state
         await self.client.patch(PODS, ns, name, {"status": status}, sub="status", kind="strategic")
-        await self.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: None}}}, kind="merge")
+        self._exiting.pop((ns, name), None)
         self._planned.pop((ns, name), None)
         log.info("kubelet: %s/%s container %s exited with code %d (restart=%s)", ns, name, container, code, restart)
         if restart:
@@ -295,6 +309,20 @@ def _with_phase(pod: dict) -> dict:
     if (pod.get("status") or {}).get("phase"):
         return pod
     return {**pod, "status": {**(pod.get("status") or {}), "phase": "Pending"}}
+
+
+def _keep_last_state(status: dict, pod: dict) -> dict:
+    """containerStatuses is replaced whole by any patch: carry each container's lastState over."""
+    items = status.get("containerStatuses")
+    if not isinstance(items, list):
+        return status
+    last = {s.get("name"): s["lastState"] for s in (pod.get("status") or {}).get("containerStatuses") or []
+            if s.get("lastState")}
+    if not last:
+        return status
+    return {**status, "containerStatuses": [
+        {**i, "lastState": last[i.get("name")]} if i.get("name") in last and "lastState" not in i else i
+        for i in items]}
 
 
 def _exit_request(pod: dict) -> dict:
