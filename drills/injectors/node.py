@@ -62,6 +62,7 @@ class NodeFaultRecord:
     gpu_unhealthy: bool = False
     kubelet_stopped: bool = False
     evicted: tuple[str, ...] = field(default=())  # namespace/name of pods evicted
+    twin_at: str | None = None  # the twin's own time of a twin-endpoint fault (its answer's `at`)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "evicted": list(self.evicted)}
@@ -100,6 +101,7 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
     entry_id = journal.open_entry(KIND, spec.node, undo, reverter=REVERTER) if journal is not None else None
     injected_at = cluster.clock.now()
     evicted: tuple[str, ...] = ()
+    twin_at = None
     try:
         if spec.mode == "cordon-drain":
             if undo["uncordon"]:
@@ -108,16 +110,16 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
         elif spec.mode == "taint-noexecute":
             _add_taint(cluster, spec.node, node)
         elif spec.mode == "gpu-unhealthy":
-            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79})
+            twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
-            _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"})
+            twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"}).get("at")
     except InjectionFailed:
         raise
     except Exception as err:  # the fault may be half in place: the fixture's teardown reverts it
         raise InjectionFailed(f"could not inject {spec.mode} on node {spec.node}: {_reason(err)}") from err
     record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=_iso(injected_at), cordoned=undo["uncordon"],
                              taint=undo["taint"], gpu_unhealthy=undo["gpu"], kubelet_stopped=undo["kubelet"],
-                             evicted=evicted)
+                             evicted=evicted, twin_at=twin_at)
     if journal is not None:
         journal.mark_injected(entry_id, record.to_dict())
     log.info("injected %s on node %s (%d pods evicted)", spec.mode, spec.node, len(evicted))
@@ -254,7 +256,7 @@ def _read_node(cluster: Cluster, name: str) -> dict:
     return json.loads(cluster.core.read_node(name, _preload_content=False).data)
 
 
-def _twin_post(cluster: Cluster, path: str, body: dict) -> None:
+def _twin_post(cluster: Cluster, path: str, body: dict) -> dict:
     import requests
 
     if not cluster.is_twin:
@@ -263,6 +265,10 @@ def _twin_post(cluster: Cluster, path: str, body: dict) -> None:
                          headers={"User-Agent": cluster.api.user_agent})
     if resp.status_code >= 300:
         raise InjectionFailed(f"the twin refused {path}: {resp.status_code} {resp.text[:200]}")
+    try:
+        return resp.json()
+    except ValueError:
+        return {}
 
 
 def _reconnect(target: dict, entry) -> Cluster:

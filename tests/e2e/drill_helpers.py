@@ -1,0 +1,81 @@
+"""Shared helpers for the drill end-to-end tests: run the real `drills` CLI, read a twin's nodes,
+audit log and ground truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+DRILL_AGENT = "gpu-drills"
+
+
+def drills(*args: str, timeout: float = 240, **popen) -> subprocess.CompletedProcess:
+    """`drills ARGS…` in a subprocess (the real CLI, its own process: signals and exits are real)."""
+    return subprocess.run([sys.executable, "-m", "drills.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=_env(), **popen)
+
+
+def drills_popen(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "drills.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+
+
+def records(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "records.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def node(twin, name: str) -> dict:
+    return requests.get(f"{twin.url}/api/v1/nodes/{name}", timeout=5).json()
+
+
+def schedulable(node_obj: dict) -> bool:
+    """Not cordoned, no drill taint, GPUs not marked unhealthy by a drill."""
+    spec = node_obj.get("spec") or {}
+    taints = spec.get("taints") or []
+    annotations = (node_obj.get("metadata") or {}).get("annotations") or {}
+    return (not spec.get("unschedulable") and not any(t.get("key") == "gpu-drills.io/node-loss" for t in taints)
+            and annotations.get("twin.gpu-drills.io/gpu-health") != "unhealthy")
+
+
+def drill_mutations(audit: list[dict]) -> list[dict]:
+    """Mutating requests the drills made (the controllers have their own user agent)."""
+    return [r for r in audit if str(r.get("userAgent", "")).startswith(DRILL_AGENT) and not r.get("dryRun")]
+
+
+def audit_of(twin) -> list[dict]:
+    return requests.get(f"{twin.url}/twin/v1/audit", timeout=5).json()
+
+
+def audit_file(state_dir: Path) -> list[dict]:
+    path = Path(state_dir) / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for_injection(run_dir: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Until the run's journal says a fault is in place (the drill is now waiting for recovery)."""
+    journal = Path(run_dir) / "journal.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and '"op":"injected"' in journal.read_text():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"drills run ended before injecting: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("no injection within the timeout")
+
+
+def write_profile(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="160")
