@@ -38,6 +38,7 @@ def run(
 
     if not debug:  # the drills' own progress is the console; library chatter only with --debug
         logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("urllib3").setLevel(logging.ERROR)  # connection retries: the error line says it
     result = run_drills(RunOptions(target=target, profile=profile, defects=list(defect), scale=scale, run_id=run_id,
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 _NOT_STARTED = ("precondition_not_met", "injector_failed")
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.injectors", "fixtures.recorder", "fixtures.progress",
+           "drills.steps")
 
 
 @dataclass
@@ -73,9 +75,9 @@ def run_drills(opts: RunOptions) -> RunResult:
         rc = _pytest(opts, run_id, run_dir)
     records = _records(run_dir)
     _link_latest(reports_root, run_id)
-    if records:
-        _report(run_dir, reports_root, opts, profile.name)
     errors = _not_started(records)
+    if records and len(errors) < len(records):  # nothing ran: the one-line error is the whole story
+        _report(run_dir, reports_root, opts, profile.name)
     if rc == 2 and not records:
         code = 130  # interrupted before any drill recorded
     elif errors and len(errors) == len(records):
@@ -125,12 +127,15 @@ def final_table(records: list[dict]):
 def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
     import pytest
 
-    args = [*(opts.features or [str(REPO / "features")]),
-            "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
+    features = [str(Path(f).resolve()) for f in opts.features] or [str(REPO / "features")]
+    rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
+    args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
             "--alluredir", str(run_dir / "allure-results"), "--clean-alluredir",
             "--junitxml", str(run_dir / "junit.xml"),
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
+    for plugin in PLUGINS:  # also for features outside the repo, where the root conftest.py is not read
+        args += ["-p", plugin]
     if opts.profile:
         args += ["--drills-profile", str(Path(opts.profile).resolve())]
     if opts.twin_state:
