@@ -152,6 +152,7 @@ class Gateway:
         if not model.replicas:
             return _error(503, "no ready replica", "ServiceUnavailableError")
         replica = self._pick(model)
+        after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
         spec = model.spec
         tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
         self.inflight[replica] = self.inflight.get(replica, 0) + 1
@@ -161,7 +162,7 @@ class Gateway:
             await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         finally:
             self.inflight[replica] -= 1
-        if not model.answered_since_outage:
+        if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
         return web.json_response(self._body(model, body, tokens, chat, latency), headers={"x-twin-replica": replica})

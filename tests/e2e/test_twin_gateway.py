@@ -1,0 +1,103 @@
+"""The twin's inference gateway and model-serving pods: OpenAI-shaped answers from Ready replicas,
+a new pod Ready only after its model load, and 503 while no replica is Ready — with ground truth."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from kubernetes import client
+
+from fixtures.twin import api_client_for
+from twin_truth_helpers import DEPLOY, NS, first, records, twin_now, wait_for
+
+SUBJECT = f"{NS}/{DEPLOY}"
+pytestmark = pytest.mark.inference
+
+
+@pytest.fixture
+def served(twin_factory, request):
+    # scale 60 where the test must see the outage window (one model load, 1 s of wall time)
+    handle = twin_factory(scale=getattr(request, "param", 300))
+    api = api_client_for(handle)
+    core = client.CoreV1Api(api)
+    wait_for(lambda: first(handle, "all_ready", SUBJECT), "every replica Ready")
+    wait_for(lambda: requests.get(f"{handle.info['gateway']}/health", timeout=5).status_code == 200, "gateway health")
+    yield handle, core
+    api.close()
+
+
+def _ready_pods(core) -> list:
+    pods = core.list_namespaced_pod(NS, label_selector=f"app={DEPLOY}").items
+    return [p for p in pods if not p.metadata.deletion_timestamp
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+
+
+def _complete(handle, path: str = "/v1/completions", **body) -> requests.Response:
+    payload = {"model": "llama-7b", "max_tokens": 8, **body}
+    if path.endswith("chat/completions"):
+        payload["messages"] = [{"role": "user", "content": "hello"}]
+    else:
+        payload.setdefault("prompt", "hello there")
+    return requests.post(handle.info["gateway"] + path, json=payload, timeout=10)
+
+
+def test_openai_shaped_answers(served):
+    handle, _ = served
+    models = requests.get(handle.info["gateway"] + "/v1/models", timeout=5).json()
+    assert [m["id"] for m in models["data"]] == ["llama-7b"] == handle.info["gateway_models"]
+    done = _complete(handle)
+    assert done.status_code == 200 and done.json()["object"] == "text_completion"
+    assert done.json()["choices"][0]["text"] and done.json()["usage"]["completion_tokens"] == 8
+    assert done.headers["x-twin-replica"].startswith(DEPLOY)
+    chat = _complete(handle, "/v1/chat/completions")
+    assert chat.json()["choices"][0]["message"]["role"] == "assistant"
+    assert _complete(handle, model="no-such-model").status_code == 404
+    bad = requests.post(handle.info["gateway"] + "/v1/completions", data=b"{not json", timeout=5)
+    assert bad.status_code == 400
+
+
+def test_requests_spread_over_ready_replicas(served):
+    handle, core = served
+    answered = {_complete(handle).headers["x-twin-replica"] for _ in range(8)}
+    assert answered == {p.metadata.name for p in _ready_pods(core)}
+
+
+def test_deleted_pod_is_replaced_and_ready_after_model_load(served):
+    handle, core = served
+    victim = _ready_pods(core)[0]
+    startup = float(victim.metadata.annotations["twin.gpu-drills.io/startup-s"])
+    assert startup == 60  # the minimal profile's model load
+    before = twin_now(handle)
+    core.delete_namespaced_pod(victim.metadata.name, NS)
+    assert _complete(handle).status_code == 200  # the other replica keeps serving
+    fresh = wait_for(lambda: [p for p in _ready_pods(core) if p.metadata.uid != victim.metadata.uid
+                              and p.metadata.creation_timestamp.timestamp() >= before - 1], "a new Ready pod")
+    pod = fresh[0]
+    assert pod.metadata.name != victim.metadata.name
+    started = pod.status.container_statuses[0].state.running.started_at.timestamp()
+    ready_at = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready").timestamp()
+    assert ready_at - started >= startup * 0.85  # Ready only after the model load (twin seconds, ± jitter)
+    back = wait_for(lambda: first(handle, "all_ready", SUBJECT, since=before), "truth: all replicas Ready again")
+    assert back["at"] >= ready_at - 1
+    assert first(handle, "not_all_ready", SUBJECT, since=before)["at"] <= back["at"]
+    assert not records(handle, "gateway_outage_started", SUBJECT)  # one replica served all along
+
+
+@pytest.mark.parametrize("served", [60], indirect=True)
+def test_no_ready_replica_is_503_until_one_is_back(served):
+    handle, core = served
+    before = twin_now(handle)
+    for pod in _ready_pods(core):
+        core.delete_namespaced_pod(pod.metadata.name, NS)
+    # a Response is falsy when not ok: wait on its body instead
+    outage = wait_for(lambda: (r := _complete(handle)).status_code == 503 and r.json(), "a 503 from the gateway")
+    assert outage["error"]["message"] == "no ready replica"
+    started = wait_for(lambda: first(handle, "gateway_outage_started", SUBJECT, since=before), "truth: outage")
+    ok = wait_for(lambda: (r := _complete(handle)).status_code == 200 and r, "the gateway to answer again")
+    assert ok.json()["choices"]
+    serving = first(handle, "gateway_serving", SUBJECT, since=started["at"])
+    assert serving["after_outage"] is True and serving["at"] > started["at"]
+    answer = first(handle, "first_answer_after_outage", SUBJECT, since=started["at"])
+    assert answer["at"] >= serving["at"]
+    # the outage lasted at least one model load: replacements are Ready only after loading weights
+    assert serving["at"] - started["at"] >= 60 * 0.85
