@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from drills.errors import InjectionFailed, RevertFailed
@@ -99,13 +100,15 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
     node = check_node(cluster, spec)
     undo = revert_spec(cluster, spec, node)
     entry_id = journal.open_entry(KIND, spec.node, undo, reverter=REVERTER) if journal is not None else None
-    injected_at = cluster.clock.now()
     evicted: tuple[str, ...] = ()
     twin_at = None
+    before = cluster.clock.timestamp()
+    after = None  # the fault's first change is stamped at the middle of its request (± half its latency)
     try:
         if spec.mode == "cordon-drain":
             if undo["uncordon"]:
                 cluster.core.patch_node(spec.node, {"spec": {"unschedulable": True}}, _content_type=MERGE)
+            after = cluster.clock.timestamp()
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
             _add_taint(cluster, spec.node, node)
@@ -113,10 +116,12 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"}).get("at")
+        after = after if after is not None else cluster.clock.timestamp()
     except InjectionFailed:
         raise
     except Exception as err:  # the fault may be half in place: the fixture's teardown reverts it
         raise InjectionFailed(f"could not inject {spec.mode} on node {spec.node}: {_reason(err)}") from err
+    injected_at = datetime.fromtimestamp((before + after) / 2, timezone.utc)
     record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=_iso(injected_at), cordoned=undo["uncordon"],
                              taint=undo["taint"], gpu_unhealthy=undo["gpu"], kubelet_stopped=undo["kubelet"],
                              evicted=evicted, twin_at=twin_at)
