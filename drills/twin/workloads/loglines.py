@@ -121,10 +121,23 @@ def socket_fallback(w: Worker, hca: str, socket_ifname: str, nranks: int, versio
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:
+    """What a worker prints when its GPU fails (the NVRM line is the driver's, as seen in the container's dmesg)."""
+    driver, cuda = _XID.get(xid, _XID[48])
     return [
-        f"NVRM: Xid (PCI:0000:18:00): {xid}, pid={w.pid}, name=python, An uncorrectable double bit error (DBE) "
-        f"has been detected on GPU in the framebuffer",
-        f"[rank{w.rank}]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        f"NVRM: Xid (PCI:0000:18:00): {xid}, pid={w.pid}, name=python, {driver}",
+        f"[rank{w.rank}]: RuntimeError: CUDA error: {cuda}",
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
         "might be incorrect.",
     ]
+
+
+_XID = {  # NVIDIA's XID catalogue: driver message, what CUDA reports to the process
+    13: ("Graphics Exception: ESR 0x50da30=0x1000e", "an illegal instruction was encountered"),
+    31: ("Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted", "an illegal memory access was encountered"),
+    48: ("An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer",
+         "uncorrectable ECC error encountered"),
+    63: ("Row remapping pending: a page retirement event was recorded", "uncorrectable ECC error encountered"),
+    79: ("GPU has fallen off the bus.", "unspecified launch failure"),
+    94: ("Contained: SM (0x1). RST: No, D-RST: No", "uncorrectable ECC error encountered"),
+    95: ("Uncontained: FBHUB. RST: Yes, D-RST: No", "uncorrectable ECC error encountered"),
+}

@@ -100,14 +100,15 @@ class TrainingController(Controller):
         out = Output()
         pods = [p for p in (self.pods.get(ns, n) for n in sorted(self.job_pods.get(key, ()))) if p is not None]
         if sim.run is not None:
-            sim.advance(now, out)
+            sim.advance(now, out)  # may end the run itself (an NCCL timeout)
+        if sim.run is not None:
             broken = self._broken_workers(sim, pods)
             if broken:
                 sim.end_run(now, broken, out)
             else:
                 self._gpu_faults(sim, now, out)
         if sim.run is None:
-            live = [p for p in pods if _live(p)]
+            live = [p for p in pods if _live(p) and p["metadata"].get("uid") not in sim.dead_uids]
             expected = self._expected(ns, name, sim)
             if expected and len(live) >= expected:
                 leaf_of = {p["spec"].get("nodeName", ""): self._leaf(p["spec"].get("nodeName", "")) for p in live}

@@ -73,6 +73,8 @@ class JobSim:
         self.fault_step: int | None = None  # step at the last fault (caught-up target)
         self.fault_at: float | None = None
         self.fabric_fault_at: float | None = None
+        self.announced: tuple | None = None  # the last network phase recorded in the truth
+        self.dead_uids: set[str] = set()
         self.awaiting_resume = False
         self.awaiting_restore = False  # a fabric event hurt throughput; not yet back to ≥ 90 %
         self.first_after_resume: int | None = None
@@ -125,7 +127,7 @@ class JobSim:
         compute_from = now + (0.0 if first else load_s + init_s)
         self.run = Run(self.runs, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods}, workers, nodes,
                        leaves, now, compute_from, self.configured_transport, NetPhase("healthy", 1.0, now))
-        self.run.phase = self.phase_at(now)
+        # the first advance announces whatever the fabric is doing to this new communicator
         nranks = len(pods) * max(1, self.spec.gpus_per_worker)
         if first:
             self._first_start(now, nranks, out)
@@ -184,7 +186,7 @@ class JobSim:
         self.fault_step = math.floor(self.progress.step) if self.progress else None
         self.fault_at = now
         self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
-                          run=self.run.rid)
+                          latest_checkpoint=self.store.latest(self.ns, self.name), run=self.run.rid)
         self.saves.clear()
         self.run = None
         self.awaiting_resume = True
@@ -220,7 +222,7 @@ class JobSim:
         if phase.ends is not None:
             times.append(phase.ends)
         if phase.name == "isolated":
-            times.append(phase.since + self.spec.nccl.timeout)
+            times.append(max(phase.since, run.compute_from) + self.spec.nccl.timeout)
         prog.segments = self._segments(prog.t, prog.t + 10 * 86400)
         reach = prog.time_to(self.filter.next_after(prog.step))
         if reach is not None:
@@ -233,6 +235,7 @@ class JobSim:
         for pod in pods:
             out.add(now, [pod], texts.get(pod, []))
             out.crashes.append((pod, exit_code, reason, cause))
+            self.dead_uids.add(self.run.pods[pod])  # exiting: never part of a new run, even while still Running
             self.truth.record("training", self.subject, "worker_crashed", at=now, pod=pod, exit_code=exit_code,
                               cause=cause)
         self.end_run(now, cause, out, advance=False)
@@ -266,13 +269,17 @@ class JobSim:
         self._announce(new, old, out)
 
     def _announce(self, new: NetPhase, old: NetPhase, out: Output) -> None:
-        run, t = self.run, new.since
+        """Log a phase change to the run's workers; truth records it once per job (not again per restart)."""
+        run, t = self.run, max(new.since, self.run.started)
         on_leaf = [p for p, leaf in run.leaves.items() if leaf == new.leaf] or list(run.workers)
         hca = (self.spec.nccl.hcas or ["mlx5_0"])[0]
-        rec = self.truth.record
+        key = (new.name, new.since, new.up)
+        fresh, self.announced = key != self.announced, key
+        rec = self.truth.record if fresh else (lambda *a, **k: None)
         if new.name in ("converging", "isolated"):
-            self.awaiting_restore = True
-            self.fabric_fault_at = t
+            if fresh:
+                self.awaiting_restore = True
+                self.fabric_fault_at = t
             rec("training", self.subject, "fabric_fault", at=t, leaf=new.leaf, uplinks_up=new.up, uplinks=new.total,
                 step=math.floor(self.progress.step))
             warn = L.isolated_warn if new.name == "isolated" else None
@@ -312,7 +319,7 @@ class JobSim:
         run = self.run
         if run is None or run.phase.name != "isolated":
             return
-        limit = run.phase.since + self.spec.nccl.timeout
+        limit = max(run.phase.since, run.compute_from) + self.spec.nccl.timeout  # this communicator's wait
         if now < limit:
             return
         run.seq += 1
