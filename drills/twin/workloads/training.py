@@ -104,9 +104,10 @@ class TrainingController(Controller):
         if sim.run is not None:
             broken = self._broken_workers(sim, pods)
             if broken:
-                sim.end_run(now, broken, out)
+                sim.end_run(now, broken[0], out, lost=broken[1])
             else:
                 self._gpu_faults(sim, now, out)
+        sim.orphan_timeouts(now, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods if _live(p)}, out)
         if sim.run is None:
             live = [p for p in pods if _live(p) and p["metadata"].get("uid") not in sim.dead_uids]
             expected = self._expected(ns, name, sim)
@@ -145,18 +146,19 @@ class TrainingController(Controller):
             return _replicas(job) or sim.spec.replicas
         return sim.spec.replicas
 
-    def _broken_workers(self, sim: JobSim, pods: list[dict]) -> str | None:
-        """Why the current run ended (a worker gone, replaced, deleting or stopped), or None."""
+    def _broken_workers(self, sim: JobSim, pods: list[dict]) -> tuple[str, set[str]] | None:
+        """Why the current run ended (a worker gone, replaced, deleting or stopped) and which workers, or None."""
         by_name = {p["metadata"]["name"]: p for p in pods}
+        causes: dict[str, str] = {}
         for name, uid in sim.run.pods.items():
             pod = by_name.get(name)
             if pod is None or pod["metadata"].get("uid", "") != uid:
-                return "pod_deleted"
-            if pod["metadata"].get("deletionTimestamp"):
-                return "pod_terminating"
-            if not _live(pod):
-                return f"pod_{(pod.get('status') or {}).get('phase', 'stopped').lower()}"
-        return None
+                causes[name] = "pod_deleted"
+            elif pod["metadata"].get("deletionTimestamp"):
+                causes[name] = "pod_terminating"
+            elif not _live(pod):
+                causes[name] = f"pod_{(pod.get('status') or {}).get('phase', 'stopped').lower()}"
+        return (next(iter(causes.values())), set(causes)) if causes else None
 
     def _gpu_faults(self, sim: JobSim, now: float, out: Output) -> None:
         run = sim.run
@@ -164,14 +166,10 @@ class TrainingController(Controller):
         if not bad:
             return
         texts: dict[str, list[str]] = {}
-        for pod, w in run.workers.items():
-            if pod in bad:
-                node = self.nodes.get("", run.nodes[pod]) or {}
-                xid = int((node.get("metadata", {}).get("annotations") or {}).get("twin.gpu-drills.io/gpu-xid") or 48)
-                texts[pod] = L.gpu_xid(w, xid)
-            else:
-                peer = run.nodes[bad[0]]
-                out.add(now, [pod], L.peer_lost_warn(w, peer))
+        for pod in bad:  # the others hear of it from end_run (peer lost, then their watchdog)
+            node = self.nodes.get("", run.nodes[pod]) or {}
+            xid = int((node.get("metadata", {}).get("annotations") or {}).get("twin.gpu-drills.io/gpu-xid") or 48)
+            texts[pod] = L.gpu_xid(run.workers[pod], xid)
         sim.crash_workers(now, bad, 1, "Error", texts, out, "gpu_xid")
 
     def _leaf(self, node: str) -> str | None:

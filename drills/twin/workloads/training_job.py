@@ -75,6 +75,7 @@ class JobSim:
         self.fabric_fault_at: float | None = None
         self.announced: tuple | None = None  # the last network phase recorded in the truth
         self.dead_uids: set[str] = set()
+        self.orphans: dict[str, tuple[str, L.Worker, float]] = {}  # survivors of an ended run: uid, worker, watchdog
         self.awaiting_resume = False
         self.awaiting_restore = False  # a fabric event hurt throughput; not yet back to ≥ 90 %
         self.first_after_resume: int | None = None
@@ -177,12 +178,24 @@ class JobSim:
             forced.add(max(self.fault_step, step + 1))
         self.filter.forced = forced
 
-    def end_run(self, now: float, cause: str, out: Output, advance: bool = True) -> None:
-        """A worker stopped: progress freezes, in-flight saves are lost, the next run resumes."""
+    def end_run(self, now: float, cause: str, out: Output, advance: bool = True, lost: set[str] | None = None) -> None:
+        """A worker stopped: progress freezes, in-flight saves are lost, the next run resumes.
+
+        The surviving workers cannot rejoin a new rendezvous (torchrun's is static): they block in their
+        collective until NCCL's watchdog kills them, unless Volcano restarts them first (RestartJob).
+        """
         if self.run is None:
             return
         if advance:
             self.advance(now, out)
+        run = self.run
+        deadline = now + self.spec.nccl.timeout
+        for pod, uid in run.pods.items():
+            if lost is not None and pod not in lost and uid not in self.dead_uids:
+                self.dead_uids.add(uid)
+                self.orphans[pod] = (uid, run.workers[pod], deadline)
+                peer = run.nodes.get(next(iter(lost), ""), "peer") if lost else "peer"
+                out.add(now, [pod], L.peer_lost_warn(run.workers[pod], peer))
         self.fault_step = math.floor(self.progress.step) if self.progress else None
         self.fault_at = now
         self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
@@ -213,9 +226,10 @@ class JobSim:
     def next_wake(self, now: float) -> float | None:
         """The next twin time something happens (a step worth printing, a save ends, a phase changes)."""
         run, prog = self.run, self.progress
+        orphans = [deadline for _, _, deadline in self.orphans.values()]
         if run is None or prog is None:
-            return None
-        times = [done for _, _, done in self.saves]
+            return min(orphans) if orphans else None
+        times = [done for _, _, done in self.saves] + orphans
         if now < run.compute_from:
             times.append(run.compute_from)
         phase = run.phase
@@ -238,7 +252,19 @@ class JobSim:
             self.dead_uids.add(self.run.pods[pod])  # exiting: never part of a new run, even while still Running
             self.truth.record("training", self.subject, "worker_crashed", at=now, pod=pod, exit_code=exit_code,
                               cause=cause)
-        self.end_run(now, cause, out, advance=False)
+        self.end_run(now, cause, out, advance=False, lost=set(pods))
+
+    def orphan_timeouts(self, now: float, live: dict[str, str], out: Output) -> None:
+        """Survivors of an ended run still Running at their watchdog deadline exit like a timed-out rank."""
+        for pod, (uid, w, deadline) in list(self.orphans.items()):
+            if live.get(pod) != uid:
+                del self.orphans[pod]  # restarted or gone before the watchdog fired
+            elif now >= deadline:
+                del self.orphans[pod]
+                out.add(deadline, [pod], L.watchdog_timeout(w, 1, self.spec.nccl.timeout, self.spec.nccl.timeout + 0.01))
+                out.crashes.append((pod, 134, "Error", "nccl_timeout"))
+                self.truth.record("training", self.subject, "worker_crashed", at=deadline, pod=pod, exit_code=134,
+                                  cause="nccl_timeout")
 
     # -- helpers ---------------------------------------------------------------------------------
     def _views(self) -> list[LeafView]:
