@@ -1,0 +1,101 @@
+"""Pure parts of the twin's workloads: progress integration, network phases, log lines the drills
+parse, the checkpoint store and the ground-truth records."""
+
+from __future__ import annotations
+
+import pytest
+
+from drills.clock import DilatedClock
+from drills.logformats import parse_line
+from drills.twin.workloads import loglines as L
+from drills.twin.workloads.progress import LeafView, Progress, StepFilter, log_every, net_phase
+from drills.twin.workloads.store import CheckpointStore
+from drills.twin.workloads.truth import Truth
+
+W = L.Worker("gpu-train-01", 0, "10.128.0.5", "uid-1")
+
+
+def test_progress_reports_wanted_steps_with_their_crossing_times():
+    prog = Progress(step=6150.0, t=0.0, segments=[(0.0, 1.0)])
+    crossed = prog.advance(25.0, StepFilter(every=10, checkpoint_every=2000, forced={6151}))
+    assert crossed == [(6151, 1.0), (6160, 10.0), (6170, 20.0)]
+    assert prog.step == pytest.approx(6175.0)
+
+
+def test_progress_follows_rate_changes_and_stalls():
+    prog = Progress(step=0.0, t=0.0, segments=[(0.0, 0.0), (10.0, 1.0), (20.0, 0.5), (40.0, 0.0)])
+    crossed = prog.advance(100.0, StepFilter(every=5, checkpoint_every=1000))
+    assert crossed == [(5, 15.0), (10, 20.0), (15, 30.0), (20, 40.0)]
+    assert prog.step == pytest.approx(20.0)
+    assert Progress(0.0, 0.0, [(0.0, 0.0)]).time_to(1) is None
+    assert Progress(0.0, 0.0, [(0.0, 0.0), (10.0, 2.0)]).time_to(4) == pytest.approx(12.0)
+
+
+def test_step_filter_merges_cadence_checkpoints_and_forced_steps():
+    f = StepFilter(every=10, checkpoint_every=2000, forced={6001})
+    assert f.between(5995, 6012) == [6000, 6001, 6010]
+    assert f.next_after(6000.4) == 6001 and f.next_after(6001) == 6010
+    assert log_every(1.0) == 10 and log_every(6.0) == 10 and log_every(0.25) == 40
+
+
+@pytest.mark.parametrize("t, name, factor", [
+    (99.0, "healthy", 1.0), (105.0, "converging", 0.3), (120.0, "rerouted", 0.6), (300.0, "rebalanced", 0.95),
+])
+def test_net_phase_follows_convergence_then_rebalance(t, name, factor):
+    views = [LeafView("leaf-1", 1, 2, 100.0), LeafView("leaf-2", 2, 2, 0.0)] if t >= 100 else \
+        [LeafView("leaf-1", 2, 2, 0.0)]
+    phase = net_phase(views, t, convergence_s=15, rebalance_s=120, degraded=0.6, rebalanced=0.95)
+    assert (phase.name, phase.factor) == (name, factor)
+    if name == "rerouted":
+        assert (phase.since, phase.ends, phase.leaf) == (115.0, 220.0, "leaf-1")
+
+
+def test_isolated_leaf_stalls_the_job():
+    phase = net_phase([LeafView("leaf-1", 0, 1, 50.0)], 1000.0, 15, 120, 0.6, 0.95)
+    assert (phase.name, phase.factor, phase.since) == ("isolated", 0.0, 50.0)
+
+
+def test_log_lines_parse_with_the_twin_preset():
+    init = [parse_line("twin", line) for line in L.nccl_init(W, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")]
+    transport = next(e for e in init if e is not None)
+    assert transport.transport == "IB" and transport.devices == ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")
+    sock = [e for e in map(lambda x: parse_line("twin", x), L.socket_fallback(W, "mlx5_0", "eth0", 16, "2.21.5")) if e]
+    assert [e.kind for e in sock] == ["nccl_warn", "nccl_warn", "nccl_transport"] and sock[-1].transport == "Socket"
+    step = parse_line("twin", L.step_line(6151, 1.9, 153.6, 1.667))
+    assert (step.kind, step.step, step.samples_per_s, step.step_time_s) == ("step", 6151, 153.6, 1.667)
+    saved = parse_line("twin", L.checkpoint_saved(8000, 38.4, "/ckpt/j/step-8000"))
+    assert (saved.kind, saved.step, saved.duration_s, saved.path) == ("checkpoint_saved", 8000, 38.4, "/ckpt/j/step-8000")
+    resumed = parse_line("twin", L.resumed(8000, "/ckpt/j/step-8000", 30))
+    assert (resumed.kind, resumed.step, resumed.path) == ("resumed", 8000, "/ckpt/j/step-8000")
+    assert parse_line("twin", L.saving_checkpoint(8000, "/ckpt/j/step-8000")) is None  # not a step, not a save
+
+
+def test_only_a_real_nccl_timeout_reads_as_one():
+    reroute = [L.path_loss_warn(W, "mlx5_0", "leaf-1", 1, 2), L.isolated_warn(W, "mlx5_0", "leaf-1"),
+               L.peer_lost_warn(W, "gpu-train-02")]
+    assert all(not parse_line("twin", line).is_timeout for line in reroute)
+    watchdog = [e for e in (parse_line("twin", x) for x in L.watchdog_timeout(W, 7, 600, 600.01)) if e]
+    assert watchdog and all(e.is_timeout for e in watchdog)
+
+
+def test_checkpoint_store_keeps_completed_markers(tmp_path):
+    store = CheckpointStore(tmp_path / "store")
+    assert store.latest("ns", "job") is None
+    store.save("ns", "job", 6000, 1.0, 38.4, 96, "/ckpt/job/step-6000")
+    store.save("ns", "job", 8000, 2.0, 38.4, 96, "/ckpt/job/step-8000")
+    assert store.steps("ns", "job") == [6000, 8000] and store.latest("ns", "job") == 8000
+    assert store.read("ns", "job", 8000)["path"] == "/ckpt/job/step-8000"
+
+
+def test_truth_records_are_ordered_and_filterable():
+    truth = Truth(DilatedClock(scale=60, epoch=1_000_000.0))
+    truth.record("training", "ns/job", "fault", at=10.0, step_at_fault=6200)
+    truth.record("training", "ns/job", "first_step_after_resume", at=20.5, step=6001)
+    truth.record("inference", "ns/dep", "all_ready", at=30.0)
+    truth.update("training", "ns/job", step=6001)
+    snap = truth.snapshot()
+    assert [r["seq"] for r in snap["records"]] == [1, 2, 3]
+    assert snap["training"]["ns/job"]["last"]["fault"]["step_at_fault"] == 6200
+    assert snap["training"]["ns/job"]["step"] == 6001
+    assert [r["kind"] for r in truth.records(subject="ns/job", since=15.0)] == ["first_step_after_resume"]
+    assert truth.records(kind="all_ready")[0]["atIso"] == "1970-01-01T00:00:30.000Z"
