@@ -175,13 +175,23 @@ class Switches(_Strict):
 
 
 class Saturation(_Strict):
+    mode: Literal["local", "job", "clients"] = "local"  # see drills/injectors/storage.py
     rw: Literal["write", "read", "randwrite", "randread", "rw", "randrw"] = "write"
     block_size: str = "1M"
     size: str = "1G"
     numjobs: int = Field(4, gt=0)
     iodepth: int = Field(16, gt=0)
-    runtime_s: Seconds = 120.0
+    runtime_s: Seconds = 120.0  # fio's own time limit: a crashed drill cannot saturate for longer
     direct: bool = True
+    # job mode: N pods of a batch/v1 Job run fio against the store's PVC
+    namespace: str = "default"
+    claim: str | None = None
+    mount_path: str = "/store"
+    parallelism: int = Field(2, gt=0)
+    image: str = "docker.io/xridge/fio:latest"
+    start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
+    # clients mode: hosts running `fio --server`
+    clients: list[str] = []
 
     @field_validator("block_size", "size")
     @classmethod
@@ -192,9 +202,10 @@ class Saturation(_Strict):
 
 
 class StorageConfig(_Strict):
-    checkpoint_store: str = "/ckpt"
+    checkpoint_store: str = "/ckpt"  # a directory, or "from-twin": the twin's checkpoint store
     probe_size_mb: int = Field(256, gt=0)
     probe_shards: int = Field(4, gt=0)
+    probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
     saturation: Saturation = Saturation()
     fio_options: dict[str, str | int | float | bool] = {}  # extra fio options, name → value
     bandwidth_target_mb_s: float | None = Field(None, gt=0)
