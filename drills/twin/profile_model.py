@@ -253,6 +253,9 @@ class Storage(Strict):
     save_bandwidth_gibs: float = Field(default=2.5, gt=0)
     read_bandwidth_gibs: float = Field(default=5.0, gt=0)
     capacity_gib: int = Field(default=100_000, ge=1)
+    # saves take this many times longer while something else writes to the store's directory (e.g. the
+    # storage drill's fio): a store with headroom barely notices, one without it crawls
+    contention_slowdown: float = Field(default=1.0, ge=1)
 
 
 class Workloads(Strict):

@@ -32,6 +32,7 @@ class WorkloadHub:
         profile = twin.profile
         store_dir = profile.storage.store_dir if profile is not None else "checkpoint-store"
         self.store_root = Path(twin.state_dir) / store_dir
+        self.contention_slowdown = profile.storage.contention_slowdown if profile is not None else 1.0
         self._store: CheckpointStore | None = None
         self.leaves: dict[str, LeafView] = {}
         self.fabric = None  # FabricHandle once the fabric component started
@@ -40,7 +41,7 @@ class WorkloadHub:
     @property
     def store(self) -> CheckpointStore:
         if self._store is None:
-            self._store = CheckpointStore(self.store_root)
+            self._store = CheckpointStore(self.store_root, self.contention_slowdown)
         return self._store
 
     def leaf(self, name: str) -> LeafView | None:

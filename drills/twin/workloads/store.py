@@ -3,6 +3,10 @@
 `<state>/<storage.store_dir>/<namespace>/<job>/step-<N>.json` holds what a real checkpoint's
 metadata would (step, when it was saved, how long the save took, its size). A marker appears only
 when the save completed, so "the latest checkpoint" is what a restarted job can really resume from.
+
+The store notices real load: a file outside the jobs' own directories (the storage drill's fio
+files, its checkpoint probe) written within the last `LOAD_WINDOW_S` wall seconds means someone else
+is using the store, and `save_factor()` is then the profile's `contention_slowdown`.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 __all__ = ["CheckpointStore", "MARKER"]
@@ -18,14 +23,56 @@ __all__ = ["CheckpointStore", "MARKER"]
 log = logging.getLogger(__name__)
 
 MARKER = re.compile(r"^step-(\d+)\.json$")
+LOAD_WINDOW_S = 2.0  # wall seconds: fio and the probe touch their files far more often than this
+_SCAN_LIMIT = 2000  # files looked at per check: a huge foreign tree must not stall the controller
 
 
 class CheckpointStore:
     """Checkpoint markers of every training job under one root directory."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, contention_slowdown: float = 1.0):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.contention_slowdown = contention_slowdown
+
+    def save_factor(self) -> float:
+        """How many times longer a save takes now: `contention_slowdown` while the store is under load."""
+        return self.contention_slowdown if self.contention_slowdown > 1 and self.under_load() else 1.0
+
+    def under_load(self) -> bool:
+        """Whether a file outside the jobs' directories was written within the last LOAD_WINDOW_S seconds."""
+        since = time.time() - LOAD_WINDOW_S
+        seen = 0
+        for top in self._foreign_entries():
+            for dirpath, _dirs, files in os.walk(top) if top.is_dir() else [(str(top.parent), [], [top.name])]:
+                for name in files:
+                    seen += 1
+                    try:
+                        if os.stat(os.path.join(dirpath, name)).st_mtime >= since:
+                            return True
+                    except OSError:
+                        continue  # removed while we looked
+                    if seen >= _SCAN_LIMIT:
+                        return False
+        return False
+
+    def _foreign_entries(self) -> list[Path]:
+        """Top-level entries that are not a namespace of jobs (those hold only step-N.json markers)."""
+        out = []
+        try:
+            entries = list(self.root.iterdir())
+        except OSError:
+            return out
+        for entry in entries:
+            try:
+                ours = entry.is_dir() and not entry.name.startswith(".") and all(
+                    sub.is_dir() and all(MARKER.match(f.name) or f.name.endswith(".tmp") for f in sub.iterdir())
+                    for sub in entry.iterdir())
+            except OSError:
+                ours = False
+            if not ours:
+                out.append(entry)
+        return out
 
     def job_dir(self, namespace: str, job: str) -> Path:
         return self.root / namespace / job

@@ -366,7 +366,7 @@ class JobSim:
 
     def _start_save(self, k: int, t: float, out: Output) -> None:
         start = max([t] + [done for _, _, done in self.saves])
-        duration = self.save_s * (1 + self.rng.uniform(-0.05, 0.05))
+        duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
         out.add(t, self.progress_pods(), L.saving_checkpoint(k, L.checkpoint_path(self.base_path, k)))
