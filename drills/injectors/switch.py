@@ -59,7 +59,7 @@ class UplinkRecord:
     oper_before: str
     admin_after: str
     oper_after: str
-    injected_at: str  # ISO 8601 UTC, milliseconds (cluster time when a clock is given)
+    injected_at: str  # ISO 8601 UTC ms: middle of the shutdown's round trip (cluster time when a clock is given)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +92,9 @@ def inject(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
                 raise InjectionFailed(f"switch {name} {check.reason} (`{check.command}`: {res.words})")
         command = session.dialect.command("shutdown", interface)
         try:
+            sent = _now_dt(clock)
             res = session.run_lines(command)
+            shut_at = sent + (_now_dt(clock) - sent) / 2  # the switch applied it during the round trip
             if not res.ok:
                 raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                       f"(`{res.command}`)")
@@ -104,7 +106,7 @@ def inject(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
             _restore(session, switch_cfg, interface, opts, err)
             raise
     record = UplinkRecord(name, switch_cfg.host, switch_cfg.port, session.dialect.name, interface, transport,
-                          before.admin, before.oper, after.admin, after.oper, _now(clock))
+                          before.admin, before.oper, after.admin, after.oper, _iso(shut_at))
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record
@@ -230,6 +232,9 @@ def _abort(session: SwitchSession) -> None:
         log.debug("switch %s: abort lines failed: %s", session.cfg.name, err)
 
 
-def _now(clock: Any | None) -> str:
-    moment = clock.now() if clock is not None else datetime.now(timezone.utc)
+def _now_dt(clock: Any | None) -> datetime:
+    return clock.now() if clock is not None else datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

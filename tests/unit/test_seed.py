@@ -66,7 +66,7 @@ def test_nodes_carry_gpu_and_topology_labels(minimal):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert labels["nvidia.com/gpu.count"] == "8" and labels["nvidia.com/gpu.memory"] == "81559"
     assert labels["kubernetes.io/hostname"] == "gpu-train-01" and "node-role.kubernetes.io/training" in labels
-    assert [n["metadata"]["labels"][LEAF_LABEL] for n in training] == ["leaf-1", "leaf-1", "leaf-2", "leaf-2"]
+    assert [n["metadata"]["labels"][LEAF_LABEL] for n in training] == ["leaf-1", "leaf-2", "leaf-1", "leaf-2"]
     node = _parse(_complete(training[0]), "V1Node")
     assert node.status.capacity["nvidia.com/gpu"] == "8" and node.status.allocatable["nvidia.com/gpu"] == "8"
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
