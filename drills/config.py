@@ -190,6 +190,8 @@ class Saturation(_Strict):
     parallelism: int = Field(2, gt=0)
     image: str = "docker.io/xridge/fio:latest"
     start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
+    tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
+    node_selector: dict[str, str] = {}
     # clients mode: hosts running `fio --server`
     clients: list[str] = []
 
@@ -218,6 +220,7 @@ class SloConfig(_Strict):
     lost_steps_budget: int | None = Field(None, ge=0)  # None: the training checkpoint interval
     inference_error_budget: float = Field(0.01, ge=0, le=1)
     throughput_recovery_ratio: Ratio = 0.9
+    throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
     p99_latency_factor: float = Field(2.0, ge=1)
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 
@@ -228,6 +231,10 @@ class FaultsConfig(_Strict):
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
     pods_to_kill: int = Field(1, gt=0)
+    switch: str | None = None  # a named leaf switch; None: the leaf of a node running the job
+    uplink: str | None = None  # a named uplink of that switch; None: its first uplink in the inventory
+    leaf_label: str = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
+    switch_transport: Literal["exec", "shell"] = "exec"
 
 
 class Allowlist(_Strict):

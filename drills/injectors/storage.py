@@ -45,8 +45,13 @@ __all__ = [
     "DEFAULT_IMAGE",
     "SaturationSpec",
     "SaturationRecord",
+    "KIND",
+    "REVERTER",
     "inject",
     "revert",
+    "revert_spec",
+    "revert_entry",
+    "new_files_dir",
     "fio_jobs",
     "render_fio_job",
     "render_jobfile",
@@ -60,6 +65,8 @@ MODES = ("local", "job", "clients")
 # Alpine with fio (kubestone's image); a profile should pin its own mirror and tag.
 DEFAULT_IMAGE = "docker.io/xridge/fio:latest"
 JOB_NAME = "drills-saturate"
+KIND = "storage"
+REVERTER = "drills.injectors.storage:revert_entry"
 FILES_PREFIX = ".drills-fio-"
 LABELS = {"app.kubernetes.io/name": "fio", "app.kubernetes.io/managed-by": "gpu-drills",
           "drills/fault": "storage-saturation"}
@@ -82,6 +89,7 @@ class SaturationSpec:
     ioengine: str = "auto"
     max_seconds: float = 900.0
     output: str | None = None
+    extra: tuple[tuple[str, str], ...] = ()  # more fio options (profile `storage.fio_options`), e.g. rate
     # job mode
     namespace: str = "default"
     claim: str | None = None
@@ -89,12 +97,17 @@ class SaturationSpec:
     image: str = DEFAULT_IMAGE
     job_name: str = "drills-fio-saturation"
     mount_path: str = "/store"
+    tolerations: tuple[dict, ...] = ()  # e.g. the GPU nodes' taint: the storage clients are those nodes
+    node_selector: tuple[tuple[str, str], ...] = ()
     # clients mode
     clients: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", str(self.directory))
         object.__setattr__(self, "clients", tuple(self.clients))
+        object.__setattr__(self, "extra", tuple((str(k), str(v)) for k, v in dict(self.extra).items()))
+        object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
+        object.__setattr__(self, "node_selector", tuple(dict(self.node_selector).items()))
         if self.mode not in MODES:
             raise InvalidProfile(f"storage saturation mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.max_seconds <= 0:
@@ -126,12 +139,44 @@ class SaturationRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def inject(spec: SaturationSpec, start_timeout: float = 30.0) -> SaturationRecord:
-    """Start background fio against `spec.directory` (local mode); returns once fio has created every job's file."""
+def new_files_dir(spec: SaturationSpec) -> str:
+    """Where a local saturation will put its files: known before `inject`, so the journal can name it."""
+    return str(Path(spec.directory) / f"{FILES_PREFIX}{uuid.uuid4().hex[:12]}")
+
+
+def revert_spec(spec: SaturationSpec, files_dir: str | None = None, cluster: Any = None) -> dict[str, Any]:
+    """What the journal keeps so `revert_entry` can undo the saturation alone, even after a crash mid-inject."""
+    if spec.mode == "job":
+        return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name,
+                "cluster": cluster.describe() if cluster is not None else None}
+    return {"mode": spec.mode, "directory": spec.directory, "files_dir": files_dir}
+
+
+def revert_entry(entry) -> None:
+    """The journal's reverter (`drills revert`): stop the entry's fio (or delete its Job) and its files."""
+    undo = dict(entry.revert_spec)
+    if undo.get("mode") == "job":
+        from drills.injectors.storage_job import revert_job_spec
+
+        revert_job_spec(undo)
+        return
+    record = dict(entry.record or {})
+    if not record:  # the crash came before `mark_injected`: find fio by its files directory
+        record = {"directory": undo.get("directory", ""), "files_dir": undo["files_dir"], "pid": 0, "pgid": 0,
+                  "proc_start": None, "started": "", "output": "", "max_seconds": 0.0}
+    revert(SaturationRecord.from_dict(record))
+
+
+def inject(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: str | None = None) -> SaturationRecord:
+    """Start background fio against `spec.directory` (local mode); returns once fio has created every job's file.
+
+    `files_dir` (from `new_files_dir`) lets the caller journal the directory before anything starts.
+    """
     if spec.mode != "local":
-        hint = "render_fio_job(spec) and apply it" if spec.mode == "job" else "clients_argv(spec, jobfile)"
+        hint = ("storage_job.inject_job(cluster, spec), which applies render_fio_job(spec)" if spec.mode == "job"
+                else "clients_argv(spec, jobfile)")
         raise InjectionFailed(f"storage saturation mode {spec.mode!r} does not run locally: use {hint}")
-    files_dir = Path(spec.directory) / f"{FILES_PREFIX}{uuid.uuid4().hex[:12]}"
+    files_dir = Path(files_dir or new_files_dir(spec))
     try:
         files_dir.mkdir(parents=True)
     except OSError as err:
@@ -184,7 +229,7 @@ def fio_jobs(spec: SaturationSpec, directory: str | Path) -> list[FioJob]:
     """The saturating fio job for `directory`: time-based, bounded by `spec.max_seconds`."""
     return [FioJob(name=JOB_NAME, directory=str(directory), rw=spec.rw, rwmixread=spec.rwmixread, bs=spec.bs,
                    size=spec.size, numjobs=spec.numjobs, iodepth=spec.iodepth, ioengine=spec.ioengine,
-                   direct=spec.direct, runtime=spec.max_seconds, time_based=True)]
+                   direct=spec.direct, runtime=spec.max_seconds, time_based=True, extra=spec.extra)]
 
 
 def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
@@ -236,6 +281,8 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
                         "volumeMounts": [{"name": "store", "mountPath": spec.mount_path}],
                     }],
                     "volumes": [{"name": "store", "persistentVolumeClaim": {"claimName": spec.claim}}],
+                    **({"tolerations": [dict(t) for t in spec.tolerations]} if spec.tolerations else {}),
+                    **({"nodeSelector": dict(spec.node_selector)} if spec.node_selector else {}),
                 },
             },
         },
