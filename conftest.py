@@ -6,5 +6,7 @@ pytest_plugins = [
     "fixtures.injectors",
     "fixtures.recorder",
     "fixtures.progress",
+    "fixtures.load",
+    "fixtures.pods",
     "drills.steps",
 ]

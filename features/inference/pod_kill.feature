@@ -1,0 +1,20 @@
+@inference @inference_pod_kill @slo_5m
+Feature: Inference survives the loss of serving replicas
+  Replicas of the vLLM inference Deployment are killed while users send completions. The ReplicaSet
+  must bring up new pods that are scheduled and Ready, the endpoint must serve again within 5 minutes,
+  and while a replica serves, users must see almost no errors (DESIGN §1; the seed's inference drill).
+
+  Scenario Outline: The inference Deployment loses <killed> under load
+    Given the inference Deployment has all its replicas Ready
+    And 4 users are sending completions to its endpoint
+    When <killed> are killed
+    Then the endpoint serves again within 5 minutes
+    And the killed pods are replaced, scheduled and Ready again
+    And the Deployment is back to its desired Ready replicas
+    And no more than 1% of requests fail while a replica serves
+    And p99 latency is back within 2x the baseline
+
+    Examples:
+      | killed              |
+      | 1 of its 2 replicas |
+      | all its replicas    |
