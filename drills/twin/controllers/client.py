@@ -106,11 +106,12 @@ class TwinClient:
             raise
 
     async def delete(self, rt: ResourceType, namespace: str | None, name: str, *,
-                     grace_period_s: int | None = None) -> bool:
-        """Delete; False when it was already gone."""
+                     grace_period_s: int | None = None, uid: str | None = None) -> bool:
+        """Delete; False when it was already gone. `uid`: only that incarnation (409 if a namesake replaced it)."""
         params = _params(gracePeriodSeconds=grace_period_s)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
-            await self._request("DELETE", self.path(rt, namespace, name), params=params)
+            await self._request("DELETE", self.path(rt, namespace, name), params=params, json_body=body)
             return True
         except ApiError as err:
             if err.status == 404:

@@ -157,14 +157,32 @@ class Kubelet(Controller):
             if sub == "status":  # stage bodies nest under `status` (root: status); older ones did not
                 status = body["status"] if isinstance(body.get("status"), dict) else body
                 body = {"status": _keep_last_state(status, pod)}
-            if await self.client.patch(PODS, ns, name, body, sub=sub, kind=ptype) is None:
+            if await self._patch_pod(pod, body, sub=sub, kind=ptype) is None:
+                self._forget(key)
                 return
         for event in rendered.events:
             await self._event(pod, node, event)
         if any(c.path == "image_cached" for c in stage.selector.conditions):
             await self._cache_images(node, pod)
         if rendered.delete:
-            await self.client.delete(PODS, ns, name, grace_period_s=0)
+            try:
+                await self.client.delete(PODS, ns, name, grace_period_s=0, uid=pod["metadata"].get("uid"))
+            except ApiError as err:
+                if err.status != 409:  # 409: a namesake replaced it already
+                    raise
+
+    async def _patch_pod(self, pod: dict, body: Any, *, sub: str | None = None, kind: str = "strategic") -> dict | None:
+        """Patch this very pod: a uid precondition keeps a late write off a namesake that replaced it
+        (Volcano re-creates `<job>-<task>-<i>` under the same name). None when it is gone or replaced."""
+        if kind != "json" and isinstance(body, dict):
+            body = {**body, "metadata": {**(body.get("metadata") or {}), "uid": pod["metadata"].get("uid")}}
+        try:
+            return await self.client.patch(PODS, *key_of(pod), body, sub=sub, kind=kind)
+        except ApiError as err:
+            if err.status == 409:
+                log.debug("kubelet: %s/%s was replaced; dropping a late write", *key_of(pod))
+                return None
+            raise
 
     def _context(self, pod: dict, node: dict) -> dict[str, Any]:
         image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")
@@ -217,8 +235,9 @@ class Kubelet(Controller):
         if (ns, name) not in self._exiting:
             # take the request off first, so whoever sees the pod Failed no longer sees it pending
             self._exiting[(ns, name)] = _exit_request(pod)
-            await self.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: None}}},
-                                    kind="merge")
+            if await self._patch_pod(pod, {"metadata": {"annotations": {EXIT_ANNOTATION: None}}}, kind="merge") is None:
+                self._forget((ns, name))
+                return
         req = self._exiting[(ns, name)]
         statuses = (pod.get("status") or {}).get("containerStatuses") or [
             {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
@@ -262,8 +281,10 @@ class Kubelet(Controller):
             for cond in status["conditions"]:
                 cond["reason"] = "PodFailed" if failed else "PodCompleted"
         # strategic: conditions merge by type and containers by name; the nulls above drop the old state
-        await self.client.patch(PODS, ns, name, {"status": status}, sub="status", kind="strategic")
+        done_ok = await self._patch_pod(pod, {"status": status}, sub="status", kind="strategic")
         self._exiting.pop((ns, name), None)
+        if done_ok is None:
+            return
         self._planned.pop((ns, name), None)
         log.info("kubelet: %s/%s container %s exited with code %d (restart=%s)", ns, name, container, code, restart)
         if restart:
@@ -294,8 +315,9 @@ class Kubelet(Controller):
                 s = dict(s, started=True, state={"running": {"startedAt": to_iso(now)}, "waiting": None,
                                                  "terminated": None})
             statuses.append(s)
-        await self.client.patch(PODS, ns, name, {"status": {"containerStatuses": statuses}}, sub="status",
-                                kind="strategic")
+        if await self._patch_pod(pod, {"status": {"containerStatuses": statuses}}, sub="status",
+                                 kind="strategic") is None:
+            return
         image = next((c.get("image") for c in pod["spec"]["containers"] if c.get("name") == container), "")
         host = pod["spec"]["nodeName"]
         for reason, message in (("Pulled", f'Container image "{image}" already present on machine'),

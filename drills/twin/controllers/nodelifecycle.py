@@ -194,10 +194,11 @@ class NodeLifecycle(Controller):
             return
         ns, name = key_of(pod)
         log.info("taint eviction: %s/%s from %s", ns, name, node["metadata"]["name"])
-        await self.ctx.client.patch(PODS, ns, name, {"status": {"conditions": [
+        uid = pod["metadata"].get("uid")
+        await self.ctx.client.patch(PODS, ns, name, {"metadata": {"uid": uid}, "status": {"conditions": [
             {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
              "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": to_iso(now)}]}},
             sub="status", kind="strategic")
         await record_event(self.ctx.client, pod, "TaintManagerEviction", f"Marking for deletion Pod {ns}/{name}",
                            component="taint-eviction-controller", clock=self.ctx.clock)
-        await self.ctx.client.delete(PODS, ns, name)
+        await self.ctx.client.delete(PODS, ns, name, uid=uid)

@@ -194,14 +194,15 @@ class Scheduler(Controller):
         for victim in victims:
             vns, vname = key_of(victim)
             log.info("scheduler: preempting %s/%s on %s for %s/%s", vns, vname, node, ns, name)
-            await client.patch(PODS, vns, vname, {"status": {"conditions": [{
+            await client.patch(PODS, vns, vname, {"metadata": {"uid": victim["metadata"].get("uid")},
+                                                  "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                 "message": f"{component}: preempting to accommodate a higher priority pod",
                 "lastTransitionTime": now}]}}, sub="status", kind="strategic")
             await record_event(client, victim, "Preempted",
                                f"Preempted by pod {pod['metadata'].get('uid', '')} on node {node}",
                                component=component, clock=self.ctx.clock)
-            await client.delete(PODS, vns, vname)
+            await client.delete(PODS, vns, vname, uid=victim["metadata"].get("uid"))
         await client.patch(PODS, ns, name, {"status": {"nominatedNodeName": node}}, sub="status", kind="merge")
 
     # -- gangs ----------------------------------------------------------------------------------
