@@ -8,5 +8,6 @@ pytest_plugins = [
     "fixtures.progress",
     "fixtures.load",
     "fixtures.pods",
+    "fixtures.network",
     "drills.steps",
 ]
