@@ -8,6 +8,7 @@ pytest_plugins = [
     "fixtures.progress",
     "fixtures.load",
     "fixtures.pods",
+    "fixtures.storage",
     "fixtures.network",
     "drills.steps",
 ]

@@ -57,6 +57,7 @@ class NodePool(Strict):
     labels: dict[str, str] = {}
     taints: list[Taint] = []
     cached_images: list[str] = []
+    keep_pulled_images: bool = True  # False: image GC drops a pulled image, so every new pod pulls again
     leaves: list[str] = []
     rdma_devices: list[str] = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
 

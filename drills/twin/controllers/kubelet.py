@@ -202,6 +202,10 @@ class Kubelet(Controller):
         return self._images[name]
 
     async def _cache_images(self, node: dict, pod: dict) -> None:
+        pool = (getattr(self.ctx.profile, "node_pools", None) or {}).get(
+            (node["metadata"].get("labels") or {}).get("gpu-drills.io/pool", ""))
+        if pool is not None and not pool.keep_pulled_images:  # image GC: the next pod pulls again
+            return
         known = self._node_images(node)
         fresh = [c.get("image") for c in (pod.get("spec") or {}).get("containers") or []
                  if c.get("image") and c.get("image") not in known]
