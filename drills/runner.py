@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 _NOT_STARTED = ("precondition_not_met", "injector_failed")
 PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.injectors", "fixtures.recorder", "fixtures.progress",
-           "fixtures.load", "fixtures.pods", "fixtures.network", "drills.steps")
+           "fixtures.load", "fixtures.pods", "fixtures.network", "fixtures.storage", "drills.steps")
 
 
 @dataclass

@@ -99,6 +99,7 @@ class _State:
     job: dict | None = None
     steps: list[tuple[str, datetime, int, float | None]] = field(default_factory=list)  # (uid, at, step, samples/s)
     checkpoints: list[tuple[str, datetime, int]] = field(default_factory=list)
+    save_durations: dict[int, tuple[datetime, float | None]] = field(default_factory=dict)  # step → (at, seconds)
     resumes: list[tuple[str, datetime, int]] = field(default_factory=list)
     lines: list[tuple[datetime, str]] = field(default_factory=list)
     job_left_running_at: datetime | None = None
@@ -163,6 +164,21 @@ class TrainingMonitor:
                                 {w.name: w.node or "?" for w in running}, frozenset(w.uid for w in running),
                                 self._last_step(None),
                                 self._latest_checkpoint(None), obj_get(self._state.job, "status", "state", "phase"))
+
+    def checkpoint_saves(self) -> list[tuple[datetime, int, float | None]]:
+        """Checkpoint saves logged so far, one per step (the first rank's line): (when, step, seconds it took)."""
+        return sorted((at, step, seconds) for step, (at, seconds) in self._state.save_durations.items())
+
+    def step_rate(self) -> float | None:
+        """Training steps per cluster second over the steps logged so far (None before two distinct times)."""
+        steps = sorted((at, step) for _, at, step, _ in self._state.steps)
+        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return None
+        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0]).total_seconds()
+
+    def wait_until(self, done: Callable[[], bool], deadline_ts: float, tick: Callable[[], None] | None = None) -> bool:
+        """Take the job's events until `done()` or the cluster-time deadline; whether `done()` holds."""
+        return self._pump(done, deadline_ts, tick)
 
     def recovery(self, baseline: TrainingBaseline, injected_at: datetime, deadline_ts: float,
                  on_phase: Callable[[str, datetime], None] | None = None,
@@ -268,6 +284,7 @@ class TrainingMonitor:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:
             self._state.checkpoints.append((uid, at, event.step))
+            self._state.save_durations.setdefault(event.step, (at, event.duration_s))
         elif event.kind == "resumed" and event.step is not None:
             self._state.resumes.append((uid, at, event.step))
 

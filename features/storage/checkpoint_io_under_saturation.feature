@@ -1,0 +1,17 @@
+@storage @storage_saturation
+Feature: Checkpoint I/O holds while the checkpoint store is saturated
+  Someone floods the shared file system and checkpoint saves go from minutes to tens of minutes
+  (seed pitfall 5.5). fio saturates the checkpoint store; a checkpoint written under that load must
+  read back intact, save within the budget against its own baseline (slo.checkpoint_save_ratio, and
+  storage.probe_save_limit_s when set), the training job's own checkpoint saves must stay within the
+  same ratio, and the store must deliver its declared bandwidth (storage.bandwidth_target_mb_s).
+
+  Scenario: Saturate the checkpoint store with fio under the fine-tuning job
+    Given the training job is running on at least 2 nodes
+    And it has saved a checkpoint
+    And a checkpoint probe of the store gives a baseline
+    When the checkpoint store is saturated with fio
+    Then a checkpoint written under saturation reads back intact
+    And its save time stays within the budget
+    And the training job's checkpoint saves stay within the budget
+    And the store delivers its declared bandwidth under fio and the probe
