@@ -175,6 +175,7 @@ def _attach(drill, result, recovery: ServingRecovery, clock, target: float) -> N
     summary.write_text(json.dumps({**result.to_dict(), "locust": result.summary}, indent=2, default=str),
                        encoding="utf-8")
     hook = drill.item.ihook.pytest_drill_attachment
-    hook(item=drill.item, name="locust summary", path=summary, mime="application/json")
+    hook(item=drill.item, name="locust summary", body=summary.read_bytes(), mime="application/json", extension="json")
     if chart is not None:
-        hook(item=drill.item, name="load: requests, failures, latency", path=chart, mime="image/png")
+        hook(item=drill.item, name="load: requests, failures, latency", body=chart.read_bytes(), mime="image/png",
+             extension="png")
