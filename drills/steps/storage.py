@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
+import uuid
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from pytest_bdd import given, then, when
@@ -34,20 +33,21 @@ def probe_saturated(drill, checkpoint_store, target_profile, saturation):
 @pytest.fixture
 def saturation_report(drill, store_saturation, probe_baseline, probe_saturated):
     """Ends the saturation (revert) and attaches fio's report and the bandwidth/latency chart."""
+    from drills.report.storage_chart import storage_png
+
     result = store_saturation.stop()
     summary = result.summary() if result is not None else None
     drill.note(fio=summary)
-    item = drill.item
+    item, out = drill.item, store_saturation.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{drill.run.run_id}-{uuid.uuid4().hex[:8]}"
     if summary is not None:
-        item.ihook.pytest_drill_attachment(item=item, name="fio summary (JSON)", mime="application/json",
-                                           extension="json", body=json.dumps(summary, indent=1, default=str))
-    from drills.report.storage_chart import storage_png
-
-    with tempfile.TemporaryDirectory(prefix="drills-chart-") as tmp:
-        png = storage_png({"probe_baseline": probe_baseline.to_dict(), "probe_saturated": probe_saturated.to_dict(),
-                           "fio": summary}, Path(tmp) / "storage.png")
-        item.ihook.pytest_drill_attachment(item=item, name="bandwidth and latency", mime="image/png",
-                                           extension="png", body=png.read_bytes())
+        path = out / f"fio-summary-{stem}.json"
+        path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+        item.ihook.pytest_drill_attachment(item=item, name="fio summary (JSON)", path=path, mime="application/json")
+    png = storage_png({"probe_baseline": probe_baseline.to_dict(), "probe_saturated": probe_saturated.to_dict(),
+                       "fio": summary}, out / f"storage-{stem}.png")
+    item.ihook.pytest_drill_attachment(item=item, name="bandwidth and latency", path=png, mime="image/png")
     return result
 
 
