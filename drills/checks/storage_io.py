@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 MB = 1_000_000  # fio and storage vendors quote decimal MB/s
 DEFAULT_REPEATS = 3
+RATE_WAIT_S = 600.0  # cluster seconds to see two step lines of a running job
 SAVE_WAIT_MARGIN = 1.1  # wait a little past the budget, so a save just over it is seen as over
 
 
@@ -163,6 +164,8 @@ def training_saves(monitor, window_start: datetime, interval_steps: int, ratio: 
 
     before, _ = split()
     base = max((s for _, s in before), default=None)
+    if monitor.step_rate() is None:  # two step lines give the pace, hence when the next save starts
+        monitor.wait_until(lambda: monitor.step_rate() is not None, clock.timestamp() + RATE_WAIT_S)
     rate = monitor.step_rate()
     # the next save starts within one interval; it must finish within ratio × baseline
     eta = interval_steps / rate if rate else 0.0

@@ -44,10 +44,12 @@ def saturation_report(drill, store_saturation, probe_baseline, probe_saturated):
     if summary is not None:
         path = out / f"fio-summary-{stem}.json"
         path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-        item.ihook.pytest_drill_attachment(item=item, name="fio summary (JSON)", path=path, mime="application/json")
+        item.ihook.pytest_drill_attachment(item=item, name="fio summary (JSON)", body=path.read_bytes(),
+                                           mime="application/json", extension="json")
     png = storage_png({"probe_baseline": probe_baseline.to_dict(), "probe_saturated": probe_saturated.to_dict(),
                        "fio": summary}, out / f"storage-{stem}.png")
-    item.ihook.pytest_drill_attachment(item=item, name="bandwidth and latency", path=png, mime="image/png")
+    item.ihook.pytest_drill_attachment(item=item, name="bandwidth and latency", body=png.read_bytes(),
+                                       mime="image/png", extension="png")
     return result
 
 
