@@ -26,7 +26,7 @@ __all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "s
 log = logging.getLogger(__name__)
 
 MB = 1_000_000  # fio and storage vendors quote decimal MB/s
-DEFAULT_REPEATS = 3
+DEFAULT_REPEATS = 5
 RATE_WAIT_S = 600.0  # cluster seconds to see two step lines of a running job
 SAVE_WAIT_MARGIN = 1.1  # wait a little past the budget, so a save just over it is seen as over
 
