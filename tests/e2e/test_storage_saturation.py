@@ -193,3 +193,19 @@ def test_the_job_pod_script_runs_fio_and_cleans_up_on_sigterm(tmp_path):
     assert all_fio_under(tmp_path) == []
     assert not workdir.exists()
     assert parse_fio_output(out.decode()).jobs == ("drills-saturate",)  # the report is in the pod log
+
+
+def test_journal_entry_reverts_a_local_saturation_even_before_it_was_marked_injected(store, tmp_path):
+    """A SIGKILL between starting fio and `mark_injected`: `drills revert` finds fio by its files directory."""
+    from drills.injectors import storage
+    from drills.journal import Journal, RevertRegistry, revert_open
+
+    spec = small_spec(store)
+    files_dir = storage.new_files_dir(spec)
+    journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
+    journal.open_entry(storage.KIND, str(store), storage.revert_spec(spec, files_dir), reverter=storage.REVERTER)
+    record = inject(spec, files_dir=files_dir)
+    assert leftover_fio(record)
+    outcomes = revert_open(tmp_path, "run", RevertRegistry())
+    assert [o.reverted for o in outcomes] == [True]
+    assert leftover_fio(record) == [] and list(store.iterdir()) == []

@@ -123,10 +123,11 @@ def test_categories_json_regexes_match_the_category_marker_and_sentences(tmp_pat
     cats = json.loads(write_categories(tmp_path).read_text())
     names = [c["name"] for c in cats]
     assert names == ["SLO breach", "Stale checkpoint", "NCCL socket fallback", "Injector failed",
-                     "Revert failed", "Precondition not met"]
+                     "Revert failed", "Precondition not met", "Checkpoint I/O over budget"]
     by_name = {c["name"]: re.compile(c["messageRegex"]) for c in cats}
     assert by_name["Stale checkpoint"].fullmatch("AssertionError: x\n[category: stale_checkpoint]")
     assert by_name["NCCL socket fallback"].fullmatch("all-reduce ran over NET/Socket")
+    assert by_name["Checkpoint I/O over budget"].fullmatch("training checkpoint save of step 8000 under saturation: …")
     assert not by_name["Stale checkpoint"].fullmatch("recovered in 5m")
     assert json.loads(write_categories(tmp_path, "zh").read_text())[1]["name"] == "从过期检查点恢复"
 
