@@ -1,0 +1,141 @@
+"""The inference pod-kill drill end to end: the real `drills run` with its locust load against twins —
+healthy, and with the defects that must make it fail naming the slow phase — measured against the
+twin's ground truth; and no locust process outlives a run, a failed check or SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, drills_popen, records, wait_for_injection
+
+pytestmark = [pytest.mark.slow, pytest.mark.inference]
+
+TARGET_S = 300.0
+MAX_ERROR_S = 0.01 * TARGET_S  # measured recovery vs ground truth: ≤ 1 % of the target
+FAST_SCALE = "300"  # defect runs only need to see the target missed: 5 cluster minutes per wall second
+
+
+def locust_processes(marker: str) -> list[str]:
+    """Command lines of live locust processes whose arguments mention `marker` (a run directory)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = " ".join(a.decode("utf-8", "replace") for a in argv)
+        if "locust" in text and marker in text:
+            found.append(f"{pid}: {text}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def healthy_run(tmp_path_factory) -> tuple:
+    """One `drills run -m inference` on healthy twins (both scenarios), shared by the tests below."""
+    reports = tmp_path_factory.mktemp("reports")
+    done = drills("run", "-m", "inference", "--no-html", "--reports", str(reports), "--run-id", "healthy")
+    return done, reports / "healthy"
+
+
+@pytest.fixture(scope="module", params=["cold-image-cache", "slow-model-load"])
+def defect_run(request, tmp_path_factory) -> tuple:
+    reports = tmp_path_factory.mktemp("reports")
+    args = ["run", "-m", "inference", "-k", "all", "--defect", request.param, "--scale", FAST_SCALE, "--no-html",
+            "--reports", str(reports), "--run-id", request.param]
+    if request.param == "cold-image-cache":
+        args += ["--load-workers", "2"]  # the pass-through to a locust master with 2 workers
+    return request.param, drills(*args), reports / request.param
+
+
+def test_healthy_twin_passes_both_scenarios(healthy_run):
+    done, run_dir = healthy_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = records(run_dir)
+    assert [r["scenario"] for r in recs] == ["The inference Deployment loses 1 of its 2 replicas under load",
+                                             "The inference Deployment loses all its replicas under load"]
+    for rec in recs:
+        assert rec["verdict"] == "pass", rec["reason"]
+        assert rec["drill"] == "inference-pod-kill" and rec["target_s"] == TARGET_S
+        assert 0 <= rec["recovery_s"] <= TARGET_S
+        load = rec["details"]["load"]
+        assert load["requests"] > 100 and load["budget_error_rate"] <= 0.01
+        assert load["baseline_p99_ms"] > 0 and load["after_p99_ms"] > 0
+        assert rec["details"]["replaced"] == len(rec["details"]["killed_pods"])
+        assert {c["name"] for c in rec["details"]["checks"]} == {"recovery", "replaced pods", "ready replicas",
+                                                                   "error budget", "p99 latency"}
+        assert not locust_processes(str(run_dir))
+    one, every = recs
+    assert len(one["details"]["killed_pods"]) == 1 and one["details"]["survivors"] == 1
+    assert len(every["details"]["killed_pods"]) == 2 and every["details"]["survivors"] == 0
+    assert every["recovery_s"] > 30  # a model load (60 s) stands between the kill and serving again
+    assert 0.3 < every["details"]["load"]["outage_error_rate"] <= 1.0  # every request failed while none served
+    journal = (run_dir / "journal.jsonl").read_text()
+    assert journal.count('"op":"open"') == journal.count('"op":"close"') == 2
+    assert "nothing to undo" in journal
+
+
+def test_allure_carries_the_locust_summary_and_the_load_chart(healthy_run):
+    _, run_dir = healthy_run
+    results = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    inference = [r for r in results if "replicas under load" in r.get("name", "")]
+    assert len(inference) == 2
+    for result in inference:
+        names = {a["name"]: a for a in _attachments(result)}  # on the step that measured the recovery
+        assert "locust summary" in names and "load: requests, failures, latency" in names
+        summary = json.loads((run_dir / "allure-results" / names["locust summary"]["source"]).read_text())
+        assert summary["locust"] and summary["requests"] > 0
+        assert (run_dir / "allure-results" / names["load: requests, failures, latency"]["source"]).stat().st_size > 0
+
+
+def _attachments(node: dict) -> list[dict]:
+    return [*node.get("attachments", []), *(a for step in node.get("steps", []) for a in _attachments(step))]
+
+
+def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
+    """recovered = the gateway routable again after the outage (truth); injected = the drill's first DELETE."""
+    _, run_dir = healthy_run
+    rec = records(run_dir)[1]
+    state = Path(rec["details"]["twin_state"])
+    truth = json.loads((state / "truth.json").read_text())
+    serving = [r for r in truth["records"] if r["kind"] == "gateway_serving" and r.get("after_outage")]
+    injected = drill_mutations(audit_file(state))[0]["twinTime"]
+    assert serving, f"the twin's gateway never served again in {state}"
+    truth_recovery = serving[0]["at"] - injected
+    assert abs(rec["recovery_s"] - truth_recovery) <= MAX_ERROR_S, (rec["recovery_s"], truth_recovery)
+    measured = datetime.fromisoformat(rec["phases"]["recovered"].replace("Z", "+00:00")).timestamp()
+    assert abs(measured - serving[0]["at"]) <= MAX_ERROR_S
+
+
+def test_defects_fail_the_target_naming_the_slow_phase(defect_run):
+    defect, done, run_dir = defect_run
+    assert done.returncode == 1, done.stdout + done.stderr
+    (rec,) = records(run_dir)
+    phase = {"cold-image-cache": "image pull", "slow-model-load": "model load"}[defect]
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach"
+    assert f"slowest phase: {phase}" in rec["reason"], rec["reason"]
+    assert rec["details"]["slowest_phase"]["phase"] == phase
+    assert rec["recovery_s"] is None or rec["recovery_s"] > TARGET_S
+    assert not locust_processes(str(run_dir))
+    if defect == "cold-image-cache":  # --load-workers 2: a master and two workers wrote buckets
+        assert len(list((run_dir / "load" / "1").glob("buckets-w*.jsonl"))) == 2
+
+
+def test_sigterm_mid_drill_stops_the_load(tmp_path):
+    proc = drills_popen("run", "-m", "inference", "-k", "all", "--defect", "slow-model-load", "--no-html",
+                        "--reports", str(tmp_path), "--run-id", "sig")
+    wait_for_injection(tmp_path / "sig", proc)
+    assert locust_processes(str(tmp_path / "sig"))  # the load is running while the drill waits
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert not locust_processes(str(tmp_path / "sig"))
+    journal = (tmp_path / "sig" / "journal.jsonl").read_text()
+    assert '"op":"close"' in journal
+    (rec,) = records(tmp_path / "sig")
+    assert rec["verdict"] == "fail" and "interrupted" in rec["reason"]
