@@ -11,16 +11,16 @@ Feature: Training survives the loss of a leaf uplink
     When one uplink of the leaf carrying the job is shut over SSH
     Then NCCL keeps RDMA and never falls back to sockets
     And the job reroutes around the failed uplink or restarts from its latest checkpoint
-    And throughput is back to at least 90 % of its baseline
     And throughput recovers within 15 minutes
+    And throughput is back to at least 90 % of its baseline
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
     Given the training job runs on at least 2 nodes with a steady throughput
     When one uplink of the <dialect> leaf carrying the job is shut over an SSH <transport> session
     Then NCCL keeps RDMA and never falls back to sockets
     And the job reroutes around the failed uplink or restarts from its latest checkpoint
-    And throughput is back to at least 90 % of its baseline
     And throughput recovers within 15 minutes
+    And throughput is back to at least 90 % of its baseline
 
     Examples:
       | dialect | transport |

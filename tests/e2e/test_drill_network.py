@@ -1,0 +1,157 @@
+"""The switch-uplink drill end to end: the real `drills run -m network` against twins — healthy (every
+scenario passes, measured recovery within 1 % of the target of the twin's ground truth), with the
+defects that must make it fail for the right reason — and the uplink admin up again after a pass, a
+failed check, SIGINT/SIGTERM of `drills run`, and SIGKILL followed by `drills revert` (read back over
+SSH from the twin's switch, as an operator would)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from drills.config import SwitchConfig
+from drills.injectors import switch
+from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+SCALE = "300"  # a rerouted recovery takes ~3 cluster minutes: well under a second of wall time per scenario
+FAST = 600.0  # defect runs wait up to 1.2 × the 15m target: ~2 s of wall time
+SLOW = 30.0  # slow enough that the drill still waits when the signal arrives
+TARGET_S = 900.0
+MAX_ERROR_S = 0.01 * TARGET_S
+ONE = "carrying and not sonic and not nxos"  # -k: the plain scenario (not the dialect outline)
+
+
+@pytest.fixture(scope="module")
+def healthy_run(tmp_path_factory) -> tuple:
+    """One `drills run -m network` on fresh healthy twins (one per scenario), shared by the tests below."""
+    reports = tmp_path_factory.mktemp("reports")
+    done = drills("run", "-m", "network", "--scale", SCALE, "--no-html", "--reports", str(reports), "--run-id", "healthy")
+    return done, reports / "healthy"
+
+
+def test_healthy_twin_passes_every_scenario_and_records_path_transport_and_throughput(healthy_run):
+    done, run_dir = healthy_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = records(run_dir)
+    assert len(recs) == 3
+    assert {(r["details"]["dialect"], r["details"]["ssh_transport"]) for r in recs} >= {("sonic", "exec"),
+                                                                                        ("nxos", "shell")}
+    for rec in recs:
+        d = rec["details"]
+        assert rec["verdict"] == "pass", rec["reason"]
+        assert rec["drill"] == "switch-uplink" and rec["target_s"] == TARGET_S and 0 < rec["recovery_s"] <= TARGET_S
+        assert d["path"] == "rerouted" and d["transport_seen"] == "NET/IB" and d["nccl_timeouts"] == 0
+        assert d["rdma_devices"] and all(dev.endswith("/RoCE") for dev in d["rdma_devices"])
+        assert d["recovered_throughput"] >= 0.9 * d["baseline_throughput"] and d["throughput_unit"] == "samples/s"
+        assert d["nccl_warnings"] >= 1 and d["overlay"] and d["overlay_label"] == "samples/s"
+        assert d["reverts"] == [{"kind": "switch", "target": f"{d['switch']}:{d['interface']}", "ok": True, "error": None}]
+        assert {"injected", "detected", "recovered"} <= set(rec["phases"])
+    journal = (run_dir / "journal.jsonl").read_text()
+    assert journal.count('"outcome":"reverted"') == 3
+
+
+def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
+    """injected = the fabric's link-down record, recovered = the twin's throughput_restored (≥ 90 % again)."""
+    _, run_dir = healthy_run
+    for rec in records(run_dir):
+        truth = json.loads((Path(rec["details"]["twin_state"]) / "truth.json").read_text())["records"]
+        fault = next(r for r in truth if r["kind"] == "fabric_fault")
+        restored = next(r for r in truth if r["kind"] == "throughput_restored")
+        assert restored["path"] == "rerouted" and fault["leaf"] == rec["details"]["switch"]
+        assert abs(rec["recovery_s"] - (restored["at"] - fault["at"])) <= MAX_ERROR_S, (rec["recovery_s"], restored, fault)
+        assert abs(_ts(rec["phases"]["recovered"]) - restored["at"]) <= MAX_ERROR_S
+
+
+def test_allure_timeline_carries_the_throughput_overlay(healthy_run):
+    """What the Allure build does to the results (`enrich_results`): the timeline PNG, throughput overlaid."""
+    from drills.report.enrich import enrich_results
+
+    _, run_dir = healthy_run
+    assert enrich_results(run_dir / "allure-results", records(run_dir)) == 3
+    results = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    assert len(results) == 3
+    for result in results:
+        labels = {(label["name"], label["value"]) for label in result["labels"]}
+        assert {("epic", "Network resilience"), ("feature", "Switch uplink drop")} <= labels
+        assert "timeline" in {a["name"] for a in result.get("attachments", [])}
+        assert {"transport", "job health", "recovery", "throughput"} <= {p["name"] for p in result["parameters"]}
+
+
+@pytest.mark.parametrize("defect, expected, category", [
+    ("roce-no-pfc", "fell back to NET/Socket", "socket_fallback"),
+    ("single-uplink", "never recovered", "slo_breach"),
+])
+def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, expected, category, twin_factory,
+                                                                      tmp_path):
+    twin = twin_factory(defects=[defect], scale=FAST)
+    done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", defect)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (rec,) = records(tmp_path / defect)
+    assert rec["verdict"] == "fail" and expected in rec["reason"] and rec["category"] == category, rec["reason"]
+    if defect == "single-uplink":  # the leaf is cut off: NCCL times out and the job restarts (on the same leaf)
+        d = rec["details"]
+        assert d["path"] == "restarted" and d["nccl_timeouts"] >= 1 and d["job_restarts"] >= 1
+        assert "15m target" in rec["reason"]
+    else:
+        assert rec["details"]["transport_seen"] == "NET/Socket"
+    assert _uplink_up(twin, rec["details"]["switch"], rec["details"]["interface"])
+
+
+def test_uplink_is_up_again_after_a_pass(twin_factory, tmp_path):
+    twin = twin_factory(scale=float(SCALE))
+    done = drills("run", "-m", "network", "-k", "nxos", "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "pass")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (rec,) = records(tmp_path / "pass")
+    assert rec["verdict"] == "pass" and rec["details"]["switch"] == "leaf-2"
+    assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_drill_brings_the_uplink_up(signum, twin_factory, tmp_path):
+    twin = twin_factory(scale=SLOW)
+    proc = _drill_in_background(twin, tmp_path, "sig")
+    assert not _uplink_up(twin, "leaf-1", "Ethernet240")  # the fault is really in place
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert _uplink_up(twin, "leaf-1", "Ethernet240")
+    assert '"outcome":"reverted"' in (tmp_path / "sig" / "journal.jsonl").read_text()
+
+
+def test_sigkill_then_drills_revert_brings_the_uplink_up(twin_factory, tmp_path):
+    twin = twin_factory(scale=SLOW)
+    proc = _drill_in_background(twin, tmp_path, "killed")
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert not _uplink_up(twin, "leaf-1", "Ethernet240")  # nobody reverted: the journal entry is still open
+    done = drills("revert", "--reports", str(tmp_path), "--run", "killed")
+    assert done.returncode == 0, done.stderr
+    assert "reverted switch-uplink on leaf-1:Ethernet240" in done.stdout
+    assert _uplink_up(twin, "leaf-1", "Ethernet240")
+    again = drills("revert", "--reports", str(tmp_path))
+    assert again.returncode == 0 and "nothing to revert" in again.stdout
+
+
+def _drill_in_background(twin, reports: Path, run_id: str):
+    proc = drills_popen("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
+                        "--reports", str(reports), "--run-id", run_id)
+    wait_for_injection(reports / run_id, proc)
+    return proc
+
+
+def _uplink_up(twin, name: str, interface: str) -> bool:
+    """Read the port back over SSH from the twin's switch (strict host keys, the twin's client key)."""
+    entry = next(s for s in twin.info["switches"] if s["name"] == name)
+    return switch.show_state(SwitchConfig.model_validate(entry), interface).admin_up
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
