@@ -216,11 +216,6 @@ class Scheduler(Controller):
         need = max(0, min_member - running)
         pending = sorted(pods, key=lambda p: p["metadata"]["name"])
         head = f"pod group is not ready, {len(pending)} Pending, {min_member} minAvailable"
-        if len(pending) < need:
-            for pod in pending:
-                await self._unschedulable(pod, f"{head}; Pending: {len(pending)} Schedulable, "
-                                               f"waiting for {need - len(pending)} more task(s)")
-            return
         trial: dict[str, NodeState] = {}
         placed: list[tuple[dict, str]] = []
         first_reasons: Counter | None = None
@@ -234,6 +229,11 @@ class Scheduler(Controller):
             copy.add(req)
             trial[best.name] = copy
             placed.append((pod, best.name))
+        if len(pending) < need and first_reasons is None:
+            for pod in pending:  # every member so far fits: the rest of the gang is still being created
+                await self._unschedulable(pod, f"{head}; Pending: {len(pending)} Schedulable, "
+                                               f"waiting for {need - len(pending)} more task(s)")
+            return
         if placed and len(placed) >= need:
             for pod, node in placed:
                 if await self._bind(pod, node):
