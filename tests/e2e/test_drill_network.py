@@ -155,3 +155,18 @@ def _uplink_up(twin, name: str, interface: str) -> bool:
 
 def _ts(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_port_already_down_is_refused_closed_as_not_injected_and_left_down(twin_factory, tmp_path):
+    """Someone else shut the uplink the drill would pick: the drill refuses it, and never brings it up."""
+    twin = twin_factory(scale=float(SCALE))
+    entry = SwitchConfig.model_validate(next(s for s in twin.info["switches"] if s["name"] == "leaf-1"))
+    switch.inject(entry, "Ethernet240")  # the other person's change
+    done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "down")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Ethernet240 is already admin down" in done.stderr
+    journal = (tmp_path / "down" / "journal.jsonl").read_text()
+    assert '"outcome":"not injected"' in journal and '"op":"injected"' not in journal
+    assert not _uplink_up(twin, "leaf-1", "Ethernet240")
+    switch.revert(entry, "Ethernet240")
