@@ -34,6 +34,20 @@ def test_seeded_nodes_deserialise(kube_api):
         assert node.metadata.uid and node.metadata.creation_timestamp
 
 
+def test_discovery_paths_with_a_trailing_slash(kube_api, twin):
+    # the client asks for `/version/`, `/api/`, `/apis/apps/`…; the real server answers them all
+    code = client.VersionApi(kube_api).get_code()
+    assert (code.major, code.minor) == ("1", "32") and code.git_version.startswith("v1.32")
+    assert client.CoreApi(kube_api).get_api_versions().versions == ["v1"]
+    assert "apps" in [g.name for g in client.ApisApi(kube_api).get_api_versions().groups]
+    assert client.AppsApi(kube_api).get_api_group().preferred_version.group_version == "apps/v1"
+    assert "pods" in [r.name for r in client.CoreV1Api(kube_api).get_api_resources().resources]
+    assert "deployments" in [r.name for r in client.AppsV1Api(kube_api).get_api_resources().resources]
+    for path in ("/version", "/api", "/apis", "/api/v1", "/apis/apps", "/apis/apps/v1"):
+        assert requests.get(twin.url + path + "/", timeout=5).json() == requests.get(twin.url + path, timeout=5).json()
+    assert requests.get(twin.url + "/apis/example.com/", timeout=5).status_code == 404
+
+
 def test_node_crud_and_gpu_capacity(kube_api):
     core = _core(kube_api)
     created = core.create_node(make_node("t-gpu-crud", gpus=4))

@@ -63,13 +63,18 @@ def resource_list(group: str, version: str) -> dict | None:
 
 
 def routes() -> list[web.RouteDef]:
+    # each document also answers with a trailing slash, as the real server does (go-restful routes
+    # "/" under each web service): the Python client asks for `/version/`, `/api/v1/`, `/apis/apps/`…
+    documents = [
+        ("/version", _version),
+        ("/api", _api_versions),
+        ("/api/{version}", _core_resources),
+        ("/apis", _group_list),
+        ("/apis/{group}", _group),
+        ("/apis/{group}/{version}", _group_resources),
+    ]
     return [
-        web.get("/version", _version),
-        web.get("/api", _api_versions),
-        web.get("/api/{version}", _core_resources),
-        web.get("/apis", _group_list),
-        web.get("/apis/{group}", _group),
-        web.get("/apis/{group}/{version}", _group_resources),
+        *(web.get(path + slash, handler) for path, handler in documents for slash in ("", "/")),
         web.get("/openapi/v2", _openapi_v2),
         web.get("/openapi/v3", _no_openapi),
         web.get("/openapi/v3/{tail:.*}", _no_openapi),
