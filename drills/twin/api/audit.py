@@ -2,6 +2,13 @@
 
 Drills prove a dry run mutates nothing by reading it: a dry-run request is recorded with
 `dryRun: true`, everything else that writes is recorded as it is.
+
+The twin's own writes under `/twin/v1` are recorded too, with `group: "twin.gpu-drills.io"` and the
+resource, name and subresource read from the path (`POST /twin/v1/nodes/n1/gpu` → nodes/gpu n1): the
+fault endpoints (node `gpu`, node `kubelet`, pod `exit`) are faults like a cordon, and `load` creates
+objects. Log appends (`POST /twin/v1/namespaces/{ns}/pods/{name}/log`) are not recorded: they are the
+simulated containers' stdout, written by the training workload and the kubelet several times a second,
+and change no object, so they would drown the writes the log exists to show.
 """
 
 from __future__ import annotations
@@ -14,11 +21,29 @@ from pathlib import Path
 
 from drills.clock import Clock, to_iso
 
-__all__ = ["AuditLog", "MUTATING_METHODS"]
+__all__ = ["AuditLog", "MUTATING_METHODS", "TWIN_GROUP", "TWIN_PREFIX", "twin_target"]
 
 log = logging.getLogger(__name__)
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+TWIN_GROUP = "twin.gpu-drills.io"
+TWIN_PREFIX = "/twin/v1/"
+_UNAUDITED_TWIN = frozenset({("pods", "log")})  # (resource, subresource) of twin writes left out (see above)
+
+
+def twin_target(path: str) -> dict | None:
+    """`resource`, `subresource`, `namespace`, `name` of a `/twin/v1/[namespaces/{ns}/]{resource}[/{name}[/{sub}]]`
+    write, or None when that endpoint is not audited."""
+    parts = [p for p in path[len(TWIN_PREFIX):].split("/") if p] if path.startswith(TWIN_PREFIX) else []
+    namespace = None
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    resource = parts[0] if parts else path
+    subresource = "/".join(parts[2:]) or None
+    if (resource, subresource) in _UNAUDITED_TWIN:
+        return None
+    return {"resource": resource, "subresource": subresource, "namespace": namespace,
+            "name": parts[1] if len(parts) > 1 else None}
 _KEEP = 200_000  # records kept in memory for GET /twin/v1/audit
 
 

@@ -2,7 +2,7 @@
 
 Routes: discovery (discovery.py), `/api/v1/...` and `/apis/{group}/{version}/...` (handlers.py),
 the twin's own `/twin/v1/...` (twin_routes.py). Failures are rendered as Status objects; every
-mutating request is written to the audit log.
+mutating request is written to the audit log (the twin's own log appends excepted, see audit.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from aiohttp import web
 
 from drills.twin.api import discovery, status as st, twin_routes, watch
-from drills.twin.api.audit import MUTATING_METHODS, AuditLog
+from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import dispatch, resolve
 from drills.twin.api.store import Store
 
@@ -103,7 +103,11 @@ async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
 @web.middleware
 async def _audited(request: web.Request, handler) -> web.StreamResponse:
     audit: AuditLog | None = request.app["audit"]
-    if audit is None or request.method not in MUTATING_METHODS or not request.path.startswith("/api"):
+    if audit is None or request.method not in MUTATING_METHODS:
+        return await handler(request)
+    if request.path.startswith(TWIN_PREFIX):
+        return await _twin_audited(request, handler, audit)
+    if not request.path.startswith("/api"):
         return await handler(request)
     code = 500
     try:
@@ -132,6 +136,25 @@ async def _audited(request: web.Request, handler) -> web.StreamResponse:
             method=request.method,
             path=request.path,
         )
+
+
+async def _twin_audited(request: web.Request, handler, audit: AuditLog) -> web.StreamResponse:
+    """The twin's own writes (fault endpoints, bulk load), recorded under the twin's group (see audit.py)."""
+    target = twin_target(request.path)
+    if target is None:
+        return await handler(request)
+    code = 500
+    try:
+        resp = await handler(request)
+        code = resp.status
+        return resp
+    except (st.ApiError, web.HTTPException) as err:
+        code = err.code if isinstance(err, st.ApiError) else err.status
+        raise
+    finally:
+        audit.record(verb=_VERB_BY_METHOD.get(request.method, request.method.lower()), group=TWIN_GROUP, **target,
+                     user_agent=request.headers.get("User-Agent", ""), code=code,
+                     dry_run=bool(request.query.getall("dryRun", [])), method=request.method, path=request.path)
 
 
 def _status_response(body: dict, code: int) -> web.Response:

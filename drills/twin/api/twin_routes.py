@@ -8,6 +8,8 @@
   Answers `{"appended": n}`; 404 when the pod does not exist.
 - `POST /twin/v1/load` with `{"items": [obj, …]}` → creates them in one request (benchmarks and seeding).
 - `GET  /twin/v1/stats` → object counts, open watches, resourceVersion.
+
+Writes here are audited under the group `twin.gpu-drills.io`, except log appends (see audit.py).
 """
 
 from __future__ import annotations
