@@ -113,3 +113,25 @@ def test_survives_100_concurrent_watchers(twin, twin_namespace, pods_url):
     while open_watches() > baseline:
         assert time.monotonic() < deadline, "closed watches were never released"
         time.sleep(0.2)
+
+
+def test_stats_list_each_open_watch_with_its_selectors(twin, twin_namespace, pods_url):
+    """A test can tell its own client's watch from the controllers' (kubectl wait: one pod by field selector)."""
+
+    def mine() -> list[dict]:
+        watchers = requests.get(f"{twin.url}/twin/v1/stats", timeout=5).json()["watchers"]
+        return [w for w in watchers if w["userAgent"] == "watch-probe/1"]
+
+    params = {"watch": "1", "fieldSelector": "metadata.name=held", "labelSelector": "app=x", "timeoutSeconds": "30"}
+    with requests.get(pods_url, params=params, headers={"User-Agent": "watch-probe/1"}, stream=True, timeout=30):
+        deadline = time.monotonic() + 30
+        while not mine():
+            assert time.monotonic() < deadline, "the watch never showed in /twin/v1/stats"
+            time.sleep(0.05)
+        assert mine() == [{"resource": "pods", "group": "", "namespace": twin_namespace, "name": None,
+                           "labelSelector": "app=x", "fieldSelector": "metadata.name=held",
+                           "userAgent": "watch-probe/1"}]
+    deadline = time.monotonic() + 30
+    while mine():
+        assert time.monotonic() < deadline, "a closed watch stayed listed"
+        time.sleep(0.05)

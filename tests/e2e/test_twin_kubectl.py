@@ -207,7 +207,7 @@ def test_delete_pod_and_wait_for_delete(kubectl):
     assert kubectl("-n", NS, "get", "pod", "held", "-o", "jsonpath={.metadata.deletionTimestamp}")
     waiter = kubectl.popen("-n", NS, "wait", "--for=delete", "pod/held", "--timeout=60s")
     try:
-        _until_watched(kubectl.url)
+        _until_watched(kubectl.url, "pods", NS, "metadata.name=held")
         kubectl("-n", NS, "patch", "pod", "held", "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
         out, err = waiter.communicate(timeout=60)
     finally:
@@ -216,12 +216,18 @@ def test_delete_pod_and_wait_for_delete(kubectl):
     assert "pod/held condition met" in out
 
 
-def _until_watched(url: str, deadline_s: float = 30) -> None:
-    """Block until some client holds a watch open on the twin (kubectl wait has started watching)."""
+def _until_watched(url: str, resource: str, namespace: str, field_selector: str, deadline_s: float = 30) -> None:
+    """Block until kubectl holds a watch on that one object (the twin's controllers always hold watches of
+    their own, so "any watch is open" proves nothing); kubectl resumes it from the resourceVersion it listed."""
     import requests
 
+    def kubectl_watching() -> bool:
+        watchers = requests.get(f"{url}/twin/v1/stats", timeout=5).json()["watchers"]
+        return any(w["userAgent"].startswith("kubectl") and w["resource"] == resource and w["namespace"] == namespace
+                   and w["fieldSelector"] == field_selector for w in watchers)
+
     deadline = time.monotonic() + deadline_s
-    while requests.get(f"{url}/twin/v1/stats", timeout=5).json()["watches"] == 0:
+    while not kubectl_watching():
         assert time.monotonic() < deadline, "kubectl never started watching"
         time.sleep(0.05)
 

@@ -20,11 +20,12 @@ from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
 __all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selector_predicate",
-           "grace_seconds", "PATCH_TYPES"]
+           "grace_seconds", "PATCH_TYPES", "OPEN_WATCHES"]
 
 log = logging.getLogger(__name__)
 
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+OPEN_WATCHES = "open_watches"  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
 _TRUE = ("1", "true", "True")
 
 
@@ -75,7 +76,7 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
     if method == "GET":
         if legacy_watch or request.query.get("watch") in _TRUE:
             request["verb"] = "watch"
-            return await watch.serve(request, store, target)
+            return await _watch(request, store, target, watch.serve)
         if target.name is None:
             request["verb"] = "list"
             return _list(request, store, target)
@@ -218,6 +219,23 @@ def _list(request: web.Request, store: Store, target: Target) -> web.Response:
     if wants_table(request.headers.get("Accept")):
         return _table_response(request, store, target.rt, [e.obj for e in entries], rv)
     return web.Response(body=list_body(target.rt, entries, rv), content_type="application/json")
+
+
+async def _watch(request: web.Request, store: Store, target: Target, serve) -> web.StreamResponse:
+    """Serve a watch, listed in the app's open watches while it lasts (a test can tell kubectl's from a controller's)."""
+    open_watches: dict | None = request.app.get(OPEN_WATCHES)
+    if open_watches is None:
+        return await serve(request, store, target)
+    token = object()
+    open_watches[token] = {
+        "resource": target.rt.plural, "group": target.rt.group, "namespace": target.namespace, "name": target.name,
+        "labelSelector": request.query.get("labelSelector", ""), "fieldSelector": request.query.get("fieldSelector", ""),
+        "userAgent": request.headers.get("User-Agent", ""),
+    }
+    try:
+        return await serve(request, store, target)
+    finally:
+        open_watches.pop(token, None)
 
 
 def _render(request: web.Request, store: Store, rt: ResourceType, entry: Entry) -> web.Response:

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from drills.twin.api import discovery, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
-from drills.twin.api.handlers import dispatch, resolve
+from drills.twin.api.handlers import OPEN_WATCHES, dispatch, resolve
 from drills.twin.api.store import Store
 
 __all__ = ["build_app", "ApiServer"]
@@ -30,6 +30,7 @@ def build_app(store: Store, audit: AuditLog | None = None) -> web.Application:
     app["store"] = store
     app["audit"] = audit
     app[watch.WATCH_QUEUES] = set()
+    app[OPEN_WATCHES] = {}
     app.add_routes(discovery.routes())
     app.add_routes(twin_routes.routes())
     app.add_routes([

@@ -7,7 +7,8 @@
   `restart=true` first rotates the current log to `previous` (a container restart).
   Answers `{"appended": n}`; 404 when the pod does not exist.
 - `POST /twin/v1/load` with `{"items": [obj, …]}` → creates them in one request (benchmarks and seeding).
-- `GET  /twin/v1/stats` → object counts, open watches, resourceVersion.
+- `GET  /twin/v1/stats` → object counts, open watches (`watches`: how many; `watchers`: each one's resource,
+  group, namespace, name, labelSelector, fieldSelector, userAgent), resourceVersion.
 
 Writes here are audited under the group `twin.gpu-drills.io`, except log appends (see audit.py).
 """
@@ -22,7 +23,7 @@ from aiohttp import web
 from drills.clock import to_iso
 from drills.twin.api import status as st
 from drills.twin.api import twin_node_routes
-from drills.twin.api.handlers import json_response
+from drills.twin.api.handlers import OPEN_WATCHES, json_response
 from drills.twin.api.resources import RESOURCES, by_kind, by_path
 from drills.twin.api.store import Store
 from drills.twin.api.subresources import log_container
@@ -60,8 +61,9 @@ async def _audit(request: web.Request) -> web.Response:
 async def _stats(request: web.Request) -> web.Response:
     store: Store = request.app["store"]
     counts = {f"{rt.plural}.{rt.group}" if rt.group else rt.plural: store.count(rt) for rt in RESOURCES}
+    watchers = list(request.app.get(OPEN_WATCHES, {}).values())
     return json_response({"resourceVersion": store.resource_version, "watches": store.watcher_count(),
-                          "objects": counts})
+                          "watchers": watchers, "objects": counts})
 
 
 async def _append_log(request: web.Request) -> web.Response:
