@@ -71,6 +71,7 @@ class TrainingRecovery:
     retry_count: int | None
     logs: tuple[str, ...] = ()
     throughput: tuple[tuple[float, float], ...] = ()  # (cluster s since injection, samples/s)
+    waited_s: float | None = None  # cluster seconds the monitor followed the job after the fault
 
     def details(self) -> dict:
         return {"step_at_fault": self.step_at_fault, "latest_checkpoint": self.latest_checkpoint,
@@ -217,7 +218,8 @@ class TrainingMonitor:
             new_nodes=tuple(sorted({w.node for w in self._new(old) if w.node and not w.gone})),
             ended=self._ended(injected_at), job_phase=obj_get(state.job, "status", "state", "phase"),
             retry_count=obj_get(state.job, "status", "retryCount"), logs=self._excerpt(injected_at),
-            throughput=self._throughput(injected_at, old))
+            throughput=self._throughput(injected_at, old),
+            waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()))
 
     # -- event intake ---------------------------------------------------------------------------
 
@@ -394,13 +396,21 @@ def judge_left_node(recovery: TrainingRecovery, node: str) -> Verdict:
 
 
 def judge_resumed(recovery: TrainingRecovery) -> Verdict:
-    """`timeline.judge_resume`, worded with why the job never resumed when it ended instead."""
+    """`timeline.judge_resume`, worded with why the job never resumed: it ended, or it hung (no worker
+    resumed by the end of the wait, e.g. survivors that cannot rejoin a replaced worker)."""
     from dataclasses import replace
 
-    from drills.timeline import judge_resume
+    from drills.timeline import format_duration, judge_resume
 
     verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
     if recovery.resumed_step is None and recovery.ended:
         return replace(verdict, reason=f"the job never resumed: {recovery.ended} "
                                        f"(the latest checkpoint was {recovery.latest_checkpoint})")
+    if recovery.resumed_step is None and recovery.latest_checkpoint is not None:
+        within = f" within {format_duration(recovery.waited_s)} of the fault" if recovery.waited_s else ""
+        state = ", ".join(x for x in (recovery.job_phase and f"Volcano job phase {recovery.job_phase}",
+                                      recovery.retry_count is not None and f"{recovery.retry_count} retries") if x)
+        return replace(verdict, reason=f"the job never resumed: no worker resumed from a checkpoint{within}"
+                                       f"{f' ({state})' if state else ''}; the latest checkpoint was "
+                                       f"{recovery.latest_checkpoint}")
     return verdict

@@ -44,6 +44,13 @@ def test_a_job_that_ended_never_resumed():
     assert verdict.reason == "the job never resumed: Volcano job phase Failed (the latest checkpoint was 6000)"
 
 
+def test_a_hung_job_never_resumed_within_the_wait():
+    verdict = judge_resumed(_recovery(waited_s=1080.0))
+    assert not verdict.passed
+    assert verdict.reason == ("the job never resumed: no worker resumed from a checkpoint within 18m of the fault "
+                              "(Volcano job phase Running, 0 retries); the latest checkpoint was 6000")
+
+
 def test_stale_checkpoint_keeps_the_timeline_wording():
     verdict = judge_resumed(_recovery(resumed_step=4000))
     assert not verdict.passed and "stale checkpoint" in verdict.reason
