@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 # CJK glyphs come from WenQuanYi Micro Hei (Debian fonts-wqy-microhei) when installed.
 _FONTS = ["DejaVu Sans", "WenQuanYi Micro Hei"]
+_PHASE_ORDER = ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
 
 
 def timeline_png(record: dict, path: Path, overlay: list[tuple[float, float]] | None = None,
@@ -31,31 +32,36 @@ def timeline_png(record: dict, path: Path, overlay: list[tuple[float, float]] | 
     words = labels(lang)
     offsets = phase_offsets(record)
     target = record.get("target_s")
-    fig, ax = new_figure((8, 3.2))
-    if offsets:
-        names = list(offsets)
-        times = [offsets[n] for n in names]
-        color = "#2e7d32" if record.get("verdict") == "pass" else "#c62828"
-        ax.plot(times, [1] * len(times), "-", color="#9e9e9e", linewidth=1, zorder=1)
-        ax.scatter(times, [1] * len(times), color=color, zorder=3, s=36)
-        for i, (name, t) in enumerate(zip(names, times)):
-            # Alternate label heights so phases a few seconds apart stay readable.
-            ax.annotate(f"{name}\n{fmt_seconds(t)}", (t, 1), textcoords="offset points",
-                        xytext=(0, 12 if i % 2 == 0 else -30), ha="center", fontsize=8)
+    fig, ax = new_figure((8, 3.4))
+    # One row per phase (injected on top): phases seconds apart never overlap, and a phase that was
+    # never reached shows as an empty row instead of vanishing.
+    names = [n for n in _PHASE_ORDER if n in offsets] + [n for n in offsets if n not in _PHASE_ORDER]
+    missing = [n for n in _PHASE_ORDER if n not in offsets] if offsets else []
+    rows = names + missing
+    color = "#2e7d32" if record.get("verdict") == "pass" else "#c62828"
+    for y, name in enumerate(rows):
+        if name in offsets:
+            t = offsets[name]
+            ax.plot([0, t], [y, y], "-", color="#bdbdbd", linewidth=3, solid_capstyle="butt", zorder=1)
+            ax.scatter([t], [y], color=color, zorder=3, s=30)
+            ax.annotate(fmt_seconds(t), (t, y), textcoords="offset points", xytext=(6, -3), fontsize=8)
+        else:
+            ax.annotate("—", (0, y), textcoords="offset points", xytext=(6, -3), fontsize=8, color="#9e9e9e")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.set_ylim(len(rows) - 0.4 if rows else 1, -0.8)
     if target:
         ax.axvline(float(target), color="#ef6c00", linestyle="--", linewidth=1.5)
-        ax.annotate(f"{words['target']} {fmt_seconds(target)}", (float(target), 1.55), ha="right",
+        ax.annotate(f"{words['target']} {fmt_seconds(target)}", (float(target), -0.6), ha="right",
                     fontsize=8, color="#ef6c00", xytext=(-4, 0), textcoords="offset points")
-    ax.set_ylim(0.3, 1.7)
-    ax.set_yticks([])
     ax.set_xlabel(words["time_axis"])
     right = max([*offsets.values(), float(target or 0), *(t for t, _ in overlay or [])], default=1.0)
     left = min([0.0, *(t for t, _ in overlay or [])])
-    ax.set_xlim(left - 0.03 * (right - left) - 1, right * 1.08 + 1)
+    ax.set_xlim(left - 0.03 * (right - left) - 1, right * 1.12 + 1)
     if overlay:
         twin = ax.twinx()
         twin.plot([t for t, _ in overlay], [v for _, v in overlay], color="#1565c0", linewidth=1.2,
-                  alpha=0.8)
+                  alpha=0.6)
         twin.set_ylabel(overlay_label, color="#1565c0")
         twin.set_ylim(bottom=0)
         ax.set_zorder(twin.get_zorder() + 1)  # phases above the overlay curve
