@@ -45,6 +45,9 @@ def _register() -> None:
 
     app.command("run")(run)
     app.command("revert")(revert)
+    from drills.schedule_cli import schedule
+
+    app.command("schedule")(schedule)
 
 
 def main(argv: list[str] | None = None) -> int:
