@@ -59,6 +59,8 @@ _FILL: dict[str, dict] = {
     "batch/v1/Job": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 6,
                               "completionMode": "NonIndexed", "suspend": False, "podReplacementPolicy": "TerminatingOrFailed"},
                      "status": {}},
+    "batch/v1/CronJob": {"spec": {"concurrencyPolicy": "Allow", "suspend": False, "successfulJobsHistoryLimit": 3,
+                                  "failedJobsHistoryLimit": 1}, "status": {}},
     "policy/v1/PodDisruptionBudget": {"spec": {}, "status": {"currentHealthy": 0, "desiredHealthy": 0,
                                                              "disruptionsAllowed": 0, "expectedPods": 0,
                                                              "observedGeneration": 0}},
