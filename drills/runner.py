@@ -153,8 +153,8 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
     if opts.keyword:
         args += ["-k", opts.keyword]
     args += ["--tb=short", "-rfE"] if opts.debug else ["-p", "no:terminal"]
-    if opts.load_workers:
-        os.environ["DRILLS_LOAD_WORKERS"] = str(opts.load_workers)
+    if opts.load_workers:  # an option, not the environment: a second run in this process must not inherit it
+        args += ["--drills-load-workers", str(opts.load_workers)]
     log.debug("pytest %s", " ".join(args))
     with _cwd(REPO):
         return int(pytest.main(args))
@@ -187,9 +187,9 @@ def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) ->
     from drills.report.make import make_report
 
     try:
+        # Cluster facts (Kubernetes, nodes, GPUs, defects) come from <run>/environment.json, saved during the run.
         make_report(run_dir, lang=opts.lang, reports_root=reports_root, html=opts.html,
-                    environment={"target": opts.target if opts.target != "twin" else target,
-                                 "defects": ",".join(opts.defects) or "none"})
+                    environment={"Target profile": target})
     except DrillError as err:  # a report that cannot be built must not hide the drills' outcome
         log.warning("report not built: %s", err)
 

@@ -51,7 +51,8 @@ def build_report(run_dir: Path, lang: str = "en", history_from: Path | None = No
     words = labels(lang)
     name = name or f"{words['report_name']} — {run.run_id}"
     enrich_results(results, run.records, lang=lang)
-    write_environment(results, {**_environment_from(run), **(environment or {})})
+    given = environment or {}  # first: the Environment widget shows its first five rows
+    write_environment(results, {**given, **{k: v for k, v in _environment_from(run).items() if k not in given}})
     write_categories(results, lang)
     source = Path(history_from) if history_from else _previous_report(run_dir)
     order = _carry_history(source, results / "history")

@@ -28,5 +28,7 @@ def report(
     typer.echo(f"summary: {paths['summary_md']}")
     if notes:
         typer.echo(f"postmortems: {len(notes)} in {notes[0].parent}")
+    if "screenshot" in paths:
+        typer.echo(f"screenshot: {paths['screenshot']}")
     if "html" in paths:
         typer.echo(str(paths["html"]))

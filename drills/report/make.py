@@ -1,12 +1,16 @@
 """Everything `drills report` does to one run directory, in one call (also used at the end of
-`drills run`): compliance summary, postmortem notes, timeline charts, then the Allure HTML."""
+`drills run`): compliance summary, postmortem notes, timeline charts, then the Allure HTML with the
+cluster facts saved during the run, and a screenshot of it kept as an artefact (when Chromium is there)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
+from drills.errors import DrillError
 from drills.report.allure_build import build_report
+from drills.report.browser import chromium_path, screenshot
+from drills.report.environment import load_environment
 from drills.report.postmortem import write_postmortems
 from drills.report.records import load_run, resolve_run_dir
 from drills.report.summary import write_summary
@@ -19,9 +23,12 @@ log = logging.getLogger(__name__)
 
 
 def make_report(run: str | Path | None = None, lang: str = "en", reports_root: Path | None = None,
-                environment: dict | None = None, last: int = 5, html: bool = True) -> dict[str, Path]:
+                environment: dict | None = None, last: int = 5, html: bool = True,
+                shot: bool = True) -> dict[str, Path]:
     """Build the whole report of `run` (default `reports/latest`); returns the paths by kind:
-    `summary_md`, `summary_html`, `trend`, `html` (when there are Allure results), and `postmortem:<name>`."""
+    `summary_md`, `summary_html`, `trend`, `html` (when there are Allure results), `screenshot`
+    (`report/screenshot.png`, when Chromium rendered it), and `postmortem:<name>`.
+    `environment` overrides the facts in `<run>/environment.json`."""
     run_dir = resolve_run_dir(run, reports_root)
     records = load_run(run_dir).records
     paths: dict[str, Path] = {}
@@ -35,7 +42,23 @@ def make_report(run: str | Path | None = None, lang: str = "en", reports_root: P
         paths[f"postmortem:{note.name}"] = note
     if html:
         if (run_dir / "allure-results").is_dir():
-            paths["html"] = build_report(run_dir, lang=lang, environment=environment)
+            facts = {**load_environment(run_dir), **(environment or {})}
+            paths["html"] = build_report(run_dir, lang=lang, environment=facts)
+            png = _screenshot(paths["html"]) if shot else None
+            if png:
+                paths["screenshot"] = png
         else:
             log.warning("no allure-results in %s: summary only, no Allure HTML", run_dir)
     return paths
+
+
+def _screenshot(html: Path) -> Path | None:
+    """`report/screenshot.png` of the overview page; skipped (logged) without Chromium, never fatal."""
+    if not chromium_path():
+        log.info("chromium not installed: no report screenshot (`make bootstrap` as root installs it)")
+        return None
+    try:
+        return screenshot(html, html.parent / "screenshot.png", timeout=60)
+    except (DrillError, OSError) as err:
+        log.warning("report screenshot not taken: %s", err)
+        return None

@@ -19,9 +19,13 @@ import yaml
 from drills.report.records import phase_offsets
 from drills.report.text import categories, category_of, fmt_seconds, labels, slug
 
-__all__ = ["write_postmortems", "postmortem_markdown", "likely_cause", "slowest_gap", "note_name"]
+__all__ = ["write_postmortems", "postmortem_markdown", "failing_checks", "likely_cause", "slowest_gap", "note_name"]
 
 log = logging.getLogger(__name__)
+
+# Shown elsewhere in the note (checks, logs) or only useful as a chart (overlay).
+_NOT_IN_DETAILS = ("checks", "logs", "overlay", "overlay_label")
+_LOG_LINES = 80  # the recorder already keeps an excerpt; this only bounds a long one
 
 
 def write_postmortems(records: list[dict], run_dir: Path, lang: str = "en") -> list[Path]:
@@ -69,16 +73,29 @@ def postmortem_markdown(record: dict, lang: str = "en") -> str:
                       f"longest gap: → `{gap[0]}` ({fmt_seconds(gap[1])})."]
     else:
         lines.append("—")
-    lines += ["", f"## {w['failing_check']}", "", f"> {record.get('reason') or '—'}", ""]
+    lines += ["", f"## {w['failing_check']}", ""]
+    lines += [_check_line(check, w, str(record.get("reason") or "")) for check in failing_checks(record)]
+    lines += ["", f"> {record.get('reason') or '—'}", ""]
     details = record.get("details") or {}
-    if details:
+    shown = {k: v for k, v in details.items() if k not in _NOT_IN_DETAILS}
+    if shown:
         lines += [f"### {w['details']}", "", "```json",
-                  json.dumps(details, indent=2, ensure_ascii=False, default=str), "```", ""]
+                  json.dumps(shown, indent=2, ensure_ascii=False, default=str), "```", ""]
+    logs = details.get("logs")
+    if logs:
+        logs = logs.splitlines() if isinstance(logs, str) else [str(line) for line in logs]
+        lines += [f"### {w['logs_excerpt']}", "", "```", *logs[-_LOG_LINES:], "```", ""]
     lines += [f"## {w['likely_cause']}", "", cause, "", f"## {w['next_steps']}", ""]
     lines += [f"{i}. {step}" for i, step in enumerate(steps, 1)]
     for defect in record.get("defects") or []:
         lines.append(f"\n_twin defect active in this run: `{defect}`_")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def failing_checks(record: dict) -> list[dict]:
+    """The checks of a record that did not pass (`details.checks`, as the drills record them)."""
+    checks = (record.get("details") or {}).get("checks") or []
+    return [c for c in checks if isinstance(c, dict) and c.get("verdict") not in ("pass", None)]
 
 
 def likely_cause(record: dict, lang: str = "en") -> tuple[str, list[str]]:
@@ -118,6 +135,18 @@ def _symptom(record: dict, w: dict) -> str:
         parts.append(f"{w['measured']} {fmt_seconds(measured)} / {w['target']} {fmt_seconds(target)}")
     parts.append(str(record.get("reason") or ""))
     return " — ".join(p for p in parts if p)
+
+
+def _check_line(check: dict, w: dict, reason: str) -> str:
+    unit = f" {check['unit']}" if check.get("unit") else ""
+    figures = []
+    if check.get("measured") is not None:
+        figures.append(f"{w['measured_value']} {check['measured']:g}{unit}")
+    if check.get("target") is not None:
+        figures.append(f"{w['limit']} {check['target']:g}{unit}")
+    line = f"- **{check.get('name', '?')}** ({check.get('verdict', '?')})"
+    said = check.get("reason") if check.get("reason") and check.get("reason") != reason else ""
+    return line + (f": {', '.join(figures)}" if figures else "") + (f" — {said}" if said else "")
 
 
 def _category_name(category: str | None, lang: str) -> str:

@@ -1,8 +1,8 @@
 """Read drill records (`records.jsonl`, one JSON object per scenario) for one run and across runs.
 
 Records are written by the drill engine; the report only reads them. Runs are ordered by when they
-started (earliest `started` of their records, else the file's mtime), so "previous run" and "the last
-N runs" mean the same thing everywhere in the report.
+started (earliest `wall_started` of their records, else earliest `started`, else the file's mtime), so
+"previous run" and "the last N runs" mean the same thing everywhere in the report.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def load_run(run_dir: Path) -> Run:
     path = run_dir / "records.jsonl"
     records = load_records(path) if path.exists() else []
     run_id = next((r["run_id"] for r in records if r.get("run_id")), run_dir.name)
-    starts = [t for t in (_parse_time(r.get("started")) for r in records) if t]
+    # Wall time first: `started` is cluster time, and each fresh twin's clock runs ahead by its own amount.
+    starts = [t for t in (_parse_time(r.get("wall_started")) for r in records) if t] or \
+        [t for t in (_parse_time(r.get("started")) for r in records) if t]
     started = min(starts) if starts else (_mtime(path) if path.exists() else None)
     return Run(run_id=run_id, path=run_dir, records=records, started=started)
 
