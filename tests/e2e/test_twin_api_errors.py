@@ -61,6 +61,25 @@ def test_unsupported_patch_type_is_415(pods_url):
     assert "application/merge-patch+json" in _status(resp, 415, "UnsupportedMediaType")
 
 
+def test_json_patch_must_be_a_list_of_operations(pods_url):
+    """An object under application/json-patch+json is a 400, as the real server's jsonpatch.DecodePatch says.
+
+    (kubernetes client 37 never sends one: its REST layer turns a dict body under the JSON-patch default
+    into a strategic merge patch, so `patch_node(name, {...})` merges and `patch_node(name, [ops])` JSON-patches.)"""
+    requests.post(pods_url, json=make_pod("jp"), timeout=5).raise_for_status()
+    jp = {"Content-Type": "application/json-patch+json"}
+    as_object = requests.patch(f"{pods_url}/jp", data=json.dumps({"metadata": {"labels": {"a": "b"}}}), headers=jp,
+                               timeout=5)
+    assert _status(as_object, 400, "BadRequest") == "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    of_strings = requests.patch(f"{pods_url}/jp", data='["add"]', headers=jp, timeout=5)
+    assert _status(of_strings, 400, "BadRequest") == ("json: cannot unmarshal string into Go value of type "
+                                                      "jsonpatch.Operation")
+    assert not requests.get(f"{pods_url}/jp", timeout=5).json()["metadata"].get("labels")
+    ops = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    assert requests.patch(f"{pods_url}/jp", data=json.dumps(ops), headers=jp, timeout=5).json()["metadata"]["labels"] \
+        == {"a": "b"}
+
+
 def test_invalid_objects_are_422(pods_url):
     msg = _status(requests.post(pods_url, json=make_pod("Bad_Name"), timeout=5), 422, "Invalid")
     assert msg.startswith('Pod "Bad_Name" is invalid: metadata.name: Invalid value')

@@ -171,6 +171,8 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
         body = yaml.safe_load(raw) if ctype == APPLY_PATCH else json.loads(raw)
     except (ValueError, yaml.YAMLError) as err:
         raise st.bad_request(f"error decoding patch: {err}") from None
+    if ctype == JSON_PATCH:
+        body = _json_patch_operations(body)
     rt = target.rt
     if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         if not isinstance(body, dict):
@@ -281,6 +283,31 @@ async def _delete_options(request: web.Request) -> dict:
     except ValueError as err:
         raise st.bad_request(f"the object provided is unrecognized (must be of type DeleteOptions): {err}") from None
     return opts if isinstance(opts, dict) else {}
+
+
+def _json_patch_operations(body):
+    """The real server decodes a JSON patch into `[]Operation` before applying it: an object (what a client
+    sends when it means a merge patch) or a list of non-objects is a 400 with the Go decoder's words; null is
+    an empty patch."""
+    if body is None:
+        return []
+    if not isinstance(body, list):
+        raise st.bad_request(f"json: cannot unmarshal {_go_kind(body)} into Go value of type jsonpatch.Patch")
+    for op in body:
+        if not isinstance(op, dict) and op is not None:
+            raise st.bad_request(f"json: cannot unmarshal {_go_kind(op)} into Go value of type jsonpatch.Operation")
+    return body
+
+
+def _go_kind(value) -> str:
+    """The JSON kind as encoding/json names it in an UnmarshalTypeError."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "string"
 
 
 def _unknown() -> st.ApiError:
