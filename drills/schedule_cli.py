@@ -98,6 +98,8 @@ def apply(docs: list[dict], *, kubeconfig: str | None = None, context: str | Non
     except (config.ConfigException, OSError) as err:
         raise TargetUnreachable(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'} "
                                 f"(context {context or 'current'}): {err}") from None
+    if not log.isEnabledFor(logging.DEBUG):  # connection retries: the error line says it
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
     api = client.ApiClient(cfg)
     api.user_agent = f"{USER_AGENT} schedule"
     lines = []
@@ -112,7 +114,7 @@ def apply(docs: list[dict], *, kubeconfig: str | None = None, context: str | Non
             except Exception as err:  # urllib3 connection errors: the API does not answer
                 if type(err).__module__.startswith("urllib3"):
                     raise TargetUnreachable(f"cannot apply {kind} {where}: the API at {cfg.host} does not "
-                                            f"answer ({type(err).__name__})") from None
+                                            "answer; check the kubeconfig context and that the cluster is up") from None
                 raise
             lines.append(f"{verb} {kind.lower()} {where}")
     finally:
