@@ -104,10 +104,12 @@ class LoadMeasure:
     failures: int
     baseline_rps: float | None
     baseline_p99_ms: float | None
-    after_p99_ms: float | None
+    after_p99_ms: float | None  # once serving again and Ready (the Deployment whole again)
     outage_error_rate: float | None  # from the fault to the endpoint serving again
     budget_error_rate: float | None  # while at least one replica survived / served
     budget_window: str
+    serving_p99_ms: float | None = None  # over the budget window: what users saw while a replica served
+    budget_errors: dict[str, int] = field(default_factory=dict)  # most frequent errors in that window
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -289,23 +291,28 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     """Load figures from the buckets and the recovery's wall anchors (windows are wall seconds)."""
     w = recovery.wall
     inj, end = w["injected"], w["end"]
-    base = window(buckets, inj - clock.wall_seconds(baseline_s), inj)
+    # The baseline stops at the start of the bucket the fault fell in: that bucket already holds answers
+    # given after the fault (at a high twin scale one bucket is many cluster seconds).
+    cut = math.floor(inj / buckets[0].w) * buckets[0].w if buckets else inj
+    base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
     back = w.get("recovered")
     settled = max(back, w["ready"]) if back is not None and "ready" in w else None
     after = window(buckets, settled, end) if settled is not None else None
     outage = window(buckets, inj, back if back is not None else end)
     if recovery.survivors:
-        budget, label = window(buckets, inj, end), f"from the fault on ({recovery.survivors} replica(s) survived)"
+        since, label = inj, f"from the fault on ({recovery.survivors} replica(s) survived)"
     elif back is not None:
-        budget, label = window(buckets, back, end), "since the endpoint served again (no replica survived)"
+        since, label = back, "since the endpoint served again (no replica survived)"
     else:
-        budget, label = None, "the endpoint never served again"
+        since, label = None, "the endpoint never served again"
+    budget = window(buckets, since, end) if since is not None else None
     return LoadMeasure(
         requests=sum(b.n for b in buckets), failures=sum(b.fail for b in buckets),
         baseline_rps=_num(base.rps),
         baseline_p99_ms=_num(base.p99_ms), after_p99_ms=_num(after.p99_ms) if after else None,
         outage_error_rate=_num(outage.failure_rate), budget_error_rate=_num(budget.failure_rate) if budget else None,
-        budget_window=label)
+        budget_window=label, serving_p99_ms=_num(budget.p99_ms) if budget else None,
+        budget_errors=_top_errors(buckets, since, end) if since is not None else {})
 
 
 def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, width_s: float = 0.25) -> list[list[float]]:
@@ -377,6 +384,15 @@ def _event_ts(event: dict) -> float | None:
 
 def _ts(text: str | None) -> float | None:
     return parse_iso(text).timestamp() if text else None
+
+
+def _top_errors(buckets: list[Bucket], start: float, end: float, top: int = 3) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for b in buckets:
+        if start <= b.t < end:
+            for message, n in b.errors.items():
+                counts[message] = counts.get(message, 0) + n
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:top])
 
 
 def _num(x: float | None) -> float | None:

@@ -3,7 +3,11 @@
 Loaded only by a locust subprocess (never import it into pytest: gevent's monkey-patching
 breaks ssl once the kubernetes client is loaded). Each user POSTs `/v1/completions` (and,
 with `--chat-weight`, `/v1/chat/completions`) with a small prompt; every outcome is folded
-into `drills.load.buckets` buckets written as JSONL to `--bucket-file`.
+into `drills.load.buckets` buckets written as JSONL to `--bucket-file`. An answer that carries
+`x-twin-latency-ms` (the twin's gateway: the latency its cluster model gave the request, in cluster
+ms) is bucketed with that latency, so a drill judges the modelled cluster's latency and not this
+machine's HTTP overhead magnified by the twin's dilated clock; a real endpoint sends no such header
+and its measured latency is used.
 
 Run it by hand against any endpoint:
 
@@ -42,6 +46,7 @@ except ImportError:  # run from a checkout without the package installed
 
 log = logging.getLogger("drills.load.locustfile")
 
+TWIN_LATENCY_HEADER = "x-twin-latency-ms"  # drills.twin.workloads.inference_gateway.LATENCY_HEADER
 WORDS = "the quick brown fox jumps over the lazy dog while the cluster heals itself".split()
 
 
@@ -118,11 +123,22 @@ def _on_init(environment, **_kw) -> None:
 
 
 @events.request.add_listener
-def _on_request(response_time, exception=None, start_time=None, **_kw) -> None:
+def _on_request(response_time, exception=None, start_time=None, response=None, **_kw) -> None:
     if _sink is None:
         return
     end = (start_time or time.time() - response_time / 1000.0) + response_time / 1000.0
-    _sink.record(end, response_time, None if exception is None else _message(exception))
+    modelled = _modelled_ms(response)
+    _sink.record(end, response_time if modelled is None else modelled,
+                 None if exception is None else _message(exception))
+
+
+def _modelled_ms(response) -> float | None:
+    """The twin's modelled latency (cluster ms) from `x-twin-latency-ms`; None from any other endpoint."""
+    try:
+        value = response.headers.get(TWIN_LATENCY_HEADER) if response is not None and response.headers else None
+        return float(value) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 @events.quitting.add_listener

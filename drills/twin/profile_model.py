@@ -215,8 +215,9 @@ class InferenceDeployment(Strict):
     port: int = Field(default=8000, ge=1, le=65535)
     gateway_port: int = Field(default=0, ge=0, le=65535)  # 0: any free port on 127.0.0.1
     pdb_min_available: int | str | None = 1
-    max_concurrency: int = Field(default=32, ge=1)
+    max_concurrency: int = Field(default=32, ge=1)  # vLLM --max-num-seqs: sequences a replica batches at once
     base_latency: Duration = 0.35
+    endpoints_lag: Duration = 0  # the gateway still routes to a replica this long after it left the Endpoints
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]

@@ -2,7 +2,8 @@
 Feature: Inference survives the loss of serving replicas
   Replicas of the vLLM inference Deployment are killed while users send completions. The ReplicaSet
   must bring up new pods that are scheduled and Ready, the endpoint must serve again within 5 minutes,
-  and while a replica serves, users must see almost no errors (DESIGN §1; the seed's inference drill).
+  and while a replica serves, users must see almost no errors and no more than twice the usual p99
+  latency: the survivors carry the load (DESIGN §1; the seed's inference drill).
 
   Scenario Outline: The inference Deployment loses <killed> under load
     Given the inference Deployment has all its replicas Ready
@@ -12,7 +13,7 @@ Feature: Inference survives the loss of serving replicas
     And the killed pods are replaced, scheduled and Ready again
     And the Deployment is back to its desired Ready replicas
     And no more than 1% of requests fail while a replica serves
-    And p99 latency is back within 2x the baseline
+    And p99 latency stays within 2x the baseline while a replica serves
 
     Examples:
       | killed              |

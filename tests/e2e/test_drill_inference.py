@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from datetime import datetime
 from pathlib import Path
@@ -53,6 +54,17 @@ def defect_run(request, tmp_path_factory) -> tuple:
     return request.param, drills(*args), reports / request.param
 
 
+@pytest.fixture(scope="module", params=["stale-endpoints", "no-headroom"])
+def survivor_run(request, tmp_path_factory) -> tuple:
+    """1 of 2 replicas killed under a defect that hurts users while the survivor serves. stale-endpoints runs
+    at the default scale: its 45 s of stale routing must outlast a twin hiccup of a few tens of ms."""
+    reports = tmp_path_factory.mktemp("reports")
+    scale = [] if request.param == "stale-endpoints" else ["--scale", FAST_SCALE]
+    done = drills("run", "-m", "inference", "-k", "not all", "--defect", request.param, *scale, "--no-html",
+                  "--reports", str(reports), "--run-id", request.param)
+    return request.param, done, reports / request.param
+
+
 def test_healthy_twin_passes_both_scenarios(healthy_run):
     done, run_dir = healthy_run
     assert done.returncode == 0, done.stdout + done.stderr
@@ -75,6 +87,8 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     assert len(every["details"]["killed_pods"]) == 2 and every["details"]["survivors"] == 0
     assert every["recovery_s"] > 30  # a model load (60 s) stands between the kill and serving again
     assert 0.3 < every["details"]["load"]["outage_error_rate"] <= 1.0  # every request failed while none served
+    for rec in recs:  # latencies are the twin's modelled ones (x-twin-latency-ms): the headroom is wide
+        assert rec["details"]["load"]["serving_p99_ms"] <= 1.5 * rec["details"]["load"]["baseline_p99_ms"]
     journal = (run_dir / "journal.jsonl").read_text()
     assert journal.count('"op":"open"') == journal.count('"op":"close"') == 2
     assert "nothing to undo" in journal
@@ -126,6 +140,30 @@ def test_defects_fail_the_target_naming_the_slow_phase(defect_run):
         assert len(list((run_dir / "load" / "1").glob("buckets-w*.jsonl"))) == 2
 
 
+def test_survivor_defects_fail_the_check_users_feel(survivor_run):
+    """stale-endpoints: requests still routed to the killed pod fail while a replica survives (error budget);
+    no-headroom: the lone survivor is overloaded (p99). The pods recover in time either way."""
+    defect, done, run_dir = survivor_run
+    assert done.returncode == 1, done.stdout + done.stderr
+    (rec,) = records(run_dir)
+    checks = {c["name"]: c for c in rec["details"]["checks"]}
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach" and rec["defects"] == [defect]
+    assert rec["details"]["survivors"] == 1 and checks["recovery"]["verdict"] == "pass"
+    load = rec["details"]["load"]
+    if defect == "stale-endpoints":
+        rate = re.match(r"error budget: ([\d.]+) %, over the limit of 1 % of requests failing from the fault on",
+                        rec["reason"])
+        assert rate, rec["reason"]
+        assert float(rate.group(1)) == pytest.approx(100 * load["budget_error_rate"], abs=0.01) and float(rate.group(1)) > 1
+        assert "502 upstream connect error: connection refused" in rec["reason"]
+    else:
+        ratio = re.match(r"p99 latency: ([\d.]+) x baseline, over the limit of 2 x baseline", rec["reason"])
+        assert ratio and float(ratio.group(1)) > 2, rec["reason"]
+        assert checks["error budget"]["verdict"] == "pass"
+        assert load["after_p99_ms"] < load["serving_p99_ms"]  # back to normal once the replacement serves
+    assert not locust_processes(str(run_dir))
+
+
 def test_sigterm_mid_drill_stops_the_load(tmp_path):
     proc = drills_popen("run", "-m", "inference", "-k", "all", "--defect", "slow-model-load", "--no-html",
                         "--reports", str(tmp_path), "--run-id", "sig")
@@ -139,3 +177,4 @@ def test_sigterm_mid_drill_stops_the_load(tmp_path):
     assert '"op":"close"' in journal
     (rec,) = records(tmp_path / "sig")
     assert rec["verdict"] == "fail" and "interrupted" in rec["reason"]
+

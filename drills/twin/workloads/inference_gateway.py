@@ -6,8 +6,14 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
   the `model` field picks the Deployment (served model name or model id; default: the first one).
 - `GET /v1/models` — the served models; `GET /health` — 200 when every model has a Ready replica.
 - Latency (twin seconds) = base_latency + max_tokens / tokens_per_second, times (1 + load) where load
-  is the replica's in-flight requests over its max_concurrency (queueing beyond it); the wall wait is
-  that divided by the twin's scale (never 0). The replica that answered is in `x-twin-replica`.
+  is the replica's in-flight requests n over its max_concurrency c (capped at 1: a full batch); beyond c
+  the replica is overloaded and the latency grows with (n / c)²: queued sequences wait n / c batches, and
+  vLLM preempts and recomputes sequences its KV cache cannot hold. The wall wait is that divided by the
+  twin's scale (never 0). The replica that answered is in `x-twin-replica`; every answer carries the
+  modelled latency in cluster milliseconds in `x-twin-latency-ms` (the load measures the cluster's
+  latency from it, not this machine's HTTP overhead, which the dilated clock would magnify).
+- A replica that leaves the Endpoints stays in the routing table for `endpoints_lag` twin seconds (slow
+  endpoint propagation, no preStop drain): requests routed to it fail with 502, connection refused.
 
 Ground truth: `gateway_outage_started` when the last routable replica goes, `gateway_serving` when one
 is routable again, `first_answer_after_outage` at the first 200 after an outage.
@@ -29,12 +35,14 @@ from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
 from drills.twin.workloads.hub import hub_for
 
-__all__ = ["Gateway", "install_gateway", "MIN_WALL_LATENCY_S"]
+__all__ = ["Gateway", "install_gateway", "MIN_WALL_LATENCY_S", "LATENCY_HEADER", "modelled_latency"]
 
 log = logging.getLogger(__name__)
 
 ENDPOINTS = by_kind("v1", "Endpoints")
 MIN_WALL_LATENCY_S = 0.0005
+FAIL_LATENCY_S = 0.002  # twin seconds a refused connection or a 503 takes
+LATENCY_HEADER = "x-twin-latency-ms"
 _WORDS = "the cluster recovered quickly after the drill and every replica answered again".split()
 
 
@@ -43,6 +51,7 @@ class _Model:
     spec: Any
     subject: str
     replicas: list[str] = field(default_factory=list)  # Ready pod names from the Endpoints
+    stale: dict[str, float] = field(default_factory=dict)  # gone from the Endpoints → routed until (twin ts)
     serving: bool = False
     ever_served: bool = False
     outage: bool = False
@@ -110,6 +119,12 @@ class Gateway:
         ready = [] if etype == "DELETED" else [
             (a.get("targetRef") or {}).get("name") or a.get("ip", "")
             for subset in ep.get("subsets") or [] for a in subset.get("addresses") or []]
+        lag, now = model.spec.endpoints_lag, self.twin.clock.timestamp()
+        if lag:
+            for gone in set(model.replicas) - set(ready):
+                model.stale[gone] = now + lag
+        for back in ready:
+            model.stale.pop(back, None)
         model.replicas = sorted(set(ready))
         self._serving_changed(model)
 
@@ -149,23 +164,28 @@ class Gateway:
         model = self._model(body.get("model"))
         if model is None:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
-        if not model.replicas:
-            return _error(503, "no ready replica", "ServiceUnavailableError")
-        replica = self._pick(model)
+        routable = self._routable(model)
+        if not routable:
+            return await self._fail(503, "no ready replica", "ServiceUnavailableError")
+        replica = self._pick(routable)
+        if replica in model.stale:  # the pod is gone, the route not yet
+            return await self._fail(502, f"upstream connect error: connection refused ({replica})",
+                                    "BadGatewayError")
         after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
         spec = model.spec
         tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
         self.inflight[replica] = self.inflight.get(replica, 0) + 1
         try:
-            load = self.inflight[replica] / spec.max_concurrency
-            latency = (spec.base_latency + tokens / spec.tokens_per_second) * (1 + load)
+            latency = modelled_latency(spec.base_latency + tokens / spec.tokens_per_second, self.inflight[replica],
+                                       spec.max_concurrency)
             await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         finally:
             self.inflight[replica] -= 1
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
-        return web.json_response(self._body(model, body, tokens, chat, latency), headers={"x-twin-replica": replica})
+        return web.json_response(self._body(model, body, tokens, chat, latency),
+                                 headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
 
     def _model(self, name: Any) -> _Model | None:
         if not name:
@@ -174,11 +194,25 @@ class Gateway:
             return self.models[name]
         return next((m for m in self.models.values() if m.spec.model == name), None)
 
-    def _pick(self, model: _Model) -> str:
-        """The least loaded Ready replica; ties in round-robin order."""
-        start = next(self._rr) % len(model.replicas)
-        order = model.replicas[start:] + model.replicas[:start]
+    def _routable(self, model: _Model) -> list[str]:
+        """Ready replicas plus those still routed after leaving the Endpoints (until their lag ran out)."""
+        now = self.twin.clock.timestamp()
+        for name in [n for n, until in model.stale.items() if until <= now]:
+            del model.stale[name]
+        return sorted({*model.replicas, *model.stale})
+
+    def _pick(self, replicas: list[str]) -> str:
+        """The least loaded replica; ties in round-robin order (a dead one, failing fast, draws traffic
+        like it does behind a least-request balancer)."""
+        start = next(self._rr) % len(replicas)
+        order = replicas[start:] + replicas[:start]
         return min(order, key=lambda r: self.inflight.get(r, 0))
+
+    async def _fail(self, status: int, message: str, kind: str) -> web.Response:
+        await asyncio.sleep(max(FAIL_LATENCY_S / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+        response = _error(status, message, kind)
+        response.headers[LATENCY_HEADER] = _ms(FAIL_LATENCY_S)
+        return response
 
     def _body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float) -> dict:
         text = " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
@@ -209,10 +243,21 @@ class Gateway:
                                  status=200 if ok else 503)
 
 
+def modelled_latency(service_s: float, inflight: int, max_concurrency: int) -> float:
+    """Twin seconds one request takes on a replica with `inflight` requests (itself included): a fuller
+    batch decodes slower (up to 2x at max_concurrency); beyond it the overload factor (n / c)² applies."""
+    ratio = inflight / max_concurrency
+    return service_s * (1 + min(ratio, 1.0)) * max(1.0, ratio) ** 2
+
+
 def install_gateway(twin: Any) -> Gateway:
     gateway = Gateway(twin)
     twin.add_component("inference-gateway", gateway.start, gateway.stop)
     return gateway
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f}"
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
