@@ -30,7 +30,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +109,9 @@ class LoadRunner:
                  run_time_limit_s: float = 3600.0, max_tokens: int = 16, prompt_words: int = 8,
                  chat_weight: float = 0.0, wait_s: tuple[float, float] = (0.0, 0.0),
                  start_timeout_s: float = 30.0, stop_timeout_s: float = 15.0,
-                 locustfile: str | Path = LOCUSTFILE) -> None:
+                 locustfile: str | Path = LOCUSTFILE,
+                 on_starting: Callable[[LoadRunner], None] | None = None,
+                 on_launched: Callable[[LoadRunner], None] | None = None) -> None:
         self.host = host.rstrip("/")
         self.users, self.spawn_rate, self.workers = users, spawn_rate, workers
         self.out_dir = Path(out_dir)
@@ -118,6 +120,8 @@ class LoadRunner:
         self.max_tokens, self.prompt_words, self.chat_weight, self.wait_s = max_tokens, prompt_words, chat_weight, wait_s
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self.locustfile = Path(locustfile)
+        # Journal hooks (fixtures.load): before the first process starts, and once all have started.
+        self.on_starting, self.on_launched = on_starting, on_launched
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._logs: list = []
         self._result: LoadResult | None = None
@@ -134,9 +138,13 @@ class LoadRunner:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for f in self.bucket_files:
             f.unlink(missing_ok=True)
+        if self.on_starting is not None:
+            self.on_starting(self)
         atexit.register(self.stop)
         try:
             self._launch()
+            if self.on_launched is not None:
+                self.on_launched(self)
             self._wait_for_traffic()
         except BaseException:
             self.stop()
@@ -185,6 +193,10 @@ class LoadRunner:
     @property
     def pids(self) -> list[int]:
         return [p.pid for _, p in self._procs]
+
+    def processes(self) -> list[tuple[str, int]]:
+        """(name, pid) of each locust process started; each leads its own session and process group."""
+        return [(name, p.pid) for name, p in self._procs]
 
     @property
     def bucket_files(self) -> list[Path]:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -90,8 +91,8 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     for rec in recs:  # latencies are the twin's modelled ones (x-twin-latency-ms): the headroom is wide
         assert rec["details"]["load"]["serving_p99_ms"] <= 1.5 * rec["details"]["load"]["baseline_p99_ms"]
     journal = (run_dir / "journal.jsonl").read_text()
-    assert journal.count('"op":"open"') == journal.count('"op":"close"') == 2
-    assert "nothing to undo" in journal
+    assert journal.count('"op":"open"') == journal.count('"op":"close"') == 4  # per scenario: the pods, the load
+    assert journal.count('"kind":"load"') == 2 and "nothing to undo" in journal
 
 
 def test_allure_carries_the_locust_summary_and_the_load_chart(healthy_run):
@@ -164,6 +165,29 @@ def test_survivor_defects_fail_the_check_users_feel(survivor_run):
     assert not locust_processes(str(run_dir))
 
 
+def test_sigkill_mid_drill_then_drills_revert_stops_the_load(twin_factory, tmp_path):
+    """After SIGKILL nothing of `drills run` tears down: the journal's load entry lets `drills revert` stop locust.
+    (A twin of our own: the one `drills run` starts would outlive its SIGKILLed parent.)"""
+    twin = twin_factory()
+    proc = drills_popen("run", "-m", "inference", "-k", "all", "--twin-state", str(twin.state_dir), "--no-html",
+                        "--reports", str(tmp_path), "--run-id", "kill")
+    _wait_for_pod_kill(tmp_path / "kill", proc)
+    running = locust_processes(str(tmp_path / "kill"))
+    assert running  # the load is running while the drill waits
+    proc.kill()
+    proc.communicate(timeout=30)
+    journal = [json.loads(line) for line in (tmp_path / "kill" / "journal.jsonl").read_text().splitlines()]
+    (load,) = [e for e in journal if e.get("kind") == "load"]
+    recorded = next(e for e in journal if e["op"] == "injected" and e["id"] == load["id"])["record"]["processes"]
+    assert {p["pid"] for p in recorded} == {int(line.split(":")[0]) for line in running}
+    done = drills("revert", "--reports", str(tmp_path), "--run", "kill")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reverted load on" in done.stdout
+    assert not locust_processes(str(tmp_path / "kill"))
+    closed = (tmp_path / "kill" / "journal.jsonl").read_text()
+    assert closed.count('"op":"close"') == closed.count('"op":"open"') == 2
+
+
 def test_sigterm_mid_drill_stops_the_load(tmp_path):
     proc = drills_popen("run", "-m", "inference", "-k", "all", "--defect", "slow-model-load", "--no-html",
                         "--reports", str(tmp_path), "--run-id", "sig")
@@ -178,3 +202,14 @@ def test_sigterm_mid_drill_stops_the_load(tmp_path):
     (rec,) = records(tmp_path / "sig")
     assert rec["verdict"] == "fail" and "interrupted" in rec["reason"]
 
+
+def _wait_for_pod_kill(run_dir: Path, proc, timeout: float = 120) -> None:
+    """Until the journal has both entries injected: the load (journaled first) and the pod kill."""
+    journal = run_dir / "journal.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count('"op":"injected"') >= 2:
+            return
+        assert proc.poll() is None, f"drills run ended before killing pods: {proc.communicate()}"
+        time.sleep(0.05)
+    raise AssertionError("no pod kill within the timeout")
