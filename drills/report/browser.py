@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from drills.errors import DrillError
 
@@ -31,9 +32,20 @@ def chromium_path() -> str | None:
         "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
-def rendered_dom(page: Path, fragment: str = "", timeout: float = 120) -> str:
-    """The DOM of `page` (a file) at `#fragment` after its scripts ran, as HTML."""
-    return _run(page, fragment, ["--dump-dom"], timeout).stdout
+def rendered_dom(page: Path, fragment: str = "", timeout: float = 120,
+                 until: Callable[[str], bool] | None = None, attempts: int = 3) -> str:
+    """The DOM of `page` (a file) at `#fragment` after its scripts ran, as HTML.
+
+    `until`: render again (up to `attempts` times) until the DOM satisfies it — on a busy machine
+    headless Chromium now and then dumps the page before a chart widget (Allure's Trend) is drawn.
+    """
+    dom = _run(page, fragment, ["--dump-dom"], timeout).stdout
+    for _ in range(attempts - 1):
+        if until is None or until(dom):
+            break
+        log.info("%s#%s not fully rendered yet: rendering again", Path(page).name, fragment)
+        dom = _run(page, fragment, ["--dump-dom"], timeout).stdout
+    return dom
 
 
 def screenshot(page: Path, png: Path, fragment: str = "", size: str = "1400,1000",
