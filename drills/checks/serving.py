@@ -291,9 +291,10 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     """Load figures from the buckets and the recovery's wall anchors (windows are wall seconds)."""
     w = recovery.wall
     inj, end = w["injected"], w["end"]
-    # The baseline stops at the start of the bucket the fault fell in: that bucket already holds answers
-    # given after the fault (at a high twin scale one bucket is many cluster seconds).
-    cut = math.floor(inj / buckets[0].w) * buckets[0].w if buckets else inj
+    # The baseline stops a bucket before the one the fault's stamp fell in: that bucket holds answers given
+    # after the fault, and the stamp is the middle of the kill request, whose effect may come earlier (at a
+    # high twin scale, or on a loaded machine, a bucket is many cluster seconds).
+    cut = (math.floor(inj / buckets[0].w) - 1) * buckets[0].w if buckets else inj
     base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
     back = w.get("recovered")
     settled = max(back, w["ready"]) if back is not None and "ready" in w else None

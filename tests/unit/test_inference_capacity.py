@@ -36,6 +36,7 @@ def _recovery(survivors: int) -> ServingRecovery:
 
 def test_the_baseline_stops_before_the_bucket_the_fault_fell_in_and_p99_covers_the_survivor():
     rows = [(t + 0.1, 100.0, None) for t in range(90, 100)]  # steady state
+    rows += [(99.9, 900.0, None)]  # the kill's effect before its stamp (the middle of its request)
     rows += [(100.2, 100.0, None), (100.7, 900.0, None)]  # the fault's bucket: one answer after it, slow
     rows += [(t + 0.1, 900.0, None) for t in range(101, 106)]  # the lone survivor, overloaded
     rows += [(t + 0.1, 100.0, None) for t in range(106, 110)] + [(103.5, 1.0, "502 upstream connect error")]

@@ -38,6 +38,8 @@ EFFECTS = {
     "no-preemption": lambda p: all(pc.preemption_policy == "Never" for pc in p.priority_classes.values()),
     "nccl-socket-transport": lambda p: _job(p).nccl.transport == "socket",
     "no-max-retry": lambda p: _job(p).max_retry == 0,
+    "stale-endpoints": lambda p: _infer(p).endpoints_lag >= 30,
+    "no-headroom": lambda p: _infer(p).max_concurrency * (_infer(p).replicas - 1) < 4,  # 4 users, one replica lost
 }
 
 
