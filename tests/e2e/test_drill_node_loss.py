@@ -78,6 +78,10 @@ def test_allure_shows_steps_parameters_attachments_and_labels(healthy_run):
         assert {"measured recovery", "target", "verdict", "recovery", "lost steps"} <= params
         attachments = {a["name"] for a in result["attachments"]}
         assert {"drill record (JSON)", "timeline", "logs excerpt"} <= attachments
+        # step parameters are what the Gherkin line said, never fixture reprs (profiles, monitors, functions)
+        step_params = {p["name"]: p["value"] for s in result["steps"] for p in s.get("parameters", [])}
+        assert {"count", "mode", "budget", "limit"} <= set(step_params), step_params
+        assert not any("object at 0x" in v or "Profile(" in v or len(v) > 80 for v in step_params.values())
 
 
 @pytest.mark.parametrize("defect, expected", [
