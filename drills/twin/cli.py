@@ -23,6 +23,8 @@ def up(
     defect: list[str] = typer.Option([], "--defect", help="Named defect to apply (repeatable)."),
     watch_history: int = typer.Option(20000, "--watch-history", hidden=True,
                                       help="Events kept per resource for watch resume (older → 410 Gone)."),
+    parent_pid: int = typer.Option(None, "--parent-pid", hidden=True,
+                                   help="Stop when this process is gone (set by drills run and the tests)."),
 ) -> None:
     """Run the twin in the foreground until Ctrl-C (or SIGTERM)."""
     from drills.twin.runtime import run_twin
@@ -35,7 +37,7 @@ def up(
         typer.echo(info["url"])
 
     run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready,
-             watch_history=watch_history)
+             watch_history=watch_history, parent_pid=parent_pid)
 
 
 @twin_app.command("defects")

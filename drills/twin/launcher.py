@@ -88,7 +88,7 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
     state.mkdir(parents=True, exist_ok=True)
     (state / TWIN_JSON).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "drills.cli", "twin", "up", "--profile", str(profile), "--port", str(port),
-            "--state-dir", str(state)]
+            "--state-dir", str(state), "--parent-pid", str(os.getpid())]
     if scale is not None:
         argv += ["--scale", str(scale)]
     for name in defects:

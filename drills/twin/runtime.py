@@ -142,18 +142,22 @@ class Twin:
         await self.server.stop()
         self.audit.close()
 
-    async def run_until_signal(self, on_ready: Callable[[dict], None] | None = None) -> None:
-        """Start, then serve until SIGINT or SIGTERM, then stop cleanly."""
+    async def run_until_signal(self, on_ready: Callable[[dict], None] | None = None,
+                               parent_pid: int | None = None) -> None:
+        """Start, then serve until SIGINT or SIGTERM (or until `parent_pid` is gone), then stop cleanly."""
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
+        watcher = asyncio.create_task(_watch_parent(parent_pid, stopping)) if parent_pid else None
         try:
             info = await self.start()
             if on_ready:
                 on_ready(info)
             await stopping.wait()
         finally:
+            if watcher is not None:
+                watcher.cancel()
             await self.stop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
@@ -161,10 +165,24 @@ class Twin:
 
 def run_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
              scale: float | None = None, port: int = 0, on_ready: Callable[[dict], None] | None = None,
-             watch_history: int = DEFAULT_HISTORY) -> None:
-    """Blocking: run a twin in the foreground until SIGINT/SIGTERM."""
+             watch_history: int = DEFAULT_HISTORY, parent_pid: int | None = None) -> None:
+    """Blocking: run a twin in the foreground until SIGINT/SIGTERM (or until `parent_pid` exits)."""
     twin = Twin(state_dir, profile=profile, defects=defects, scale=scale, port=port, watch_history=watch_history)
-    asyncio.run(twin.run_until_signal(on_ready))
+    asyncio.run(twin.run_until_signal(on_ready, parent_pid=parent_pid))
+
+
+async def _watch_parent(parent_pid: int, stopping: asyncio.Event, every_s: float = 0.5) -> None:
+    """A twin started for a drill run must not outlive it, even when the run is SIGKILLed."""
+    while not stopping.is_set():
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            log.warning("parent process %d is gone: stopping the twin", parent_pid)
+            stopping.set()
+            return
+        except PermissionError:  # alive, owned by someone else
+            pass
+        await asyncio.sleep(every_s)
 
 
 def write_kubeconfig(path: Path, url: str) -> None:

@@ -46,3 +46,40 @@ def test_twin_up_prints_the_url_and_the_kubeconfig_hint(tmp_path):
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert f"export KUBECONFIG={tmp_path / 'kubeconfig'}" in err
+
+
+def test_a_twin_does_not_outlive_a_killed_parent(tmp_path):
+    """`drills run` SIGKILLed mid-drill: its twin notices the parent is gone and stops by itself."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import json, os, sys, time\n"
+        "from drills.twin.launcher import start_twin\n"
+        f"h = start_twin({str(tmp_path)!r}, scale=60)\n"
+        "print(json.dumps({'twin': h.pid}), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        twin_pid = json.loads(parent.stdout.readline())["twin"]
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.kill(twin_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(twin_pid, signal.SIGKILL)
+            raise AssertionError("the twin kept running after its parent was killed")
+        assert not (tmp_path / "twin.json").exists(), "a clean stop removes twin.json"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
