@@ -84,18 +84,21 @@ def test_allure_shows_steps_parameters_attachments_and_labels(healthy_run):
         assert not any("object at 0x" in v or "Profile(" in v or len(v) > 80 for v in step_params.values())
 
 
-@pytest.mark.parametrize("defect, expected", [
+@pytest.mark.parametrize("defect, expected, category", [
     # survivors cannot rejoin a replaced worker (static rendezvous): the job hangs, then its NCCL watchdog fires
-    ("no-restart-policy", "the job never resumed: no worker resumed from a checkpoint within 18m of the fault"),
-    ("sparse-checkpoints", "lost steps"),
+    ("no-restart-policy", "the job never resumed: no worker resumed from a checkpoint within 18m of the fault",
+     "slo_breach"),
+    ("sparse-checkpoints", "lost steps", "stale_checkpoint"),
 ])
-def test_defect_fails_for_the_right_reason_and_the_node_is_schedulable_again(defect, expected, twin_factory, tmp_path):
+def test_defect_fails_for_the_right_reason_and_the_node_is_schedulable_again(defect, expected, category, twin_factory,
+                                                                             tmp_path):
     twin = twin_factory(defects=[defect], scale=float(SCALE))
     done = drills("run", "-m", "training", "-k", "cordon", "--twin-state", str(twin.state_dir), "--no-html",
                   "--reports", str(tmp_path), "--run-id", defect)
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(tmp_path / defect)
     assert rec["verdict"] == "fail" and expected in rec["reason"], rec["reason"]
+    assert rec["category"] == category, rec["category"]
     assert rec["defects"] == [defect]
     assert schedulable(node(twin, rec["details"]["lost_node"]))  # reverted after a failed check
 
