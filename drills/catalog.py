@@ -1,4 +1,5 @@
-"""The drill catalog (drills/catalog.yaml) as data: labels, the SLO that bounds each drill, categories.
+"""The drill catalog (drills/catalog.yaml) as data: labels, the SLO that bounds each drill, categories,
+the headline check.
 
 A feature marks itself as drill X by carrying X's tag (`@gpu_node_loss`); the recorder, the progress
 display and the runner look the drill up here. Later drills add an entry, not code.
@@ -28,6 +29,7 @@ class DrillInfo:
     severity: str = "normal"
     slo: str | None = None  # a field of drills.config.SloConfig
     categories: dict[str, str] = field(default_factory=dict)  # check name → report category
+    headline: str | None = None  # the check a reviewer reads first when the drill has no recovery target
 
     def target_s(self, profile) -> float | None:
         """This drill's recovery target from the profile's SLOs (None when it has none)."""

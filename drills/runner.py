@@ -106,9 +106,10 @@ def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
 
 
 def final_table(records: list[dict]):
-    """drill, scenario, target, measured, verdict — as a rich Table."""
+    """drill, scenario, target, measured, verdict — as a rich Table (see drills.report.figures)."""
     from rich.table import Table
 
+    from drills.report.figures import headline_figures
     from drills.timeline import format_duration
 
     table = Table(title="Drill results", show_lines=False)
@@ -117,8 +118,11 @@ def final_table(records: list[dict]):
     for rec in records:
         verdict = rec.get("verdict", "?")
         style = "green" if verdict == "pass" else "red"
-        measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
-        target = format_duration(rec["target_s"]) if rec.get("target_s") else "—"
+        if rec.get("target_s"):
+            measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
+            target = format_duration(rec["target_s"])
+        else:  # no recovery target (storage saturation): its headline check against that check's limit
+            target, measured = headline_figures(rec)
         table.add_row(rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
                       f"[{style}]{verdict.upper()}[/{style}]")
     return table

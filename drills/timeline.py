@@ -114,14 +114,18 @@ class Verdict:
     target: float | None
     unit: str
     reason: str
+    baseline: float | None = None  # what `measured` compares with, when the limit is a multiple of it
 
     @property
     def verdict(self) -> str:
         return "pass" if self.passed else "fail"
 
     def to_record(self) -> dict:
-        return {"name": self.name, "verdict": self.verdict, "measured": self.measured, "target": self.target,
-                "unit": self.unit, "reason": self.reason}
+        record = {"name": self.name, "verdict": self.verdict, "measured": self.measured, "target": self.target,
+                  "unit": self.unit, "reason": self.reason}
+        if self.baseline is not None:
+            record["baseline"] = self.baseline
+        return record
 
 
 def recovery_seconds(timeline: Timeline) -> float | None:

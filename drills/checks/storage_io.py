@@ -101,7 +101,7 @@ def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float
     else:
         limit = f" and the {_s(limit_s)} limit" if limit_s is not None else ""
         reason = f"{head}, within the {ratio:g}× budget ({_s(budget)}){limit}"
-    return Verdict("checkpoint save", within(measured, target), measured, target, "s", reason)
+    return Verdict("checkpoint save", within(measured, target), measured, target, "s", reason, baseline=base)
 
 
 def store_bandwidth_mb_s(fio: FioResult | None, probe: ProbeSeries) -> float:
@@ -186,7 +186,7 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
                        "there is no baseline (does the job log `checkpoint saved … duration_s=`?)")
     budget = ratio * base
     if worst is None:
-        return Verdict("training checkpoint save", False, saves.waited_s, budget, "s",
+        return Verdict("training checkpoint save", False, saves.waited_s, budget, "s", baseline=base, reason=
                        f"training checkpoint save: no save started under saturation finished within "
                        f"{_s(saves.waited_s)}; the budget is {_s(budget)} ({ratio:g}× the {_s(base)} baseline): "
                        "saves crawl while the store is saturated")
@@ -195,7 +195,7 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
     where = "within" if ok else "over"
     reason = (f"training checkpoint save of step {step} under saturation: {_s(worst)}, {worst / base:.1f}× the "
               f"{_s(base)} baseline, {where} the {ratio:g}× budget ({_s(budget)})")
-    return Verdict("training checkpoint save", ok, worst, budget, "s", reason)
+    return Verdict("training checkpoint save", ok, worst, budget, "s", reason, baseline=base)
 
 
 def _s(seconds: float | None) -> str:

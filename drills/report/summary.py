@@ -1,6 +1,6 @@
 """The compliance summary of a run: `summary.md`, a small self-contained `summary.html` and `trend.png`.
 
-It lists every drill of the run (target, measured recovery, verdict, reason), the last N runs side
+It lists every drill of the run (target, measured recovery or headline check, verdict, reason), the last N runs side
 by side from the records history, the resilience score (formula in drills.report.score, printed in
 the summary) and a trend chart of recovery times; failed drills link to their postmortem notes.
 """
@@ -13,10 +13,11 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from drills.report.figures import headline_figures
 from drills.report.postmortem import note_name
 from drills.report.records import Run, run_history
 from drills.report.score import FORMULA, resilience_score
-from drills.report.text import category_of, fmt_seconds, labels
+from drills.report.text import category_of, labels
 from drills.report.trend_chart import trend_png
 
 __all__ = ["write_summary", "summary_sections"]
@@ -68,16 +69,16 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
 
 
 def _drill_table(records: list[dict], w: dict) -> dict:
-    header = [w["drill"], w["scenario"], w["severity"], w["target"], w["measured"], w["verdict"], w["reason"]]
+    header = [w["drill"], w["scenario"], w["severity"], w["target"], w["measured_figure"], w["verdict"], w["reason"]]
     rows = []
     for r in records:
         reason = str(r.get("reason") or "")
         category = category_of(r)
         if category and r.get("verdict") != "pass":
             reason = f"{reason} [{category}]"
+        target, measured = headline_figures(r)
         rows.append([r.get("drill", "?"), r.get("scenario", ""), r.get("severity", "normal"),
-                     fmt_seconds(r.get("target_s")), fmt_seconds(r.get("recovery_s")),
-                     _verdict(r, w), reason])
+                     target, measured, _verdict(r, w), reason])
     return {"header": header, "rows": rows}
 
 
@@ -101,7 +102,7 @@ def _runs_table(runs: list[Run], w: dict) -> dict:
 def _cell(record: dict | None, w: dict) -> str:
     if record is None:
         return "—"
-    return f"{_verdict(record, w)} {fmt_seconds(record.get('recovery_s'))}"
+    return f"{_verdict(record, w)} {headline_figures(record)[1]}"
 
 
 def _verdict(record: dict, w: dict) -> str:

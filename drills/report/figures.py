@@ -1,0 +1,73 @@
+"""A record's headline figures — (target, measured) as short text — for the final table and the summary.
+
+A drill with a recovery target shows its recovery time against that target. A drill without one
+(storage saturation) shows a check instead: the first check that failed, else the drill's headline
+check from drills/catalog.yaml, else its first measured check. A check judged against a multiple of
+a baseline shows that multiple (`1.3× save` against `≤ 2×`); any other shows value and unit against
+the limit, with ≤ or ≥ read from how the value was judged. The resilience score is not affected.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drills.catalog import catalog
+from drills.report.text import fmt_seconds
+
+__all__ = ["headline_figures", "headline_check", "check_figures"]
+
+log = logging.getLogger(__name__)
+
+
+def headline_figures(record: dict) -> tuple[str, str]:
+    """(target, measured) for one record; '—' where there is nothing to show."""
+    if record.get("target_s"):
+        return fmt_seconds(record["target_s"]), fmt_seconds(record.get("recovery_s"))
+    check = headline_check(record)
+    if check is None:
+        return "—", fmt_seconds(record.get("recovery_s"))
+    return check_figures(check)
+
+
+def headline_check(record: dict) -> dict | None:
+    """The check that speaks for a record without a recovery target (see the module docstring)."""
+    checks = [c for c in (record.get("details") or {}).get("checks") or []
+              if isinstance(c, dict) and c.get("measured") is not None]
+    if not checks:
+        return None
+    failed = [c for c in checks if c.get("verdict") not in ("pass", None)]
+    if failed:
+        return failed[0]
+    info = catalog().get(str(record.get("drill")))
+    named = [c for c in checks if info is not None and c.get("name") == info.headline]
+    return (named or checks)[0]
+
+
+def check_figures(check: dict) -> tuple[str, str]:
+    """(limit, measured) of one recorded check, e.g. ('≤ 2×', '1.3× save') or ('≥ 20 MB/s', '837 MB/s')."""
+    measured, target, base = check.get("measured"), check.get("target"), check.get("baseline")
+    sign = _sign(float(measured), None if target is None else float(target), check.get("verdict") == "pass")
+    if base:
+        noun = str(check.get("name") or "").split()[-1:] or [""]
+        shown = f"{_num(float(measured) / float(base))}× {noun[0]}".rstrip()
+        limit = "—" if target is None else f"{sign}{_num(float(target) / float(base))}×"
+        return limit, shown
+    unit = f" {check['unit']}" if check.get("unit") else ""
+    limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}"
+    return limit, f"{_num(float(measured))}{unit}"
+
+
+def _sign(measured: float, target: float | None, passed: bool) -> str:
+    """'≤ ' for a ceiling, '≥ ' for a floor: a pass below its limit (or a fail above it) had a ceiling."""
+    if target is None or measured == target:
+        return ""
+    return "≤ " if (measured < target) == passed else "≥ "
+
+
+def _num(value: float) -> str:
+    """Three significant figures, no trailing zeros; whole numbers from 100 up (837, 0.0196, 1.3, 2)."""
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 1:
+        return f"{round(value, 1):g}"
+    return f"{value:.3g}"

@@ -1,0 +1,57 @@
+"""Headline figures: a record without a recovery target shows a check against its limit."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from drills.report.figures import check_figures, headline_figures
+from drills.report.summary import summary_sections
+from drills.report.records import Run
+from drills.runner import final_table
+
+
+def _storage(checks: list[dict], verdict: str = "pass") -> dict:
+    return {"drill": "storage-saturation", "scenario": "Saturate the checkpoint store", "verdict": verdict,
+            "recovery_s": None, "target_s": None, "severity": "critical", "details": {"checks": checks}}
+
+
+_INTACT = {"name": "checkpoint intact", "verdict": "pass", "measured": 5.0, "target": 5.0, "unit": "intact"}
+_PROBE = {"name": "checkpoint save", "verdict": "pass", "measured": 0.0196, "target": 0.0348, "unit": "s",
+          "baseline": 0.0174}
+_TRAIN = {"name": "training checkpoint save", "verdict": "pass", "measured": 50.1, "target": 76.8, "unit": "s",
+          "baseline": 38.4}
+_BANDWIDTH = {"name": "store bandwidth", "verdict": "pass", "measured": 836.56, "target": 20.0, "unit": "MB/s"}
+
+
+def test_a_record_with_a_recovery_target_shows_recovery():
+    rec = {"drill": "gpu-node-loss", "verdict": "pass", "recovery_s": 61.0, "target_s": 900.0}
+    assert headline_figures(rec) == ("15m 00s", "1m 01s")
+
+
+def test_a_passing_storage_record_shows_the_catalog_headline_check_as_a_multiple_of_its_baseline():
+    assert headline_figures(_storage([_INTACT, _PROBE, _TRAIN, _BANDWIDTH])) == ("≤ 2×", "1.3× save")
+
+
+def test_the_first_failed_check_wins_over_the_headline():
+    slow = {**_BANDWIDTH, "verdict": "fail", "measured": 12.0}
+    assert headline_figures(_storage([_INTACT, _TRAIN, slow], "fail")) == ("≥ 20 MB/s", "12 MB/s")
+
+
+def test_limits_read_their_direction_from_the_verdict():
+    assert check_figures(_BANDWIDTH) == ("≥ 20 MB/s", "837 MB/s")
+    assert check_figures({**_TRAIN, "verdict": "fail", "measured": 96.0}) == ("≤ 2×", "2.5× save")
+    assert check_figures(_INTACT) == ("5 intact", "5 intact")
+
+
+def test_a_record_without_checks_or_target_shows_dashes():
+    assert headline_figures(_storage([])) == ("—", "—")
+
+
+def test_final_table_and_summary_show_the_storage_figures():
+    rec = _storage([_INTACT, _PROBE, _TRAIN, _BANDWIDTH])
+    console = Console(width=100, record=True)
+    console.print(final_table([rec]))
+    text = console.export_text()
+    assert "1.3× save" in text and "≤ 2×" in text
+    table = next(s["table"] for s in summary_sections([Run("r1", None, [rec])]) if s.get("table"))
+    assert table["rows"][0][3:5] == ["≤ 2×", "1.3× save"]
