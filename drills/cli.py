@@ -48,6 +48,9 @@ def _register() -> None:
     from drills.schedule_cli import schedule
 
     app.command("schedule")(schedule)
+    from drills.validate_cli import validate
+
+    app.command("validate")(validate)
 
 
 def main(argv: list[str] | None = None) -> int:
