@@ -257,6 +257,8 @@ class SafetyConfig(_Strict):
     allow: Allowlist = Allowlist()
     blast_radius: BlastRadius = BlastRadius()
     dry_run: bool = False
+    lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
+    lock_duration_s: int = Field(120, gt=0)  # Lease duration (cluster seconds), renewed every third of it
 
 
 class TargetProfile(_Strict):

@@ -94,6 +94,8 @@ class Journal:
         self.run_id = run_id if run_id is not None else self.path.parent.name
         self._lock = threading.Lock()
         self._checked_tail = False
+        # Called as guard(kind, target) before every entry opens, i.e. before every fault (the run lock).
+        self.guard: Callable[[str, str], Any] | None = None
 
     @classmethod
     def for_run(cls, reports_dir: str | os.PathLike, run_id: str) -> "Journal":
@@ -101,6 +103,8 @@ class Journal:
 
     def open_entry(self, kind: str, target: str, revert_spec: Mapping[str, Any], reverter: str | None = None) -> str:
         """Write the entry and fsync file and directory; only then may the fault be injected."""
+        if self.guard is not None:
+            self.guard(kind, target)
         entry_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         self._append({"op": "open", "id": entry_id, "kind": kind, "target": target, "revert": dict(revert_spec),
                       "reverter": reverter, "run_id": self.run_id, "pid": os.getpid()})

@@ -46,8 +46,9 @@ def schedulable(node_obj: dict) -> bool:
 
 
 def drill_mutations(audit: list[dict]) -> list[dict]:
-    """Mutating requests the drills made (the controllers have their own user agent)."""
-    return [r for r in audit if str(r.get("userAgent", "")).startswith(DRILL_AGENT) and not r.get("dryRun")]
+    """Mutating requests the drills made (the controllers have their own user agent; the run lock's Lease aside)."""
+    return [r for r in audit if str(r.get("userAgent", "")).startswith(DRILL_AGENT) and not r.get("dryRun")
+            and r.get("resource") != "leases"]
 
 
 def audit_of(twin) -> list[dict]:
