@@ -48,7 +48,8 @@ def run(
             print(f"drills: {line}", file=sys.stderr)
         raise typer.Exit(result.exit_code)
     if result.records:
-        Console(soft_wrap=False).print(final_table(result.records))
+        console = Console(soft_wrap=False)
+        console.print(final_table(result.records, width=console.width))
     print(f"report: {result.run_dir}")
     if result.exit_code == 130:
         print("drills: interrupted; every fault injected so far was reverted", file=sys.stderr)

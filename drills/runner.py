@@ -105,16 +105,15 @@ def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
     return outcomes
 
 
-def final_table(records: list[dict]):
-    """drill, scenario, target, measured, verdict — as a rich Table (see drills.report.figures)."""
+def final_table(records: list[dict], width: int = 100):
+    """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
+    terminal: long scenario names keep their Outline example values (drills.report.figures)."""
     from rich.table import Table
 
-    from drills.report.figures import headline_figures
+    from drills.report.figures import headline_figures, short_scenario
     from drills.timeline import format_duration
 
-    table = Table(title="Drill results", show_lines=False)
-    for column in ("drill", "scenario", "target", "measured", "verdict"):
-        table.add_column(column)
+    rows = []
     for rec in records:
         verdict = rec.get("verdict", "?")
         style = "green" if verdict == "pass" else "red"
@@ -123,8 +122,20 @@ def final_table(records: list[dict]):
             target = format_duration(rec["target_s"])
         else:  # no recovery target (storage saturation): its headline check against that check's limit
             target, measured = headline_figures(rec)
-        table.add_row(rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
-                      f"[{style}]{verdict.upper()}[/{style}]")
+        rows.append((rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
+                     f"[{style}]{verdict.upper()}[/{style}]"))
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
+              ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
+    others = sum(w + 3 for w in [*widths, len("verdict")])  # a cell is its text, a space each side and a border
+    scenario_width = max(16, width - others - 4)
+    table = Table(title="Drill results", show_lines=False)
+    for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, len("verdict")]):
+        table.add_column(column, no_wrap=True, min_width=min_width)
+        if column == "drill":
+            table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
+    for drill, scenario, *rest in rows:
+        siblings = [row[1] for row in rows if row[0] == drill]
+        table.add_row(drill, short_scenario(scenario, siblings, scenario_width), *rest)
     return table
 
 

@@ -14,7 +14,7 @@ import logging
 from drills.catalog import catalog
 from drills.report.text import fmt_seconds
 
-__all__ = ["headline_figures", "headline_check", "check_figures"]
+__all__ = ["headline_figures", "headline_check", "check_figures", "short_scenario"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,40 @@ def check_figures(check: dict) -> tuple[str, str]:
     unit = f" {check['unit']}" if check.get("unit") else ""
     limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}"
     return limit, f"{_num(float(measured))}{unit}"
+
+
+def short_scenario(name: str, siblings: list[str], width: int) -> str:
+    """`name` in at most about `width` characters, keeping what tells it from its siblings (the Outline's
+    example values): words it shares with its closest sibling go first, from the end of the shared start
+    (its first word stays) and then from the end of the shared tail, each gap shown as '…'."""
+    if len(name) <= width:
+        return name
+    words = name.split()
+    head_n = tail_n = 0
+    for other in (s.split() for s in siblings if s != name):
+        head_n = max(head_n, _common(words, other))
+        tail_n = max(tail_n, min(_common(words[::-1], other[::-1]), len(words) - head_n))
+    head, middle, tail = words[:head_n], words[head_n:len(words) - tail_n], words[len(words) - tail_n:]
+    cut_head = cut_tail = False
+
+    def text() -> str:
+        parts = [*head, *(["…"] if cut_head else []), *middle, *tail, *(["…"] if cut_tail else [])]
+        return " ".join(parts)
+
+    while len(text()) > width and len(head) > 1:
+        head.pop()
+        cut_head = True
+    while len(text()) > width and tail:
+        tail.pop()
+        cut_tail = True
+    return text()
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def _sign(measured: float, target: float | None, passed: bool) -> str:

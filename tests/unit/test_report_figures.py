@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from drills.report.figures import check_figures, headline_figures
+from drills.report.figures import check_figures, headline_figures, short_scenario
 from drills.report.summary import summary_sections
 from drills.report.records import Run
 from drills.runner import final_table
@@ -55,3 +55,23 @@ def test_final_table_and_summary_show_the_storage_figures():
     assert "1.3× save" in text and "≤ 2×" in text
     table = next(s["table"] for s in summary_sections([Run("r1", None, [rec])]) if s.get("table"))
     assert table["rows"][0][3:5] == ["≤ 2×", "1.3× save"]
+
+
+_OUTLINE = [f"Lose a GPU node under the fine-tuning job by {fault}"
+            for fault in ("cordon-drain", "taint-noexecute", "gpu-unhealthy")]
+
+
+def test_a_long_outline_scenario_keeps_its_example_value():
+    short = short_scenario(_OUTLINE[1], _OUTLINE, 40)
+    assert len(short) <= 40 and short.startswith("Lose") and short.endswith("taint-noexecute") and "…" in short
+    assert short_scenario("short", _OUTLINE, 40) == "short"
+
+
+def test_the_final_table_is_one_line_per_record_on_100_columns():
+    records = [{"drill": "gpu-node-loss", "scenario": s, "target_s": 900, "recovery_s": 59.0, "verdict": "pass"}
+               for s in _OUTLINE]
+    console = Console(width=100, record=True)
+    console.print(final_table(records, width=100))
+    lines = [line for line in console.export_text().splitlines() if "gpu-node-loss" in line]
+    assert len(lines) == 3 and all(len(line) <= 100 for line in lines)
+    assert all(fault in line for fault, line in zip(("cordon-drain", "taint-noexecute", "gpu-unhealthy"), lines))
