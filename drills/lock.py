@@ -142,9 +142,9 @@ class ClusterLock:
         from kubernetes.client.exceptions import ApiException
 
         for _ in range(5):  # each round either writes or sees a newer resourceVersion: a race, read again
-            lease = _read(self._api, self.namespace, self.name)
-            now = self.cluster.clock.now()
             try:
+                lease = _read(self._api, self.namespace, self.name)
+                now = self.cluster.clock.now()
                 if lease is None:
                     self._api.create_namespaced_lease(self.namespace, self._body(None, now), _preload_content=False)
                     return

@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from fixtures.twin import api_client_for
-from tests.e2e.drill_helpers import DRILL_AGENT, audit_of, drills, node, records, schedulable
+from tests.e2e.drill_helpers import (DRILL_AGENT, audit_of, drills, drills_popen, node, records, schedulable,
+                                     wait_for_injection)
 
 pytestmark = pytest.mark.slow
 
@@ -77,3 +78,17 @@ def test_an_expired_lease_is_taken_over_and_released_after_the_run(twin_factory,
     ops = [json.loads(line) for line in (tmp_path / "takeover" / "journal.jsonl").read_text().splitlines()]
     lock_ids = {op["id"] for op in ops if op["op"] == "open" and op["kind"] == "lock"}
     assert lock_ids and {op["id"] for op in ops if op["op"] == "close" and op.get("outcome") == "released"} >= lock_ids
+
+
+def test_drills_revert_releases_the_lease_of_a_killed_run(twin_factory, tmp_path):
+    twin = twin_factory(scale=30.0)  # slow enough that the drill is still waiting when it is killed
+    proc = drills_popen("run", "-m", "training", "-k", "cordon", "--twin-state", str(twin.state_dir), "--no-html",
+                        "--reports", str(tmp_path), "--run-id", "killed")
+    wait_for_injection(tmp_path / "killed", proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _read_lease(twin)["spec"]["holderIdentity"].endswith("/killed")  # nobody released it
+    done = drills("revert", "--reports", str(tmp_path), "--run", "killed")
+    assert done.returncode == 0, done.stderr
+    assert not _read_lease(twin)["spec"].get("holderIdentity")
+    assert schedulable(node(twin, "gpu-train-01"))
