@@ -90,6 +90,8 @@ def _against(prof, drills: set[str], twin_info: dict | None, *, context: str | N
 
     if not log.isEnabledFor(logging.DEBUG):  # connection retries: the check's line says it
         logging.getLogger("urllib3").setLevel(logging.ERROR)
+    if context is not None and prof.cluster.mode == "twin":  # --target CONTEXT: a real cluster, whatever the profile
+        prof = prof.model_copy(update={"cluster": prof.cluster.model_copy(update={"mode": "kubeconfig"})})
     try:
         cluster = connect(prof, twin_info=twin_info, context=context)
     except DrillError as err:
