@@ -22,7 +22,7 @@ from pathlib import Path
 from drills.errors import DrillError
 from drills.report.enrich import enrich_results
 from drills.report.records import load_run, previous_run
-from drills.report.text import categories, labels
+from drills.report.text import categories, environment_labels, labels
 
 __all__ = ["build_report", "allure_bin", "write_environment", "write_executor", "write_categories",
            "extract_history", "ANALYTICS_MARKERS"]
@@ -52,7 +52,8 @@ def build_report(run_dir: Path, lang: str = "en", history_from: Path | None = No
     name = name or f"{words['report_name']} — {run.run_id}"
     enrich_results(results, run.records, lang=lang)
     given = environment or {}  # first: the Environment widget shows its first five rows
-    write_environment(results, {**given, **{k: v for k, v in _environment_from(run).items() if k not in given}})
+    facts = {**given, **{k: v for k, v in _environment_from(run).items() if k not in given}}
+    write_environment(results, environment_labels(facts, lang))
     write_categories(results, lang)
     source = Path(history_from) if history_from else _previous_report(run_dir)
     order = _carry_history(source, results / "history")

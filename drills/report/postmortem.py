@@ -70,7 +70,7 @@ def postmortem_markdown(record: dict, lang: str = "en") -> str:
         gap = slowest_gap(record)
         if gap:
             lines += ["", f"{w['target']}: {fmt_seconds(record.get('target_s'))}; "
-                      f"longest gap: → `{gap[0]}` ({fmt_seconds(gap[1])})."]
+                      f"{w['longest_gap']}: → `{gap[0]}` ({fmt_seconds(gap[1])})."]
     else:
         lines.append("—")
     lines += ["", f"## {w['failing_check']}", ""]

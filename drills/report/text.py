@@ -11,7 +11,7 @@ import yaml
 
 from drills.errors import DrillError
 
-__all__ = ["labels", "categories", "category_of", "fmt_seconds", "slug", "LANGS"]
+__all__ = ["labels", "environment_labels", "categories", "category_of", "fmt_seconds", "slug", "LANGS"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,16 @@ def labels(lang: str = "en") -> dict[str, str]:
         raise DrillError(f"unknown report language {lang!r}: use one of {', '.join(LANGS)}")
     table = _yaml("labels.yaml")
     return {**table["en"], **table.get(lang, {})}
+
+
+def environment_labels(facts: dict, lang: str = "en") -> dict:
+    """The Environment widget's facts with keys (and a 'none') in `lang`; order kept, unknown keys as given."""
+    w = labels(lang)
+    out = {}
+    for key, value in facts.items():
+        name = w.get("env_" + re.sub(r"\W+", "_", str(key).strip().lower()), str(key))
+        out[name] = w["none"] if value == "none" else value
+    return out
 
 
 def categories() -> list[dict]:
