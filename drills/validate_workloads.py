@@ -76,7 +76,7 @@ def log_format_check(cluster, w: TrainingWorkload, pods: list[dict], twin: bool 
         todo = ("no preset reads them either: choose the closest preset (twin, hf-trainer, megatron, deepspeed) and "
                 "add workloads.training.log_patterns for step / checkpoint_saved, or wait for a checkpoint")
     return Check("training log format", False, f"{w.log_format} finds no {missing} line in {len(lines)} recent "
-                 f"log lines: {todo}", transient=twin)
+                 f"log lines: {todo}", transient=twin and not fits)  # a wrong preset stays wrong
 
 
 def inference_checks(cluster, w: InferenceWorkload, twin_info: dict | None) -> list[Check]:

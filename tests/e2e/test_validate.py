@@ -75,6 +75,23 @@ def test_missing_job_is_a_failed_line(healthy_twin, tmp_path):
     assert not any("inference" in ln for ln in _check_lines(done.stdout))  # -m training selects only its drill
 
 
+def test_wrong_log_format_names_the_preset_that_reads_the_logs(healthy_twin, tmp_path):
+    profile = _profile(tmp_path, workloads__training__log_format="megatron")
+    done = _validate("--twin-state", str(healthy_twin.state_dir), "--profile", profile, "-m", "training")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = [ln for ln in _check_lines(done.stdout) if "training log format" in ln]
+    assert line.startswith("✗ training log format: megatron finds no step and checkpoint line"), line
+    assert line.endswith("set workloads.training.log_format: twin"), line
+
+
+def test_missing_pdb_is_only_a_warning(tmp_path_factory):
+    with start_twin(tmp_path_factory.mktemp("validate-nopdb"), defects=["no-pdb"], scale=60.0) as twin:
+        done = _validate("--twin-state", str(twin.state_dir), "-m", "inference")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "⚠ inference PDB: no PodDisruptionBudget covers ai-platform/llama-7b-infer's pods" in done.stdout
+    assert "✓ inference deployment" in done.stdout
+
+
 def test_wrong_known_hosts_is_a_failed_switch_line(healthy_twin, tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
