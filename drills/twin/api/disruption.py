@@ -12,6 +12,7 @@ import math
 from drills.twin.api import status as st
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
+from drills.twin.controllers.podutil import expected_pods
 
 __all__ = ["check_eviction", "pdb_status", "matching_pdbs", "EVICTION_REFUSED"]
 
@@ -119,18 +120,11 @@ def _percent(value) -> float:
 
 def _expected_count(store: Store, pods: list[dict]) -> int:
     """Sum of the scale of each pod's controller (pods without one count for themselves), like the real one."""
-    total, seen = 0, set()
-    for pod in pods:
-        ref = next((r for r in pod["metadata"].get("ownerReferences") or () if r.get("controller")), None)
-        if ref is None:
-            total += 1
-            continue
-        if ref.get("uid") in seen:
-            continue
-        seen.add(ref.get("uid"))
+    def scale_of(ref: dict, pod: dict) -> int:
         owner = _owner(store, ref, pod["metadata"].get("namespace"))
-        total += _scale_of(owner) if owner else 1
-    return total
+        return _scale_of(owner) if owner else 1
+
+    return expected_pods(pods, scale_of)
 
 
 def _owner(store: Store, ref: dict, ns: str | None) -> dict | None:

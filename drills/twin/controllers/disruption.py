@@ -15,7 +15,7 @@ from drills.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.api.selectors import match_label_selector
 from drills.twin.controllers.base import Controller
-from drills.twin.controllers.podutil import controller_ref, is_ready, set_condition
+from drills.twin.controllers.podutil import controller_ref, expected_pods, is_ready, set_condition
 
 __all__ = ["DisruptionController", "budget"]
 
@@ -105,17 +105,7 @@ class DisruptionController(Controller):
             await self.ctx.client.patch(PDBS, ns, name, {"status": status}, sub="status")
 
     def _expected_scale(self, ns: str, pods: list[dict]) -> int:
-        total, seen = 0, set()
-        for pod in pods:
-            ref = controller_ref(pod)
-            if ref is None:
-                total += 1
-                continue
-            if ref.get("uid") in seen:
-                continue
-            seen.add(ref.get("uid"))
-            total += self._scale_of(ns, ref)
-        return total
+        return expected_pods(pods, lambda ref, _pod: self._scale_of(ns, ref))
 
     def _scale_of(self, ns: str, ref: dict) -> int:
         kind = ref.get("kind")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from typing import Iterable
+from typing import Callable, Iterable
 
 from drills.clock import parse_iso
 
-__all__ = ["is_active", "is_terminating", "is_ready", "ready_since", "is_available", "controller_ref",
+__all__ = ["is_active", "is_terminating", "is_ready", "ready_since", "is_available", "controller_ref", "expected_pods",
            "owner_ref", "pod_from_template", "OwnerIndex", "condition", "set_condition"]
 
 
@@ -47,6 +47,22 @@ def controller_ref(obj: dict) -> dict | None:
         if ref.get("controller"):
             return ref
     return None
+
+
+def expected_pods(pods: Iterable[dict], scale_of: Callable[[dict, dict], int]) -> int:
+    """How many pods their controllers want, as the disruption controller counts (expectedPods): each
+    controller's `scale_of(ref, pod)` once, and one for each pod without a controller."""
+    total, seen = 0, set()
+    for pod in pods:
+        ref = controller_ref(pod)
+        if ref is None:
+            total += 1
+            continue
+        if ref.get("uid") in seen:
+            continue
+        seen.add(ref.get("uid"))
+        total += scale_of(ref, pod)
+    return total
 
 
 def owner_ref(owner: dict) -> dict:
