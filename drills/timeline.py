@@ -11,7 +11,7 @@ import logging
 import math
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from drills.clock import parse_iso, to_iso
 
@@ -88,6 +88,15 @@ class Timeline:
         """The furthest phase (in phase order) that was reached."""
         reached = list(self.reached)
         return reached[-1] if reached else None
+
+    def announce(self, reported: set[str], on_phase: Callable[[str, datetime], None] | None) -> None:
+        """Tell `on_phase` once about each phase reached since the last call (`reported` remembers them):
+        a monitor's wait loop rebuilds its timeline every tick and must not repeat itself."""
+        for name, at in self.reached.items():
+            if name not in reported:
+                reported.add(name)
+                if on_phase:
+                    on_phase(name, at)
 
     def to_record(self) -> dict[str, str]:
         """{phase: ISO time} for reached phases, as records.jsonl stores them."""

@@ -165,11 +165,7 @@ class NcclMonitor(TrainingMonitor):
 
         def done() -> bool:
             timeline = phases()
-            for name, at in timeline.reached.items():
-                if name not in reported:
-                    reported.add(name)
-                    if on_phase:
-                        on_phase(name, at)
+            timeline.announce(reported, on_phase)
             return timeline.recovered is not None or self._ended(injected_at) is not None
 
         def tick() -> None:
