@@ -34,6 +34,8 @@ LEASE_NAME = "gpu-drills-run"
 KIND = "lock"
 REVERTER = "drills.lock:release_entry"
 _MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime
+_TIMEOUT_S = 10  # wall seconds per Lease request: a hung API must not hold up a teardown
+_RAW = {"_preload_content": False, "_request_timeout": _TIMEOUT_S}  # raw JSON, bounded wait
 _MIN_RENEW_WALL_S = 0.05  # a fast twin makes a third of the duration very short on the wall clock
 
 
@@ -146,7 +148,7 @@ class ClusterLock:
                 lease = _read(self._api, self.namespace, self.name)
                 now = self.cluster.clock.now()
                 if lease is None:
-                    self._api.create_namespaced_lease(self.namespace, self._body(None, now), _preload_content=False)
+                    self._api.create_namespaced_lease(self.namespace, self._body(None, now), **_RAW)
                     return
                 state = lease_state(lease)
                 if state.blocks(self.identity, now):
@@ -155,7 +157,7 @@ class ClusterLock:
                     log.warning("run lock %s/%s: taking over the expired lease of %s", self.namespace, self.name,
                                 state.holder)
                 self._api.replace_namespaced_lease(self.name, self.namespace, self._body(lease, now),
-                                                   _preload_content=False)
+                                                   **_RAW)
                 return
             except ApiException as err:
                 if err.status == 409:
@@ -187,7 +189,7 @@ class ClusterLock:
                               self.name, holder or "nobody")
                     return
                 self._api.replace_namespaced_lease(self.name, self.namespace,
-                                                   self._body(lease, self.cluster.clock.now()), _preload_content=False)
+                                                   self._body(lease, self.cluster.clock.now()), **_RAW)
             except Exception as err:  # a missed renewal is retried next tick; the lease outlives two of them
                 log.warning("run lock %s/%s not renewed: %s", self.namespace, self.name, _reason(err))
 
@@ -225,7 +227,7 @@ def _clear_holder(api, namespace: str, name: str, identity: str) -> bool:
             return False
         spec = {k: v for k, v in (lease.get("spec") or {}).items() if k != "holderIdentity"}
         try:
-            api.replace_namespaced_lease(name, namespace, {**lease, "spec": spec}, _preload_content=False)
+            api.replace_namespaced_lease(name, namespace, {**lease, "spec": spec}, **_RAW)
             return True
         except ApiException as err:
             if err.status != 409:
@@ -237,7 +239,7 @@ def _read(api, namespace: str, name: str) -> dict | None:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        resp = api.read_namespaced_lease(name, namespace, _preload_content=False)
+        resp = api.read_namespaced_lease(name, namespace, **_RAW)
     except ApiException as err:
         if err.status == 404:
             return None

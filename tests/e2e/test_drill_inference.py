@@ -91,7 +91,7 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     for rec in recs:  # latencies are the twin's modelled ones (x-twin-latency-ms): the headroom is wide
         assert rec["details"]["load"]["serving_p99_ms"] <= 1.5 * rec["details"]["load"]["baseline_p99_ms"]
     journal = (run_dir / "journal.jsonl").read_text()
-    assert journal.count('"op":"open"') == journal.count('"op":"close"') == 4  # per scenario: the pods, the load
+    assert journal.count('"op":"open"') == journal.count('"op":"close"') == 6  # per scenario: the run lock, the pods, the load
     assert journal.count('"kind":"load"') == 2 and "nothing to undo" in journal
 
 
@@ -185,7 +185,7 @@ def test_sigkill_mid_drill_then_drills_revert_stops_the_load(twin_factory, tmp_p
     assert "reverted load on" in done.stdout
     assert not locust_processes(str(tmp_path / "kill"))
     closed = (tmp_path / "kill" / "journal.jsonl").read_text()
-    assert closed.count('"op":"close"') == closed.count('"op":"open"') == 2
+    assert closed.count('"op":"close"') == closed.count('"op":"open"') == 3  # the run lock, the pods, the load
 
 
 def test_sigterm_mid_drill_stops_the_load(tmp_path):

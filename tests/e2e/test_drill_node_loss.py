@@ -122,7 +122,7 @@ def test_gpu_unhealthy_injects_an_xid_fault_the_device_plugin_sees_and_revert_he
     try:
         wait_for_injection(tmp_path / "gpu", proc)
         journal = [json.loads(line) for line in (tmp_path / "gpu" / "journal.jsonl").read_text().splitlines()]
-        lost = next(e for e in journal if e.get("op") == "open")["revert"]["node"]
+        lost = next(e for e in journal if e.get("op") == "open" and e.get("kind") == "node")["revert"]["node"]
         broken = _until(twin, lost, lambda n: _gpu_condition(n).get("status") == "False" and _gpu_taint(n)
                         and n["status"]["allocatable"]["nvidia.com/gpu"] != n["status"]["capacity"]["nvidia.com/gpu"],
                         proc, "GPUHealthy=False and the unhealthy-GPU taint on the node")
