@@ -92,3 +92,15 @@ def test_drills_revert_releases_the_lease_of_a_killed_run(twin_factory, tmp_path
     assert done.returncode == 0, done.stderr
     assert not _read_lease(twin)["spec"].get("holderIdentity")
     assert schedulable(node(twin, "gpu-train-01"))
+
+
+def test_a_dry_run_does_not_take_the_lock(twin_factory, tmp_path):
+    twin = twin_factory(scale=600.0)
+    _lease(twin, renewed_ago_s=0, duration_s=1_000_000)  # even a held lock does not stop a plan
+    done = drills("run", "-m", "training", "-k", "cordon", "--dry-run", "--twin-state", str(twin.state_dir),
+                  "--no-html", "--reports", str(tmp_path), "--run-id", "dry")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run: would cordon-drain node gpu-train-01" in done.stdout
+    assert [r for r in audit_of(twin) if str(r.get("userAgent", "")).startswith(DRILL_AGENT)] == []
+    journal = tmp_path / "dry" / "journal.jsonl"
+    assert not journal.exists() or '"kind":"lock"' not in journal.read_text()
