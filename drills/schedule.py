@@ -178,6 +178,8 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
         _merge(per_ns[ns], rules["workload"])
     if profile.storage.saturation.mode == "job":
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
+    lock_ns = profile.safety.lock_namespace or profile.workloads.training.namespace
+    _merge(per_ns.setdefault(lock_ns, []), rules["lock"])
     home = per_ns.setdefault(opts.namespace, [])
     _merge(home, rules["home"])
     if opts.switch_secret:
