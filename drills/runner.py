@@ -62,6 +62,7 @@ class RunResult:
 
 def run_drills(opts: RunOptions) -> RunResult:
     """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
+    _check_selection(opts)
     profile = load_target(opts.profile)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     reports_root = Path(opts.reports_root).resolve()
@@ -173,6 +174,21 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
     log.debug("pytest %s", " ".join(args))
     with _cwd(REPO):
         return int(pytest.main(args))
+
+
+def _check_selection(opts: RunOptions) -> None:
+    """A -m/-k expression pytest cannot parse is bad input: one line, before a run folder exists."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # pytest moved it: pytest itself will still refuse the expression
+        return
+    for flag, expr in (("-m", opts.markexpr), ("-k", opts.keyword)):
+        if expr:
+            try:
+                Expression.compile(expr)
+            except SyntaxError as err:  # what pytest raises for a malformed expression
+                raise DrillError(f"{flag} {expr!r} is not a selection expression ({err.msg}); quote words and join "
+                                 f"them with and/or/not, e.g. -k \"uplink and sonic\"") from None
 
 
 def _preflight(profile, context: str | None) -> None:

@@ -108,3 +108,12 @@ def test_final_table_has_one_row_per_record():
     console.print(table)
     text = console.export_text()
     assert "gpu-node-loss" in text and "15m" in text and "1m1s" in text and "PASS" in text
+
+
+def test_a_selection_pytest_cannot_parse_is_one_line_and_creates_no_run(tmp_path, capsys):
+    from drills.cli import main
+
+    assert main(["run", "-k", "one uplink", "--reports", str(tmp_path / "reports")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "-k 'one uplink' is not a selection expression" in err[0], err
+    assert not (tmp_path / "reports").exists()
