@@ -28,7 +28,7 @@ from typing import Callable
 from drills.clock import Clock, parse_iso
 from drills.config import InferenceWorkload
 from drills.errors import CheckFailed
-from drills.kube import Cluster, EventMerger, obj_get
+from drills.kube import Cluster, EventMerger, obj_get, wait_for
 from drills.load.buckets import Bucket, first_sustained_success, rebin, window
 from drills.timeline import Timeline, Verdict, format_duration
 
@@ -139,7 +139,10 @@ class ServingMonitor:
                                   f"{format_duration(wait_s)}")
             if on_wait:
                 on_wait("ready", clock.timestamp() - start)
-            time.sleep(0.05)
+            # event-driven: wake when the Deployment reports enough Ready replicas (or at the deadline)
+            wait_for(self.cluster, self.cluster.apps.list_namespaced_deployment,
+                     lambda d: int(obj_get(d, "status", "readyReplicas", default=0) or 0) >= max(desired, 1),
+                     deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.deployment}")
 
     def recovery(self, baseline: ServingBaseline, record: dict, buckets: Callable[[], list[Bucket]], *,
                  deadline_ts: float, settle_s: float, window_s: float,
