@@ -10,5 +10,5 @@ pytest_plugins = [
     "fixtures.pods",
     "fixtures.storage",
     "fixtures.network",
-    "drills.steps",
+    "fixtures.steps",
 ]

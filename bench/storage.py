@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from drills.checks.storage_io import probe_series  # noqa: E402
-from drills.config import load_target  # noqa: E402
-from drills.injectors.storage import fio_jobs  # noqa: E402
-from drills.storage.fio import run_fio, start_fio  # noqa: E402
+from drills.measure.storage_io import probe_series  # noqa: E402
+from drills.profile.model import load_target  # noqa: E402
+from drills.faults.storage.saturation import fio_jobs  # noqa: E402
+from drills.faults.storage.fio import run_fio, start_fio  # noqa: E402
 from fixtures.storage import saturation_spec  # noqa: E402
 
 MB = 1e6

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drills.errors import CheckFailed
+from drills.core.errors import CheckFailed
 from drills.load.buckets import Bucket, WindowStats, read_buckets, rebin, window
 
 __all__ = ["LoadRunner", "LoadResult", "LOCUSTFILE"]

@@ -19,7 +19,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.enrich import enrich_results
 from drills.report.records import load_run, previous_run
 from drills.report.text import categories, environment_labels, labels

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 
 __all__ = ["chromium_path", "rendered_dom", "dom_text", "screenshot", "report_leaves"]
 

@@ -2,7 +2,7 @@
 
 A drill with a recovery target shows its recovery time against that target. A drill without one
 (storage saturation) shows a check instead: the first check that failed, else the drill's headline
-check from drills/catalog.yaml, else its first measured check. A check judged against a multiple of
+check from drills/core/catalog.yaml, else its first measured check. A check judged against a multiple of
 a baseline shows that multiple (`1.3× save` against `≤ 2×`); any other shows value and unit against
 the limit, with ≤ or ≥ read from how the value was judged. The resilience score is not affected.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from drills.catalog import catalog
+from drills.core.catalog import catalog
 from drills.report.text import fmt_seconds
 
 __all__ = ["headline_figures", "headline_check", "check_figures", "short_scenario"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.allure_build import build_report
 from drills.report.browser import chromium_path, screenshot
 from drills.report.environment import load_environment

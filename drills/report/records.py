@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 
 __all__ = ["Run", "load_records", "load_run", "run_history", "previous_run", "resolve_run_dir",
            "phase_offsets", "PHASES"]

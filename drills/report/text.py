@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 
 __all__ = ["labels", "environment_labels", "categories", "category_of", "fmt_seconds", "slug", "LANGS"]
 

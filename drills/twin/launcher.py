@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 
 __all__ = ["TwinHandle", "start_twin", "read_twin_info", "TWIN_JSON"]
 

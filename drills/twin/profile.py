@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.profile_model import TwinProfile
 from drills.twin.stages import load_stage_files, stage_file_names
 

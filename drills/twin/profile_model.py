@@ -180,7 +180,7 @@ class TrainingJob(Strict):
     @field_validator("log_format")
     @classmethod
     def _known_log_format(cls, name: str) -> str:
-        from drills.logformats import PRESETS
+        from drills.measure.logformats import PRESETS
 
         if name not in PRESETS:
             raise ValueError(f"unknown log format {name!r}; use one of {', '.join(PRESETS)}")

@@ -26,8 +26,8 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import yaml
 
-from drills.clock import DilatedClock, to_iso
-from drills.errors import DrillError
+from drills.core.clock import DilatedClock, to_iso
+from drills.core.errors import DrillError
 from drills.twin.api.audit import AuditLog
 from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer

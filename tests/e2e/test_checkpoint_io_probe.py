@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from drills.checks.checkpoint_io import MANIFEST, probe_checkpoint, shard_name
-from drills.errors import CheckFailed
-from drills.injectors.storage import SaturationSpec, inject, revert
+from drills.measure.checkpoint_io import MANIFEST, probe_checkpoint, shard_name
+from drills.core.errors import CheckFailed
+from drills.faults.storage.saturation import SaturationSpec, inject, revert
 
 
 def flip_a_byte(path: Path, offset: int = 100) -> None:

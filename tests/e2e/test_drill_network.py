@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.config import SwitchConfig
-from drills.injectors import switch
+from drills.profile.model import SwitchConfig
+from drills.faults.switch import uplink as switch
 from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import DrillError
-from drills.storage.fio import FioJob, run_fio, start_fio, supports_direct
+from drills.core.errors import DrillError
+from drills.faults.storage.fio import FioJob, run_fio, start_fio, supports_direct
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make bootstraps it)")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from drills.errors import CheckFailed
+from drills.core.errors import CheckFailed
 from drills.load import LoadRunner, error_rate, first_sustained_success, window
 
 # The placement tolerance: a few 50 ms buckets, generous for a loaded 2-core machine.

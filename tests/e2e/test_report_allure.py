@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from drills.cli import main as drills_main
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.allure_build import ANALYTICS_MARKERS, allure_bin
 from drills.report.browser import chromium_path, dom_text, rendered_dom, report_leaves, screenshot
 from drills.report.make import make_report

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.allure_build import allure_bin
 from drills.report.browser import chromium_path, dom_text, rendered_dom, report_leaves
 from drills.report.postmortem import note_name

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from drills.errors import InjectionFailed
-from drills.injectors import storage
-from drills.injectors.storage_job import inject_job, revert_job
-from drills.journal import Journal, RevertRegistry, revert_open
-from drills.kube import connect_twin
+from drills.core.errors import InjectionFailed
+from drills.faults.storage import saturation as storage
+from drills.faults.storage.job import inject_job, revert_job
+from drills.core.journal import Journal, RevertRegistry, revert_open
+from drills.core.kube import connect_twin
 
 NS = "ai-platform"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import InjectionFailed
-from drills.injectors.storage import (
+from drills.core.errors import InjectionFailed
+from drills.faults.storage.saturation import (
     SaturationRecord, SaturationSpec, clients_argv, inject, leftover_fio, render_fio_job, render_jobfile, revert,
 )
-from drills.storage.fio import fio_binary, parse_fio_output
+from drills.faults.storage.fio import fio_binary, parse_fio_output
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make bootstraps it)")
 
@@ -83,7 +83,7 @@ def test_revert_when_fio_already_ended_by_its_time_limit(store, tmp_path):
 def test_a_record_survives_json_and_revert_from_another_process_kills_its_fio(store, tmp_path):
     script = textwrap.dedent(f"""
         import json, signal, sys
-        from drills.injectors.storage import SaturationSpec, inject
+        from drills.faults.storage.saturation import SaturationSpec, inject
         record = inject(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
         print(json.dumps(record.to_dict()), flush=True)
         sys.stdin.read()  # hold on until the test closes stdin
@@ -104,7 +104,7 @@ def test_a_record_survives_json_and_revert_from_another_process_kills_its_fio(st
 def test_sigterm_of_the_injecting_process_reverts_through_its_handler(store, tmp_path):
     script = textwrap.dedent(f"""
         import json, signal, sys
-        from drills.injectors.storage import SaturationSpec, inject, revert
+        from drills.faults.storage.saturation import SaturationSpec, inject, revert
         record = inject(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
         def on_term(signum, frame):
             revert(record)
@@ -197,8 +197,8 @@ def test_the_job_pod_script_runs_fio_and_cleans_up_on_sigterm(tmp_path):
 
 def test_journal_entry_reverts_a_local_saturation_even_before_it_was_marked_injected(store, tmp_path):
     """A SIGKILL between starting fio and `mark_injected`: `drills revert` finds fio by its files directory."""
-    from drills.injectors import storage
-    from drills.journal import Journal, RevertRegistry, revert_open
+    from drills.faults.storage import saturation as storage
+    from drills.core.journal import Journal, RevertRegistry, revert_open
 
     spec = small_spec(store)
     files_dir = storage.new_files_dir(spec)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drills.config import SwitchConfig
-from drills.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
-from drills.injectors import switch
-from drills.injectors.switch_session import SwitchSession
-from drills.journal import RevertRegistry, open_entries, revert_open
+from drills.profile.model import SwitchConfig
+from drills.core.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
+from drills.faults.switch import uplink as switch
+from drills.faults.switch.session import SwitchSession
+from drills.core.journal import RevertRegistry, open_entries, revert_open
 from drills.twin.fabric import leaf_spine, start_fabric
 from drills.twin.fabric.state import ensure_key
 
@@ -104,9 +104,9 @@ def test_journal_reverts_after_sigkill(fab, events, tmp_path, crash_before_marke
     journal = tmp_path / "run-1" / "journal.jsonl"
     script = textwrap.dedent(f"""
         import json, os, signal, sys
-        from drills.config import SwitchConfig
-        from drills.injectors import switch
-        from drills.journal import Journal
+        from drills.profile.model import SwitchConfig
+        from drills.faults.switch import uplink as switch
+        from drills.core.journal import Journal
         sw = SwitchConfig.model_validate(json.loads(sys.argv[1]))
         journal = Journal(sys.argv[2])
         entry = journal.open_entry(switch.KIND, sw.name + "/Ethernet1/3",
@@ -154,7 +154,7 @@ def test_accept_unknown_host_keys_works_loudly(fab, events, tmp_path, caplog):
     known = tmp_path / "known_hosts"
     known.write_text("")
     sw = cfg(fab, "leaf1", known_hosts=str(known))
-    with caplog.at_level(logging.WARNING, logger="drills.injectors"):
+    with caplog.at_level(logging.WARNING, logger="drills.faults"):
         record = switch.inject(sw, "Ethernet8", accept_unknown_host_keys=True)
         switch.revert(sw, record, accept_unknown_host_keys=True)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -205,7 +205,7 @@ def test_wrong_dialect_is_named(fab, events):
 
 def test_failed_verification_brings_the_port_back_up(fab, events, tmp_path):
     """A dialect whose show reads another port: the shutdown 'does not take', so inject restores and raises."""
-    raw = yaml.safe_load((REPO / "drills/injectors/switch_dialects/sonic.yaml").read_text())
+    raw = yaml.safe_load((REPO / "drills/faults/switch/dialects/sonic.yaml").read_text())
     raw["commands"]["show"] = "show interfaces status Ethernet0"
     raw["state"]["row"]["equals"] = "Ethernet0"
     custom = tmp_path / "lying-sonic.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 
-from drills.kube import USER_AGENT
+from drills.core.kube import USER_AGENT
 from fixtures.twin import UNSCHEDULED, make_pod
 
 DRILL = {"User-Agent": USER_AGENT}

@@ -8,7 +8,7 @@ import sys
 import pytest
 import requests
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.twin.launcher import read_twin_info, start_twin
 
 

@@ -96,8 +96,8 @@ def test_wrong_known_hosts_is_a_failed_switch_line(healthy_twin, tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from drills.config import SwitchConfig
-    from drills.injectors.switch_session import host_key_name
+    from drills.profile.model import SwitchConfig
+    from drills.faults.switch.session import host_key_name
 
     leaf = dict(healthy_twin.info["switches"][0])
     other = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.OpenSSH,

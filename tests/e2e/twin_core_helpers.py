@@ -11,7 +11,7 @@ from typing import Callable, TypeVar
 import requests
 from kubernetes import client
 
-from drills.clock import parse_iso
+from drills.core.clock import parse_iso
 from fixtures.twin import api_client_for
 
 __all__ = ["NS", "TRAINER", "core_of", "wait_for", "ts", "gpu_pod", "events", "first_event", "fault", "kubectl",

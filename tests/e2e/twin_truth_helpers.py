@@ -9,7 +9,7 @@ import paramiko
 import requests
 from kubernetes import client
 
-from drills.logformats import parse_lines
+from drills.measure.logformats import parse_lines
 
 __all__ = ["wait_for", "truth", "records", "first", "twin_now", "job_pods", "logs", "events_of", "ssh_run",
            "leaf_of", "uplink_command", "NS", "JOB", "DEPLOY"]

@@ -4,11 +4,11 @@ import textwrap
 
 import pytest
 
-from drills.config import (
+from drills.profile.model import (
     TargetProfile, check_blast_radius, check_namespace_allowed, check_node_allowed, check_switch_allowed,
     load_target, parse_duration, parse_profile,
 )
-from drills.errors import InvalidProfile, UnsafeTarget
+from drills.core.errors import InvalidProfile, UnsafeTarget
 
 
 def write(tmp_path, text, name="prod.yaml"):
@@ -143,7 +143,7 @@ def test_inventory_and_inline_devices_conflict(tmp_path):
 
 def test_custom_log_patterns_validated(tmp_path):
     profile = parse_profile("workloads: {training: {log_format: twin, log_patterns: {step: 'it (?P<step>\\d+)'}}}")
-    from drills.logformats import parse_line
+    from drills.measure.logformats import parse_line
     assert parse_line(profile.workloads.training.log_parser(), "it 42").step == 42
     with pytest.raises(InvalidProfile, match=r"workloads.training.log_patterns: .*needs a \(\?P<step>"):
         parse_profile("workloads: {training: {log_patterns: {resumed: 'from (\\d+)'}}}")

@@ -6,12 +6,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from drills.catalog import UNKNOWN, catalog, drill_for_tags
-from drills.checks.checkpoint import TrainingRecovery, judge_left_node, judge_resumed
-from drills.injectors.node import NodeFaultRecord, revert_spec
-from drills.runner import _not_started, final_table
-from drills.steps.common import duration_s
-from drills.timeline import Timeline
+from drills.core.catalog import UNKNOWN, catalog, drill_for_tags
+from drills.measure.checkpoint import TrainingRecovery, judge_left_node, judge_resumed
+from drills.faults.node import NodeFaultRecord, revert_spec
+from drills.core.runner import _not_started, final_table
+from fixtures.steps.common import duration_s
+from drills.verdicts.timeline import Timeline
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -84,7 +84,7 @@ def test_revert_spec_only_uncordons_what_we_cordon():
         def describe(self):
             return {"name": "twin"}
 
-    from drills.injectors.node import NodeFaultSpec
+    from drills.faults.node import NodeFaultSpec
 
     already = {"spec": {"unschedulable": True}}
     assert revert_spec(Twin(), NodeFaultSpec("n1", "cordon-drain"), already)["uncordon"] is False

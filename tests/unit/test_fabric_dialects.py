@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.fabric import Fabric, SwitchCli, dialect_names, leaf_spine, load_dialect
 from drills.twin.fabric.dialects import TableSpec, _word_regex, render_table
 

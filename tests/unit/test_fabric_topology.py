@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.fabric import Fabric, UnknownInterface, fabric_specs, leaf_spine
 
 SPECS = [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import DrillError, InvalidProfile
-from drills.storage.fio import FioJob, fio_argv, parse_fio_output
+from drills.core.errors import DrillError, InvalidProfile
+from drills.faults.storage.fio import FioJob, fio_argv, parse_fio_output
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
 

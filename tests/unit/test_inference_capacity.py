@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from drills.checks.serving import ServingRecovery, measure_load
-from drills.clock import WallClock
+from drills.measure.serving import ServingRecovery, measure_load
+from drills.core.clock import WallClock
 from drills.load.buckets import BucketAccumulator
-from drills.timeline import Timeline
+from drills.verdicts.timeline import Timeline
 from drills.twin.workloads.inference_gateway import modelled_latency
 
 

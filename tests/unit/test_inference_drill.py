@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from drills.clock import DilatedClock
-from drills.errors import CheckFailed
-from drills.checks.serving import to_cluster, to_wall
-from drills.injectors.pods import kill_count
-from drills.steps.inference import parse_killed
+from drills.core.clock import DilatedClock
+from drills.core.errors import CheckFailed
+from drills.measure.serving import to_cluster, to_wall
+from drills.faults.pods import kill_count
+from fixtures.steps.inference import parse_killed
 
 
 @pytest.mark.parametrize(("running", "count", "percent", "expected"),

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import RevertFailed
-from drills.journal import (
+from drills.core.errors import RevertFailed
+from drills.core.journal import (
     JOURNAL_NAME, Journal, RevertRegistry, find_journals, open_entries, raise_for_failures, revert_open,
 )
 
@@ -156,7 +156,7 @@ def test_revert_spec_must_be_json(tmp_path):
 CRASHER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from drills.journal import Journal
+    from drills.core.journal import Journal
     journal, flag = Journal(sys.argv[1]), Path(sys.argv[2])
     journal.open_entry("flag-file", str(flag), {"path": str(flag), "restore": "ok"})
     flag.write_text("broken")

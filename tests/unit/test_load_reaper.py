@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from drills.load import reaper
+from drills.faults import load as reaper
 
 
 def test_reaper_stops_a_leftover_load_found_by_its_directory_and_spares_others(tmp_path):

@@ -1,8 +1,8 @@
-"""The run lock's expiry logic (drills.lock): renewTime + leaseDurationSeconds against cluster time."""
+"""The run lock's expiry logic (drills.core.lock): renewTime + leaseDurationSeconds against cluster time."""
 
 from datetime import datetime, timezone
 
-from drills.lock import lease_state, refusal
+from drills.core.lock import lease_state, refusal
 
 NOW = datetime(2026, 1, 1, 12, 2, 0, tzinfo=timezone.utc)
 

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from drills.logformats import PRESETS, custom_format, parse_line, parse_lines, split_timestamp
+from drills.measure.logformats import PRESETS, custom_format, parse_line, parse_lines, split_timestamp
 
 
 def test_twin_step_with_throughput():

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from drills.checks.nccl import TransportSeen, UplinkRecovery, judge_job_health, judge_throughput, judge_transport
-from drills.checks.throughput import Sample, baseline, find_recovery, overlay
-from drills.config import SwitchConfig, parse_profile
-from drills.errors import CheckFailed, InvalidProfile
-from drills.injectors.uplink_target import leaf_uplink, switch_inventory
-from drills.timeline import Timeline
+from drills.measure.nccl import TransportSeen, UplinkRecovery, judge_job_health, judge_throughput, judge_transport
+from drills.measure.throughput import Sample, baseline, find_recovery, overlay
+from drills.profile.model import SwitchConfig, parse_profile
+from drills.core.errors import CheckFailed, InvalidProfile
+from drills.faults.switch.target import leaf_uplink, switch_inventory
+from drills.verdicts.timeline import Timeline
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RDMA = ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")

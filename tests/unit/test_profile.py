@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.profile import PROFILES_DIR, deep_merge, list_defects, list_profiles, load_profile
 from drills.twin.profile_model import TwinProfile
 

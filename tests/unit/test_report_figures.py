@@ -7,7 +7,7 @@ from rich.console import Console
 from drills.report.figures import check_figures, headline_figures, short_scenario
 from drills.report.summary import summary_sections
 from drills.report.records import Run
-from drills.runner import final_table
+from drills.core.runner import final_table
 
 
 def _storage(checks: list[dict], verdict: str = "pass") -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.allure_build import (
     allure_bin,
     extract_history,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.errors import DrillError
+from drills.core.errors import DrillError
 from drills.report.records import load_records, phase_offsets, previous_run, run_history
 from drills.report.score import FORMULA, record_credit, resilience_score
 from drills.report.summary import write_summary

@@ -10,8 +10,8 @@ import yaml
 from kubernetes.client import ApiClient
 
 from drills.cli import main
-from drills.errors import DrillError
-from drills.schedule import SWITCH_DIR, ScheduleOptions, render, render_yaml, validate_cron
+from drills.core.errors import DrillError
+from drills.schedule.cronjob import SWITCH_DIR, ScheduleOptions, render, render_yaml, validate_cron
 
 MODELS = {"Namespace": "V1Namespace", "ServiceAccount": "V1ServiceAccount", "ConfigMap": "V1ConfigMap",
           "ClusterRole": "V1ClusterRole", "ClusterRoleBinding": "V1ClusterRoleBinding", "Role": "V1Role",

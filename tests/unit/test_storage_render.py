@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from drills.errors import InvalidProfile
-from drills.injectors.storage import (
+from drills.core.errors import InvalidProfile
+from drills.faults.storage.saturation import (
     SaturationRecord, SaturationSpec, clients_argv, render_fio_job, render_jobfile,
 )
 

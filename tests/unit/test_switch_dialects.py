@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from drills.errors import InvalidProfile
-from drills.injectors.switch_dialect import (
+from drills.core.errors import InvalidProfile
+from drills.faults.switch.dialect import (
     PortState,
     StateUnreadable,
     load_switch_dialect,
     read_state,
     switch_dialect_names,
 )
-from drills.injectors.switch_session import CommandResult
+from drills.faults.switch.session import CommandResult
 
 SONIC = """\
   Interface                  Lanes  Speed   MTU  FEC  Alias    Vlan  Oper  Admin             Type  Asym PFC

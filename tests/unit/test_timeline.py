@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from drills.timeline import (
+from drills.verdicts.timeline import (
     PHASES, Timeline, combine, format_duration, judge_max, judge_min, judge_recovery, judge_resume,
     lost_steps, phase_durations, recovery_seconds, within,
 )

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drills.clock import DilatedClock
+from drills.core.clock import DilatedClock
 from drills.twin.api import status as st
 from drills.twin.api.disruption import check_eviction, pdb_status
 from drills.twin.api.resources import by_path

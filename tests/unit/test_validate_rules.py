@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from drills.config import parse_profile
-from drills.errors import DrillError
-from drills.validate import Check, profile_checks, selected_drills
+from drills.profile.model import parse_profile
+from drills.core.errors import DrillError
+from drills.validate.preflight import Check, profile_checks, selected_drills
 
 ALL = {"gpu-node-loss", "switch-uplink", "inference-pod-kill", "storage-saturation"}
 

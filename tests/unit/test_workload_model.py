@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from drills.clock import DilatedClock
-from drills.logformats import parse_line
+from drills.core.clock import DilatedClock
+from drills.measure.logformats import parse_line
 from drills.twin.workloads import loglines as L
 from drills.twin.workloads.progress import LeafView, Progress, StepFilter, log_every, net_phase
 from drills.twin.workloads.store import CheckpointStore

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from drills.clock import Clock, to_iso
+from drills.core.clock import Clock, to_iso
 
 __all__ = ["AuditLog", "MUTATING_METHODS", "TWIN_GROUP", "TWIN_PREFIX", "twin_target"]
 

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from drills.clock import Clock
+from drills.core.clock import Clock
 
 __all__ = ["PodLogs", "LogLine", "MAX_LINES"]
 

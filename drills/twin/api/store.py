@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from drills.clock import Clock, DilatedClock, to_iso
+from drills.core.clock import Clock, DilatedClock, to_iso
 from drills.twin.api import status as st
 from drills.twin.api.defaults import apply_defaults
 from drills.twin.api.logs import PodLogs

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
-from drills.clock import parse_iso
+from drills.core.clock import parse_iso
 from drills.twin.api import status as st
 from drills.twin.api.disruption import check_eviction
 from drills.twin.api.handlers import Target, grace_seconds, is_dry_run, json_response, patch_object, read_body

@@ -20,7 +20,7 @@ import logging
 
 from aiohttp import web
 
-from drills.clock import to_iso
+from drills.core.clock import to_iso
 from drills.twin.api import status as st
 from drills.twin.api import twin_node_routes
 from drills.twin.api.handlers import OPEN_WATCHES, json_response

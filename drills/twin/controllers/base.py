@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
-from drills.clock import DilatedClock
+from drills.core.clock import DilatedClock
 from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
 

@@ -13,7 +13,7 @@ import json
 import logging
 import math
 
-from drills.clock import parse_iso, to_iso
+from drills.core.clock import parse_iso, to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError

@@ -11,7 +11,7 @@ import logging
 import math
 from collections import defaultdict
 
-from drills.clock import to_iso
+from drills.core.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.api.selectors import match_label_selector
 from drills.twin.controllers.base import Controller

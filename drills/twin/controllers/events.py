@@ -12,7 +12,7 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
-from drills.clock import Clock, to_iso
+from drills.core.clock import Clock, to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import ApiError, TwinClient
 

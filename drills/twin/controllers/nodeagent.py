@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Hashable
 
-from drills.clock import to_iso
+from drills.core.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import TwinClient

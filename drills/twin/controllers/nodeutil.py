@@ -11,7 +11,7 @@ import logging
 import re
 from functools import lru_cache
 
-from drills.clock import parse_iso
+from drills.core.clock import parse_iso
 
 __all__ = [
     "KUBELET_ANNOTATION", "KUBELET_STOPPED_AT", "GPU_HEALTH_ANNOTATION", "GPU_XID_ANNOTATION",

@@ -7,7 +7,7 @@ import copy
 from collections import defaultdict
 from typing import Callable, Iterable
 
-from drills.clock import parse_iso
+from drills.core.clock import parse_iso
 
 __all__ = ["is_active", "is_terminating", "is_ready", "ready_since", "is_available", "controller_ref", "expected_pods",
            "owner_ref", "pod_from_template", "OwnerIndex", "condition", "set_condition"]

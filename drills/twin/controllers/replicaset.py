@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from drills.clock import to_iso
+from drills.core.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError

@@ -18,7 +18,7 @@ import logging
 from collections import Counter, defaultdict
 from typing import Hashable
 
-from drills.clock import to_iso
+from drills.core.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError, key_of

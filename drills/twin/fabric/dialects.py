@@ -20,7 +20,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 
 __all__ = [
     "ACTIONS",

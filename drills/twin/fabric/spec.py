@@ -7,7 +7,7 @@ import itertools
 import logging
 from typing import Any, Iterable
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.fabric.dialects import load_dialect
 from drills.twin.fabric.topology import SwitchSpec, UplinkSpec
 

@@ -18,7 +18,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 from drills.twin.fabric.cli import SwitchCli
 from drills.twin.fabric.spec import fabric_specs, spec_extra
 from drills.twin.fabric.ssh_server import SwitchServer

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from drills.errors import InvalidProfile
+from drills.core.errors import InvalidProfile
 
 __all__ = [
     "ROLES",

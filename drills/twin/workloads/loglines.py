@@ -1,4 +1,4 @@
-"""The lines the twin's training workers print, in the `twin` preset of `drills.logformats`.
+"""The lines the twin's training workers print, in the `twin` preset of `drills.measure.logformats`.
 
 Pure functions: they only format. NCCL lines follow NCCL's `NCCL_DEBUG=INFO` shape
 (`host:pid:tid [dev] NCCL INFO …`), PyTorch's watchdog line its ProcessGroupNCCL message, and the

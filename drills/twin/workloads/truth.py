@@ -24,7 +24,7 @@ import logging
 import threading
 from typing import Any
 
-from drills.clock import Clock, to_iso
+from drills.core.clock import Clock, to_iso
 
 __all__ = ["Truth", "TRAINING_KINDS", "INFERENCE_KINDS"]
 

@@ -1,1 +1,0 @@
-"""Checks: one module per check; each measures and returns a value, judgement is elsewhere."""

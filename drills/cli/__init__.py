@@ -1,0 +1,100 @@
+"""`drills` — the command line: run | twin | report | revert | schedule | validate.
+
+Every DrillError ends as one line on stderr and a non-zero exit; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from drills.core.errors import DrillError
+from drills.core.log import setup_logging
+
+__all__ = ["app", "main"]
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(
+    help="Chaos and acceptance drills for AI compute clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs.")) -> None:
+    _state["debug"] = debug
+    setup_logging(debug)
+
+
+def _register() -> None:
+    """Sub-apps live next to what they drive; the CLI only wires them in."""
+    from drills.twin.cli import twin_app
+
+    app.add_typer(twin_app, name="twin", help="Run and inspect the embedded GPU-cluster twin.")
+    from drills.cli.report import report
+
+    app.command("report")(report)
+    from drills.cli.run import revert, run
+
+    app.command("run")(run)
+    app.command("revert")(revert)
+    from drills.cli.schedule import schedule
+
+    app.command("schedule")(schedule)
+    from drills.cli.validate import validate
+
+    app.command("validate")(validate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int):  # standalone_mode=False: click returns typer.Exit(code)'s code
+            return rc
+    except DrillError as err:
+        if debug:
+            log.exception("drills failed")
+        print(f"drills: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("drills: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    except Exception as err:  # click usage errors and the unexpected: still one line unless --debug
+        click = _click_exceptions()
+        if type(err).__name__ == "NoArgsIsHelpError":  # help is already on screen
+            return 2
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        if isinstance(err, (typer.Abort, getattr(click, "Abort", typer.Abort))):
+            return 130
+        if debug:
+            raise
+        print(f"drills: unexpected error: {type(err).__name__}: {err} (re-run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _click_exceptions():
+    """Typer ≥ 0.17 vendors click as typer._click; its exceptions are the ones raised."""
+    try:
+        from typer._click import exceptions  # type: ignore[import-not-found]
+    except ImportError:
+        from click import exceptions
+    return exceptions
+
+
+if __name__ == "__main__":
+    sys.exit(main())

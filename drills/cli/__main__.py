@@ -1,0 +1,5 @@
+import sys
+
+from drills.cli import main
+
+sys.exit(main())

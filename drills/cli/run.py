@@ -1,0 +1,70 @@
+"""`drills run` and `drills revert`: the command-line faces of drills.core.runner."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["run", "revert"]
+
+log = logging.getLogger(__name__)
+
+
+def run(
+    features: Optional[List[str]] = typer.Argument(None, help="Feature files or folders (default: features/)."),
+    target: str = typer.Option("twin", "--target", help="twin (the embedded twin) or a kubeconfig context."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Target profile YAML (default: built-in twin)."),
+    defect: List[str] = typer.Option([], "--defect", help="Twin defect to apply (repeatable)."),
+    scale: Optional[float] = typer.Option(None, "--scale", help="Twin seconds per wall second."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a UTC timestamp)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the plan; inject nothing."),
+    lang: str = typer.Option("en", "--lang", help="Report language: en | zh."),
+    load_workers: Optional[int] = typer.Option(None, "--load-workers", help="Load generator workers."),
+    markexpr: Optional[str] = typer.Option(None, "-m", help="Select drills by tag expression (pytest -m)."),
+    keyword: Optional[str] = typer.Option(None, "-k", help="Select drills by name expression (pytest -k)."),
+    reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
+    no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
+    twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
+    debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
+) -> None:
+    """Run drills against a target and report; exit 0 iff every drill passed."""
+    from rich.console import Console
+
+    from drills.core.runner import RunOptions, final_table, run_drills
+
+    if not debug:  # the drills' own progress is the console; library chatter only with --debug
+        logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("urllib3").setLevel(logging.ERROR)  # connection retries: the error line says it
+    result = run_drills(RunOptions(target=target, profile=profile, defects=list(defect), scale=scale, run_id=run_id,
+                                   dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
+                                   markexpr=markexpr, keyword=keyword, features=list(features or []),
+                                   reports_root=reports, html=not no_html, twin_state=twin_state))
+    if result.errors and len(result.errors) == len(result.records):
+        for line in dict.fromkeys(result.errors):  # one line per distinct problem
+            print(f"drills: {line}", file=sys.stderr)
+        raise typer.Exit(result.exit_code)
+    if result.records:
+        console = Console(soft_wrap=False)
+        console.print(final_table(result.records, width=console.width))
+    print(f"report: {result.run_dir}")
+    if result.exit_code == 130:
+        print("drills: interrupted; every fault injected so far was reverted", file=sys.stderr)
+    raise typer.Exit(result.exit_code)
+
+
+def revert(
+    run_id: Optional[str] = typer.Option(None, "--run", help="Only this run's journal (default: every run)."),
+    reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
+) -> None:
+    """Revert every fault still open in the journals (after a crash or SIGKILL)."""
+    from drills.core.runner import revert_runs
+
+    outcomes = revert_runs(reports, run_id)
+    if not outcomes:
+        print("nothing to revert: no open faults in the journal")
+    for outcome in outcomes:
+        print(f"reverted {outcome.entry.kind} on {outcome.entry.target} (run {outcome.entry.run_id})")

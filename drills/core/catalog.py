@@ -1,0 +1,54 @@
+"""The drill catalog (drills/core/catalog.yaml) as data: labels, the SLO that bounds each drill, categories,
+the headline check.
+
+A feature marks itself as drill X by carrying X's tag (`@gpu_node_loss`); the recorder, the progress
+display and the runner look the drill up here. Later drills add an entry, not code.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import yaml
+
+__all__ = ["DrillInfo", "catalog", "drill_for_tags", "UNKNOWN"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DrillInfo:
+    id: str
+    tag: str
+    epic: str
+    feature: str
+    severity: str = "normal"
+    slo: str | None = None  # a field of drills.profile.model.SloConfig
+    categories: dict[str, str] = field(default_factory=dict)  # check name → report category
+    headline: str | None = None  # the check a reviewer reads first when the drill has no recovery target
+
+    def target_s(self, profile) -> float | None:
+        """This drill's recovery target from the profile's SLOs (None when it has none)."""
+        return float(getattr(profile.slo, self.slo)) if self.slo else None
+
+    def category(self, check: str) -> str | None:
+        return self.categories.get(check)
+
+
+UNKNOWN = DrillInfo(id="drill", tag="", epic="Drills", feature="Drill")
+
+
+@functools.lru_cache(maxsize=1)
+def catalog() -> dict[str, DrillInfo]:
+    text = (importlib.resources.files("drills.core") / "catalog.yaml").read_text(encoding="utf-8")
+    return {key: DrillInfo(id=key, **value) for key, value in (yaml.safe_load(text) or {}).items()}
+
+
+def drill_for_tags(tags: Iterable[str]) -> DrillInfo:
+    """The drill whose tag is among `tags` (feature and scenario tags), else UNKNOWN."""
+    tags = set(tags)
+    return next((d for d in catalog().values() if d.tag in tags), UNKNOWN)

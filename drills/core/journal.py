@@ -1,0 +1,308 @@
+"""The durable revert journal (DESIGN §6): every fault is written down, fsynced, before it is injected.
+
+`reports/<run-id>/journal.jsonl` is append-only; each line is one JSON object:
+
+    {"op": "open", "id": …, "kind": "node", "target": "gpu-node-3", "revert": {…}, "reverter": "drills.faults.node:revert_entry", …}
+    {"op": "injected", "id": …, "record": {…}}
+    {"op": "revert_failed", "id": …, "error": "…"}
+    {"op": "close", "id": …, "outcome": "reverted"}
+
+An entry is open from its `open` line until its `close` line. After a crash (even SIGKILL) the
+journal is the truth: `revert_open` finds open entries in one journal, one run or every run under
+`reports/`, calls their reverter and closes them; a failing revert leaves the entry open with its
+error so `drills revert` can try again. The revert spec must be enough to undo the fault on its own:
+a crash can come between injecting and `mark_injected`. Reverters must be idempotent.
+
+A reverter is `fn(entry: Entry) -> None`. It is found by kind in a RevertRegistry (an explicit
+object, so tests never leak registrations), or else through the entry's `reverter` dotted path
+("module:function"), which is data and is only imported from allowed packages (`drills.` by default).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from drills.core.errors import RevertFailed
+
+__all__ = [
+    "JOURNAL_NAME",
+    "Entry",
+    "Journal",
+    "RevertOutcome",
+    "RevertRegistry",
+    "Reverter",
+    "find_journals",
+    "open_entries",
+    "revert_open",
+    "raise_for_failures",
+]
+
+log = logging.getLogger(__name__)
+
+JOURNAL_NAME = "journal.jsonl"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One fault as the journal knows it: what, where, how to undo it, and how far it got."""
+
+    id: str
+    kind: str
+    target: str
+    revert_spec: Mapping[str, Any]
+    journal: Path
+    run_id: str | None = None
+    reverter: str | None = None
+    opened_at: str | None = None
+    injected: bool = False
+    record: Mapping[str, Any] | None = None
+    closed: bool = False
+    outcome: str | None = None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed
+
+
+Reverter = Callable[[Entry], Any]
+
+
+@dataclass(frozen=True)
+class RevertOutcome:
+    """What `revert_open` did with one open entry."""
+
+    entry: Entry
+    reverted: bool
+    error: str | None = None
+
+
+class Journal:
+    """An append-only, fsynced JSONL journal for one run."""
+
+    def __init__(self, path: str | os.PathLike, run_id: str | None = None) -> None:
+        self.path = Path(path)
+        self.run_id = run_id if run_id is not None else self.path.parent.name
+        self._lock = threading.Lock()
+        self._checked_tail = False
+        # Called as guard(kind, target) before every entry opens, i.e. before every fault (the run lock).
+        self.guard: Callable[[str, str], Any] | None = None
+
+    @classmethod
+    def for_run(cls, reports_dir: str | os.PathLike, run_id: str) -> "Journal":
+        return cls(Path(reports_dir) / run_id / JOURNAL_NAME, run_id=run_id)
+
+    def open_entry(self, kind: str, target: str, revert_spec: Mapping[str, Any], reverter: str | None = None) -> str:
+        """Write the entry and fsync file and directory; only then may the fault be injected."""
+        if self.guard is not None:
+            self.guard(kind, target)
+        entry_id = f"{kind}-{uuid.uuid4().hex[:12]}"
+        self._append({"op": "open", "id": entry_id, "kind": kind, "target": target, "revert": dict(revert_spec),
+                      "reverter": reverter, "run_id": self.run_id, "pid": os.getpid()})
+        log.debug("journal %s: opened %s (%s on %s)", self.path, entry_id, kind, target)
+        return entry_id
+
+    def mark_injected(self, entry_id: str, record: Mapping[str, Any] | None = None) -> None:
+        """The fault is in place; `record` is the injector's account of exactly what it changed."""
+        self._append({"op": "injected", "id": entry_id, "record": dict(record or {})})
+
+    def mark_revert_failed(self, entry_id: str, error: str) -> None:
+        """A revert attempt failed; the entry stays open for `drills revert`."""
+        self._append({"op": "revert_failed", "id": entry_id, "error": error})
+
+    def close_entry(self, entry_id: str, outcome: str = "reverted") -> None:
+        """The fault is undone (or was never made): the entry leaves the open set."""
+        self._append({"op": "close", "id": entry_id, "outcome": outcome})
+
+    def entries(self) -> list[Entry]:
+        """Every entry in opening order, folded from the journal's lines (torn lines are skipped)."""
+        found: dict[str, dict[str, Any]] = {}
+        for line_no, op in self._read():
+            entry_id = op.get("id")
+            if op.get("op") == "open" and entry_id:
+                found[entry_id] = {"id": entry_id, "kind": op.get("kind", "?"), "target": op.get("target", "?"),
+                                   "revert_spec": op.get("revert") or {}, "journal": self.path,
+                                   "run_id": op.get("run_id", self.run_id), "reverter": op.get("reverter"),
+                                   "opened_at": op.get("at"), "errors": ()}
+            elif entry_id in found:
+                current = found[entry_id]
+                if op.get("op") == "injected":
+                    current.update(injected=True, record=op.get("record") or {})
+                elif op.get("op") == "revert_failed":
+                    current["errors"] = current["errors"] + (str(op.get("error")),)
+                elif op.get("op") == "close":
+                    current.update(closed=True, outcome=op.get("outcome"))
+            else:
+                log.warning("journal %s line %d: %s for unknown entry %s ignored", self.path, line_no, op.get("op"), entry_id)
+        return [Entry(**values) for values in found.values()]
+
+    def open_entries(self) -> list[Entry]:
+        """Entries opened but not closed, in opening order."""
+        return [e for e in self.entries() if e.is_open]
+
+    def _append(self, op: dict[str, Any]) -> None:
+        op = {**op, "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+        data = (json.dumps(op, sort_keys=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            created = not self.path.exists()
+            if created:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if not self._checked_tail:
+                    data = self._after_torn_tail(fd) + data
+                    self._checked_tail = True
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created or op["op"] == "open":
+                _fsync_dir(self.path.parent)
+            if created:
+                _fsync_dir(self.path.parent.parent)  # the run directory may be new as well
+
+    def _after_torn_tail(self, fd: int) -> bytes:
+        """A crash mid-write leaves a line without its newline: start ours on a fresh line."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b""
+        with open(self.path, "rb") as existing:
+            existing.seek(size - 1)
+            return b"" if existing.read(1) == b"\n" else b"\n"
+
+    def _read(self) -> Iterable[tuple[int, dict[str, Any]]]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        for number, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                op = json.loads(line)
+            except ValueError:
+                log.warning("journal %s line %d: torn or unreadable line skipped", self.path, number)
+                continue
+            if isinstance(op, dict):
+                yield number, op
+
+
+class RevertRegistry:
+    """kind → reverter (a callable or a "module:function" path). An object, not a global: pass it in."""
+
+    def __init__(self, reverters: Mapping[str, Reverter | str] | None = None,
+                 allowed_packages: Sequence[str] = ("drills",)) -> None:
+        self._reverters: dict[str, Reverter | str] = dict(reverters or {})
+        self._allowed = tuple(allowed_packages)
+
+    def add(self, kind: str, reverter: Reverter | str) -> None:
+        self._reverters[kind] = reverter
+
+    def register(self, kind: str) -> Callable[[Reverter], Reverter]:
+        """Decorator form of `add`."""
+        def wrap(fn: Reverter) -> Reverter:
+            self.add(kind, fn)
+            return fn
+        return wrap
+
+    def __call__(self, entry: Entry) -> Reverter:
+        """The reverter for `entry`: by kind, else by the entry's own dotted path. Raises RevertFailed."""
+        target = self._reverters.get(entry.kind) or entry.reverter
+        if target is None:
+            raise RevertFailed(f"no reverter for fault kind {entry.kind!r} (entry {entry.id} on {entry.target}); "
+                               "revert it by hand, then close the entry")
+        return target if callable(target) else self._import(target, entry)
+
+    def _import(self, dotted: str, entry: Entry) -> Reverter:
+        module_name, _, attr = dotted.partition(":")
+        if not any(module_name == pkg or module_name.startswith(pkg + ".") for pkg in self._allowed):
+            raise RevertFailed(f"entry {entry.id}: reverter {dotted} is outside the allowed packages "
+                               f"({', '.join(self._allowed)}); refusing to import it")
+        try:
+            fn = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as err:
+            raise RevertFailed(f"entry {entry.id}: reverter {dotted} cannot be loaded ({err})") from None
+        if not callable(fn):
+            raise RevertFailed(f"entry {entry.id}: reverter {dotted} is not a function")
+        return fn
+
+
+def find_journals(reports_dir: str | os.PathLike) -> list[Path]:
+    """Every run's journal under `reports_dir` (reports/<run-id>/journal.jsonl), oldest run name first."""
+    seen: dict[Path, Path] = {}
+    # reports/latest links to a run: count that run once, under its own name.
+    for path in sorted(Path(reports_dir).glob(f"*/{JOURNAL_NAME}"), key=lambda p: (p.parent.is_symlink(), p)):
+        seen.setdefault(path.resolve(), path)
+    return sorted(seen.values())
+
+
+def open_entries(where: Journal | str | os.PathLike, run_id: str | None = None) -> list[Entry]:
+    """Open entries in a journal, a journal file, one run (`run_id`) or every run of a reports dir."""
+    return [entry for journal in _journals(where, run_id) for entry in journal.open_entries()]
+
+
+def revert_open(where: Journal | str | os.PathLike, run_id: str | None = None,
+                resolver: Callable[[Entry], Reverter] | None = None) -> list[RevertOutcome]:
+    """Revert every open entry (newest first, undoing in reverse); close the ones that succeed.
+
+    Idempotent: a second call finds nothing open. A failure is recorded on its entry, which stays open.
+    """
+    resolver = resolver or RevertRegistry()
+    outcomes: list[RevertOutcome] = []
+    for journal in _journals(where, run_id):
+        for entry in reversed(journal.open_entries()):
+            try:
+                resolver(entry)(entry)
+            except Exception as err:  # any failure: keep the entry open and say why, then go on
+                message = str(err) or type(err).__name__
+                log.error("revert of %s (%s on %s) failed: %s", entry.id, entry.kind, entry.target, message)
+                journal.mark_revert_failed(entry.id, message)
+                outcomes.append(RevertOutcome(entry, False, message))
+                continue
+            journal.close_entry(entry.id, "reverted")
+            log.info("reverted %s (%s on %s)", entry.id, entry.kind, entry.target)
+            outcomes.append(RevertOutcome(entry, True))
+    return outcomes
+
+
+def raise_for_failures(outcomes: Sequence[RevertOutcome]) -> None:
+    """One RevertFailed line for every revert that failed (their entries stay open)."""
+    failed = [o for o in outcomes if not o.reverted]
+    if failed:
+        details = "; ".join(f"{o.entry.kind} on {o.entry.target}: {o.error}" for o in failed)
+        raise RevertFailed(f"{len(failed)} of {len(outcomes)} open faults could not be reverted ({details}); "
+                           "they stay open in the journal: fix the cause and run `drills revert` again")
+
+
+def _journals(where: Journal | str | os.PathLike, run_id: str | None) -> list[Journal]:
+    if isinstance(where, Journal):
+        return [where]
+    path = Path(where)
+    if path.is_file() or path.name == JOURNAL_NAME:
+        return [Journal(path)]
+    if run_id is not None:
+        return [Journal.for_run(path, run_id)]
+    return [Journal(p) for p in find_journals(path)]
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the file's directory entry durable too (a new file can vanish on power loss otherwise)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on directories; the file itself is synced
+        pass
+    finally:
+        os.close(fd)

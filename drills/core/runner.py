@@ -1,0 +1,260 @@
+"""`drills run` and `drills revert`: prepare a run, drive the features through pytest-bdd, report.
+
+A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
+unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
+`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
+SIGTERM turned into KeyboardInterrupt so every injector reverts and every twin stops → report (summary,
+timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
+2 when a drill could not start (bad input: nothing was injected), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from drills.profile.model import load_target
+from drills.core.errors import DrillError
+from drills.core.journal import RevertRegistry, open_entries, raise_for_failures, revert_open
+
+__all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+_NOT_STARTED = ("precondition_not_met", "injector_failed")
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.injectors", "fixtures.recorder", "fixtures.progress",
+           "fixtures.load", "fixtures.pods", "fixtures.network", "fixtures.storage", "fixtures.steps")
+
+
+@dataclass
+class RunOptions:
+    target: str = "twin"  # "twin" or a kubeconfig context
+    profile: str | None = None
+    defects: list[str] = field(default_factory=list)
+    scale: float | None = None
+    run_id: str | None = None
+    dry_run: bool = False
+    lang: str = "en"
+    load_workers: int | None = None
+    debug: bool = False
+    markexpr: str | None = None
+    keyword: str | None = None
+    features: list[str] = field(default_factory=list)
+    reports_root: Path = Path("reports")
+    html: bool = True
+    twin_state: str | None = None  # drill this running twin (`drills twin up --state-dir`) instead of fresh ones
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    run_dir: Path
+    records: list[dict]
+    errors: list[str]
+
+
+def run_drills(opts: RunOptions) -> RunResult:
+    """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
+    _check_selection(opts)
+    profile = load_target(opts.profile)
+    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    reports_root = Path(opts.reports_root).resolve()
+    run_dir = reports_root / run_id
+    if (run_dir / "records.jsonl").exists():
+        raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
+        _preflight(profile, None if opts.target == "twin" else opts.target)
+    with _sigterm_as_interrupt():
+        rc = _pytest(opts, run_id, run_dir)
+    records = _records(run_dir)
+    _link_latest(reports_root, run_id)
+    errors = _not_started(records)
+    if records and len(errors) < len(records):  # nothing ran: the one-line error is the whole story
+        _report(run_dir, reports_root, opts, profile.name)
+    if rc == 2 and not records:
+        code = 130  # interrupted before any drill recorded
+    elif errors and len(errors) == len(records):
+        code = 2
+    elif records and all(r.get("verdict") == "pass" for r in records) and rc == 0:
+        code = 0
+    elif rc == 5 or (not records and rc == 0):
+        code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
+    else:
+        code = 1
+    if _interrupted(run_dir):
+        code = 130
+    return RunResult(code, run_dir, records, errors)
+
+
+def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
+    """Revert every open journal entry (one run, or all runs under reports_root); raises RevertFailed."""
+    root = Path(reports_root)
+    if run_id is not None and not (root / run_id).is_dir():
+        raise DrillError(f"no run {run_id} under {root}; `ls {root}` shows the runs")
+    if not open_entries(root, run_id):
+        return []
+    outcomes = revert_open(root, run_id, RevertRegistry())
+    raise_for_failures(outcomes)
+    return outcomes
+
+
+def final_table(records: list[dict], width: int = 100):
+    """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
+    terminal: long scenario names keep their Outline example values (drills.report.figures)."""
+    from rich.table import Table
+
+    from drills.report.figures import headline_figures, short_scenario
+    from drills.verdicts.timeline import format_duration
+
+    rows = []
+    for rec in records:
+        verdict = rec.get("verdict", "?")
+        style = "green" if verdict == "pass" else "red"
+        if rec.get("target_s"):
+            measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
+            target = format_duration(rec["target_s"])
+        else:  # no recovery target (storage saturation): its headline check against that check's limit
+            target, measured = headline_figures(rec)
+        rows.append((rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
+                     f"[{style}]{verdict.upper()}[/{style}]"))
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
+              ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
+    others = sum(w + 3 for w in [*widths, len("verdict")])  # a cell is its text, a space each side and a border
+    scenario_width = max(16, width - others - 4)
+    table = Table(title="Drill results", show_lines=False)
+    for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, len("verdict")]):
+        table.add_column(column, no_wrap=True, min_width=min_width)
+        if column == "drill":
+            table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
+    for drill, scenario, *rest in rows:
+        siblings = [row[1] for row in rows if row[0] == drill]
+        table.add_row(drill, short_scenario(scenario, siblings, scenario_width), *rest)
+    return table
+
+
+def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
+    import sys
+
+    import pytest
+
+    if str(REPO) not in sys.path:  # fixtures/ (the pytest layer) lives in the repo, it is not an installed package
+        sys.path.insert(0, str(REPO))
+    features = [str(Path(f).resolve()) for f in opts.features] or [str(REPO / "features")]
+    rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
+    args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
+            "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
+            "--alluredir", str(run_dir / "allure-results"), "--clean-alluredir",
+            "--junitxml", str(run_dir / "junit.xml"),
+            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
+    for plugin in PLUGINS:  # also for features outside the repo, where the root conftest.py is not read
+        args += ["-p", plugin]
+    if opts.profile:
+        args += ["--drills-profile", str(Path(opts.profile).resolve())]
+    if opts.twin_state:
+        args += ["--drills-twin-state", str(Path(opts.twin_state).resolve())]
+    elif opts.target != "twin":
+        args += ["--drills-context", opts.target]
+    for name in opts.defects:
+        args += ["--drills-twin-defect", name]
+    if opts.scale:
+        args += ["--drills-twin-scale", str(opts.scale)]
+    if opts.dry_run:
+        args.append("--drills-dry-run")
+    if opts.markexpr:
+        args += ["-m", opts.markexpr]
+    if opts.keyword:
+        args += ["-k", opts.keyword]
+    args += ["--tb=short", "-rfE"] if opts.debug else ["-p", "no:terminal"]
+    if opts.load_workers:  # an option, not the environment: a second run in this process must not inherit it
+        args += ["--drills-load-workers", str(opts.load_workers)]
+    log.debug("pytest %s", " ".join(args))
+    with _cwd(REPO):
+        return int(pytest.main(args))
+
+
+def _check_selection(opts: RunOptions) -> None:
+    """A -m/-k expression pytest cannot parse is bad input: one line, before a run folder exists."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # pytest moved it: pytest itself will still refuse the expression
+        return
+    for flag, expr in (("-m", opts.markexpr), ("-k", opts.keyword)):
+        if expr:
+            try:
+                Expression.compile(expr)
+            except SyntaxError as err:  # what pytest raises for a malformed expression
+                raise DrillError(f"{flag} {expr!r} is not a selection expression ({err.msg}); quote words and join "
+                                 f"them with and/or/not, e.g. -k \"uplink and sonic\"") from None
+
+
+def _preflight(profile, context: str | None) -> None:
+    """A real target must answer before anything runs (TargetUnreachable is one line)."""
+    from drills.core.kube import connect
+
+    connect(profile, context=context).close()
+
+
+def _records(run_dir: Path) -> list[dict]:
+    from drills.report.records import load_records
+
+    path = run_dir / "records.jsonl"
+    return load_records(path) if path.exists() else []
+
+
+def _not_started(records: list[dict]) -> list[str]:
+    """Reasons of drills that stopped before injecting anything (bad input, unmet precondition)."""
+    return [r["reason"] for r in records if r.get("category") in _NOT_STARTED and not (r.get("phases") or {}).get("injected")]
+
+
+def _interrupted(run_dir: Path) -> bool:
+    return any("interrupted" in (r.get("reason") or "") for r in _records(run_dir))
+
+
+def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:
+    from drills.report.make import make_report
+
+    try:
+        # Cluster facts (Kubernetes, nodes, GPUs, defects) come from <run>/environment.json, saved during the run.
+        make_report(run_dir, lang=opts.lang, reports_root=reports_root, html=opts.html,
+                    environment={"Target profile": target})
+    except DrillError as err:  # a report that cannot be built must not hide the drills' outcome
+        log.warning("report not built: %s", err)
+
+
+def _link_latest(reports_root: Path, run_id: str) -> None:
+    latest = reports_root / "latest"
+    tmp = reports_root / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_id)
+    os.replace(tmp, latest)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: pytest stops and tears down, so every fault is reverted."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _cwd(path: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)

@@ -1,0 +1,139 @@
+# WARNING: stops locust processes: the ones a load run recorded (pid + kernel start time) and any locust
+# whose command line writes into that run's load directory.
+"""The load generator as a journaled "fault": a run that dies by SIGKILL leaves locust running (its
+own safety nets — the parent watch, `--run-time` — take seconds to an hour), so the load fixture
+journals it like an injector does a fault, and `drills revert` stops it.
+
+`revert_spec(out_dir)` is written BEFORE locust starts (a crash between spawn and record still finds
+the processes by their load directory); `record(runner)` after it started: each process's pid, its
+process group (locust runs in its own session) and its kernel start time, so a reused pid is never
+signalled. `stop(out_dir, processes)` ends what is left — SIGTERM to each process group, then
+SIGKILL — and is idempotent; `revert_entry(entry)` is the journal's reverter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from drills.core.errors import RevertFailed
+
+__all__ = ["KIND", "REVERTER", "revert_spec", "record", "revert_entry", "stop", "leftovers", "start_time"]
+
+log = logging.getLogger(__name__)
+
+KIND = "load"
+REVERTER = "drills.faults.load:revert_entry"
+
+
+def revert_spec(out_dir: str | Path) -> dict:
+    """What the journal keeps before locust starts: its load directory, which every locust argv names."""
+    return {"out_dir": str(Path(out_dir).resolve())}
+
+
+def record(runner) -> dict:
+    """The started processes of a `LoadRunner`: name, pid, process group and kernel start time."""
+    return {"out_dir": str(runner.out_dir.resolve()),
+            "processes": [{"name": name, "pid": pid, "pgid": pid, "start": start_time(pid)}
+                          for name, pid in runner.processes()]}
+
+
+def revert_entry(entry) -> None:
+    """The journal's reverter (`drills revert`): stop the entry's locust processes, if any still run."""
+    data = {**dict(entry.revert_spec), **dict(entry.record or {})}
+    stopped = stop(data["out_dir"], data.get("processes") or [])
+    log.info("load of %s: %s", data["out_dir"], f"stopped pid(s) {stopped}" if stopped else "nothing running")
+
+
+def stop(out_dir: str, processes: list[dict], grace_s: float = 5.0) -> list[int]:
+    """SIGTERM, then SIGKILL, the live locust processes of this load (their whole process groups).
+    Returns the pids it signalled; RevertFailed if one survives SIGKILL."""
+    found = leftovers(out_dir, processes)
+    signalled = sorted(found)
+    pending = dict(found)
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        if not pending:
+            break
+        for pid, pgid in pending.items():
+            _kill(pid, pgid, sig)
+        pending = {pid: pgid for pid, pgid in pending.items() if not _gone(pid, wait_s)}
+    if pending:
+        raise RevertFailed(f"locust pid(s) {', '.join(map(str, pending))} of {out_dir} survive SIGKILL; "
+                           "stop them by hand, then run `drills revert` again")
+    return signalled
+
+
+def leftovers(out_dir: str, processes: list[dict]) -> dict[int, int | None]:
+    """pid → process group to signal (None: the pid alone) of live locust processes of this load:
+    the recorded ones whose start time still matches, and any locust whose argv writes into `out_dir`."""
+    found: dict[int, int | None] = {}
+    for proc in processes:
+        pid, start = int(proc.get("pid") or 0), proc.get("start")
+        if pid and start is not None and start_time(pid) == start and _alive(pid):
+            found[pid] = int(proc.get("pgid") or pid)
+    prefix = str(out_dir).rstrip("/") + "/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in found:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "locust" in argv and any(a.startswith(prefix) for a in argv) and _alive(int(entry.name)):
+            pid = int(entry.name)
+            found[pid] = pid if _pgid(pid) == pid else None  # a session leader of its own: its group too
+    return found
+
+
+def start_time(pid: int) -> int | None:
+    """The process's kernel start time (clock ticks since boot, /proc/<pid>/stat field 22)."""
+    stat = _stat(pid)
+    return int(stat[19]) if stat and len(stat) > 19 else None
+
+
+# helpers
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (field 3, the state, first)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return bool(stat) and stat[0] not in ("Z", "X")
+
+
+def _pgid(pid: int) -> int | None:
+    stat = _stat(pid)
+    return int(stat[2]) if stat and len(stat) > 2 else None
+
+
+def _kill(pid: int, pgid: int | None, sig: int) -> None:
+    try:
+        if pgid:
+            os.killpg(pgid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+    """Wait until `pid` is no longer alive (reaping it if it is our child)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        if not _alive(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

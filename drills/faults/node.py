@@ -1,0 +1,299 @@
+# WARNING: takes a GPU node out of service: cordons it and evicts its pods, taints it NoExecute, marks its
+# GPUs unhealthy or stops its kubelet. Workloads on that node are disrupted. `revert` puts it back.
+"""GPU-node faults as an inject/revert pair (chaostoolkit's cordon_node/uncordon_node, krkn's node scenarios).
+
+`inject(cluster, spec, journal=None)` validates first (the node exists, the mode is known) and raises
+`InjectionFailed` before touching anything; with a journal it writes the entry (with everything
+`revert` needs) BEFORE the first change. It returns a frozen `NodeFaultRecord` of exactly what it
+changed. `revert(cluster, record)` undoes exactly that and is idempotent: uncordon only if we cordoned,
+remove only our taint, heal the GPUs / restart the kubelet we broke.
+
+Modes:
+- `cordon-drain`: cordon, then evict every non-DaemonSet pod through the Eviction API; a PDB's 429 is
+  retried (on the next PDB/pod change) until `eviction_timeout_s` cluster seconds, then InjectionFailed.
+- `taint-noexecute`: add the taint `gpu-drills.io/node-loss=drill:NoExecute`; the taint manager evicts.
+- `gpu-unhealthy`: the twin's device-plugin view (`POST /twin/v1/nodes/{name}/gpu` `{"state": "unhealthy",
+  "xid": 79}`): allocatable GPUs drop and the workload on the node sees the XID. On a real cluster there is no API for
+  it: use a hook (drain + a DaemonSet that fails the device plugin health check) — refused here.
+- `kubelet-stop` (twin only): `POST /twin/v1/nodes/{name}/kubelet` `{"action": "stop"}`: heartbeats stop,
+  the node goes NotReady and the node lifecycle controller evicts after tolerationSeconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from drills.core.errors import InjectionFailed, RevertFailed
+from drills.core.kube import Cluster, EventMerger, connect_twin, obj_get
+
+__all__ = ["MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "inject", "revert", "revert_entry",
+           "revert_spec", "check_node"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop")
+TWIN_ONLY = ("gpu-unhealthy", "kubelet-stop")
+TAINT_KEY = "gpu-drills.io/node-loss"
+KIND = "node"
+REVERTER = "drills.faults.node:revert_entry"
+MERGE = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class NodeFaultSpec:
+    """What to do: which node, how; `eviction_timeout_s` bounds a drain (cluster seconds)."""
+
+    node: str
+    mode: str = "cordon-drain"
+    eviction_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class NodeFaultRecord:
+    """Exactly what `inject` changed; JSON-serialisable (`to_dict`) for the journal and the report."""
+
+    node: str
+    mode: str
+    injected_at: str  # cluster time, ISO
+    cordoned: bool = False  # we set spec.unschedulable (it was schedulable before)
+    taint: dict | None = None  # the taint we added
+    gpu_unhealthy: bool = False
+    kubelet_stopped: bool = False
+    evicted: tuple[str, ...] = field(default=())  # namespace/name of pods evicted
+    twin_at: str | None = None  # the twin's own time of a twin-endpoint fault (its answer's `at`)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "evicted": list(self.evicted)}
+
+
+def check_node(cluster: Cluster, spec: NodeFaultSpec) -> dict:
+    """Validate before any change: a known mode, a node that exists; returns the node (raw JSON)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if spec.mode not in MODES:
+        raise InjectionFailed(f"unknown node fault mode {spec.mode!r} (modes: {', '.join(MODES)}); nothing injected")
+    if spec.mode in TWIN_ONLY and not cluster.is_twin:
+        raise InjectionFailed(f"node fault mode {spec.mode} has no Kubernetes API on a real cluster; use cordon-drain "
+                              "or taint-noexecute (or a site hook); nothing injected")
+    try:
+        return _read_node(cluster, spec.node)
+    except ApiException as err:
+        if err.status == 404:
+            raise InjectionFailed(f"node {spec.node} not found in {cluster.name}; name an existing node "
+                                  "(kubectl get nodes); nothing injected") from None
+        raise InjectionFailed(f"cannot read node {spec.node}: {err.status} {err.reason}; nothing injected") from None
+
+
+def revert_spec(cluster: Cluster, spec: NodeFaultSpec, node: dict) -> dict:
+    """What the journal keeps so `revert_entry` can undo the fault alone, even after a crash mid-inject."""
+    return {"node": spec.node, "mode": spec.mode, "cluster": cluster.describe(),
+            "uncordon": spec.mode == "cordon-drain" and not obj_get(node, "spec", "unschedulable", default=False),
+            "taint": _taint() if spec.mode == "taint-noexecute" else None,
+            "gpu": spec.mode == "gpu-unhealthy", "kubelet": spec.mode == "kubelet-stop"}
+
+
+def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFaultRecord, str | None]:
+    """Validate, journal, inject; returns (record, journal entry id or None). Raises InjectionFailed."""
+    node = check_node(cluster, spec)
+    undo = revert_spec(cluster, spec, node)
+    entry_id = journal.open_entry(KIND, spec.node, undo, reverter=REVERTER) if journal is not None else None
+    evicted: tuple[str, ...] = ()
+    twin_at = None
+    before = cluster.clock.timestamp()
+    after = None  # the fault's first change is stamped at the middle of its request (± half its latency)
+    try:
+        if spec.mode == "cordon-drain":
+            if undo["uncordon"]:
+                cluster.core.patch_node(spec.node, {"spec": {"unschedulable": True}}, _content_type=MERGE)
+            after = cluster.clock.timestamp()
+            evicted = _drain(cluster, spec)
+        elif spec.mode == "taint-noexecute":
+            _add_taint(cluster, spec.node, node)
+        elif spec.mode == "gpu-unhealthy":
+            twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
+        elif spec.mode == "kubelet-stop":
+            twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"}).get("at")
+        after = after if after is not None else cluster.clock.timestamp()
+    except InjectionFailed:
+        raise
+    except Exception as err:  # the fault may be half in place: the fixture's teardown reverts it
+        raise InjectionFailed(f"could not inject {spec.mode} on node {spec.node}: {_reason(err)}") from err
+    injected_at = datetime.fromtimestamp((before + after) / 2, timezone.utc)
+    record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=_iso(injected_at), cordoned=undo["uncordon"],
+                             taint=undo["taint"], gpu_unhealthy=undo["gpu"], kubelet_stopped=undo["kubelet"],
+                             evicted=evicted, twin_at=twin_at)
+    if journal is not None:
+        journal.mark_injected(entry_id, record.to_dict())
+    log.info("injected %s on node %s (%d pods evicted)", spec.mode, spec.node, len(evicted))
+    return record, entry_id
+
+
+def revert(cluster: Cluster, record: NodeFaultRecord | dict) -> None:
+    """Undo exactly what the record says; safe to call again (and on a fault only half injected)."""
+    data = record.to_dict() if isinstance(record, NodeFaultRecord) else dict(record)
+    _undo(cluster, data["node"], uncordon=bool(data.get("cordoned") or data.get("uncordon")),
+          taint=data.get("taint"), gpu=bool(data.get("gpu_unhealthy") or data.get("gpu")),
+          kubelet=bool(data.get("kubelet_stopped") or data.get("kubelet")))
+
+
+def revert_entry(entry) -> None:
+    """The journal's reverter (`drills revert`): reconnect from the entry's own target description, undo."""
+    spec = dict(entry.revert_spec)
+    target = spec.get("cluster") or {}
+    cluster = _reconnect(target, entry)
+    try:
+        _undo(cluster, spec["node"], uncordon=bool(spec.get("uncordon")), taint=spec.get("taint"),
+              gpu=bool(spec.get("gpu")), kubelet=bool(spec.get("kubelet")))
+    finally:
+        cluster.close()
+
+
+def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gpu: bool, kubelet: bool) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        if gpu:
+            _twin_post(cluster, f"/twin/v1/nodes/{node}/gpu", {"state": "healthy"})
+        if kubelet:
+            _twin_post(cluster, f"/twin/v1/nodes/{node}/kubelet", {"action": "start"})
+        current = _read_node(cluster, node)
+        if taint:
+            taints = obj_get(current, "spec", "taints", default=None) or []
+            kept = [t for t in taints if not (t.get("key") == taint["key"] and t.get("effect") == taint["effect"])]
+            if len(kept) != len(taints):
+                _patch_taints(cluster, node, current, kept)
+        if uncordon and obj_get(current, "spec", "unschedulable", default=False):
+            cluster.core.patch_node(node, {"spec": {"unschedulable": None}}, _content_type=MERGE)
+    except ApiException as err:
+        if err.status == 404:
+            log.warning("node %s is gone: nothing to revert", node)
+            return
+        raise RevertFailed(f"could not revert node {node}: {err.status} {err.reason}; run `drills revert` "
+                           "again once the API answers") from None
+    except RevertFailed:
+        raise
+    except Exception as err:
+        raise RevertFailed(f"could not revert node {node}: {_reason(err)}; run `drills revert` again") from None
+    log.info("reverted node %s", node)
+
+
+def _drain(cluster: Cluster, spec: NodeFaultSpec) -> tuple[str, ...]:
+    """Evict every pod on the node except DaemonSet and mirror pods; retry 429 (PDB) until the timeout."""
+    from kubernetes.client.exceptions import ApiException
+
+    deadline = cluster.clock.timestamp() + spec.eviction_timeout_s
+    pods = [p for p in _pods_on(cluster, spec.node) if not _daemon_or_mirror(p)]
+    evicted: list[str] = []
+    pending = list(pods)
+    with EventMerger(cluster.clock) as changes:
+        watching = False
+        while pending:
+            blocked = []
+            for pod in pending:
+                ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+                body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
+                try:
+                    cluster.core.create_namespaced_pod_eviction(name, ns, body)
+                    evicted.append(f"{ns}/{name}")
+                except ApiException as err:
+                    if err.status == 404:
+                        continue  # already gone
+                    if err.status == 429:
+                        blocked.append(pod)
+                        continue
+                    raise
+            pending = blocked
+            if not pending:
+                break
+            if cluster.clock.timestamp() >= deadline:
+                names = ", ".join(p["metadata"]["name"] for p in pending)
+                raise InjectionFailed(f"drain of node {spec.node} timed out after {spec.eviction_timeout_s:.0f}s: "
+                                      f"a PodDisruptionBudget blocks evicting {names}")
+            if not watching:  # wake up when a budget or a pod changes, not on a timer
+                ns = pending[0]["metadata"]["namespace"]
+                changes.watch("pdb", cluster.policy.list_namespaced_pod_disruption_budget, ns)
+                watching = True
+            for event in changes.events(deadline):
+                if event is not None and event.type == "MODIFIED":
+                    break
+    return tuple(evicted)
+
+
+def _pods_on(cluster: Cluster, node: str) -> list[dict]:
+    import json
+
+    resp = cluster.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
+    return [p for p in json.loads(resp.data).get("items", [])
+            if obj_get(p, "status", "phase") not in ("Succeeded", "Failed")]
+
+
+def _daemon_or_mirror(pod: dict) -> bool:
+    owners = obj_get(pod, "metadata", "ownerReferences", default=None) or []
+    annotations = obj_get(pod, "metadata", "annotations", default=None) or {}
+    return any(o.get("kind") == "DaemonSet" for o in owners) or "kubernetes.io/config.mirror" in annotations
+
+
+def _taint() -> dict:
+    return {"key": TAINT_KEY, "value": "drill", "effect": "NoExecute"}
+
+
+def _add_taint(cluster: Cluster, name: str, node: dict) -> None:
+    taints = list(obj_get(node, "spec", "taints", default=None) or [])
+    if any(t.get("key") == TAINT_KEY and t.get("effect") == "NoExecute" for t in taints):
+        return
+    _patch_taints(cluster, name, node, taints + [_taint()])
+
+
+def _patch_taints(cluster: Cluster, name: str, node: dict, taints: list[dict]) -> None:
+    """JSON patch guarded by resourceVersion (a test op), so a concurrent taint change is not lost."""
+    rv = obj_get(node, "metadata", "resourceVersion")
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []
+    ops.append({"op": "add", "path": "/spec/taints", "value": taints})
+    cluster.core.patch_node(name, ops, _content_type="application/json-patch+json")
+
+
+def _read_node(cluster: Cluster, name: str) -> dict:
+    import json
+
+    return json.loads(cluster.core.read_node(name, _preload_content=False).data)
+
+
+def _twin_post(cluster: Cluster, path: str, body: dict) -> dict:
+    import requests
+
+    if not cluster.is_twin:
+        raise InjectionFailed(f"{path} exists only on the twin")
+    resp = requests.post(cluster.twin_url + path, json=body, timeout=10,
+                         headers={"User-Agent": cluster.api.user_agent})
+    if resp.status_code >= 300:
+        raise InjectionFailed(f"the twin refused {path}: {resp.status_code} {resp.text[:200]}")
+    try:
+        return resp.json()
+    except ValueError:
+        return {}
+
+
+def _reconnect(target: dict, entry) -> Cluster:
+    from drills.profile.model import TargetProfile
+    from drills.core.kube import connect
+
+    if target.get("twin_url"):
+        return connect_twin(target["kubeconfig"], target["twin_url"])
+    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
+    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))
+
+
+def _iso(moment: Any) -> str:
+    from drills.verdicts.timeline import Timeline
+
+    return Timeline(injected=moment).to_record()["injected"]
+
+
+def _reason(err: BaseException) -> str:
+    status = getattr(err, "status", None)
+    if status is not None:
+        return f"{status} {getattr(err, 'reason', '')}".strip()
+    return str(err) or type(err).__name__

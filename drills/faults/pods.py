@@ -1,0 +1,199 @@
+# WARNING: kills pods of a serving workload: deletes them with grace 0, evicts them through the Eviction API,
+# or (twin) makes their container exit. Clients of the endpoint see errors until replacements are Ready.
+"""Pod kills as an inject/revert pair (chaostoolkit-kubernetes `terminate_pods`, krkn pod scenarios).
+
+`select_pods` picks the running, non-terminating pods matching a label selector (by count or percent,
+oldest name first so a run is repeatable); `inject` kills them and returns a frozen `PodKillRecord`
+(names, UIDs, nodes, the cluster time of the first kill). There is nothing to undo: the ReplicaSet
+replaces a deleted or evicted pod, the kubelet restarts an exited container; `revert` only logs and
+the journal entry still closes, so a run's journal says the fault is over.
+
+Modes:
+- `delete`: `DELETE pod` with `gracePeriodSeconds: 0` (force kill, like `kubectl delete --grace-period=0 --force`).
+- `evict`: the Eviction API (policy/v1), which honours PodDisruptionBudgets: a 429 is a refusal,
+  reported as one InjectionFailed line naming the pod and the budget (what was already evicted is listed).
+- `kill-container` (twin only): `POST /twin/v1/namespaces/{ns}/pods/{name}/exit` `{"code": 137}`; the
+  kubelet restarts the container (same pod and UID, restartCount + 1) and it loads its model again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from drills.core.errors import InjectionFailed
+from drills.core.kube import Cluster, obj_get
+
+__all__ = ["MODES", "KIND", "REVERTER", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "inject",
+           "revert", "revert_entry", "revert_spec"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("delete", "evict", "kill-container")
+KIND = "pods"
+REVERTER = "drills.faults.pods:revert_entry"
+EXIT_CODE = 137  # SIGKILL, what an OOM kill or `kill -9` of the server looks like
+
+
+@dataclass(frozen=True)
+class PodKillSpec:
+    """Which pods (namespace + label selector, then `count` or `percent` of them) and how to kill them."""
+
+    namespace: str
+    selector: str
+    mode: str = "delete"
+    count: int | None = None
+    percent: float | None = None  # of the matching running pods, rounded up
+
+
+@dataclass(frozen=True)
+class PodKillRecord:
+    """Exactly what `inject` did; JSON-serialisable (`to_dict`) for the journal and the report."""
+
+    namespace: str
+    selector: str
+    mode: str
+    injected_at: str  # cluster time, ISO with milliseconds: the middle of the first kill request
+    pods: tuple[str, ...]
+    uids: tuple[str, ...]
+    nodes: tuple[str, ...]
+    running_before: int
+    restart_counts: tuple[int, ...] = field(default=())  # kill-container: restartCount before the kill
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "pods": list(self.pods), "uids": list(self.uids), "nodes": list(self.nodes),
+                "restart_counts": list(self.restart_counts)}
+
+
+def kill_count(running: int, count: int | None, percent: float | None) -> int:
+    """How many of `running` pods to kill: `count` (capped at running) or `percent` rounded up."""
+    if percent is not None:
+        return min(running, math.ceil(running * percent / 100.0 - 1e-9))
+    return min(running, count if count is not None else 1)
+
+
+def select_pods(cluster: Cluster, spec: PodKillSpec) -> tuple[list[dict], int]:
+    """(the pods to kill, how many were running); raises InjectionFailed before any change."""
+    if spec.mode not in MODES:
+        raise InjectionFailed(f"unknown pod kill mode {spec.mode!r} (modes: {', '.join(MODES)}); nothing injected")
+    if spec.mode == "kill-container" and not cluster.is_twin:
+        raise InjectionFailed("pod kill mode kill-container has no Kubernetes API on a real cluster; use delete or "
+                              "evict; nothing injected")
+    try:
+        resp = cluster.core.list_namespaced_pod(spec.namespace, label_selector=spec.selector, _preload_content=False)
+    except Exception as err:  # noqa: BLE001 — one line for the user, nothing was changed
+        raise InjectionFailed(f"cannot list pods {spec.selector} in {spec.namespace}: {_reason(err)}; "
+                              "nothing injected") from None
+    pods = [p for p in json.loads(resp.data).get("items", [])
+            if obj_get(p, "status", "phase") == "Running" and not obj_get(p, "metadata", "deletionTimestamp")]
+    pods.sort(key=lambda p: p["metadata"]["name"])
+    if not pods:
+        raise InjectionFailed(f"no running pod matches {spec.selector} in namespace {spec.namespace}; check "
+                              "workloads.inference.label_selector; nothing injected")
+    return pods[:kill_count(len(pods), spec.count, spec.percent)], len(pods)
+
+
+def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
+    """What the journal keeps: nothing needs undoing, but the entry says what was killed and where."""
+    return {"namespace": spec.namespace, "selector": spec.selector, "mode": spec.mode,
+            "pods": [p["metadata"]["name"] for p in pods], "cluster": cluster.describe(), "undo": "nothing"}
+
+
+def inject(cluster: Cluster, spec: PodKillSpec, pods: list[dict], running: int) -> PodKillRecord:
+    """Kill `pods` (from `select_pods`); the record is stamped at the middle of the first kill request."""
+    from kubernetes.client.exceptions import ApiException
+
+    stamp: float | None = None
+    done: list[dict] = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        before = cluster.clock.timestamp()
+        try:
+            _kill(cluster, spec, name)
+        except ApiException as err:
+            if err.status == 404:
+                log.info("pod %s/%s was already gone", spec.namespace, name)
+            elif err.status == 429:
+                raise InjectionFailed(_refused(spec, name, done, err)) from None
+            else:
+                raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
+                                      f"{_already(done)}") from None
+        except InjectionFailed:
+            raise
+        except Exception as err:  # noqa: BLE001
+            raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
+                                  f"{_already(done)}") from None
+        if stamp is None:
+            stamp = (before + cluster.clock.timestamp()) / 2
+        done.append(pod)
+    restarts = tuple(int(obj_get(p, "status", "containerStatuses", default=[{}])[0].get("restartCount", 0))
+                     for p in done) if spec.mode == "kill-container" else ()
+    record = PodKillRecord(
+        namespace=spec.namespace, selector=spec.selector, mode=spec.mode,
+        injected_at=_iso(stamp if stamp is not None else cluster.clock.timestamp()),
+        pods=tuple(p["metadata"]["name"] for p in done), uids=tuple(p["metadata"]["uid"] for p in done),
+        nodes=tuple(obj_get(p, "spec", "nodeName", default="") for p in done), running_before=running,
+        restart_counts=restarts)
+    log.info("killed %d of %d pods (%s) by %s", len(done), running, ", ".join(record.pods), spec.mode)
+    return record
+
+
+def revert(cluster: Cluster | None, record: PodKillRecord | dict) -> None:
+    """Nothing to undo: the controllers replace killed pods. Idempotent by construction."""
+    data = record.to_dict() if isinstance(record, PodKillRecord) else dict(record)
+    log.info("pods %s were killed by %s: nothing to undo (the controllers replace them)",
+             ", ".join(data.get("pods") or []), data.get("mode"))
+
+
+def revert_entry(entry) -> None:
+    """The journal's reverter (`drills revert`): a pod kill leaves nothing to undo; the entry just closes."""
+    revert(None, dict(entry.revert_spec))
+
+
+def _kill(cluster: Cluster, spec: PodKillSpec, name: str) -> None:
+    ns = spec.namespace
+    if spec.mode == "delete":
+        cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0, _preload_content=False)
+    elif spec.mode == "evict":
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns},
+                "deleteOptions": {"gracePeriodSeconds": 0}}
+        cluster.core.create_namespaced_pod_eviction(name, ns, body, _preload_content=False)
+    else:
+        import requests
+
+        resp = requests.post(f"{cluster.twin_url}/twin/v1/namespaces/{ns}/pods/{name}/exit", timeout=10,
+                             json={"code": EXIT_CODE, "reason": "Error", "message": "killed by gpu-drills"},
+                             headers={"User-Agent": cluster.api.user_agent})
+        if resp.status_code >= 300:
+            raise InjectionFailed(f"the twin refused to kill the container of {ns}/{name}: {resp.status_code} "
+                                  f"{resp.text[:200]}")
+
+
+def _refused(spec: PodKillSpec, name: str, done: list[dict], err) -> str:
+    message = ""
+    try:
+        message = json.loads(err.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        pass
+    return (f"eviction of pod {spec.namespace}/{name} refused (429): "
+            f"{message or 'a PodDisruptionBudget allows no more disruptions'}{_already(done)}; "
+            "the budget protects the endpoint — kill fewer pods, or use pod_kill_mode delete to drill past it")
+
+
+def _already(done: list[dict]) -> str:
+    return f" (already killed: {', '.join(p['metadata']['name'] for p in done)})" if done else ""
+
+
+def _iso(ts: float) -> str:
+    moment = datetime.fromtimestamp(ts, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _reason(err: BaseException) -> str:
+    status = getattr(err, "status", None)
+    if status is not None:
+        return f"{status} {getattr(err, 'reason', '')}".strip()
+    return str(err) or type(err).__name__

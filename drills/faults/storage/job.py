@@ -1,0 +1,178 @@
+# WARNING: saturates a shared store from several nodes: a batch/v1 Job's pods run fio against the store's
+# PVC until reverted (or until fio's own time limit and the Job's activeDeadlineSeconds).
+"""Storage saturation in `job` mode: the rendered fio Job applied through the Kubernetes API.
+
+`inject_job(cluster, spec)` creates the Job from `render_fio_job(spec)` and waits (cluster time, watch,
+until `start_timeout_s`) for its `parallelism` pods to be Running; it returns a frozen
+`JobSaturationRecord`. `revert_job(cluster, namespace, name)` deletes the Job with its pods (foreground
+propagation) and waits until no pod of it is left; it is idempotent (a missing Job is a no-op).
+`fio_results(cluster, record)` reads the pods' logs, where fio prints its JSON report, before the revert.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import timezone
+from typing import Any
+
+from drills.core.errors import InjectionFailed, RevertFailed
+from drills.faults.storage.saturation import SaturationSpec, render_fio_job
+from drills.core.kube import Cluster, EventMerger, connect_twin, obj_get
+from drills.faults.storage.fio import FioResult, parse_fio_output
+
+__all__ = ["JobSaturationRecord", "inject_job", "revert_job", "revert_job_spec", "fio_results", "pod_selector"]
+
+log = logging.getLogger(__name__)
+
+DELETE_TIMEOUT_S = 300.0  # cluster seconds for the Job's pods to go after the delete
+
+
+@dataclass(frozen=True)
+class JobSaturationRecord:
+    """The Job `inject_job` created and the pods that ran fio; JSON-serialisable for journal and report."""
+
+    namespace: str
+    job_name: str
+    uid: str
+    pods: tuple[str, ...]
+    nodes: tuple[str, ...]
+    injected_at: str  # cluster time, ISO: when every pod was Running
+    mode: str = "job"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "pods": list(self.pods), "nodes": list(self.nodes)}
+
+
+def pod_selector(spec_or_name: SaturationSpec | str) -> str:
+    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.job_name
+    return f"job-name={name}"
+
+
+def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 300.0) -> JobSaturationRecord:
+    """Create the fio Job and wait for its pods to run; raises InjectionFailed (the caller reverts)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    body = render_fio_job(spec)
+    batch = client.BatchV1Api(cluster.api)
+    try:
+        created = batch.create_namespaced_job(spec.namespace, body, _preload_content=False)
+        uid = json.loads(created.data)["metadata"].get("uid", "")
+    except ApiException as err:
+        if err.status == 409:
+            raise InjectionFailed(f"Job {spec.namespace}/{spec.job_name} already exists (a leftover saturation? "
+                                  "run `drills revert`, or delete it); nothing injected") from None
+        raise InjectionFailed(f"could not create the fio Job {spec.namespace}/{spec.job_name}: "
+                              f"{err.status} {err.reason}") from None
+    deadline = cluster.clock.timestamp() + start_timeout_s
+    running: dict[str, str] = {}
+    waiting: dict[str, str] = {}  # pod → why it is not running yet (the scheduler's message)
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("pods", cluster.core.list_namespaced_pod, spec.namespace, label_selector=pod_selector(spec))
+        for event in merger.events(deadline):
+            if event is None or event.obj is None or event.type not in ("ADDED", "MODIFIED", "DELETED"):
+                continue
+            pod = event.obj
+            name = obj_get(pod, "metadata", "name")
+            phase = obj_get(pod, "status", "phase")
+            if phase == "Failed" or (event.type == "DELETED" and name in running):
+                raise InjectionFailed(f"fio pod {spec.namespace}/{name} of the saturation Job "
+                                      f"{'failed' if phase == 'Failed' else 'was deleted'} before saturating")
+            if phase == "Running":
+                running[name] = obj_get(pod, "spec", "nodeName", default="") or ""
+            else:
+                conds = obj_get(pod, "status", "conditions", default=None) or []
+                waiting[name] = next((c.get("message") for c in conds if c.get("status") == "False"
+                                      and c.get("message")), phase or "Pending")
+            if len(running) >= spec.parallelism:
+                break
+    if len(running) < spec.parallelism:
+        why = next((w for n, w in sorted(waiting.items()) if n not in running), "no pod was created")
+        raise InjectionFailed(f"only {len(running)} of {spec.parallelism} fio pods of Job "
+                              f"{spec.namespace}/{spec.job_name} were Running within {start_timeout_s:.0f} s: {why}")
+    at = cluster.clock.now().astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    log.info("saturating the store from %d fio pods of Job %s/%s", len(running), spec.namespace, spec.job_name)
+    return JobSaturationRecord(namespace=spec.namespace, job_name=spec.job_name, uid=uid,
+                               pods=tuple(sorted(running)), nodes=tuple(sorted(set(running.values()))),
+                               injected_at=at)
+
+
+def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = DELETE_TIMEOUT_S) -> None:
+    """Delete the Job and its pods; wait until none is left. Idempotent; raises RevertFailed."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    batch = client.BatchV1Api(cluster.api)
+    try:
+        batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", grace_period_seconds=30)
+    except ApiException as err:
+        if err.status != 404:
+            raise RevertFailed(f"could not delete the fio Job {namespace}/{name}: {err.status} {err.reason}; "
+                               "run `drills revert` again") from None
+    try:
+        left = _pods(cluster, namespace, name)
+        if left:
+            _wait_pods_gone(cluster, namespace, name, cluster.clock.timestamp() + timeout_s)
+            left = _pods(cluster, namespace, name)
+    except ApiException as err:
+        raise RevertFailed(f"could not check the fio pods of Job {namespace}/{name}: {err.status} {err.reason}") from None
+    if left:
+        raise RevertFailed(f"fio pods {', '.join(left)} of Job {namespace}/{name} still exist "
+                           f"{timeout_s:.0f} s after the delete")
+    log.info("storage saturation Job %s/%s deleted", namespace, name)
+
+
+def revert_job_spec(undo: dict) -> None:
+    """`drills revert` for a job-mode entry: reconnect from the entry's cluster description, delete."""
+    cluster = _reconnect(undo.get("cluster") or {})
+    try:
+        revert_job(cluster, undo["namespace"], undo["job_name"])
+    finally:
+        cluster.close()
+
+
+def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
+    """fio's JSON reports from the Job's pod logs (pods whose log has none are skipped)."""
+    from kubernetes.client.exceptions import ApiException
+
+    out = []
+    for pod in _pods(cluster, namespace, name):
+        try:
+            text = cluster.core.read_namespaced_pod_log(pod, namespace)
+        except ApiException:
+            continue
+        if "{" in (text or ""):
+            try:
+                out.append(parse_fio_output(text))
+            except Exception as err:  # noqa: BLE001 — a partial log is a missing figure, not a failed drill
+                log.warning("fio report of pod %s unreadable: %s", pod, err)
+    return out
+
+
+# helpers
+
+def _pods(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)
+    return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
+
+
+def _wait_pods_gone(cluster: Cluster, namespace: str, name: str, deadline: float) -> None:
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("pods", cluster.core.list_namespaced_pod, namespace, label_selector=pod_selector(name))
+        for event in merger.events(deadline):
+            if event is not None and event.type == "DELETED" and not _pods(cluster, namespace, name):
+                return
+            if event is None and not _pods(cluster, namespace, name):
+                return
+
+
+def _reconnect(target: dict) -> Cluster:
+    from drills.profile.model import TargetProfile
+    from drills.core.kube import connect
+
+    if target.get("twin_url"):
+        return connect_twin(target["kubeconfig"], target["twin_url"])
+    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
+    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))

@@ -1,0 +1,76 @@
+"""Which uplink to drop: the switch inventory (profile, or the twin's) and the leaf carrying the job.
+
+The leaf of a node comes from a node label (`faults.leaf_label`, on the twin
+`network.gpu-drills.io/leaf`); the profile may name the switch (`faults.switch`) and the uplink
+(`faults.uplink`) instead. Read-only: nothing here touches a switch.
+"""
+
+from __future__ import annotations
+
+import logging
+from drills.profile.model import SwitchConfig, TargetProfile
+from drills.core.errors import CheckFailed, InvalidProfile
+
+__all__ = ["switch_inventory", "leaf_uplink", "node_labels"]
+
+log = logging.getLogger(__name__)
+
+
+def switch_inventory(profile: TargetProfile, twin_info: dict | None = None) -> list[SwitchConfig]:
+    """The profile's switches; on the twin, when the profile lists none, the twin's own inventory."""
+    if profile.switches.devices:
+        return list(profile.switches.devices)
+    entries = (twin_info or {}).get("switches") or []
+    if not entries:
+        raise InvalidProfile("no switch inventory: set switches.inventory (or switches.devices) in the profile")
+    return [SwitchConfig.model_validate(entry) for entry in entries]
+
+
+def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labels: dict[str, dict[str, str]],
+                dialect: str | None = None) -> tuple[SwitchConfig, str]:
+    """(switch, uplink) for the drill: the named ones, else the first uplink of the leaf of a node running
+    the job (of `dialect` when given). `node_labels` maps each job node to its labels."""
+    faults = profile.faults
+    by_name = {s.name: s for s in inventory}
+    if faults.switch:
+        if faults.switch not in by_name:
+            raise InvalidProfile(f"faults.switch {faults.switch} is not in the switch inventory "
+                                 f"(known: {', '.join(sorted(by_name)) or 'none'})")
+        candidates = [by_name[faults.switch]]
+    else:
+        leaves = _job_leaves(node_labels, faults.leaf_label)
+        unknown = [leaf for leaf in leaves if leaf not in by_name]
+        if unknown:
+            raise CheckFailed(f"precondition not met: the job's leaf {', '.join(unknown)} is not in the switch "
+                              "inventory; add it to switches.inventory")
+        candidates = [by_name[leaf] for leaf in leaves]
+    if dialect is not None:
+        speaking = [s for s in candidates if s.dialect == dialect]
+        if not speaking:
+            have = ", ".join(f"{s.name} ({s.dialect})" for s in candidates)
+            raise CheckFailed(f"precondition not met: no leaf carrying the job speaks {dialect} (the job's leaves: "
+                              f"{have}); drop this example or pick a job that runs through a {dialect} leaf")
+        candidates = speaking
+    switch = candidates[0]
+    if faults.uplink:
+        if switch.uplinks and faults.uplink not in switch.uplinks:
+            raise InvalidProfile(f"faults.uplink {faults.uplink} is not an uplink of {switch.name} in the inventory "
+                                 f"(uplinks: {', '.join(switch.uplinks)})")
+        return switch, faults.uplink
+    if not switch.uplinks:
+        raise InvalidProfile(f"switch {switch.name} lists no uplinks in the inventory; add its uplink interfaces")
+    return switch, switch.uplinks[0]
+
+
+def node_labels(cluster, nodes: list[str]) -> dict[str, dict[str, str]]:
+    """Each node's labels (one read per node)."""
+    return {node: dict(cluster.core.read_node(node).metadata.labels or {}) for node in nodes}
+
+
+def _job_leaves(node_labels: dict[str, dict[str, str]], label: str) -> list[str]:
+    """The job's leaves in node order; CheckFailed naming the nodes without the label."""
+    unlabelled = sorted(n for n, labels in node_labels.items() if not (labels or {}).get(label))
+    if unlabelled:
+        raise CheckFailed(f"precondition not met: node {', '.join(unlabelled)} has no {label} label, so its leaf "
+                          "switch is unknown; label the nodes or set faults.switch in the profile")
+    return list(dict.fromkeys(node_labels[n][label] for n in sorted(node_labels)))

@@ -1,0 +1,240 @@
+# WARNING: shuts a switch port (admin down) over SSH: every link through that uplink goes dark, so
+# traffic must reroute over the leaf's other uplinks (or jobs slow down, fall back to TCP, or time out).
+"""Switch uplink drop: shut one interface of a switch over SSH and bring it back.
+
+`inject(cfg, iface)` checks the interface exists and is up, shuts it, reads the state back and only
+then returns an `UplinkRecord` (admin down verified). `revert(cfg, record)` brings it up and verifies
+it; it is idempotent. A switch that refuses answers `InjectionFailed` / `RevertFailed` with its own
+words; a switch that does not answer is `TargetUnreachable`. If anything fails after the shutdown was
+sent, the port is brought back up before the error is raised.
+
+The drill engine writes the journal entry first, with `revert_spec(cfg, iface, …)` (everything
+`revert_entry` needs, no secrets: the password is only named by its environment variable) and the
+reverter `REVERTER`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from drills.profile.model import SwitchConfig
+from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
+from drills.faults.switch.dialect import PortState, StateUnreadable, load_switch_dialect, read_state
+from drills.faults.switch.session import TRANSPORTS, SwitchSession
+
+__all__ = [
+    "KIND",
+    "REVERTER",
+    "PortState",
+    "UplinkRecord",
+    "inject",
+    "revert",
+    "show_state",
+    "revert_spec",
+    "revert_entry",
+]
+
+log = logging.getLogger(__name__)
+
+KIND = "switch-uplink"
+REVERTER = "drills.faults.switch.uplink:revert_entry"
+_OPER_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class UplinkRecord:
+    """Exactly what `inject` changed (JSON-serialisable via `to_dict`)."""
+
+    switch: str
+    host: str
+    port: int
+    dialect: str
+    interface: str
+    transport: str
+    admin_before: str
+    oper_before: str
+    admin_after: str
+    oper_after: str
+    injected_at: str  # ISO 8601 UTC ms: middle of the shutdown's round trip (cluster time when a clock is given)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "UplinkRecord":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def inject(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
+           accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
+           require_oper_up: bool = True, clock: Any | None = None) -> UplinkRecord:
+    """Shut `interface` and verify it is admin down. Refuses a port that is already down (not ours to
+    bring up later) and, with `require_oper_up`, one whose link is down (the drill would test nothing)."""
+    opts = dict(transport=transport, accept_unknown_host_keys=accept_unknown_host_keys,
+                connect_timeout=connect_timeout, command_timeout=command_timeout)
+    name = switch_cfg.name
+    with SwitchSession(switch_cfg, error=InjectionFailed, **opts) as session:
+        before = _state(session, interface, InjectionFailed)
+        if not before.admin_up:
+            raise InjectionFailed(f"switch {name}: {interface} is already admin down: refusing to take it over "
+                                  "(revert would bring up a port someone else shut); pick another uplink")
+        if require_oper_up and not before.oper_up:
+            raise InjectionFailed(f"switch {name}: {interface} is admin up but its link is down: shutting it would "
+                                  "test nothing; fix the link or pick another uplink")
+        for check in session.dialect.commands.preflight:
+            res = session.run(check.command)
+            if not res.ok or (check.expect_empty and res.output.strip()):
+                raise InjectionFailed(f"switch {name} {check.reason} (`{check.command}`: {res.words})")
+        command = session.dialect.command("shutdown", interface)
+        try:
+            sent = _now_dt(clock)
+            res = session.run_lines(command)
+            shut_at = sent + (_now_dt(clock) - sent) / 2  # the switch applied it during the round trip
+            if not res.ok:
+                raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
+                                      f"(`{res.command}`)")
+            after = _state(session, interface, InjectionFailed)
+            if after.admin_up:
+                raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
+                                      "admin up: the change did not take (check the dialect and the user's rights)")
+        except BaseException as err:
+            _restore(session, switch_cfg, interface, opts, err)
+            raise
+    record = UplinkRecord(name, switch_cfg.host, switch_cfg.port, session.dialect.name, interface, transport,
+                          before.admin, before.oper, after.admin, after.oper, _iso(shut_at))
+    log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
+             before.admin, after.admin, before.oper, after.oper)
+    return record
+
+
+def revert(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport: str | None = None, *,
+           accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
+           oper_timeout: float = 30.0) -> PortState:
+    """Bring the port up and verify it is admin up (already up is fine); then wait up to `oper_timeout`
+    for the link itself (a link that does not train is logged, not retried: admin state is ours)."""
+    interface = record if isinstance(record, str) else record.interface
+    if isinstance(record, UplinkRecord) and record.switch != switch_cfg.name:
+        raise RevertFailed(f"record for switch {record.switch} given with the config of {switch_cfg.name}")
+    transport = transport or (record.transport if isinstance(record, UplinkRecord) else "exec")
+    name = switch_cfg.name
+    with SwitchSession(switch_cfg, transport, error=RevertFailed, accept_unknown_host_keys=accept_unknown_host_keys,
+                       connect_timeout=connect_timeout, command_timeout=command_timeout) as session:
+        state = _state(session, interface, RevertFailed)
+        if state.admin_up:
+            log.info("switch %s: %s is already admin up (nothing to revert)", name, interface)
+        else:
+            res = session.run_lines(session.dialect.command("startup", interface))
+            if not res.ok:
+                _abort(session)
+                raise RevertFailed(f"switch {name} refused to bring {interface} up: {res.words!r} (`{res.command}`); "
+                                   "it stays shut: fix the cause and run `drills revert`")
+            state = _state(session, interface, RevertFailed)
+            if not state.admin_up:
+                raise RevertFailed(f"switch {name} accepted `{res.command}` but {interface} is still admin down; "
+                                   "it stays shut: bring it up by hand and run `drills revert`")
+            log.info("switch %s: %s admin up again (verified)", name, interface)
+        deadline = time.monotonic() + oper_timeout
+        while not state.oper_up and time.monotonic() < deadline:
+            time.sleep(_OPER_POLL_S)  # polling the switch: its CLI has no way to wait for the link
+            state = _state(session, interface, RevertFailed)
+        if not state.oper_up:
+            log.warning("switch %s: %s is admin up but its link is still down after %g s", name, interface, oper_timeout)
+    return state
+
+
+def show_state(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
+               accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0,
+               command_timeout: float = 10.0) -> PortState:
+    """The interface's admin and oper state as the switch reports it (read-only)."""
+    with SwitchSession(switch_cfg, transport, error=CheckFailed, accept_unknown_host_keys=accept_unknown_host_keys,
+                       connect_timeout=connect_timeout, command_timeout=command_timeout) as session:
+        return _state(session, interface, CheckFailed)
+
+
+def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
+                accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0,
+                command_timeout: float = 10.0) -> dict[str, Any]:
+    """What the journal entry must hold for `revert_entry` (written before `inject`; no secrets)."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
+    load_switch_dialect(switch_cfg.dialect)  # an unknown dialect fails here, before the entry is written
+    return {"switch": switch_cfg.model_dump(mode="json"), "interface": interface, "transport": transport,
+            "accept_unknown_host_keys": accept_unknown_host_keys, "connect_timeout": connect_timeout,
+            "command_timeout": command_timeout}
+
+
+def revert_entry(entry: Any) -> None:
+    """The journal's reverter (`drills revert` after a crash): rebuild the switch from the entry's
+    revert spec and bring the interface up. Without an injected record (a crash between the entry and
+    the shutdown's verification) the port is brought up too: inject refuses ports already down."""
+    spec = entry.revert_spec
+    cfg = SwitchConfig.model_validate(spec["switch"])
+    target: UplinkRecord | str = UplinkRecord.from_dict(entry.record) if entry.record else spec["interface"]
+    revert(cfg, target, spec.get("transport", "exec"), accept_unknown_host_keys=bool(spec.get("accept_unknown_host_keys")),
+           connect_timeout=float(spec.get("connect_timeout", 5.0)), command_timeout=float(spec.get("command_timeout", 10.0)))
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _state(session: SwitchSession, interface: str, error: type[DrillError]) -> PortState:
+    """Show the interface and read admin/oper; unknown interface and unreadable output are one line each."""
+    command = session.dialect.command("show", interface)[0]
+    res = session.run(command)
+    name, dialect = session.cfg.name, session.dialect.name
+    if session.dialect.is_unknown_interface(res.output):
+        raise error(f"switch {name}: interface {interface} does not exist (the switch says: {res.words!r}); "
+                    "check the uplinks in the switch inventory")
+    if not res.ok:
+        raise error(f"switch {name}: `{command}` failed: {res.words!r}; is dialect {dialect} right for this switch?")
+    try:
+        return read_state(session.dialect, res.output, interface)
+    except StateUnreadable as why:
+        first = res.output.strip().splitlines()[0][:80] if res.output.strip() else ""
+        raise error(f"switch {name}: cannot read the state of {interface} from `{command}` ({why}; output began "
+                    f"{first!r}): is dialect {dialect} right for this switch?") from None
+
+
+def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: dict, cause: BaseException) -> None:
+    """After a failure past the shutdown: drop half-made changes and bring the port up without trusting
+    the state read (it may be what failed); inject saw it admin up, so "up" is its state before us.
+    Uses a fresh login when this one is unusable. A failure here is added to the original error."""
+    log.warning("switch %s: inject of %s failed after the shutdown was sent (%s); bringing it back up",
+                cfg.name, interface, cause)
+    startup = session.dialect.command("startup", interface)
+    try:
+        try:
+            _abort(session)
+            res = session.run_lines(startup)
+        except DrillError:  # this login is unusable (timed out, dropped): a fresh one
+            with SwitchSession(cfg, error=RevertFailed, dialect=session.dialect, **opts) as fresh:
+                res = fresh.run_lines(startup)
+        if not res.ok:
+            raise RevertFailed(f"the switch answered {res.words!r}")
+        log.info("switch %s: %s brought back up after the failed inject", cfg.name, interface)
+    except Exception as err:  # noqa: BLE001 - reported with the original error, never swallowed
+        note = (f"; bringing {interface} back up failed too ({err}): it may still be shut, "
+                "run `drills revert` or bring it up by hand")
+        log.error("switch %s: %s", cfg.name, note[2:])
+        if isinstance(cause, DrillError) and cause.args:
+            cause.args = (str(cause.args[0]) + note,) + cause.args[1:]
+
+
+def _abort(session: SwitchSession) -> None:
+    """Send the dialect's abort lines (leave config mode, detach staged changes); errors ignored."""
+    try:
+        for line in session.dialect.commands.abort:
+            session.run(line)
+    except DrillError as err:
+        log.debug("switch %s: abort lines failed: %s", session.cfg.name, err)
+
+
+def _now_dt(clock: Any | None) -> datetime:
+    return clock.now() if clock is not None else datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,1 +1,0 @@
-"""Injectors: one module per fault kind, each an inject/revert pair returning small frozen records."""

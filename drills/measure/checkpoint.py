@@ -1,0 +1,412 @@
+"""Training recovery, measured from the outside: pods, the Volcano Job and the training log.
+
+`TrainingMonitor` starts before the fault (pods and the Volcano Job watched, every running worker's
+log followed with timestamps) so it knows the step at the fault and the latest checkpoint saved
+before it. After the fault it reads each phase from the objects' own timestamps and the log lines'
+timestamps, not from when it happened to look:
+
+- detected     the first sign the job noticed: an old worker terminating/gone, or the job leaving Running
+- rescheduled  a new worker bound to a node (its PodScheduled lastTransitionTime)
+- ready        as many new workers Ready as before the fault (the latest Ready lastTransitionTime)
+- recovered    the first training step after `resumed from checkpoint` (the log line's timestamp)
+- caught_up    the first step ≥ the step at the fault
+
+It only measures; `drills.verdicts.timeline` judges. A job that ends (Failed/Aborted/Completed) after the fault
+stops the wait at once with that fact in `TrainingRecovery.ended`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from drills.profile.model import TrainingWorkload
+from drills.core.errors import CheckFailed
+from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
+from drills.measure.logformats import parse_line, split_timestamp
+from drills.verdicts.timeline import Timeline, Verdict
+
+__all__ = ["TrainingMonitor", "TrainingBaseline", "TrainingRecovery", "judge_left_node", "judge_resumed", "VOLCANO", "JOB_LABEL", "ENDED_PHASES"]
+
+log = logging.getLogger(__name__)
+
+VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
+JOB_LABEL = "volcano.sh/job-name"
+ENDED_PHASES = ("Failed", "Aborted", "Completed", "Terminated")
+_EXCERPT = 60  # log lines kept for the report
+
+
+@dataclass(frozen=True)
+class TrainingBaseline:
+    """The job before the fault: its workers, their nodes, progress and the latest checkpoint."""
+
+    job: str
+    namespace: str
+    workers: dict[str, str]  # pod name → node
+    uids: frozenset[str]
+    step: int | None
+    latest_checkpoint: int | None
+    job_phase: str | None
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(set(self.workers.values()))
+
+
+@dataclass(frozen=True)
+class TrainingRecovery:
+    """What happened after the fault, measured; None/empty where it never happened."""
+
+    timeline: Timeline
+    step_at_fault: int | None
+    latest_checkpoint: int | None
+    resumed_step: int | None
+    first_step: int | None
+    new_nodes: tuple[str, ...]
+    ended: str | None  # "Volcano job phase Failed" when the job ended instead of recovering
+    job_phase: str | None
+    retry_count: int | None
+    logs: tuple[str, ...] = ()
+    throughput: tuple[tuple[float, float], ...] = ()  # (cluster s since injection, samples/s)
+    waited_s: float | None = None  # cluster seconds the monitor followed the job after the fault
+
+    def details(self) -> dict:
+        return {"step_at_fault": self.step_at_fault, "latest_checkpoint": self.latest_checkpoint,
+                "resumed_step": self.resumed_step, "first_step_after_resume": self.first_step,
+                "new_nodes": list(self.new_nodes), "ended": self.ended, "job_phase": self.job_phase,
+                "retry_count": self.retry_count, "logs": list(self.logs),
+                "overlay": [list(p) for p in self.throughput], "overlay_label": "samples/s"}
+
+
+@dataclass
+class _Worker:
+    name: str
+    uid: str
+    node: str | None = None
+    phase: str | None = None
+    scheduled_at: datetime | None = None
+    ready_at: datetime | None = None
+    terminating: bool = False
+    terminating_seen: datetime | None = None  # cluster time we first saw it terminating or gone
+    gone: bool = False
+
+
+@dataclass
+class _State:
+    workers: dict[str, _Worker] = field(default_factory=dict)  # uid → worker
+    job: dict | None = None
+    steps: list[tuple[str, datetime, int, float | None]] = field(default_factory=list)  # (uid, at, step, samples/s)
+    checkpoints: list[tuple[str, datetime, int]] = field(default_factory=list)
+    save_durations: dict[int, tuple[datetime, float | None]] = field(default_factory=dict)  # step → (at, seconds)
+    resumes: list[tuple[str, datetime, int]] = field(default_factory=list)
+    lines: list[tuple[datetime, str]] = field(default_factory=list)
+    job_left_running_at: datetime | None = None
+
+
+class TrainingMonitor:
+    """Watches one training job from before the fault until it recovers (or the deadline)."""
+
+    def __init__(self, cluster: Cluster, workload: TrainingWorkload) -> None:
+        self.cluster = cluster
+        self.workload = workload
+        self.format = workload.log_parser()
+        self._state = _State()
+        self._merger: EventMerger | None = None
+
+    def start(self) -> "TrainingMonitor":
+        """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
+        from kubernetes.client.exceptions import ApiException
+
+        w = self.workload
+        try:
+            self.cluster.custom.get_namespaced_custom_object(*VOLCANO[:2], w.namespace, VOLCANO[2], w.job)
+        except ApiException as err:
+            if err.status == 404:
+                raise CheckFailed(f"training job {w.namespace}/{w.job} not found (Volcano jobs.batch.volcano.sh); "
+                                  "set workloads.training.job in the profile to a running job") from None
+            raise CheckFailed(f"cannot read training job {w.namespace}/{w.job}: {err.status} {err.reason}") from None
+        self._merger = EventMerger(self.cluster.clock)
+        self._merger.watch("pods", self.cluster.core.list_namespaced_pod, w.namespace,
+                           label_selector=f"{JOB_LABEL}={w.job}")
+        self._merger.watch("job", self.cluster.custom.list_namespaced_custom_object, *VOLCANO[:2], w.namespace,
+                           VOLCANO[2], field_selector=f"metadata.name={w.job}")
+        return self
+
+    def close(self) -> None:
+        if self._merger is not None:
+            self._merger.close()
+
+    def baseline(self, min_workers: int, timeout_s: float, need_checkpoint: bool = True,
+                 on_wait: Callable[[str, float], None] | None = None) -> TrainingBaseline:
+        """Wait (≤ timeout_s cluster seconds) until the job runs on ≥ min_workers workers, has stepped and
+        has a checkpoint; CheckFailed saying which precondition did not hold otherwise."""
+        start = self.cluster.clock.timestamp()
+
+        def ready() -> str | None:
+            running = self._running()
+            if len(running) < min_workers:
+                return f"running on {len(running)} worker(s), fewer than {min_workers}"
+            if not self._state.steps:
+                return "no training step logged yet"
+            if need_checkpoint and self._latest_checkpoint(None) is None:
+                return "no checkpoint saved yet"
+            return None
+
+        missing = self._pump(lambda: ready() is None, start + timeout_s,
+                             on_wait and (lambda: on_wait("baseline", self.cluster.clock.timestamp() - start)))
+        if not missing:
+            raise CheckFailed(f"precondition not met: training job {self.workload.namespace}/{self.workload.job} "
+                              f"is {ready()} after {timeout_s:.0f}s; check the job before drilling")
+        running = self._running()
+        return TrainingBaseline(self.workload.job, self.workload.namespace,
+                                {w.name: w.node or "?" for w in running}, frozenset(w.uid for w in running),
+                                self._last_step(None),
+                                self._latest_checkpoint(None), obj_get(self._state.job, "status", "state", "phase"))
+
+    def checkpoint_saves(self) -> list[tuple[datetime, int, float | None]]:
+        """Checkpoint saves logged so far, one per step (the first rank's line): (when, step, seconds it took)."""
+        return sorted((at, step, seconds) for step, (at, seconds) in self._state.save_durations.items())
+
+    def step_rate(self) -> float | None:
+        """Training steps per cluster second over the steps logged so far (None before two distinct times)."""
+        steps = sorted((at, step) for _, at, step, _ in self._state.steps)
+        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return None
+        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0]).total_seconds()
+
+    def wait_until(self, done: Callable[[], bool], deadline_ts: float, tick: Callable[[], None] | None = None) -> bool:
+        """Take the job's events until `done()` or the cluster-time deadline; whether `done()` holds."""
+        return self._pump(done, deadline_ts, tick)
+
+    def recovery(self, baseline: TrainingBaseline, injected_at: datetime, deadline_ts: float,
+                 on_phase: Callable[[str, datetime], None] | None = None,
+                 on_wait: Callable[[str, float], None] | None = None) -> TrainingRecovery:
+        """Follow the job until it caught up, ended, or the cluster-time deadline passed."""
+        old = set(baseline.uids)
+        reported: set[str] = set()
+
+        def phases() -> Timeline:
+            return self._timeline(injected_at, old, len(baseline.workers))
+
+        def done() -> bool:
+            timeline = phases()
+            timeline.announce(reported, on_phase)
+            return timeline.caught_up is not None or self._ended(injected_at) is not None
+
+        def tick() -> None:
+            if on_wait:
+                nxt = next((p for p in ("detected", "rescheduled", "ready", "recovered", "caught_up")
+                            if p not in reported), "caught_up")
+                on_wait(nxt, self.cluster.clock.timestamp() - injected_at.timestamp())
+
+        self._pump(done, deadline_ts, tick)
+        timeline = phases()
+        resumed = self._resume_after(injected_at, old)
+        first = self._first_step_after(resumed, old)
+        state = self._state
+        return TrainingRecovery(
+            timeline=timeline, step_at_fault=self._last_step(injected_at),
+            latest_checkpoint=self._latest_checkpoint(injected_at),
+            resumed_step=resumed[2] if resumed else None, first_step=first[2] if first else None,
+            new_nodes=tuple(sorted({w.node for w in self._new(old) if w.node and not w.gone})),
+            ended=self._ended(injected_at), job_phase=obj_get(state.job, "status", "state", "phase"),
+            retry_count=obj_get(state.job, "status", "retryCount"), logs=self._excerpt(injected_at),
+            throughput=self._throughput(injected_at, old),
+            waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()))
+
+    # -- event intake ---------------------------------------------------------------------------
+
+    def _pump(self, done: Callable[[], bool], deadline_ts: float, tick: Callable[[], None] | None) -> bool:
+        if self._merger is None:
+            raise CheckFailed("the training monitor was not started")
+        if done():
+            return True
+        for event in self._merger.events(deadline_ts):
+            if event is None:
+                if tick:
+                    tick()
+                continue
+            self._take(event)
+            if done():
+                return True
+        return done()
+
+    def _take(self, event: WatchEvent) -> None:
+        if event.source == "pods":
+            self._take_pod(event)
+        elif event.source == "job" and event.type != "DELETED" and isinstance(event.obj, dict):
+            before = obj_get(self._state.job, "status", "state", "phase")
+            self._state.job = event.obj
+            after = obj_get(event.obj, "status", "state", "phase")
+            if before == "Running" and after != "Running" and self._state.job_left_running_at is None:
+                self._state.job_left_running_at = _cluster_time(self.cluster, event.wall)
+        elif event.source.startswith("log:") and event.type == "LOG":
+            self._take_line(event.source[4:], event.obj)
+        elif event.type == "ERROR":
+            log.warning("training monitor stream %s failed: %s", event.source, event.obj)
+
+    def _take_pod(self, event: WatchEvent) -> None:
+        pod = event.obj
+        uid = obj_get(pod, "metadata", "uid")
+        if not uid:
+            return
+        worker = self._state.workers.setdefault(uid, _Worker(pod["metadata"]["name"], uid))
+        worker.node = obj_get(pod, "spec", "nodeName") or worker.node
+        worker.phase = obj_get(pod, "status", "phase")
+        conditions = {c.get("type"): c for c in obj_get(pod, "status", "conditions", default=None) or []}
+        if conditions.get("PodScheduled", {}).get("status") == "True" and worker.node:
+            worker.scheduled_at = _parse(conditions["PodScheduled"].get("lastTransitionTime")) or worker.scheduled_at
+        ready = conditions.get("Ready", {})
+        worker.ready_at = _parse(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+        if obj_get(pod, "metadata", "deletionTimestamp") or worker.phase in ("Failed", "Succeeded"):
+            worker.terminating = True
+        if event.type == "DELETED":
+            worker.gone = worker.terminating = True
+        if worker.terminating and worker.terminating_seen is None:
+            worker.terminating_seen = _cluster_time(self.cluster, event.wall)
+        if worker.phase == "Running" and not worker.gone and self._merger is not None:
+            self._merger.follow_log(f"log:{uid}", self.cluster.core, worker.name, self.workload.namespace,
+                                    self.workload.container)
+
+    def _take_line(self, uid: str, line: str) -> None:
+        event = parse_line(self.format, line)
+        at = event.at if event is not None and event.at else None
+        if at is None:
+            return
+        who = self._state.workers[uid].name if uid in self._state.workers else uid
+        self._state.lines.append((at, f"{who}: {split_timestamp(line)[1]}"))
+        if event.kind == "step" and event.step is not None:
+            self._state.steps.append((uid, at, event.step, event.samples_per_s))
+        elif event.kind == "checkpoint_saved" and event.step is not None:
+            self._state.checkpoints.append((uid, at, event.step))
+            self._state.save_durations.setdefault(event.step, (at, event.duration_s))
+        elif event.kind == "resumed" and event.step is not None:
+            self._state.resumes.append((uid, at, event.step))
+
+    # -- derived facts ---------------------------------------------------------------------------
+
+    def _running(self) -> list[_Worker]:
+        return [w for w in self._state.workers.values() if w.phase == "Running" and not w.terminating]
+
+    def _new(self, old: set[str]) -> list[_Worker]:
+        return [w for w in self._state.workers.values() if w.uid not in old]
+
+    def _last_step(self, before: datetime | None) -> int | None:
+        steps = [s for _, at, s, _ in self._state.steps if before is None or at <= before]
+        return max(steps) if steps else None
+
+    def _latest_checkpoint(self, before: datetime | None) -> int | None:
+        """The latest checkpoint known before `before`: saved ones, or the one the run started from."""
+        known = [s for _, at, s in self._state.checkpoints + self._state.resumes if before is None or at <= before]
+        return max(known) if known else None
+
+    def _resume_after(self, injected_at: datetime, old: set[str]) -> tuple[str, datetime, int] | None:
+        new = {w.uid for w in self._new(old)}
+        found = [r for r in self._state.resumes if r[1] >= injected_at and r[0] in new]
+        return min(found, key=lambda r: r[1]) if found else None
+
+    def _first_step_after(self, resumed, old: set[str]):
+        if resumed is None:
+            return None
+        new = {w.uid for w in self._new(old)}
+        found = [s for s in self._state.steps if s[1] >= resumed[1] and s[0] in new]
+        return min(found, key=lambda s: s[1]) if found else None
+
+    def _ended(self, injected_at: datetime) -> str | None:
+        phase = obj_get(self._state.job, "status", "state", "phase")
+        if phase in ENDED_PHASES and self._state.job_left_running_at is not None:
+            return f"Volcano job phase {phase}"
+        return None
+
+    def _timeline(self, injected_at: datetime, old: set[str], replicas: int) -> Timeline:
+        events: list[tuple[str, datetime]] = [("injected", injected_at)]
+        signs = [self._state.job_left_running_at] + [self._state.workers[u].terminating_seen for u in old
+                                                       if u in self._state.workers]
+        signs = [s for s in signs if s is not None]
+        if signs:
+            events.append(("detected", max(min(signs), injected_at)))
+        new = [w for w in self._new(old) if not w.gone]
+        scheduled = [w.scheduled_at for w in new if w.scheduled_at and w.scheduled_at >= injected_at]
+        if scheduled:
+            events.append(("rescheduled", min(scheduled)))
+        ready = [w.ready_at for w in new if w.ready_at]
+        if len(ready) >= replicas:
+            events.append(("ready", max(sorted(ready)[:replicas])))
+        resumed = self._resume_after(injected_at, old)
+        first = self._first_step_after(resumed, old)
+        if first:
+            events.append(("recovered", first[1]))
+            target = self._last_step(injected_at)
+            uids = {w.uid for w in new}
+            caught = [at for uid, at, step, _ in self._state.steps
+                      if uid in uids and at >= first[1] and target is not None and step >= target]
+            if caught:
+                events.append(("caught_up", min(caught)))
+        return Timeline.from_events(events)
+
+    def _excerpt(self, injected_at: datetime) -> tuple[str, ...]:
+        lines = sorted(self._state.lines)
+        before = [f"{_iso(at)} {text}" for at, text in lines if at < injected_at][-10:]
+        after = [f"{_iso(at)} {text}" for at, text in lines if at >= injected_at][:_EXCERPT - len(before)]
+        return tuple(before + after)
+
+    def _throughput(self, injected_at: datetime, old: set[str]) -> tuple[tuple[float, float], ...]:
+        points = sorted((at, sps) for _, at, _, sps in self._state.steps if sps is not None)
+        series = [((at - injected_at).total_seconds(), sps) for at, sps in points]
+        step = max(1, len(series) // 200)
+        return tuple(series[::step])
+
+
+def _cluster_time(cluster: Cluster, wall_monotonic: float) -> datetime:
+    """The cluster time of a moment seen on this machine's monotonic clock."""
+    ago = time.monotonic() - wall_monotonic
+    return datetime.fromtimestamp(cluster.clock.timestamp() - cluster.clock.cluster_seconds(ago), timezone.utc)
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def _iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def judge_left_node(recovery: TrainingRecovery, node: str) -> Verdict:
+    """Pass iff a new worker was scheduled and none of the job's new workers is on the lost node."""
+
+
+    if recovery.timeline.rescheduled is None:
+        why = f"the job never resumed: {recovery.ended}, " if recovery.ended else ""
+        return Verdict("rescheduled", False, None, None, "", f"{why}no worker was rescheduled after losing node {node}")
+    if node in recovery.new_nodes:
+        return Verdict("rescheduled", False, None, None, "",
+                       f"a new worker was scheduled back onto the lost node {node} (new nodes: "
+                       f"{', '.join(recovery.new_nodes)}): the node was not taken out of scheduling")
+    return Verdict("rescheduled", True, None, None, "",
+                   f"rescheduled off {node} onto {', '.join(recovery.new_nodes) or 'other nodes'}")
+
+
+def judge_resumed(recovery: TrainingRecovery) -> Verdict:
+    """`timeline.judge_resume`, worded with why the job never resumed: it ended, or it hung (no worker
+    resumed by the end of the wait, e.g. survivors that cannot rejoin a replaced worker)."""
+    from dataclasses import replace
+
+    from drills.verdicts.timeline import format_duration, judge_resume
+
+    verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
+    if recovery.resumed_step is None and recovery.ended:
+        return replace(verdict, reason=f"the job never resumed: {recovery.ended} "
+                                       f"(the latest checkpoint was {recovery.latest_checkpoint})")
+    if recovery.resumed_step is None and recovery.latest_checkpoint is not None:
+        within = f" within {format_duration(recovery.waited_s)} of the fault" if recovery.waited_s else ""
+        state = ", ".join(x for x in (recovery.job_phase and f"Volcano job phase {recovery.job_phase}",
+                                      recovery.retry_count is not None and f"{recovery.retry_count} retries") if x)
+        return replace(verdict, reason=f"the job never resumed: no worker resumed from a checkpoint{within}"
+                                       f"{f' ({state})' if state else ''}; the latest checkpoint was "
+                                       f"{recovery.latest_checkpoint}")
+    return verdict

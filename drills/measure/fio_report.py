@@ -1,0 +1,129 @@
+"""fio's JSON report → `FioResult`: per direction bandwidth, IOPS and completion-latency percentiles.
+
+Handles standalone output (`jobs`), client/server output (`client_stats`, preferring the "All clients"
+total), and text fio puts before the JSON (a termination notice, a server's banner).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from drills.core.errors import DrillError
+
+__all__ = ["FioResult", "DirectionStats", "DiskUtil", "parse_fio_output"]
+
+NS = 1e-9
+
+
+@dataclass(frozen=True)
+class DirectionStats:
+    """One direction (read or write) summed over the jobs; latencies in seconds."""
+
+    io_bytes: int = 0
+    bw_bytes_s: float = 0.0
+    iops: float = 0.0
+    runtime_s: float = 0.0
+    clat_mean_s: float | None = None
+    clat_p50_s: float | None = None
+    clat_p99_s: float | None = None
+    clat_p999_s: float | None = None
+
+
+@dataclass(frozen=True)
+class DiskUtil:
+    name: str
+    util_pct: float
+
+
+@dataclass(frozen=True)
+class FioResult:
+    """What fio measured. Several job entries are summed; their percentiles are the worst entry's."""
+
+    read: DirectionStats
+    write: DirectionStats
+    runtime_s: float
+    disk_util: tuple[DiskUtil, ...]
+    fio_version: str
+    jobs: tuple[str, ...]
+    job_errors: tuple[int, ...]
+    raw: dict = field(repr=False, compare=False, hash=False)
+
+    @property
+    def total_bw_bytes_s(self) -> float:
+        return self.read.bw_bytes_s + self.write.bw_bytes_s
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the raw JSON: small enough for a record or an attachment title."""
+        out = asdict(self)
+        out.pop("raw")
+        out["total_bw_bytes_s"] = self.total_bw_bytes_s
+        return out
+
+
+def parse_fio_output(text: str | dict) -> FioResult:
+    """Parse fio's JSON (standalone `jobs` or client/server `client_stats`); text before it is skipped."""
+    data = text if isinstance(text, dict) else _load_json(text)
+    entries = data.get("jobs") or data.get("client_stats") or []
+    totals = [e for e in entries if e.get("jobname") == "All clients"]
+    entries = totals or entries
+    if not entries:
+        raise DrillError("fio report has no job results")
+    disks = tuple(DiskUtil(d.get("name", "?"), float(d.get("util", 0.0))) for d in data.get("disk_util", []))
+    read, write = _direction(entries, "read"), _direction(entries, "write")
+    return FioResult(
+        read=read,
+        write=write,
+        # job_runtime sums over grouped jobs; the direction runtimes are elapsed time
+        runtime_s=max(read.runtime_s, write.runtime_s),
+        disk_util=disks,
+        fio_version=str(data.get("fio version", "")),
+        jobs=tuple(str(e.get("jobname", "")) for e in entries),
+        job_errors=tuple(int(e.get("error", 0)) for e in entries),
+        raw=data,
+    )
+
+
+# helpers
+
+def _load_json(text: str) -> dict:
+    start = text.find("{")
+    if start < 0:
+        raise DrillError("fio report is not JSON: " + (text.strip().splitlines() or ["(empty)"])[-1][:200])
+    try:
+        return json.JSONDecoder().raw_decode(text[start:])[0]
+    except json.JSONDecodeError as err:
+        raise DrillError(f"fio report is not valid JSON ({err.msg} at char {err.pos})") from None
+
+
+def _direction(entries: list[dict], key: str) -> DirectionStats:
+    parts = [e.get(key) or {} for e in entries]
+    n_total = sum(int((p.get("clat_ns") or {}).get("N", 0)) for p in parts)
+    mean = None
+    if n_total:
+        mean = sum((p.get("clat_ns") or {}).get("mean", 0.0) * (p.get("clat_ns") or {}).get("N", 0)
+                   for p in parts) / n_total * NS
+    return DirectionStats(
+        io_bytes=sum(int(p.get("io_bytes", 0)) for p in parts),
+        bw_bytes_s=float(sum(p.get("bw_bytes", 0) for p in parts)),
+        iops=float(sum(p.get("iops", 0.0) for p in parts)),
+        runtime_s=max(float(p.get("runtime", 0)) for p in parts) / 1000.0,
+        clat_mean_s=mean,
+        clat_p50_s=_percentile(parts, 50.0),
+        clat_p99_s=_percentile(parts, 99.0),
+        clat_p999_s=_percentile(parts, 99.9),
+    )
+
+
+def _percentile(parts: list[dict], pct: float) -> float | None:
+    """The worst entry's clat percentile, in seconds (None when no I/O went that way)."""
+    values = []
+    for p in parts:
+        clat = p.get("clat_ns") or {}
+        if not clat.get("N"):
+            continue
+        for k, v in (clat.get("percentile") or {}).items():
+            if abs(float(k) - pct) < 1e-6:
+                values.append(float(v) * NS)
+    return max(values) if values else None

@@ -1,0 +1,305 @@
+"""NCCL under a fabric fault, measured from the training job's own logs: transport, warnings, path, throughput.
+
+`NcclMonitor` is the `TrainingMonitor` (pods, Volcano job, every worker's log followed with timestamps)
+that also keeps each worker's NCCL lines and step lines. After an uplink drop it reports:
+
+- transport    `NET/IB` (IB or RoCE devices named) or `NET/Socket`, per worker, before the fault and
+               at every (re-)initialisation after it — any `NET/Socket` after the fault, or at the
+               re-init after a restart, is the silent TCP fallback this drill exists to catch
+- job health   NCCL warnings and timeouts in the window, job restarts (Volcano retryCount, new
+               workers), and the recovery path: `rerouted` (traffic moved to the other uplinks) or
+               `restarted` (an NCCL timeout killed the job and it came back from a checkpoint)
+- throughput   baseline from the step lines before the fault; `recovered` when it is back to the
+               profile's ratio (90 %) of baseline and stays there for the sustain window
+               (`drills.measure.throughput`), all in log-timestamp cluster time
+
+It only measures; the judge_* functions word the verdicts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Callable
+
+from drills.measure import throughput as tp
+from drills.measure.checkpoint import TrainingBaseline, TrainingMonitor
+from drills.core.errors import CheckFailed
+from drills.core.kube import obj_get
+from drills.measure.logformats import TrainingEvent, parse_line
+from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
+
+__all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_transport",
+           "judge_job_health", "judge_throughput"]
+
+log = logging.getLogger(__name__)
+
+_WARN_LINES = 8  # NCCL warning lines kept for the report
+
+
+@dataclass(frozen=True)
+class TransportSeen:
+    """One NCCL transport line: who, when, which NET plugin, which devices, and whether after a restart."""
+
+    pod: str
+    at: datetime
+    transport: str  # IB | Socket (NCCL's NET plugin name)
+    devices: tuple[str, ...]
+    after_restart: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"NET/{self.transport}" + (f" ({', '.join(self.devices)})" if self.devices else "")
+
+
+@dataclass(frozen=True)
+class FabricBaseline:
+    """The job before the fault: the training baseline, plus its NCCL transport and restart count."""
+
+    training: TrainingBaseline
+    transports: dict[str, TransportSeen]  # pod → its latest transport line
+    retry_count: int
+    throughput: float | None
+    unit: str
+    taken_at: datetime  # lines after this belong to the drill's window (the fault's own stamp is an estimate)
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.training.nodes
+
+
+@dataclass(frozen=True)
+class UplinkRecovery:
+    """What the job did after the uplink went down (None/empty where it never happened)."""
+
+    timeline: Timeline
+    path: str | None  # rerouted | restarted | None (neither: still degraded or stalled)
+    before: dict[str, TransportSeen]
+    after: tuple[TransportSeen, ...]
+    warnings: int
+    timeouts: int
+    warn_lines: tuple[str, ...]
+    restarts: int
+    baseline: float | None
+    recovered: float | None  # mean throughput over the sustain window after recovery
+    unit: str
+    ratio: float
+    sustain_s: float
+    resumed_step: int | None
+    latest_checkpoint: int | None
+    ended: str | None
+    logs: tuple[str, ...] = ()
+    overlay: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def sockets(self) -> list[TransportSeen]:
+        return [t for t in self.after if t.transport == "Socket"]
+
+    def details(self) -> dict:
+        devices = sorted({d for t in [*self.before.values(), *self.after] for d in t.devices})
+        seen_after = sorted({t.label for t in self.after})
+        return {"path": self.path,
+                "transport_before": {p: t.label for p, t in sorted(self.before.items())},
+                "transport_after": seen_after or ["no re-init (kept the communicator)"],
+                "transport_seen": "NET/Socket" if self.sockets else (
+                    "none" if not self.before else ", ".join(sorted({f"NET/{t.transport}" for t in self.before.values()}))),
+                "rdma_devices": devices, "nccl_warnings": self.warnings, "nccl_timeouts": self.timeouts,
+                "nccl_warn_lines": list(self.warn_lines), "job_restarts": self.restarts,
+                "baseline_throughput": _round(self.baseline), "recovered_throughput": _round(self.recovered),
+                "throughput_unit": self.unit, "throughput_recovery_ratio": self.ratio,
+                "throughput_sustain_s": self.sustain_s, "resumed_step": self.resumed_step,
+                "latest_checkpoint": self.latest_checkpoint, "ended": self.ended, "logs": list(self.logs),
+                "overlay": [list(p) for p in self.overlay], "overlay_label": self.unit}
+
+
+class NcclMonitor(TrainingMonitor):
+    """A TrainingMonitor that also keeps NCCL lines and step throughput per worker."""
+
+    def __init__(self, cluster, workload) -> None:
+        super().__init__(cluster, workload)
+        self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event)
+        self._samples: list[tp.Sample] = []
+
+    def fabric_baseline(self, min_workers: int, timeout_s: float,
+                        on_wait: Callable[[str, float], None] | None = None) -> FabricBaseline:
+        """Wait until the job runs on ≥ min_workers, every worker has logged its NCCL transport and
+        there are step lines to take a throughput baseline from; CheckFailed saying what is missing."""
+        start = self.cluster.clock.timestamp()
+        training = self.baseline(min_workers, timeout_s, need_checkpoint=False, on_wait=on_wait)
+
+        def missing() -> str | None:
+            known = {uid for uid, e in self._nccl if e.kind == "nccl_transport"}
+            silent = sorted(self._state.workers[u].name for u in training.uids if u not in known)
+            if silent:
+                return (f"no NCCL transport line in the log of {', '.join(silent)} "
+                        "(run the job with NCCL_DEBUG=INFO so NCCL names its transport)")
+            if len([s for s in self._samples if s.value is not None]) < 3:
+                return "fewer than 3 step lines with throughput (samples/s or step time) logged"
+            return None
+
+        deadline = start + timeout_s
+        ok = self._pump(lambda: missing() is None, deadline,
+                        on_wait and (lambda: on_wait("baseline", self.cluster.clock.timestamp() - start)))
+        if not ok:
+            raise CheckFailed(f"precondition not met: training job {training.namespace}/{training.job}: {missing()}")
+        now = self.cluster.clock.now()
+        return FabricBaseline(training, self._transports_before(training.uids, now),
+                              int(obj_get(self._state.job, "status", "retryCount") or 0),
+                              tp.baseline(self._samples, now), self._unit(), now)
+
+    def uplink_recovery(self, base: FabricBaseline, injected_at: datetime, deadline_ts: float, ratio: float,
+                        sustain_s: float, on_phase: Callable[[str, datetime], None] | None = None,
+                        on_wait: Callable[[str, float], None] | None = None) -> UplinkRecovery:
+        """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed."""
+        old = set(base.training.uids)
+        baseline = tp.baseline(self._samples, injected_at) or base.throughput
+        reported: set[str] = set()
+        found: list[tp.ThroughputRecovery | None] = [None]
+
+        def phases() -> Timeline:
+            found[0] = (tp.find_recovery(self._samples, injected_at, baseline, ratio, sustain_s)
+                        if baseline else None)
+            return self._fabric_timeline(base.taken_at, injected_at, old, len(base.training.workers), baseline, ratio,
+                                         found[0])
+
+        def done() -> bool:
+            timeline = phases()
+            timeline.announce(reported, on_phase)
+            return timeline.recovered is not None or self._ended(injected_at) is not None
+
+        def tick() -> None:
+            if on_wait:
+                on_wait("recovered", self.cluster.clock.timestamp() - injected_at.timestamp())
+
+        self._pump(done, deadline_ts, tick)
+        timeline, rec = phases(), found[0]
+        restarted = self._restarted(injected_at, old)
+        path = "restarted" if restarted else ("rerouted" if rec is not None else None)
+        warns = [(uid, e) for uid, e in self._nccl if e.kind == "nccl_warn" and e.at > base.taken_at]
+        resumed = self._resume_after(injected_at, old)
+        retries = int(obj_get(self._state.job, "status", "retryCount") or 0) - base.retry_count
+        return UplinkRecovery(
+            timeline=timeline, path=path, before=base.transports,
+            after=tuple(self._transports_after(base.taken_at, old)), warnings=len(warns),
+            timeouts=sum(1 for _, e in warns if e.is_timeout),
+            warn_lines=tuple(f"{self._name(uid)}: {e.text}" for uid, e in warns[:_WARN_LINES]),
+            restarts=max(retries, 1 if restarted else 0), baseline=baseline,
+            recovered=rec.sustained_mean if rec else None, unit=base.unit, ratio=ratio, sustain_s=sustain_s,
+            resumed_step=resumed[2] if resumed else None,
+            latest_checkpoint=self._latest_checkpoint(injected_at) if restarted else None,
+            ended=self._ended(injected_at), logs=self._excerpt(injected_at),
+            overlay=tuple(tp.overlay(self._samples, injected_at)))
+
+    # -- intake --------------------------------------------------------------------------------
+    def _take_line(self, uid: str, line: str) -> None:
+        super()._take_line(uid, line)
+        event = parse_line(self.format, line)
+        if event is None or event.at is None:
+            return
+        if event.kind in ("nccl_transport", "nccl_warn"):
+            self._nccl.append((uid, event))
+        elif event.kind == "step" and event.step is not None:
+            self._samples.append(tp.Sample(event.at, event.step, event.samples_per_s, event.step_time_s, uid))
+
+    # -- derived ---------------------------------------------------------------------------------
+    def _name(self, uid: str) -> str:
+        worker = self._state.workers.get(uid)
+        return worker.name if worker else uid
+
+    def _unit(self) -> str:
+        return "samples/s" if any(s.samples_per_s is not None for s in self._samples) else "steps/s"
+
+    def _transports_before(self, uids, before: datetime) -> dict[str, TransportSeen]:
+        out: dict[str, TransportSeen] = {}
+        for uid, e in self._nccl:
+            if e.kind == "nccl_transport" and uid in uids and e.at <= before:
+                out[self._name(uid)] = TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices)
+        return out
+
+    def _transports_after(self, since: datetime, old: set[str]) -> list[TransportSeen]:
+        return [TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices, uid not in old)
+                for uid, e in self._nccl if e.kind == "nccl_transport" and e.at > since]
+
+    def _restarted(self, injected_at: datetime, old: set[str]) -> bool:
+        gone = any(w.terminating for u, w in self._state.workers.items() if u in old)
+        return gone or bool(self._new(old)) or self._state.job_left_running_at is not None
+
+    def _fabric_timeline(self, since: datetime, injected_at: datetime, old: set[str], replicas: int,
+                         baseline: float | None, ratio: float, rec: tp.ThroughputRecovery | None) -> Timeline:
+        events: list[tuple[str, datetime]] = [("injected", injected_at)]
+        signs = [e.at for _, e in self._nccl if e.kind == "nccl_warn" and e.at > since]
+        if baseline:
+            signs += [s.at for s in self._samples if s.at > injected_at and s.value is not None
+                      and s.value < ratio * baseline]
+        if signs:  # a warning stamped just before our estimate of the shutdown is still its first sign
+            events.append(("detected", max(min(signs), injected_at)))
+        if self._restarted(injected_at, old):
+            restart = self._timeline(injected_at, old, replicas)  # pods and job: detected … caught_up
+            events += [(p, at) for p, at in restart.reached.items() if p in ("detected", "rescheduled", "ready",
+                                                                             "caught_up")]
+        if rec is not None:
+            events.append(("recovered", rec.at))
+        return Timeline.from_events(events)
+
+
+def judge_transport(rec: UplinkRecovery) -> Verdict:
+    """Pass iff every worker was on RDMA before the fault and no NET/Socket appeared after it."""
+    if not rec.before:
+        return Verdict("transport", False, None, None, "", "transport unknown: no NCCL transport line before the "
+                       "fault (run the job with NCCL_DEBUG=INFO)")
+    already = sorted(p for p, t in rec.before.items() if t.transport == "Socket")
+    if already:
+        return Verdict("transport", False, None, None, "",
+                       f"NCCL was already on NET/Socket before the fault on {', '.join(already)}: the job runs over "
+                       "TCP sockets, not RDMA (check NCCL_IB_HCA / NCCL_IB_DISABLE and the RDMA devices)")
+    before = "; ".join(sorted({t.label for t in rec.before.values()}))
+    if rec.sockets:
+        first = min(rec.sockets, key=lambda t: t.at)
+        pods = ", ".join(sorted({t.pod for t in rec.sockets}))
+        since = format_duration(max(0.0, (first.at - rec.timeline.injected).total_seconds())) if rec.timeline.injected else "?"
+        when = "at its re-init after the restart" if first.after_restart else f"{since} after the fault"
+        return Verdict("transport", False, None, None, "",
+                       f"NCCL fell back to NET/Socket {when} on {pods} (before: {before}): RDMA was lost and "
+                       "training runs over TCP sockets (socket fallback; check PFC/ECN on the RoCE fabric)")
+    again = sorted({t.label for t in rec.after})
+    tail = f"; re-initialised on {', '.join(again)}" if again else ""
+    return Verdict("transport", True, None, None, "", f"NCCL stayed on RDMA: {before}{tail}")
+
+
+def judge_job_health(rec: UplinkRecovery) -> Verdict:
+    """Pass iff the job rerouted without a timeout, or restarted and resumed from its latest checkpoint."""
+    noise = f"{rec.warnings} NCCL warning(s), {rec.timeouts} timeout(s), {rec.restarts} restart(s)"
+    if rec.ended:
+        return Verdict("job health", False, None, None, "", f"the job ended after the uplink drop ({rec.ended}; {noise})")
+    if rec.path == "rerouted":
+        return Verdict("job health", True, None, None, "", f"rerouted around the failed uplink ({noise})")
+    if rec.path == "restarted":
+        resumed = judge_resume(rec.resumed_step, rec.latest_checkpoint)
+        cause = "an NCCL timeout" if rec.timeouts else "a worker failure"
+        if rec.resumed_step is None:
+            return Verdict("job health", False, None, None, "",
+                           f"restarted after {cause} but never resumed training ({noise})")
+        return replace(resumed, name="job health", reason=f"restarted after {cause}: {resumed.reason} ({noise})")
+    return Verdict("job health", False, None, None, "",
+                   f"neither rerouted nor restarted: throughput stayed below {rec.ratio:.0%} of its baseline ({noise})")
+
+
+def judge_throughput(rec: UplinkRecovery, required_ratio: float) -> Verdict:
+    """Pass iff the throughput sustained after recovery is ≥ required_ratio × baseline."""
+    if not rec.baseline:
+        return Verdict("throughput", False, None, required_ratio * 100, "%", "throughput: no baseline before the fault")
+    need = f"{required_ratio:.0%} of the {rec.baseline:.1f} {rec.unit} baseline"
+    if rec.recovered is None:
+        return Verdict("throughput", False, None, required_ratio * 100, "%",
+                       f"throughput never got back to {need} for {format_duration(rec.sustain_s)}")
+    ratio = rec.recovered / rec.baseline
+    ok = within(required_ratio, ratio)
+    return Verdict("throughput", ok, round(ratio * 100, 1), required_ratio * 100, "%",
+                   f"throughput back to {rec.recovered:.1f} {rec.unit}, {ratio:.0%} of the {rec.baseline:.1f} "
+                   f"{rec.unit} baseline ({'at least' if ok else 'below'} the required {required_ratio:.0%}), "
+                   f"sustained for {format_duration(rec.sustain_s)}")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

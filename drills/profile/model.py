@@ -1,0 +1,433 @@
+"""The target profile: which cluster, which workloads, which switches, what targets, what is safe.
+
+One YAML file per target, validated by pydantic (`extra="forbid"`: a typo is an error, not a silently
+ignored key). `load_target(None)` is the built-in twin profile (drills/profile/twin.yaml). A bad
+profile is one InvalidProfile line naming the file, the field path and the fix.
+
+Durations (SLO targets, timeouts) accept seconds as a number (`900`) or text with units
+(`"900s"`, `"15m"`, `"1h30m"`, `"500ms"`); they are stored as float seconds.
+Relative paths in a profile (kubeconfig, switch inventory, key and known_hosts files) are relative
+to the profile's directory; `~` is expanded. Secrets never live here: `password_env` names an
+environment variable.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.resources
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from drills.core.errors import InvalidProfile, UnsafeTarget
+from drills.profile.explain import explain_validation_error
+
+__all__ = [
+    "TargetProfile",
+    "ClusterConfig",
+    "TwinConfig",
+    "TrainingWorkload",
+    "InferenceWorkload",
+    "Workloads",
+    "SwitchConfig",
+    "Switches",
+    "Saturation",
+    "StorageConfig",
+    "SloConfig",
+    "FaultsConfig",
+    "Allowlist",
+    "BlastRadius",
+    "SafetyConfig",
+    "load_target",
+    "parse_profile",
+    "parse_duration",
+    "check_node_allowed",
+    "check_namespace_allowed",
+    "check_switch_allowed",
+    "check_blast_radius",
+    "BUILTIN_TWIN_PROFILE",
+]
+
+log = logging.getLogger(__name__)
+
+BUILTIN_TWIN_PROFILE = "built-in twin profile"
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*(?:(\d+(?:\.\d+)?)ms)?\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from 900, "900", "900s", "15m", "1h30m" or "500ms"; ValueError says what is accepted."""
+    if isinstance(value, bool):
+        raise ValueError(f'must be a duration in seconds, like 900, "900s" or "15m" (got {value!r})')
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        match = _DURATION.match(text)
+        if match and any(match.groups()):
+            h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
+            return h * 3600 + m * 60 + s + ms / 1000
+    raise ValueError(f'must be a duration in seconds, like 900, "900s" or "15m" (got {value!r})')
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Ratio = Annotated[float, Field(gt=0, le=1)]
+_SIZE = re.compile(r"^\d+(?:\.\d+)?[kKmMgGtT]?(?:i?[bB])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TwinConfig(_Strict):
+    profile: str = "minimal"
+    defects: list[str] = []
+    scale: float = Field(60.0, gt=0)
+
+
+class ClusterConfig(_Strict):
+    mode: Literal["twin", "kubeconfig", "in-cluster"] = "twin"
+    kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
+    context: str | None = None  # None: the kubeconfig's current context
+    twin: TwinConfig = TwinConfig()
+
+
+class TrainingWorkload(_Strict):
+    job: str = "llm-finetune-8b"  # Volcano Job name
+    namespace: str = "ai-platform"
+    log_format: Literal["twin", "hf-trainer", "megatron", "deepspeed"] = "twin"
+    log_patterns: dict[str, str | list[str]] = {}  # kind → regex(es), layered over log_format
+    container: str | None = None  # whose logs to read; None: the pod's first container
+    checkpoint_interval_steps: int = Field(2000, gt=0)
+
+    @field_validator("log_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: dict) -> dict:
+        from drills.measure.logformats import custom_format
+
+        if patterns:
+            custom_format(patterns)  # ValueError names the kind and the problem
+        return patterns
+
+    def log_parser(self):
+        """The LogFormat to read this job's logs with (preset plus any profile patterns)."""
+        from drills.measure.logformats import custom_format, preset
+
+        return custom_format(self.log_patterns, base=self.log_format) if self.log_patterns else preset(self.log_format)
+
+
+class InferenceWorkload(_Strict):
+    deployment: str = "llama-7b-infer"
+    namespace: str = "ai-platform"
+    service: str = "llama-7b-infer"
+    endpoint: str = "from-twin"  # an http(s) URL, or "from-twin": the twin's gateway
+    model: str = "llama-7b"
+    label_selector: str = "app=llama-7b-infer"
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if value != "from-twin" and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(f'must be an http(s) URL or "from-twin" (got {value!r})')
+        return value
+
+
+class Workloads(_Strict):
+    training: TrainingWorkload = TrainingWorkload()
+    inference: InferenceWorkload = InferenceWorkload()
+
+
+class SwitchConfig(_Strict):
+    name: str
+    host: str
+    port: int = Field(22, gt=0, lt=65536)
+    username: str = "admin"
+    key_file: str | None = None
+    password_env: str | None = None  # the NAME of an environment variable holding the password
+    known_hosts: str | None = None
+    dialect: str = "sonic"
+    uplinks: list[str] = []
+    role: str | None = None  # leaf | spine (informative; the twin's inventory writes it)
+    host_key_type: str | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
+
+    @field_validator("password_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+            # Never echo the value: it may be the password pasted in by mistake.
+            raise ValueError("must name an environment variable (e.g. SWITCH_PASSWORD), never the password itself")
+        return value
+
+
+class Switches(_Strict):
+    inventory: str | None = None  # a YAML list of switches; read into `devices` by load_target
+    devices: list[SwitchConfig] = []
+    accept_unknown_host_keys: bool = False
+
+
+class Saturation(_Strict):
+    mode: Literal["local", "job", "clients"] = "local"  # see drills/injectors/storage.py
+    rw: Literal["write", "read", "randwrite", "randread", "rw", "randrw"] = "write"
+    block_size: str = "1M"
+    size: str = "1G"
+    numjobs: int = Field(4, gt=0)
+    iodepth: int = Field(16, gt=0)
+    runtime_s: Seconds = 120.0  # fio's own time limit: a crashed drill cannot saturate for longer
+    direct: bool = True
+    # job mode: N pods of a batch/v1 Job run fio against the store's PVC
+    namespace: str = "default"
+    claim: str | None = None
+    mount_path: str = "/store"
+    parallelism: int = Field(2, gt=0)
+    image: str = "docker.io/xridge/fio:latest"
+    start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
+    tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
+    node_selector: dict[str, str] = {}
+    # clients mode: hosts running `fio --server`
+    clients: list[str] = []
+
+    @field_validator("block_size", "size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not _SIZE.match(str(value)):
+            raise ValueError(f'must be a size like "4k", "1M" or "10G" (got {value!r})')
+        return str(value)
+
+
+class StorageConfig(_Strict):
+    checkpoint_store: str = "/ckpt"  # a directory, or "from-twin": the twin's checkpoint store
+    probe_size_mb: int = Field(256, gt=0)
+    probe_shards: int = Field(4, gt=0)
+    probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
+    saturation: Saturation = Saturation()
+    fio_options: dict[str, str | int | float | bool] = {}  # extra fio options, name → value
+    bandwidth_target_mb_s: float | None = Field(None, gt=0)
+
+
+class SloConfig(_Strict):
+    training_recovery_s: Seconds = 900.0
+    inference_recovery_s: Seconds = 300.0
+    network_recovery_s: Seconds = 900.0
+    lost_steps_budget: int | None = Field(None, ge=0)  # None: the training checkpoint interval
+    inference_error_budget: float = Field(0.01, ge=0, le=1)
+    throughput_recovery_ratio: Ratio = 0.9
+    throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
+    p99_latency_factor: float = Field(2.0, ge=1)
+    checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
+
+
+class FaultsConfig(_Strict):
+    node_mode: Literal["cordon-drain", "taint-noexecute", "gpu-unhealthy"] = "cordon-drain"
+    node: str | None = None  # a named target node; None: one running the job
+    eviction_timeout_s: Seconds = 300.0
+    pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
+    pods_to_kill: int = Field(1, gt=0)
+    switch: str | None = None  # a named leaf switch; None: the leaf of a node running the job
+    uplink: str | None = None  # a named uplink of that switch; None: its first uplink in the inventory
+    leaf_label: str = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
+    switch_transport: Literal["exec", "shell"] = "exec"
+
+
+class Allowlist(_Strict):
+    """What drills may touch. Empty lists allow nothing: a real target must say what is fair game."""
+
+    nodes: list[str] = []  # globs on node names
+    node_labels: dict[str, str] = {}  # every label must be present; values are globs
+    namespaces: list[str] = []
+    switches: list[str] = []
+    interfaces: list[str] = []
+
+
+class BlastRadius(_Strict):
+    max_nodes: int = Field(1, ge=0)
+    max_pods: int = Field(4, ge=0)
+    max_ports: int = Field(1, ge=0)
+
+
+class SafetyConfig(_Strict):
+    allow: Allowlist = Allowlist()
+    blast_radius: BlastRadius = BlastRadius()
+    dry_run: bool = False
+    lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
+    lock_duration_s: int = Field(120, gt=0)  # Lease duration (cluster seconds), renewed every third of it
+
+
+class TargetProfile(_Strict):
+    name: str = "twin"
+    cluster: ClusterConfig = ClusterConfig()
+    workloads: Workloads = Workloads()
+    switches: Switches = Switches()
+    storage: StorageConfig = StorageConfig()
+    slo: SloConfig = SloConfig()
+    faults: FaultsConfig = FaultsConfig()
+    safety: SafetyConfig = SafetyConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_defaults_to_interval(cls, data: Any) -> Any:
+        """lost_steps_budget left out means one checkpoint interval (DESIGN §1)."""
+        if not isinstance(data, dict):
+            return data
+        slo = data.get("slo") or {}
+        if isinstance(slo, dict) and slo.get("lost_steps_budget") is None:
+            training = (data.get("workloads") or {}).get("training") if isinstance(data.get("workloads"), dict) else None
+            interval = training.get("checkpoint_interval_steps", 2000) if isinstance(training, dict) else 2000
+            if isinstance(interval, int) and not isinstance(interval, bool):
+                data = {**data, "slo": {**slo, "lost_steps_budget": interval}}
+        return data
+
+    @model_validator(mode="after")
+    def _switch_sources(self) -> "TargetProfile":
+        names = [s.name for s in self.switches.devices]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"switch names must be unique (repeated: {', '.join(dupes)})")
+        return self
+
+
+def load_target(path: str | os.PathLike | None) -> TargetProfile:
+    """Read and validate a target profile; None → the built-in twin profile. Raises InvalidProfile."""
+    if path is None:
+        resource = importlib.resources.files("drills.profile") / "twin.yaml"
+        return parse_profile(resource.read_text(encoding="utf-8"), source=BUILTIN_TWIN_PROFILE)
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidProfile(f"profile {path}: file not found (pass --profile with an existing YAML file)") from None
+    except OSError as err:
+        raise InvalidProfile(f"profile {path}: cannot read it ({err.strerror})") from None
+    return parse_profile(text, source=str(path), base_dir=file.resolve().parent)
+
+
+def parse_profile(text: str, source: str = "<text>", base_dir: Path | None = None) -> TargetProfile:
+    """Validate profile YAML text; `source` names it in errors, `base_dir` anchors relative paths."""
+    data = _yaml(text, f"profile {source}")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidProfile(f"profile {source}: must be a YAML mapping of sections (cluster, workloads, slo, …)")
+    data = _resolve_paths(data, base_dir)
+    switches = data.get("switches")
+    if isinstance(switches, dict) and switches.get("inventory"):
+        if switches.get("devices"):
+            raise InvalidProfile(f"profile {source}: switches: set either inventory or devices, not both")
+        data = {**data, "switches": {**switches, "devices": _inventory(switches["inventory"], base_dir)}}
+    try:
+        return TargetProfile.model_validate(data)
+    except ValidationError as err:
+        raise InvalidProfile(explain_validation_error(f"profile {source}", err, TargetProfile)) from None
+
+
+def check_node_allowed(profile: TargetProfile, node_name: str, labels: dict[str, str] | None = None) -> None:
+    """Refuse a node outside safety.allow (name globs and required labels). Raises UnsafeTarget."""
+    allow = profile.safety.allow
+    if not any(fnmatch.fnmatchcase(node_name, glob) for glob in allow.nodes):
+        raise UnsafeTarget(f"node {node_name} is not in the profile's allowlist (safety.allow.nodes: "
+                           f"{_list(allow.nodes)}); add a matching glob to allow drills on it")
+    labels = labels or {}
+    for key, glob in allow.node_labels.items():
+        if key not in labels or not fnmatch.fnmatchcase(labels[key], glob):
+            have = f"has {key}={labels[key]}" if key in labels else f"has no label {key}"
+            raise UnsafeTarget(f"node {node_name} {have}, but safety.allow.node_labels requires {key}={glob}; "
+                               "refusing to touch it")
+
+
+def check_namespace_allowed(profile: TargetProfile, namespace: str) -> None:
+    """Refuse a namespace outside safety.allow.namespaces. Raises UnsafeTarget."""
+    allowed = profile.safety.allow.namespaces
+    if not any(fnmatch.fnmatchcase(namespace, glob) for glob in allowed):
+        raise UnsafeTarget(f"namespace {namespace} is not in the profile's allowlist (safety.allow.namespaces: "
+                           f"{_list(allowed)}); add it to allow drills there")
+
+
+def check_switch_allowed(profile: TargetProfile, switch: str, interface: str | None = None) -> None:
+    """Refuse a switch (and interface) outside safety.allow.switches/interfaces. Raises UnsafeTarget."""
+    allow = profile.safety.allow
+    if not any(fnmatch.fnmatchcase(switch, glob) for glob in allow.switches):
+        raise UnsafeTarget(f"switch {switch} is not in the profile's allowlist (safety.allow.switches: "
+                           f"{_list(allow.switches)}); add it to allow drills on it")
+    if interface is not None and not any(fnmatch.fnmatchcase(interface, glob) for glob in allow.interfaces):
+        raise UnsafeTarget(f"interface {interface} on switch {switch} is not in the profile's allowlist "
+                           f"(safety.allow.interfaces: {_list(allow.interfaces)}); add it to allow shutting it")
+
+
+def check_blast_radius(profile: TargetProfile, *, nodes: int = 0, pods: int = 0, ports: int = 0) -> None:
+    """Refuse a run that would touch more nodes, pods or switch ports than safety.blast_radius allows."""
+    caps = profile.safety.blast_radius
+    for count, cap, what, field in ((nodes, caps.max_nodes, "node", "max_nodes"), (pods, caps.max_pods, "pod", "max_pods"),
+                                    (ports, caps.max_ports, "switch port", "max_ports")):
+        if count > cap:
+            raise UnsafeTarget(f"this run would touch {count} {what}s, over the cap of {cap} "
+                               f"(safety.blast_radius.{field}); raise the cap in the profile or target fewer")
+
+
+def _yaml(text: str, what: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid syntax"
+        raise InvalidProfile(f"{what}: not valid YAML{where}: {problem}") from None
+
+
+def _resolve_paths(data: dict, base_dir: Path | None) -> dict:
+    """Anchor relative file paths at the profile's directory and expand `~`."""
+
+    def fix(value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            return value
+        expanded = Path(os.path.expanduser(value))
+        return str(base_dir / expanded) if base_dir and not expanded.is_absolute() else str(expanded)
+
+    out = dict(data)
+    if isinstance(out.get("cluster"), dict) and out["cluster"].get("kubeconfig"):
+        out["cluster"] = {**out["cluster"], "kubeconfig": fix(out["cluster"]["kubeconfig"])}
+    if isinstance(out.get("switches"), dict):
+        sw = dict(out["switches"])
+        if sw.get("inventory"):
+            sw["inventory"] = fix(sw["inventory"])
+        if isinstance(sw.get("devices"), list):
+            sw["devices"] = [_fix_switch(d, fix) for d in sw["devices"]]
+        out["switches"] = sw
+    return out
+
+
+def _fix_switch(device: Any, fix) -> Any:
+    if not isinstance(device, dict):
+        return device
+    return {**device, **{k: fix(device[k]) for k in ("key_file", "known_hosts") if device.get(k)}}
+
+
+def _inventory(path: str, base_dir: Path | None) -> list:
+    """A switch inventory file: a YAML list of switches (or a mapping with a `switches:` list)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        raise InvalidProfile(f"switch inventory {path}: file not found (switches.inventory)") from None
+    data = _yaml(text, f"switch inventory {path}")
+    if isinstance(data, dict) and "switches" in data:
+        data = data["switches"]
+    if not isinstance(data, list):
+        raise InvalidProfile(f"switch inventory {path}: must be a YAML list of switches (name, host, port, …)")
+    inv_dir = Path(path).parent
+
+    def fix(value: Any) -> Any:
+        expanded = Path(os.path.expanduser(value))
+        return str(expanded if expanded.is_absolute() else inv_dir / expanded)
+
+    return [_fix_switch(d, fix) for d in data]
+
+
+def _list(items: list[str]) -> str:
+    return ", ".join(items) if items else "empty"

@@ -1,1 +1,0 @@
-"""Built-in target profiles (package data): twin.yaml is the default target."""

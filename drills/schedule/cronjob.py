@@ -1,0 +1,288 @@
+"""`drills schedule`: nightly acceptance runs inside the cluster, as Kubernetes manifests.
+
+`render(ScheduleOptions)` turns a target profile into the objects one scheduled run needs: a
+ServiceAccount, the least-privilege ClusterRole/Roles and their bindings (rules are data in
+`rbac.yaml`), a ConfigMap holding the profile, and a CronJob (`concurrencyPolicy: Forbid`)
+whose pod reverts any leftover fault and then runs `drills run` as non-root. Secrets are only ever
+referenced by name (switch credentials mounted read-only, the load API key as an env var from a
+Secret); no secret value is ever rendered. `apply(docs)` creates or replaces them through the official
+client against the current kubeconfig context, the twin included.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import logging
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from drills.profile.model import TargetProfile, load_target
+from drills.core.errors import DrillError
+
+__all__ = ["ScheduleOptions", "render", "render_yaml", "profile_warnings", "validate_cron", "rbac_rules",
+           "PROFILE_DIR", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV"]
+
+log = logging.getLogger(__name__)
+
+PROFILE_DIR = "/etc/gpu-drills/profile"  # the ConfigMap: profile.yaml (and a switch inventory beside it)
+SWITCH_DIR = "/etc/gpu-drills/switch"  # the switch-credential Secret (SSH key, known_hosts), read-only
+REPORTS_DIR = "/var/lib/gpu-drills/reports"  # the reports PVC (or an emptyDir)
+LOAD_KEY_ENV = "DRILLS_LOAD_API_KEY"
+RUN_AS = 10001  # the image's non-root user (deploy/Containerfile)
+_LABEL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_CRON_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
+                ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
+                ("day of week", 0, 6, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")))
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    profile: str  # the target profile file (carried into the cluster in a ConfigMap)
+    image: str
+    cron: str = "0 2 * * *"
+    namespace: str = "gpu-drills"
+    name: str = "gpu-drills"
+    markexpr: str | None = None  # `drills run -m`
+    reports_pvc: str | None = None  # None: an emptyDir (the report lives as long as the pod)
+    switch_secret: str | None = None  # Secret with the switch SSH key / known_hosts / password keys
+    load_secret: str | None = None  # "NAME" or "NAME:KEY" (KEY defaults to api-key)
+    checkpoint_pvc: str | None = None  # mounted at storage.checkpoint_store for the storage drill
+    time_zone: str | None = None  # CronJob spec.timeZone (None: the controller manager's zone)
+    html: bool = True  # build the Allure HTML in the pod (needs the image's Java)
+    create_namespace: bool = False
+    deadline_s: int = 4 * 3600  # the Job's activeDeadlineSeconds: SIGTERM, then every fault is reverted
+
+
+def render(opts: ScheduleOptions) -> list[dict]:
+    """The manifests, in apply order; raises DrillError (one line) for input that cannot work."""
+    validate_cron(opts.cron)
+    for what, value in (("--namespace", opts.namespace), ("--name", opts.name)):
+        if not _LABEL_NAME.match(value) or len(value) > 52:  # CronJob names: ≤ 52 characters
+            raise DrillError(f"{what} {value!r}: must be a lowercase DNS label of at most 52 characters")
+    profile = load_target(opts.profile)
+    if profile.cluster.mode == "kubeconfig":
+        raise DrillError(f"profile {opts.profile}: cluster.mode is kubeconfig, but a scheduled run runs inside the "
+                         "cluster with its own service account: set cluster.mode: in-cluster")
+    text = Path(opts.profile).read_text(encoding="utf-8")
+    meta = _Meta(opts)
+    docs: list[dict] = []
+    if opts.create_namespace:
+        docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": opts.namespace,
+                                                                            "labels": meta.labels}})
+    docs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta.of(opts.name)})
+    docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta.of(f"{opts.name}-profile"),
+                 "data": {"profile.yaml": text, **_inventory_files(opts.profile, text)}})
+    docs += _rbac(opts, profile, meta)
+    docs.append(_cronjob(opts, profile, meta))
+    return docs
+
+
+def render_yaml(docs: list[dict]) -> str:
+    """A multi-document YAML stream (`kubectl apply -f -` reads it as is)."""
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
+
+def profile_warnings(opts: ScheduleOptions) -> list[str]:
+    """What in the profile will not resolve inside the pod (paths outside the mounted folders)."""
+    profile = load_target(opts.profile)
+    out = []
+    if profile.cluster.mode == "twin":
+        out.append("the profile's cluster.mode is twin: the scheduled run drills an embedded twin, not this cluster")
+    for device in profile.switches.devices:
+        for field in ("key_file", "known_hosts"):
+            path = getattr(device, field)
+            if path and not opts.switch_secret:
+                out.append(f"switch {device.name}: {field} {path} needs --switch-secret (mounted at {SWITCH_DIR}/)")
+            elif path and not path.startswith(SWITCH_DIR + "/"):
+                out.append(f"switch {device.name}: {field} {path} is outside the switch Secret's mount "
+                           f"({SWITCH_DIR}/); the pod will not find it")
+    raw = yaml.safe_load(Path(opts.profile).read_text(encoding="utf-8")) or {}
+    inventory = (raw.get("switches") or {}).get("inventory") if isinstance(raw.get("switches"), dict) else None
+    if inventory and not _inventory_files(opts.profile, Path(opts.profile).read_text(encoding="utf-8")):
+        out.append(f"switches.inventory {inventory}: only an inventory beside the profile (a bare file name) is "
+                   "carried into the cluster; list the switches under switches.devices instead")
+    if profile.storage.checkpoint_store != "from-twin" and opts.checkpoint_pvc is None:
+        out.append(f"storage.checkpoint_store {profile.storage.checkpoint_store} is not mounted in the pod "
+                       "(--checkpoint-pvc NAME mounts the store's claim there); the storage drill cannot reach it")
+    return out
+
+
+def validate_cron(expr: str) -> None:
+    """A standard five-field cron line or a macro, as the CronJob controller parses it (robfig/cron)."""
+    text = (expr or "").strip()
+    if text.startswith(("TZ=", "CRON_TZ=")):
+        raise DrillError(f"--cron {expr!r}: time zones in the schedule are not allowed; pass --time-zone instead")
+    if text.startswith("@"):
+        if text not in _CRON_MACROS:
+            raise DrillError(f"--cron {expr!r}: unknown macro; use one of {', '.join(_CRON_MACROS)}")
+        return
+    fields = text.split()
+    if len(fields) != 5:
+        raise DrillError(f"--cron {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week), "
+                         f"got {len(fields)}; e.g. \"0 2 * * *\" for 02:00 every night")
+    for value, (name, low, high, names) in zip(fields, _CRON_FIELDS):
+        problem = _cron_field(value, low, high, names)
+        if problem:
+            raise DrillError(f"--cron {expr!r}: {name} field {value!r} {problem}")
+
+
+def rbac_rules() -> dict[str, list[dict]]:
+    """The rule sets of rbac.yaml: cluster, workload, storage_job, home, switch_secret."""
+    text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the profile in the ConfigMap) as literal blocks, readable in a review."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+class _Meta:
+    def __init__(self, opts: ScheduleOptions):
+        self.namespace = opts.namespace
+        self.labels = {"app.kubernetes.io/name": "gpu-drills", "app.kubernetes.io/instance": opts.name,
+                       "app.kubernetes.io/managed-by": "drills-schedule"}
+        # cluster-scoped names must not collide between installs in two namespaces
+        self.cluster_name = opts.name if opts.name == opts.namespace else f"{opts.name}-{opts.namespace}"
+
+    def of(self, name: str, namespace: str | None = None) -> dict:
+        return {"name": name, "namespace": namespace or self.namespace, "labels": dict(self.labels)}
+
+    def cluster(self) -> dict:
+        return {"name": self.cluster_name, "labels": dict(self.labels)}
+
+
+def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[dict]:
+    rules = rbac_rules()
+    subject = [{"kind": "ServiceAccount", "name": opts.name, "namespace": opts.namespace}]
+    group = "rbac.authorization.k8s.io"
+    docs = [{"apiVersion": f"{group}/v1", "kind": "ClusterRole", "metadata": meta.cluster(), "rules": rules["cluster"]},
+            {"apiVersion": f"{group}/v1", "kind": "ClusterRoleBinding", "metadata": meta.cluster(),
+             "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": meta.cluster_name}, "subjects": subject}]
+    per_ns: dict[str, list[dict]] = {}
+    for ns in (profile.workloads.training.namespace, profile.workloads.inference.namespace):
+        per_ns.setdefault(ns, [])
+        _merge(per_ns[ns], rules["workload"])
+    if profile.storage.saturation.mode == "job":
+        _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
+    lock_ns = profile.safety.lock_namespace or profile.workloads.training.namespace
+    _merge(per_ns.setdefault(lock_ns, []), rules["lock"])
+    home = per_ns.setdefault(opts.namespace, [])
+    _merge(home, rules["home"])
+    if opts.switch_secret:
+        _merge(home, [{**rule, "resourceNames": [opts.switch_secret]} for rule in rules["switch_secret"]])
+    for ns, ns_rules in per_ns.items():
+        name = opts.name if ns == opts.namespace else meta.cluster_name
+        docs.append({"apiVersion": f"{group}/v1", "kind": "Role", "metadata": meta.of(name, ns), "rules": ns_rules})
+        docs.append({"apiVersion": f"{group}/v1", "kind": "RoleBinding", "metadata": meta.of(name, ns),
+                     "roleRef": {"apiGroup": group, "kind": "Role", "name": name}, "subjects": subject})
+    return docs
+
+
+def _merge(into: list[dict], rules: list[dict]) -> None:
+    for rule in rules:
+        if rule not in into:
+            into.append(dict(rule))
+
+
+def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> dict:
+    volumes = [{"name": "profile", "configMap": {"name": f"{opts.name}-profile"}},
+               {"name": "reports", **({"persistentVolumeClaim": {"claimName": opts.reports_pvc}} if opts.reports_pvc
+                                      else {"emptyDir": {}})},
+               {"name": "tmp", "emptyDir": {}}]
+    mounts = [{"name": "profile", "mountPath": PROFILE_DIR, "readOnly": True},
+              {"name": "reports", "mountPath": REPORTS_DIR},
+              {"name": "tmp", "mountPath": "/tmp"}]
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"}]
+    if opts.switch_secret:
+        volumes.append({"name": "switch", "secret": {"secretName": opts.switch_secret, "defaultMode": 0o440}})
+        mounts.append({"name": "switch", "mountPath": SWITCH_DIR, "readOnly": True})
+        for device in profile.switches.devices:  # a password, if any, comes from the key named like its variable
+            if device.password_env and device.password_env not in {e["name"] for e in env}:
+                env.append({"name": device.password_env, "valueFrom": {"secretKeyRef": {
+                    "name": opts.switch_secret, "key": device.password_env, "optional": True}}})
+    if opts.load_secret:
+        secret, _, key = opts.load_secret.partition(":")
+        env.append({"name": LOAD_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": key or "api-key"}}})
+    if opts.checkpoint_pvc:
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": opts.checkpoint_pvc}})
+        mounts.append({"name": "checkpoints", "mountPath": profile.storage.checkpoint_store})
+    container = {
+        "name": "drills", "image": opts.image, "imagePullPolicy": "IfNotPresent",
+        "args": ["sh", "-c", _command(opts)], "env": env, "volumeMounts": mounts,
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    pod = {"serviceAccountName": opts.name, "restartPolicy": "Never",
+           "terminationGracePeriodSeconds": 300,  # SIGTERM → every injected fault is reverted before exit
+           "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+                               "seccompProfile": {"type": "RuntimeDefault"}},
+           "containers": [container], "volumes": volumes}
+    spec = {"schedule": opts.cron, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
+            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 5, "suspend": False,
+            "jobTemplate": {"metadata": {"labels": dict(meta.labels)},
+                            "spec": {"backoffLimit": 0,  # a failed drill is a finding, never retried blindly
+                                     "activeDeadlineSeconds": opts.deadline_s,
+                                     "template": {"metadata": {"labels": dict(meta.labels)}, "spec": pod}}}}
+    if opts.time_zone:
+        spec["timeZone"] = opts.time_zone
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta.of(opts.name), "spec": spec}
+
+
+def _command(opts: ScheduleOptions) -> str:
+    """Revert leftovers of a killed run first (the journal is on the reports volume), then run."""
+    run = ["drills", "run", "--profile", f"{PROFILE_DIR}/profile.yaml", "--reports", REPORTS_DIR]
+    if opts.markexpr:
+        run += ["-m", opts.markexpr]
+    if not opts.html:
+        run.append("--no-html")
+    return f"drills revert --reports {REPORTS_DIR} && exec {shlex.join(run)}"
+
+
+def _inventory_files(profile_path: str, text: str) -> dict[str, str]:
+    """A switch inventory named by a bare file name travels in the ConfigMap beside the profile."""
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+    switches = raw.get("switches") if isinstance(raw, dict) else None
+    inventory = switches.get("inventory") if isinstance(switches, dict) else None
+    if not isinstance(inventory, str) or PurePosixPath(inventory).name != inventory or inventory == "profile.yaml":
+        return {}
+    return {inventory: (Path(profile_path).resolve().parent / inventory).read_text(encoding="utf-8")}
+
+
+def _cron_field(value: str, low: int, high: int, names: tuple[str, ...]) -> str | None:
+    for part in value.split(","):
+        rng, _, step = part.partition("/")
+        if step and (not step.isdigit() or int(step) == 0):
+            return f"has a bad step {step!r} (a positive number)"
+        if rng in ("*", "?"):
+            continue
+        bounds = rng.split("-")
+        if len(bounds) > 2:
+            return f"has a bad range {rng!r}"
+        numbers = []
+        for bound in bounds:
+            n = names.index(bound.upper()) + low if bound.upper() in names else (int(bound) if bound.isdigit() else None)
+            if n is None or not low <= n <= high:
+                return f"is out of range: {bound!r} (allowed {low}-{high}{', or names' if names else ''})"
+            numbers.append(n)
+        if len(numbers) == 2 and numbers[0] > numbers[1]:
+            return f"has a range that runs backwards ({rng!r})"
+    return None

@@ -1,1 +1,0 @@
-"""Storage building blocks: the fio wrapper."""
