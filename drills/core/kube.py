@@ -24,7 +24,7 @@ from drills.core.clock import Clock, DilatedClock, WallClock
 from drills.profile.model import TargetProfile
 from drills.core.errors import DrillError, TargetUnreachable
 
-__all__ = ["Cluster", "connect", "connect_twin", "probe", "twin_clock", "wait_for", "EventMerger", "WatchEvent",
+__all__ = ["Cluster", "connect", "connect_twin", "reconnect", "probe", "twin_clock", "wait_for", "EventMerger", "WatchEvent",
            "USER_AGENT", "obj_get"]
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,17 @@ def connect_twin(kubeconfig: str, twin_url: str) -> Cluster:
                       kubeconfig=kubeconfig)
     probe(cluster)
     return cluster
+
+
+def reconnect(described: dict) -> Cluster:
+    """Connect again the way a run connected (`Cluster.describe()`, kept in its journal): for `drills revert`."""
+    from drills.profile.model import TargetProfile
+
+    if described.get("twin_url"):
+        return connect_twin(described["kubeconfig"], described["twin_url"])
+    mode = described.get("mode") or "kubeconfig"
+    profile = TargetProfile.model_validate({"cluster": {"mode": mode}})
+    return connect(profile, kubeconfig=described.get("kubeconfig"), context=described.get("context"))
 
 
 def twin_clock(twin_url: str, timeout: float = 5.0) -> DilatedClock:
