@@ -1,14 +1,5 @@
 """Only wires the plugins in fixtures/ and the options; behaviour lives in the plugins."""
 
-pytest_plugins = [
-    "fixtures.twin",
-    "fixtures.target",
-    "fixtures.injectors",
-    "fixtures.recorder",
-    "fixtures.progress",
-    "fixtures.load",
-    "fixtures.pods",
-    "fixtures.storage",
-    "fixtures.network",
-    "fixtures.steps",
-]
+from drills.core.runner import PLUGINS
+
+pytest_plugins = list(PLUGINS)

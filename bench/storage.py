@@ -26,7 +26,7 @@ from drills.measure.storage_io import probe_series  # noqa: E402
 from drills.profile.model import load_target  # noqa: E402
 from drills.faults.storage.saturation import fio_jobs  # noqa: E402
 from drills.faults.storage.fio import run_fio, start_fio  # noqa: E402
-from fixtures.storage import saturation_spec  # noqa: E402
+from drills.faults.storage.saturation import saturation_spec  # noqa: E402
 
 MB = 1e6
 

@@ -31,6 +31,13 @@ class Clock:
     def cluster_seconds(self, wall_seconds: float) -> float:
         return wall_seconds * self.scale
 
+    @staticmethod
+    def iso(moment: datetime | float) -> str:
+        """The one timestamp format of records, journals and reports: UTC, milliseconds, `Z`."""
+        if not isinstance(moment, datetime):
+            moment = datetime.fromtimestamp(moment, timezone.utc)
+        return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 class WallClock(Clock):
     """Real clusters: cluster time is wall time."""

@@ -13,7 +13,12 @@ __all__ = [
 
 
 class DrillError(Exception):
-    """Base of every error meant for a user: str(err) is the line they read (what, which, what to do)."""
+    """Base of every error meant for a user: str(err) is the line they read (what, which, what to do).
+
+    `changed` is set by an injector that knows whether the platform was changed before it failed
+    (False: nothing of ours is in place; None: unknown, so the guard reverts from the undo spec)."""
+
+    changed: bool | None = None
 
 
 class InvalidProfile(DrillError):
@@ -21,7 +26,13 @@ class InvalidProfile(DrillError):
 
 
 class InjectionFailed(DrillError):
-    """A fault could not be injected; nothing is left half-done."""
+    """A fault could not be injected. `changed=False` when the injector guarantees it changed nothing
+    (the guard then closes the journal entry as not injected); otherwise the guard reverts from the
+    entry's undo spec, which is safe on a fault only half in place."""
+
+    def __init__(self, message: str, *, changed: bool | None = None) -> None:
+        super().__init__(message)
+        self.changed = changed
 
 
 class RevertFailed(DrillError):

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
-from drills.core.journal import RevertRegistry, open_entries, raise_for_failures, revert_open
+from drills.core.journal import open_entries, raise_for_failures, revert_open
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _NOT_STARTED = ("precondition_not_met", "injector_failed")
-PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.injectors", "fixtures.recorder", "fixtures.progress",
-           "fixtures.load", "fixtures.pods", "fixtures.network", "fixtures.storage", "fixtures.steps")
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.recorder", "fixtures.progress",
+           "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage", "fixtures.steps")
 
 
 @dataclass
@@ -101,7 +101,9 @@ def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
         raise DrillError(f"no run {run_id} under {root}; `ls {root}` shows the runs")
     if not open_entries(root, run_id):
         return []
-    outcomes = revert_open(root, run_id, RevertRegistry())
+    from drills.faults import revert_entry
+
+    outcomes = revert_open(root, run_id, lambda entry: revert_entry)
     raise_for_failures(outcomes)
     return outcomes
 

@@ -1,1 +1,136 @@
-"""drills/faults."""
+"""Faults: ONE contract (DESIGN §3) — `plan` → `inject` → `revert` — and one module per fault kind.
+
+A fault module (`node`, `pods`, `switch.uplink`, `storage.saturation`, `load`) has:
+
+    KIND: str                                             the journal's name for it
+    plan(target, profile, **params) -> Plan               read-only: validates and picks; changes nothing
+    inject(target, plan) -> record                        makes the change; a frozen record with
+                                                          `to_dict()` and `injected_at` (cluster time)
+    revert(target, undo, record) -> str                   undoes exactly that, idempotent, from the
+                                                          journal's data alone; returns the outcome word
+
+`Plan.undo` is what the journal keeps (written and fsynced before `inject`): enough to revert after a
+crash at any point, no secrets. `Plan.reach` is what the fault touches, checked against the profile's
+allowlist and blast radius by the one guard (`fixtures/guard.py`) — no fault module repeats the safety
+sequence. `revert_entry` is the one reverter: the guard's teardown and `drills revert` both end there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+__all__ = ["Plan", "Reach", "Target", "KINDS", "fault_module", "revert_entry", "reverter", "REVERTED", "NOTHING_TO_UNDO",
+           "NOT_INJECTED"]
+
+log = logging.getLogger(__name__)
+
+REVERTED = "reverted"
+NOTHING_TO_UNDO = "nothing to undo"
+NOT_INJECTED = "not injected"
+
+# kind → module: data, so a journal line can never name code to import.
+KINDS: dict[str, str] = {
+    "node": "drills.faults.node",
+    "pods": "drills.faults.pods",
+    "switch-uplink": "drills.faults.switch.uplink",
+    "storage": "drills.faults.storage.saturation",
+    "load": "drills.faults.load",
+    "lock": "drills.faults.lock",
+}
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a plan touches: checked against `safety.allow`, counted against `safety.blast_radius`."""
+
+    nodes: tuple[tuple[str, Mapping[str, str]], ...] = ()  # (name, labels)
+    namespaces: tuple[str, ...] = ()
+    ports: tuple[tuple[str, str], ...] = ()  # (switch, interface)
+    pods: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One fault, decided but not made: what, where, a sentence for people, and how to undo it."""
+
+    kind: str
+    target: str  # what it touches, in a word ("gpu-train-01", "leaf-1:Ethernet0", "serving/app=vllm")
+    description: str  # "cordon and drain node gpu-train-01"
+    undo: Mapping[str, Any]  # the journal's revert spec (JSON, no secrets)
+    reach: Reach = Reach()
+    spec: Any = field(default=None, compare=False, repr=False)  # the module's own inputs for `inject`
+
+
+class Target:
+    """How faults reach the platform: the cluster connection (made lazily from a journal's description
+    when `drills revert` needs one), its clock, and where run artifacts go."""
+
+    def __init__(self, cluster=None, *, connection: Mapping[str, Any] | None = None, run_dir=None) -> None:
+        self._cluster = cluster
+        self._connection = dict(connection) if connection else None
+        self._owned = False
+        self.run_dir = run_dir
+
+    @property
+    def cluster(self):
+        if self._cluster is None:
+            from drills.core.errors import DrillError
+            from drills.core.kube import reconnect
+
+            if not self._connection:
+                raise DrillError("this journal entry does not say how its run connected to the cluster; "
+                                 "revert it by hand, then close the entry")
+            self._cluster = reconnect(self._connection)
+            self._owned = True
+        return self._cluster
+
+    @property
+    def clock(self):
+        return self.cluster.clock
+
+    def describe(self) -> dict[str, Any] | None:
+        """How this target connects, for the journal (no secrets)."""
+        if self._cluster is not None:
+            return self._cluster.describe()
+        return self._connection
+
+    def close(self) -> None:
+        if self._owned and self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def __repr__(self) -> str:
+        return f"Target({self._cluster!r})"
+
+
+def fault_module(kind: str) -> ModuleType:
+    """The module implementing fault `kind` (KINDS); a KeyError names the known kinds."""
+    try:
+        return importlib.import_module(KINDS[kind])
+    except KeyError:
+        raise KeyError(f"unknown fault kind {kind!r} (kinds: {', '.join(KINDS)})") from None
+
+
+def revert_entry(entry, target: Target | None = None) -> str:
+    """Undo one journal entry with its kind's `revert` (teardown passes the live target; `drills revert`
+    reconnects the way the run connected). Returns the outcome word; raises RevertFailed."""
+    module = fault_module(entry.kind)
+    connection = getattr(entry, "connection", None) or dict(entry.revert_spec).get("cluster")
+    own = target is None
+    target = target or Target(connection=connection)
+    try:
+        return module.revert(target, dict(entry.revert_spec), dict(entry.record) if entry.record else None) \
+            or REVERTED
+    finally:
+        if own:
+            target.close()
+
+
+def reverter(entry) -> "Callable":
+    """The journal's resolver (`revert_open(..., resolver=reverter)`): every kind reverts through `revert_entry`."""
+    fault_module(entry.kind)  # an unknown kind fails here, with the kinds named
+    return revert_entry

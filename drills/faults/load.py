@@ -4,11 +4,12 @@
 own safety nets — the parent watch, `--run-time` — take seconds to an hour), so the load fixture
 journals it like an injector does a fault, and `drills revert` stops it.
 
-`revert_spec(out_dir)` is written BEFORE locust starts (a crash between spawn and record still finds
-the processes by their load directory); `record(runner)` after it started: each process's pid, its
+The fault contract (drills/faults/__init__.py): `plan(target, profile, runner=)` — the undo spec is
+the load directory, written BEFORE locust starts (a crash between spawn and record still finds the
+processes by it); `inject(target, plan)` starts the `LoadRunner` and records each process's pid, its
 process group (locust runs in its own session) and its kernel start time, so a reused pid is never
-signalled. `stop(out_dir, processes)` ends what is left — SIGTERM to each process group, then
-SIGKILL — and is idempotent; `revert_entry(entry)` is the journal's reverter.
+signalled; `revert(target, undo, record)` ends what is left — SIGTERM to each process group, then
+SIGKILL — and is idempotent. The runner itself is stopped (and its results read) by its owner first.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import time
 from pathlib import Path
 
 from drills.core.errors import RevertFailed
+from drills.faults import Plan
 
-__all__ = ["KIND", "REVERTER", "revert_spec", "record", "revert_entry", "stop", "leftovers", "start_time"]
+__all__ = ["KIND", "plan", "inject", "revert", "revert_spec", "record", "stop", "leftovers", "start_time"]
 
 log = logging.getLogger(__name__)
 
 KIND = "load"
-REVERTER = "drills.faults.load:revert_entry"
 
 
 def revert_spec(out_dir: str | Path) -> dict:
@@ -41,11 +42,26 @@ def record(runner) -> dict:
                           for name, pid in runner.processes()]}
 
 
-def revert_entry(entry) -> None:
-    """The journal's reverter (`drills revert`): stop the entry's locust processes, if any still run."""
-    data = {**dict(entry.revert_spec), **dict(entry.record or {})}
+def plan(target, profile, *, runner) -> Plan:
+    """The load a `LoadRunner` will send; nothing starts here."""
+    return Plan(KIND, str(Path(runner.out_dir).resolve()),
+                f"send completions from {runner.users} users to {runner.host} (locust, {runner.workers} workers)",
+                revert_spec(runner.out_dir), spec=runner)
+
+
+def inject(target, plan: Plan) -> dict:
+    """Start the load; returns once requests flow, with its processes and the cluster time it started."""
+    runner = plan.spec
+    runner.start()
+    return {**record(runner), "injected_at": target.clock.iso(target.clock.now())}
+
+
+def revert(target, undo: dict, record: dict | None = None) -> str:
+    """Stop this load's locust processes that still run (none, once its runner stopped them)."""
+    data = {**undo, **(record or {})}
     stopped = stop(data["out_dir"], data.get("processes") or [])
     log.info("load of %s: %s", data["out_dir"], f"stopped pid(s) {stopped}" if stopped else "nothing running")
+    return "stopped" if not stopped else f"stopped; killed pid(s) {stopped}"
 
 
 def stop(out_dir: str, processes: list[dict], grace_s: float = 5.0) -> list[int]:

@@ -2,11 +2,11 @@
 # GPUs unhealthy or stops its kubelet. Workloads on that node are disrupted. `revert` puts it back.
 """GPU-node faults as an inject/revert pair (chaostoolkit's cordon_node/uncordon_node, krkn's node scenarios).
 
-`inject(cluster, spec, journal=None)` validates first (the node exists, the mode is known) and raises
-`InjectionFailed` before touching anything; with a journal it writes the entry (with everything
-`revert` needs) BEFORE the first change. It returns a frozen `NodeFaultRecord` of exactly what it
-changed. `revert(cluster, record)` undoes exactly that and is idempotent: uncordon only if we cordoned,
-remove only our taint, heal the GPUs / restart the kubelet we broke.
+The fault contract (drills/faults/__init__.py): `plan(target, profile, node=, mode=)` validates (the
+node exists, the mode is known and possible on this target) and says what the journal must keep;
+`inject(target, plan)` makes the change and returns a frozen `NodeFaultRecord` of exactly what it
+changed; `revert(target, undo, record)` undoes exactly that and is idempotent: uncordon only if we
+cordoned, remove only our taint, heal the GPUs / restart the kubelet we broke.
 
 Modes:
 - `cordon-drain`: cordon, then evict every non-DaemonSet pod through the Eviction API; a PDB's 429 is
@@ -24,12 +24,12 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from drills.core.errors import InjectionFailed, RevertFailed
-from drills.core.kube import Cluster, EventMerger, connect_twin, obj_get
+from drills.core.kube import Cluster, EventMerger, obj_get
+from drills.faults import Plan, Reach
 
-__all__ = ["MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "inject", "revert", "revert_entry",
+__all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert",
            "revert_spec", "check_node"]
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,6 @@ MODES = ("cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop")
 TWIN_ONLY = ("gpu-unhealthy", "kubelet-stop")
 TAINT_KEY = "gpu-drills.io/node-loss"
 KIND = "node"
-REVERTER = "drills.faults.node:revert_entry"
 MERGE = "application/merge-patch+json"
 
 
@@ -95,11 +94,23 @@ def revert_spec(cluster: Cluster, spec: NodeFaultSpec, node: dict) -> dict:
             "gpu": spec.mode == "gpu-unhealthy", "kubelet": spec.mode == "kubelet-stop"}
 
 
-def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFaultRecord, str | None]:
-    """Validate, journal, inject; returns (record, journal entry id or None). Raises InjectionFailed."""
-    node = check_node(cluster, spec)
-    undo = revert_spec(cluster, spec, node)
-    entry_id = journal.open_entry(KIND, spec.node, undo, reverter=REVERTER) if journal is not None else None
+DOING = {"cordon-drain": "cordon and drain", "taint-noexecute": "taint NoExecute", "gpu-unhealthy": "mark the GPUs unhealthy on",
+         "kubelet-stop": "stop the kubelet of"}
+
+
+def plan(target, profile, *, node: str, mode: str) -> Plan:
+    """Read-only: the node exists and the mode works on this target; what to undo, what it reaches."""
+    cluster = target.cluster
+    spec = NodeFaultSpec(node=node, mode=mode, eviction_timeout_s=profile.faults.eviction_timeout_s)
+    current = check_node(cluster, spec)
+    labels = obj_get(current, "metadata", "labels", default=None) or {}
+    return Plan(KIND, node, f"{DOING[mode]} node {node} on {cluster.name}", revert_spec(cluster, spec, current),
+                Reach(nodes=((node, labels),)), spec=spec)
+
+
+def inject(target, plan: Plan) -> NodeFaultRecord:
+    """Make the planned change; returns exactly what changed. Raises InjectionFailed."""
+    cluster, spec, undo = target.cluster, plan.spec, plan.undo
     evicted: tuple[str, ...] = ()
     twin_at = None
     before = cluster.clock.timestamp()
@@ -111,7 +122,7 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
             after = cluster.clock.timestamp()
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
-            _add_taint(cluster, spec.node, node)
+            _add_taint(cluster, spec.node, _read_node(cluster, spec.node))
         elif spec.mode == "gpu-unhealthy":
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
@@ -119,36 +130,21 @@ def inject(cluster: Cluster, spec: NodeFaultSpec, journal=None) -> tuple[NodeFau
         after = after if after is not None else cluster.clock.timestamp()
     except InjectionFailed:
         raise
-    except Exception as err:  # the fault may be half in place: the fixture's teardown reverts it
+    except Exception as err:  # the fault may be half in place: the guard reverts it from the undo spec
         raise InjectionFailed(f"could not inject {spec.mode} on node {spec.node}: {_reason(err)}") from err
     injected_at = datetime.fromtimestamp((before + after) / 2, timezone.utc)
-    record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=_iso(injected_at), cordoned=undo["uncordon"],
-                             taint=undo["taint"], gpu_unhealthy=undo["gpu"], kubelet_stopped=undo["kubelet"],
-                             evicted=evicted, twin_at=twin_at)
-    if journal is not None:
-        journal.mark_injected(entry_id, record.to_dict())
+    record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=cluster.clock.iso(injected_at),
+                             cordoned=undo["uncordon"], taint=undo["taint"], gpu_unhealthy=undo["gpu"],
+                             kubelet_stopped=undo["kubelet"], evicted=evicted, twin_at=twin_at)
     log.info("injected %s on node %s (%d pods evicted)", spec.mode, spec.node, len(evicted))
-    return record, entry_id
+    return record
 
 
-def revert(cluster: Cluster, record: NodeFaultRecord | dict) -> None:
-    """Undo exactly what the record says; safe to call again (and on a fault only half injected)."""
-    data = record.to_dict() if isinstance(record, NodeFaultRecord) else dict(record)
-    _undo(cluster, data["node"], uncordon=bool(data.get("cordoned") or data.get("uncordon")),
-          taint=data.get("taint"), gpu=bool(data.get("gpu_unhealthy") or data.get("gpu")),
-          kubelet=bool(data.get("kubelet_stopped") or data.get("kubelet")))
-
-
-def revert_entry(entry) -> None:
-    """The journal's reverter (`drills revert`): reconnect from the entry's own target description, undo."""
-    spec = dict(entry.revert_spec)
-    target = spec.get("cluster") or {}
-    cluster = _reconnect(target, entry)
-    try:
-        _undo(cluster, spec["node"], uncordon=bool(spec.get("uncordon")), taint=spec.get("taint"),
-              gpu=bool(spec.get("gpu")), kubelet=bool(spec.get("kubelet")))
-    finally:
-        cluster.close()
+def revert(target, undo: dict, record: dict | None = None) -> str:
+    """Undo exactly what the undo spec says; safe to call again (and on a fault only half injected)."""
+    _undo(target.cluster, undo["node"], uncordon=bool(undo.get("uncordon")), taint=undo.get("taint"),
+          gpu=bool(undo.get("gpu")), kubelet=bool(undo.get("kubelet")))
+    return "reverted"
 
 
 def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gpu: bool, kubelet: bool) -> None:
@@ -274,22 +270,6 @@ def _twin_post(cluster: Cluster, path: str, body: dict) -> dict:
         return resp.json()
     except ValueError:
         return {}
-
-
-def _reconnect(target: dict, entry) -> Cluster:
-    from drills.profile.model import TargetProfile
-    from drills.core.kube import connect
-
-    if target.get("twin_url"):
-        return connect_twin(target["kubeconfig"], target["twin_url"])
-    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
-    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))
-
-
-def _iso(moment: Any) -> str:
-    from drills.verdicts.timeline import Timeline
-
-    return Timeline(injected=moment).to_record()["injected"]
 
 
 def _reason(err: BaseException) -> str:

@@ -22,19 +22,18 @@ import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 
 from drills.core.errors import InjectionFailed
 from drills.core.kube import Cluster, obj_get
+from drills.faults import NOTHING_TO_UNDO, Plan, Reach
 
-__all__ = ["MODES", "KIND", "REVERTER", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "inject",
-           "revert", "revert_entry", "revert_spec"]
+__all__ = ["MODES", "KIND", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "plan", "inject", "revert",
+           "revert_spec"]
 
 log = logging.getLogger(__name__)
 
 MODES = ("delete", "evict", "kill-container")
 KIND = "pods"
-REVERTER = "drills.faults.pods:revert_entry"
 EXIT_CODE = 137  # SIGKILL, what an OOM kill or `kill -9` of the server looks like
 
 
@@ -102,9 +101,25 @@ def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
             "pods": [p["metadata"]["name"] for p in pods], "cluster": cluster.describe(), "undo": "nothing"}
 
 
-def inject(cluster: Cluster, spec: PodKillSpec, pods: list[dict], running: int) -> PodKillRecord:
-    """Kill `pods` (from `select_pods`); the record is stamped at the middle of the first kill request."""
+def plan(target, profile, *, count: int | None = None, percent: float | None = None, mode: str | None = None) -> Plan:
+    """Read-only: which running pods of the profile's inference workload to kill, and how."""
+    cluster, workload = target.cluster, profile.workloads.inference
+    spec = PodKillSpec(namespace=workload.namespace, selector=workload.label_selector,
+                       mode=mode or profile.faults.pod_kill_mode, count=count, percent=percent)
+    pods, running = select_pods(cluster, spec)
+    names = ", ".join(p["metadata"]["name"] for p in pods)
+    return Plan(KIND, f"{spec.namespace}/{spec.selector}",
+                f"{spec.mode} {len(pods)} of {running} pods ({names}) on {cluster.name}",
+                revert_spec(cluster, spec, pods), Reach(namespaces=(spec.namespace,), pods=len(pods)),
+                spec=(spec, pods, running))
+
+
+def inject(target, plan: Plan) -> PodKillRecord:
+    """Kill the planned pods; the record is stamped at the middle of the first kill request."""
     from kubernetes.client.exceptions import ApiException
+
+    cluster = target.cluster
+    spec, pods, running = plan.spec
 
     stamp: float | None = None
     done: list[dict] = []
@@ -133,7 +148,7 @@ def inject(cluster: Cluster, spec: PodKillSpec, pods: list[dict], running: int) 
                      for p in done) if spec.mode == "kill-container" else ()
     record = PodKillRecord(
         namespace=spec.namespace, selector=spec.selector, mode=spec.mode,
-        injected_at=_iso(stamp if stamp is not None else cluster.clock.timestamp()),
+        injected_at=cluster.clock.iso(stamp if stamp is not None else cluster.clock.timestamp()),
         pods=tuple(p["metadata"]["name"] for p in done), uids=tuple(p["metadata"]["uid"] for p in done),
         nodes=tuple(obj_get(p, "spec", "nodeName", default="") for p in done), running_before=running,
         restart_counts=restarts)
@@ -141,16 +156,11 @@ def inject(cluster: Cluster, spec: PodKillSpec, pods: list[dict], running: int) 
     return record
 
 
-def revert(cluster: Cluster | None, record: PodKillRecord | dict) -> None:
+def revert(target, undo: dict, record: dict | None = None) -> str:
     """Nothing to undo: the controllers replace killed pods. Idempotent by construction."""
-    data = record.to_dict() if isinstance(record, PodKillRecord) else dict(record)
     log.info("pods %s were killed by %s: nothing to undo (the controllers replace them)",
-             ", ".join(data.get("pods") or []), data.get("mode"))
-
-
-def revert_entry(entry) -> None:
-    """The journal's reverter (`drills revert`): a pod kill leaves nothing to undo; the entry just closes."""
-    revert(None, dict(entry.revert_spec))
+             ", ".join((record or undo).get("pods") or []), undo.get("mode"))
+    return NOTHING_TO_UNDO
 
 
 def _kill(cluster: Cluster, spec: PodKillSpec, name: str) -> None:
@@ -185,11 +195,6 @@ def _refused(spec: PodKillSpec, name: str, done: list[dict], err) -> str:
 
 def _already(done: list[dict]) -> str:
     return f" (already killed: {', '.join(p['metadata']['name'] for p in done)})" if done else ""
-
-
-def _iso(ts: float) -> str:
-    moment = datetime.fromtimestamp(ts, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _reason(err: BaseException) -> str:

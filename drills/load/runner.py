@@ -120,7 +120,7 @@ class LoadRunner:
         self.max_tokens, self.prompt_words, self.chat_weight, self.wait_s = max_tokens, prompt_words, chat_weight, wait_s
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self.locustfile = Path(locustfile)
-        # Journal hooks (fixtures.load): before the first process starts, and once all have started.
+        # Optional hooks: before the first process starts, and once all have started.
         self.on_starting, self.on_launched = on_starting, on_launched
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._logs: list = []

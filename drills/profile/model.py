@@ -13,7 +13,6 @@ environment variable.
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.resources
 import logging
 import os
@@ -24,7 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from drills.core.errors import InvalidProfile, UnsafeTarget
+from drills.core.errors import InvalidProfile
 from drills.profile.explain import explain_validation_error
 
 __all__ = [
@@ -46,10 +45,6 @@ __all__ = [
     "load_target",
     "parse_profile",
     "parse_duration",
-    "check_node_allowed",
-    "check_namespace_allowed",
-    "check_switch_allowed",
-    "check_blast_radius",
     "BUILTIN_TWIN_PROFILE",
 ]
 
@@ -328,49 +323,6 @@ def parse_profile(text: str, source: str = "<text>", base_dir: Path | None = Non
         raise InvalidProfile(explain_validation_error(f"profile {source}", err, TargetProfile)) from None
 
 
-def check_node_allowed(profile: TargetProfile, node_name: str, labels: dict[str, str] | None = None) -> None:
-    """Refuse a node outside safety.allow (name globs and required labels). Raises UnsafeTarget."""
-    allow = profile.safety.allow
-    if not any(fnmatch.fnmatchcase(node_name, glob) for glob in allow.nodes):
-        raise UnsafeTarget(f"node {node_name} is not in the profile's allowlist (safety.allow.nodes: "
-                           f"{_list(allow.nodes)}); add a matching glob to allow drills on it")
-    labels = labels or {}
-    for key, glob in allow.node_labels.items():
-        if key not in labels or not fnmatch.fnmatchcase(labels[key], glob):
-            have = f"has {key}={labels[key]}" if key in labels else f"has no label {key}"
-            raise UnsafeTarget(f"node {node_name} {have}, but safety.allow.node_labels requires {key}={glob}; "
-                               "refusing to touch it")
-
-
-def check_namespace_allowed(profile: TargetProfile, namespace: str) -> None:
-    """Refuse a namespace outside safety.allow.namespaces. Raises UnsafeTarget."""
-    allowed = profile.safety.allow.namespaces
-    if not any(fnmatch.fnmatchcase(namespace, glob) for glob in allowed):
-        raise UnsafeTarget(f"namespace {namespace} is not in the profile's allowlist (safety.allow.namespaces: "
-                           f"{_list(allowed)}); add it to allow drills there")
-
-
-def check_switch_allowed(profile: TargetProfile, switch: str, interface: str | None = None) -> None:
-    """Refuse a switch (and interface) outside safety.allow.switches/interfaces. Raises UnsafeTarget."""
-    allow = profile.safety.allow
-    if not any(fnmatch.fnmatchcase(switch, glob) for glob in allow.switches):
-        raise UnsafeTarget(f"switch {switch} is not in the profile's allowlist (safety.allow.switches: "
-                           f"{_list(allow.switches)}); add it to allow drills on it")
-    if interface is not None and not any(fnmatch.fnmatchcase(interface, glob) for glob in allow.interfaces):
-        raise UnsafeTarget(f"interface {interface} on switch {switch} is not in the profile's allowlist "
-                           f"(safety.allow.interfaces: {_list(allow.interfaces)}); add it to allow shutting it")
-
-
-def check_blast_radius(profile: TargetProfile, *, nodes: int = 0, pods: int = 0, ports: int = 0) -> None:
-    """Refuse a run that would touch more nodes, pods or switch ports than safety.blast_radius allows."""
-    caps = profile.safety.blast_radius
-    for count, cap, what, field in ((nodes, caps.max_nodes, "node", "max_nodes"), (pods, caps.max_pods, "pod", "max_pods"),
-                                    (ports, caps.max_ports, "switch port", "max_ports")):
-        if count > cap:
-            raise UnsafeTarget(f"this run would touch {count} {what}s, over the cap of {cap} "
-                               f"(safety.blast_radius.{field}); raise the cap in the profile or target fewer")
-
-
 def _yaml(text: str, what: str) -> Any:
     try:
         return yaml.safe_load(text)
@@ -427,7 +379,3 @@ def _inventory(path: str, base_dir: Path | None) -> list:
         return str(expanded if expanded.is_absolute() else inv_dir / expanded)
 
     return [_fix_switch(d, fix) for d in data]
-
-
-def _list(items: list[str]) -> str:
-    return ", ".join(items) if items else "empty"

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-from drills.profile.model import TargetProfile, check_namespace_allowed, check_node_allowed
+from drills.profile.model import TargetProfile
+from drills.profile.safety import check_namespace_allowed, check_node_allowed
 from drills.core.errors import DrillError
 
 __all__ = ["Check", "selected_drills", "profile_checks", "cluster_checks", "settle", "ALL_DRILLS"]

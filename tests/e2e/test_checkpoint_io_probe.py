@@ -8,7 +8,7 @@ import pytest
 
 from drills.measure.checkpoint_io import MANIFEST, probe_checkpoint, shard_name
 from drills.core.errors import CheckFailed
-from drills.faults.storage.saturation import SaturationSpec, inject, revert
+from drills.faults.storage.saturation import SaturationSpec, start_local, stop_local
 
 
 def flip_a_byte(path: Path, offset: int = 100) -> None:
@@ -79,11 +79,11 @@ def test_impossible_shapes_are_refused(tmp_path):
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make bootstraps it)")
 def test_the_probe_holds_while_fio_saturates_the_same_store(tmp_path):
-    record = inject(SaturationSpec(directory=str(tmp_path), size="16m", numjobs=2, iodepth=8, bs="256k",
+    record = start_local(SaturationSpec(directory=str(tmp_path), size="16m", numjobs=2, iodepth=8, bs="256k",
                                    max_seconds=60))
     try:
         result = probe_checkpoint(tmp_path, total_bytes=8 << 20, shards=4)
     finally:
-        revert(record)
+        stop_local(record)
     assert result.intact
     assert list(tmp_path.iterdir()) == []

@@ -100,7 +100,7 @@ def test_a_dry_run_does_not_take_the_lock(twin_factory, tmp_path):
     done = drills("run", "-m", "training", "-k", "cordon", "--dry-run", "--twin-state", str(twin.state_dir),
                   "--no-html", "--reports", str(tmp_path), "--run-id", "dry")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "dry run: would cordon-drain node gpu-train-01" in done.stdout
+    assert "dry run: would cordon and drain node gpu-train-01" in done.stdout
     assert [r for r in audit_of(twin) if str(r.get("userAgent", "")).startswith(DRILL_AGENT)] == []
     journal = tmp_path / "dry" / "journal.jsonl"
     assert not journal.exists() or '"kind":"lock"' not in journal.read_text()

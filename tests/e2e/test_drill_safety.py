@@ -140,5 +140,5 @@ def test_dry_run_prints_the_plan_and_injects_nothing(twin_factory, tmp_path):
     done = drills("run", "-m", "training", "-k", "cordon", "--dry-run", "--twin-state", str(twin.state_dir),
                   "--no-html", "--reports", str(tmp_path), "--run-id", "dry")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "dry run: would cordon-drain node gpu-train-01" in done.stdout
+    assert "dry run: would cordon and drain node gpu-train-01" in done.stdout
     assert drill_mutations(audit_of(twin)) == [] and records(tmp_path / "dry") == []

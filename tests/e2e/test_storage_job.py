@@ -9,7 +9,8 @@ import pytest
 from drills.core.errors import InjectionFailed
 from drills.faults.storage import saturation as storage
 from drills.faults.storage.job import inject_job, revert_job
-from drills.core.journal import Journal, RevertRegistry, revert_open
+from drills.core.journal import Journal, revert_open
+from drills.faults import reverter
 from drills.core.kube import connect_twin
 
 NS = "ai-platform"
@@ -56,11 +57,10 @@ def test_job_mode_runs_fio_pods_and_revert_deletes_them(cluster):
 def test_journal_entry_reverts_a_job_alone(cluster, tmp_path):
     spec = _spec()
     journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
-    entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec, cluster=cluster),
-                                  reverter=storage.REVERTER)
+    entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec, cluster=cluster))
     record = inject_job(cluster, spec, start_timeout_s=600)
     journal.mark_injected(entry_id, record.to_dict())
-    outcomes = revert_open(tmp_path, "run", RevertRegistry())  # what `drills revert` does after a SIGKILL
+    outcomes = revert_open(tmp_path, "run", reverter)  # what `drills revert` does after a SIGKILL
     assert [o.reverted for o in outcomes] == [True]
     assert _job_pods(cluster) == []
 

@@ -15,7 +15,7 @@ import pytest
 
 from drills.core.errors import InjectionFailed
 from drills.faults.storage.saturation import (
-    SaturationRecord, SaturationSpec, clients_argv, inject, leftover_fio, render_fio_job, render_jobfile, revert,
+    SaturationRecord, SaturationSpec, clients_argv, leftover_fio, render_fio_job, render_jobfile, start_local, stop_local,
 )
 from drills.faults.storage.fio import fio_binary, parse_fio_output
 
@@ -61,30 +61,30 @@ def store(tmp_path):
 
 def test_revert_after_inject_stops_fio_and_removes_its_files(store, tmp_path):
     spec = small_spec(store, output=str(tmp_path / "report" / "fio.json"))
-    record = inject(spec)
+    record = start_local(spec)
     assert leftover_fio(record) == [record.pid]
     assert sorted(p.name for p in Path(record.files_dir).glob("drills-saturate.*")) == \
         ["drills-saturate.0.0", "drills-saturate.1.0"]
-    revert(record)
+    stop_local(record)
     assert all_fio_under(tmp_path) == []
     assert list(store.iterdir()) == []
-    revert(record)  # idempotent
+    stop_local(record)  # idempotent
     # the report lives outside the files dir and survives: fio wrote it on SIGTERM
     assert parse_fio_output(Path(spec.output).read_text()).jobs == ("drills-saturate",)
 
 
 def test_revert_when_fio_already_ended_by_its_time_limit(store, tmp_path):
-    record = inject(small_spec(store, max_seconds=1))
+    record = start_local(small_spec(store, max_seconds=1))
     assert wait_until(lambda: leftover_fio(record) == [])
-    revert(record)
+    stop_local(record)
     assert list(store.iterdir()) == []
 
 
 def test_a_record_survives_json_and_revert_from_another_process_kills_its_fio(store, tmp_path):
     script = textwrap.dedent(f"""
         import json, signal, sys
-        from drills.faults.storage.saturation import SaturationSpec, inject
-        record = inject(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
+        from drills.faults.storage.saturation import SaturationSpec, start_local
+        record = start_local(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
         print(json.dumps(record.to_dict()), flush=True)
         sys.stdin.read()  # hold on until the test closes stdin
     """)
@@ -93,7 +93,7 @@ def test_a_record_survives_json_and_revert_from_another_process_kills_its_fio(st
         record = SaturationRecord.from_dict(json.loads(holder.stdout.readline()))
         assert record.to_dict() == json.loads(json.dumps(record.to_dict()))
         assert all_fio_under(store) == [record.pid]
-        revert(record)  # fio is not our child here
+        stop_local(record)  # fio is not our child here
         assert all_fio_under(tmp_path) == []
         assert list(store.iterdir()) == []
     finally:
@@ -104,10 +104,10 @@ def test_a_record_survives_json_and_revert_from_another_process_kills_its_fio(st
 def test_sigterm_of_the_injecting_process_reverts_through_its_handler(store, tmp_path):
     script = textwrap.dedent(f"""
         import json, signal, sys
-        from drills.faults.storage.saturation import SaturationSpec, inject, revert
-        record = inject(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
+        from drills.faults.storage.saturation import SaturationSpec, start_local, stop_local
+        record = start_local(SaturationSpec(directory={str(store)!r}, size="8m", numjobs=2, bs="64k", max_seconds=120))
         def on_term(signum, frame):
-            revert(record)
+            stop_local(record)
             sys.exit(143)
         signal.signal(signal.SIGTERM, on_term)
         print(json.dumps(record.to_dict()), flush=True)
@@ -130,7 +130,7 @@ def test_a_reused_pid_is_never_killed(store, tmp_path):
                                   pid=bystander.pid, pgid=bystander.pid, proc_start=1,  # not its start time
                                   started="2026-01-01T00:00:00+00:00", output=str(tmp_path / "x.json"), max_seconds=1)
         assert leftover_fio(record) == []
-        revert(record)
+        stop_local(record)
         assert bystander.poll() is None
     finally:
         bystander.kill()
@@ -140,20 +140,20 @@ def test_a_reused_pid_is_never_killed(store, tmp_path):
 def test_an_unwritable_store_fails_injection_in_one_line(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(InjectionFailed, match=r"^cannot create fio files under .*a-file/store: Not a directory$"):
-        inject(small_spec(tmp_path / "a-file" / "store"))
+        start_local(small_spec(tmp_path / "a-file" / "store"))
 
 
 def test_fio_refusing_the_job_leaves_nothing_behind(store):
     with pytest.raises(InjectionFailed, match="did not start: fio failed: .*not loadable"):
-        inject(small_spec(store, ioengine="no-such-engine"))
+        start_local(small_spec(store, ioengine="no-such-engine"))
     assert list(store.iterdir()) == []
 
 
 def test_job_and_clients_modes_do_not_run_locally(store):
     with pytest.raises(InjectionFailed, match="render_fio_job"):
-        inject(small_spec(store, mode="job", claim="ckpt"))
+        start_local(small_spec(store, mode="job", claim="ckpt"))
     with pytest.raises(InjectionFailed, match="clients_argv"):
-        inject(small_spec(store, mode="clients", clients=("a",)))
+        start_local(small_spec(store, mode="clients", clients=("a",)))
 
 
 def test_clients_mode_drives_a_fio_server(store, tmp_path):
@@ -198,14 +198,15 @@ def test_the_job_pod_script_runs_fio_and_cleans_up_on_sigterm(tmp_path):
 def test_journal_entry_reverts_a_local_saturation_even_before_it_was_marked_injected(store, tmp_path):
     """A SIGKILL between starting fio and `mark_injected`: `drills revert` finds fio by its files directory."""
     from drills.faults.storage import saturation as storage
-    from drills.core.journal import Journal, RevertRegistry, revert_open
+    from drills.core.journal import Journal, revert_open
+    from drills.faults import reverter
 
     spec = small_spec(store)
     files_dir = storage.new_files_dir(spec)
     journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
-    journal.open_entry(storage.KIND, str(store), storage.revert_spec(spec, files_dir), reverter=storage.REVERTER)
-    record = inject(spec, files_dir=files_dir)
+    journal.open_entry(storage.KIND, str(store), storage.revert_spec(spec, files_dir))
+    record = start_local(spec, files_dir=files_dir)
     assert leftover_fio(record)
-    outcomes = revert_open(tmp_path, "run", RevertRegistry())
+    outcomes = revert_open(tmp_path, "run", reverter)
     assert [o.reverted for o in outcomes] == [True]
     assert leftover_fio(record) == [] and list(store.iterdir()) == []

@@ -19,7 +19,8 @@ from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
 from drills.faults.switch import uplink as switch
 from drills.faults.switch.session import SwitchSession
-from drills.core.journal import RevertRegistry, open_entries, revert_open
+from drills.core.journal import open_entries, revert_open
+from drills.faults import reverter
 from drills.twin.fabric import leaf_spine, start_fabric
 from drills.twin.fabric.state import ensure_key
 
@@ -64,34 +65,34 @@ def admin(fab, name, iface) -> bool:
 @pytest.mark.parametrize("name, dialect, iface", CASES)
 def test_inject_verify_revert(fab, events, name, dialect, iface, transport):
     sw = cfg(fab, name, dialect=dialect)
-    record = switch.inject(sw, iface, transport)
+    record = switch.inject_port(sw, iface, transport)
     assert not admin(fab, name, iface) and fab.fabric.redundancy(name).up == 1
     assert switch.show_state(sw, iface, transport) == switch.PortState("down", "down")
     assert (record.switch, record.interface, record.admin_before, record.admin_after, record.transport) == \
         (name, iface, "up", "down", transport)
     assert switch.UplinkRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
 
-    assert switch.revert(sw, record) == switch.PortState("up", "up")
+    assert switch.revert_port(sw, record) == switch.PortState("up", "up")
     assert admin(fab, name, iface) and switch.show_state(sw, iface, transport).admin_up
-    assert switch.revert(sw, record, "exec" if transport == "shell" else "shell").admin_up  # idempotent
+    assert switch.revert_port(sw, record, "exec" if transport == "shell" else "shell").admin_up  # idempotent
     assert [(e.switch, e.iface, e.admin) for e in events] == [(name, iface, False), (name, iface, True)]
 
 
 def test_injecting_a_port_already_down_is_refused(fab, events):
     sw = cfg(fab, "leaf1")
-    record = switch.inject(sw, "Ethernet8")
+    record = switch.inject_port(sw, "Ethernet8")
     try:
         with pytest.raises(InjectionFailed, match="Ethernet8 is already admin down: refusing"):
-            switch.inject(sw, "Ethernet8")
+            switch.inject_port(sw, "Ethernet8")
     finally:
-        switch.revert(sw, record)
+        switch.revert_port(sw, record)
 
 
 def test_nvue_refuses_when_someone_else_has_pending_changes(fab, events):
     fab.cli("leaf3").stage("swp1", False)
     try:
         with pytest.raises(InjectionFailed, match=r"leaf3 has pending NVUE changes .*nv config diff"):
-            switch.inject(cfg(fab, "leaf3"), "swp2")
+            switch.inject_port(cfg(fab, "leaf3"), "swp2")
         assert admin(fab, "leaf3", "swp1") and admin(fab, "leaf3", "swp2") and events == []
     finally:
         fab.cli("leaf3").discard()
@@ -110,8 +111,8 @@ def test_journal_reverts_after_sigkill(fab, events, tmp_path, crash_before_marke
         sw = SwitchConfig.model_validate(json.loads(sys.argv[1]))
         journal = Journal(sys.argv[2])
         entry = journal.open_entry(switch.KIND, sw.name + "/Ethernet1/3",
-                                   switch.revert_spec(sw, "Ethernet1/3", "shell"), reverter=switch.REVERTER)
-        record = switch.inject(sw, "Ethernet1/3", "shell")
+                                   switch.revert_spec(sw, "Ethernet1/3", "shell"))
+        record = switch.inject_port(sw, "Ethernet1/3", "shell")
         if not {crash_before_marked}:
             journal.mark_injected(entry, record.to_dict())
         os.kill(os.getpid(), signal.SIGKILL)
@@ -124,7 +125,7 @@ def test_journal_reverts_after_sigkill(fab, events, tmp_path, crash_before_marke
     assert entry.injected is not crash_before_marked
     assert PASSWORD not in journal.read_text() and "password_env" in journal.read_text()
 
-    outcomes = revert_open(tmp_path, resolver=RevertRegistry())  # the reverter comes from the entry's dotted path
+    outcomes = revert_open(tmp_path, resolver=reverter)  # every kind reverts through drills.faults.revert_entry
     assert [o.reverted for o in outcomes] == [True] and admin(fab, "leaf2", "Ethernet1/3")
     assert open_entries(tmp_path) == [] and revert_open(tmp_path) == []
 
@@ -134,7 +135,7 @@ def test_unknown_host_key_is_refused(fab, events, tmp_path):
     known.write_text("")
     sw = cfg(fab, "leaf1", known_hosts=str(known))
     with pytest.raises(InjectionFailed) as err:
-        switch.inject(sw, "Ethernet8")
+        switch.inject_port(sw, "Ethernet8")
     port = fab.port("leaf1")
     assert str(err.value) == (f"switch leaf1: host key for [127.0.0.1]:{port} is not in known_hosts {known}: "
                               "add it (ssh-keyscan) or set accept_unknown_host_keys: true")
@@ -147,7 +148,7 @@ def test_changed_host_key_is_refused_even_when_accepting_unknown_keys(fab, event
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{fab.port('leaf1')} {leaf2_key}\n")
     with pytest.raises(InjectionFailed, match=r"host key for \[127.0.0.1\]:\d+ does not match known_hosts .*intercepted"):
-        switch.inject(cfg(fab, "leaf1", known_hosts=str(known)), "Ethernet8", accept_unknown_host_keys=True)
+        switch.inject_port(cfg(fab, "leaf1", known_hosts=str(known)), "Ethernet8", accept_unknown_host_keys=True)
 
 
 def test_accept_unknown_host_keys_works_loudly(fab, events, tmp_path, caplog):
@@ -155,8 +156,8 @@ def test_accept_unknown_host_keys_works_loudly(fab, events, tmp_path, caplog):
     known.write_text("")
     sw = cfg(fab, "leaf1", known_hosts=str(known))
     with caplog.at_level(logging.WARNING, logger="drills.faults"):
-        record = switch.inject(sw, "Ethernet8", accept_unknown_host_keys=True)
-        switch.revert(sw, record, accept_unknown_host_keys=True)
+        record = switch.inject_port(sw, "Ethernet8", accept_unknown_host_keys=True)
+        switch.revert_port(sw, record, accept_unknown_host_keys=True)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("accept_unknown_host_keys is ON" in w for w in warnings)
     assert any("ACCEPTED UNKNOWN host key ssh-ed25519 SHA256:" in w for w in warnings)
@@ -168,12 +169,12 @@ def test_wrong_key_is_an_auth_error_line(fab, events, tmp_path):
     ensure_key(tmp_path / "other_ed25519")
     sw = cfg(fab, "leaf3", key_file=str(tmp_path / "other_ed25519"), password_env=None)
     with pytest.raises(InjectionFailed) as err:
-        switch.inject(sw, "swp2")
+        switch.inject_port(sw, "swp2")
     assert str(err.value) == (f"switch leaf3 (127.0.0.1:{fab.port('leaf3')}): authentication as cumulus with key "
                               f"{tmp_path / 'other_ed25519'} failed: check username, key_file / password_env and "
                               "the switch's authorized keys")
     with pytest.raises(RevertFailed, match="authentication as cumulus"):
-        switch.revert(sw, "swp2")
+        switch.revert_port(sw, "swp2")
     assert events == []
 
 
@@ -186,7 +187,7 @@ def test_wrong_key_is_an_auth_error_line(fab, events, tmp_path):
 def test_unknown_interface_is_one_line_and_changes_nothing(fab, events, name, dialect, says, transport):
     iface = {"sonic": "Ethernet99", "nxos": "Ethernet1/99", "cumulus": "swp99"}[dialect]
     with pytest.raises(InjectionFailed) as err:
-        switch.inject(cfg(fab, name), iface, transport)
+        switch.inject_port(cfg(fab, name), iface, transport)
     assert str(err.value) == (f"switch {name}: interface {iface} does not exist (the switch says: {says!r}); "
                               "check the uplinks in the switch inventory")
     with pytest.raises(CheckFailed, match="does not exist"):
@@ -197,9 +198,9 @@ def test_unknown_interface_is_one_line_and_changes_nothing(fab, events, name, di
 def test_wrong_dialect_is_named(fab, events):
     with pytest.raises(InjectionFailed, match=r"switch leaf1: `show interface Ethernet8` failed: .*No such command.*"
                                               r"is dialect nxos right for this switch\?"):
-        switch.inject(cfg(fab, "leaf1", dialect="nxos"), "Ethernet8")
+        switch.inject_port(cfg(fab, "leaf1", dialect="nxos"), "Ethernet8")
     with pytest.raises(Exception, match="switch dialect 'junos' is not known"):
-        switch.inject(cfg(fab, "leaf1", dialect="junos"), "Ethernet8")
+        switch.inject_port(cfg(fab, "leaf1", dialect="junos"), "Ethernet8")
     assert events == []
 
 
@@ -211,7 +212,7 @@ def test_failed_verification_brings_the_port_back_up(fab, events, tmp_path):
     custom = tmp_path / "lying-sonic.yaml"
     custom.write_text(yaml.safe_dump(raw))
     with pytest.raises(InjectionFailed, match="still reports Ethernet8 admin up: the change did not take"):
-        switch.inject(cfg(fab, "leaf1", dialect=str(custom)), "Ethernet8")
+        switch.inject_port(cfg(fab, "leaf1", dialect=str(custom)), "Ethernet8")
     assert admin(fab, "leaf1", "Ethernet8")
     assert [e.admin for e in events] == [False, True]
 
@@ -221,7 +222,7 @@ def test_refused_connection_and_silent_port_are_one_line(fab, tmp_path):
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
     with pytest.raises(TargetUnreachable, match=rf"switch leaf1 \(127.0.0.1:{closed_port}\) refused the connection"):
-        switch.inject(cfg(fab, "leaf1", port=closed_port), "Ethernet8")
+        switch.inject_port(cfg(fab, "leaf1", port=closed_port), "Ethernet8")
 
     with socket.socket() as silent:  # accepts TCP (backlog) but never speaks SSH
         silent.bind(("127.0.0.1", 0))
@@ -229,7 +230,7 @@ def test_refused_connection_and_silent_port_are_one_line(fab, tmp_path):
         port = silent.getsockname()[1]
         started = time.monotonic()
         with pytest.raises(TargetUnreachable) as err:
-            switch.inject(cfg(fab, "leaf1", port=port), "Ethernet8", connect_timeout=0.5)
+            switch.inject_port(cfg(fab, "leaf1", port=port), "Ethernet8", connect_timeout=0.5)
         assert time.monotonic() - started < 10  # bounded by the timeout, not by paramiko's defaults
     assert str(err.value) == (f"switch leaf1 (127.0.0.1:{port}) did not answer within 0.5 s: "
                               "check host/port in the switch inventory")
@@ -241,19 +242,19 @@ def test_password_from_env_works_and_never_leaks(fab, events, monkeypatch, caplo
     sw = cfg(fab, "leaf2", key_file=None)  # password only
     assert sw.password_env == PASSWORD_ENV
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-    record = switch.inject(sw, "Ethernet1/2", transport)
+    record = switch.inject_port(sw, "Ethernet1/2", transport)
     assert not admin(fab, "leaf2", "Ethernet1/2")
-    switch.revert(sw, record)
+    switch.revert_port(sw, record)
     spec = switch.revert_spec(sw, "Ethernet1/2", transport)
     session = SwitchSession(sw, transport)
     assert PASSWORD not in json.dumps(spec) + repr(record) + repr(sw) + repr(session) + str(record.to_dict())
 
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD + "-wrong")
     with pytest.raises(InjectionFailed) as err:
-        switch.inject(sw, "Ethernet1/2", transport)
+        switch.inject_port(sw, "Ethernet1/2", transport)
     assert f"with the password in ${PASSWORD_ENV} failed" in str(err.value)
     monkeypatch.delenv(PASSWORD_ENV)
     with pytest.raises(InjectionFailed, match=rf"password_env names \${PASSWORD_ENV}, which is not set"):
-        switch.inject(sw, "Ethernet1/2", transport)
+        switch.inject_port(sw, "Ethernet1/2", transport)
     assert PASSWORD not in caplog.text and PASSWORD not in str(err.value)
     assert [e.admin for e in events] == [False, True]

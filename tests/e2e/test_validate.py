@@ -30,7 +30,7 @@ def _check_lines(out: str) -> list[str]:
 
 def _profile(tmp_path, **changes) -> str:
     """The built-in twin profile with some sections replaced."""
-    data = yaml.safe_load((importlib.resources.files("drills") / "profiles" / "twin.yaml").read_text())
+    data = yaml.safe_load((importlib.resources.files("drills.profile") / "twin.yaml").read_text())
     for dotted, value in changes.items():
         *parents, leaf = dotted.split("__")
         node = data

@@ -4,10 +4,8 @@ import textwrap
 
 import pytest
 
-from drills.profile.model import (
-    TargetProfile, check_blast_radius, check_namespace_allowed, check_node_allowed, check_switch_allowed,
-    load_target, parse_duration, parse_profile,
-)
+from drills.profile.model import TargetProfile, load_target, parse_duration, parse_profile
+from drills.profile.safety import check_blast_radius, check_namespace_allowed, check_node_allowed, check_switch_allowed
 from drills.core.errors import InvalidProfile, UnsafeTarget
 
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass
-from datetime import timezone
 from typing import Any
 
 from drills.core.errors import InjectionFailed, RevertFailed
 from drills.faults.storage.saturation import SaturationSpec, render_fio_job
-from drills.core.kube import Cluster, EventMerger, connect_twin, obj_get
+from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults.storage.fio import FioResult, parse_fio_output
 
-__all__ = ["JobSaturationRecord", "inject_job", "revert_job", "revert_job_spec", "fio_results", "pod_selector"]
+__all__ = ["JobSaturationRecord", "inject_job", "revert_job", "fio_results", "pod_selector"]
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 
         why = next((w for n, w in sorted(waiting.items()) if n not in running), "no pod was created")
         raise InjectionFailed(f"only {len(running)} of {spec.parallelism} fio pods of Job "
                               f"{spec.namespace}/{spec.job_name} were Running within {start_timeout_s:.0f} s: {why}")
-    at = cluster.clock.now().astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    at = cluster.clock.iso(cluster.clock.now())
     log.info("saturating the store from %d fio pods of Job %s/%s", len(running), spec.namespace, spec.job_name)
     return JobSaturationRecord(namespace=spec.namespace, job_name=spec.job_name, uid=uid,
                                pods=tuple(sorted(running)), nodes=tuple(sorted(set(running.values()))),
@@ -122,15 +121,6 @@ def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = D
         raise RevertFailed(f"fio pods {', '.join(left)} of Job {namespace}/{name} still exist "
                            f"{timeout_s:.0f} s after the delete")
     log.info("storage saturation Job %s/%s deleted", namespace, name)
-
-
-def revert_job_spec(undo: dict) -> None:
-    """`drills revert` for a job-mode entry: reconnect from the entry's cluster description, delete."""
-    cluster = _reconnect(undo.get("cluster") or {})
-    try:
-        revert_job(cluster, undo["namespace"], undo["job_name"])
-    finally:
-        cluster.close()
 
 
 def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
@@ -166,13 +156,3 @@ def _wait_pods_gone(cluster: Cluster, namespace: str, name: str, deadline: float
                 return
             if event is None and not _pods(cluster, namespace, name):
                 return
-
-
-def _reconnect(target: dict) -> Cluster:
-    from drills.profile.model import TargetProfile
-    from drills.core.kube import connect
-
-    if target.get("twin_url"):
-        return connect_twin(target["kubeconfig"], target["twin_url"])
-    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
-    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))

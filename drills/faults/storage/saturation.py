@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from drills.core.errors import DrillError, InjectionFailed, InvalidProfile, RevertFailed
+from drills.faults import Plan, Reach
 from drills.faults.storage.fio import FioJob, start_fio
 
 __all__ = [
@@ -46,11 +47,13 @@ __all__ = [
     "SaturationSpec",
     "SaturationRecord",
     "KIND",
-    "REVERTER",
     "inject",
     "revert",
     "revert_spec",
-    "revert_entry",
+    "plan",
+    "saturation_spec",
+    "start_local",
+    "stop_local",
     "new_files_dir",
     "fio_jobs",
     "render_fio_job",
@@ -66,7 +69,6 @@ MODES = ("local", "job", "clients")
 DEFAULT_IMAGE = "docker.io/xridge/fio:latest"
 JOB_NAME = "drills-saturate"
 KIND = "storage"
-REVERTER = "drills.faults.storage.saturation:revert_entry"
 FILES_PREFIX = ".drills-fio-"
 LABELS = {"app.kubernetes.io/name": "fio", "app.kubernetes.io/managed-by": "gpu-drills",
           "drills/fault": "storage-saturation"}
@@ -152,22 +154,69 @@ def revert_spec(spec: SaturationSpec, files_dir: str | None = None, cluster: Any
     return {"mode": spec.mode, "directory": spec.directory, "files_dir": files_dir}
 
 
-def revert_entry(entry) -> None:
-    """The journal's reverter (`drills revert`): stop the entry's fio (or delete its Job) and its files."""
-    undo = dict(entry.revert_spec)
+def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
+    """Read-only: the profile's saturation (local fio, or a fio Job in an allowed namespace) of `directory`."""
+    spec = saturation_spec(profile, directory, output)
+    if spec.mode == "job":
+        if not spec.claim:
+            raise InvalidProfile("storage.saturation.claim: job mode needs the store's PersistentVolumeClaim")
+        cluster = target.cluster
+        return Plan(KIND, f"{spec.namespace}/{spec.job_name}",
+                    f"saturate the store with fio Job {spec.namespace}/{spec.job_name} ({spec.parallelism} pods × "
+                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}) on {cluster.name}",
+                    revert_spec(spec, cluster=cluster), Reach(namespaces=(spec.namespace,)),
+                    spec=(spec, profile.storage.saturation.start_timeout_s))
+    if spec.mode == "clients":
+        raise InvalidProfile("storage.saturation.mode: clients mode is driven by `fio --client` from an operator host "
+                             "(see clients_argv); use local or job mode in a drill")
+    files_dir = new_files_dir(spec)
+    return Plan(KIND, spec.directory,
+                f"saturate {spec.directory} with fio ({spec.numjobs} jobs × bs {spec.bs}, iodepth {spec.iodepth})",
+                revert_spec(spec, files_dir), Reach(), spec=(spec, 30.0))
+
+
+def inject(target, plan: Plan) -> dict[str, Any]:
+    """Start the planned saturation; the record (a dict) has `injected_at` in cluster time."""
+    spec, start_timeout_s = plan.spec
+    if spec.mode == "job":
+        from drills.faults.storage.job import inject_job
+
+        return inject_job(target.cluster, spec, start_timeout_s).to_dict()
+    if spec.output:
+        Path(spec.output).parent.mkdir(parents=True, exist_ok=True)
+    record = start_local(spec, start_timeout_s, files_dir=plan.undo["files_dir"]).to_dict()
+    record["injected_at"] = target.clock.iso(target.clock.now())
+    return record
+
+
+def saturation_spec(profile, directory: str, output: str | None = None) -> SaturationSpec:
+    """The saturation the profile's `storage` section asks for, against `directory`."""
+    st, sat = profile.storage, profile.storage.saturation
+    return SaturationSpec(
+        directory=directory, mode=sat.mode, rw=sat.rw, bs=sat.block_size, size=sat.size, numjobs=sat.numjobs,
+        iodepth=sat.iodepth, direct=sat.direct, max_seconds=sat.runtime_s, output=output,
+        extra=tuple((k, str(int(v)) if isinstance(v, bool) else str(v)) for k, v in st.fio_options.items()),
+        namespace=sat.namespace, claim=sat.claim, parallelism=sat.parallelism, image=sat.image,
+        mount_path=sat.mount_path, tolerations=tuple(sat.tolerations), node_selector=tuple(sat.node_selector.items()),
+        clients=tuple(sat.clients))
+
+
+def revert(target, undo: dict, record: dict | None = None) -> str:
+    """Stop fio and remove its files (or delete the Job and wait for its pods); idempotent, any process."""
     if undo.get("mode") == "job":
-        from drills.faults.storage.job import revert_job_spec
+        from drills.faults.storage.job import revert_job
 
-        revert_job_spec(undo)
-        return
-    record = dict(entry.record or {})
-    if not record:  # the crash came before `mark_injected`: find fio by its files directory
-        record = {"directory": undo.get("directory", ""), "files_dir": undo["files_dir"], "pid": 0, "pgid": 0,
-                  "proc_start": None, "started": "", "output": "", "max_seconds": 0.0}
-    revert(SaturationRecord.from_dict(record))
+        revert_job(target.cluster, undo["namespace"], undo["job_name"])
+        return "reverted"
+    data = dict(record or {})
+    if not data:  # the crash came before the record: find fio by its files directory
+        data = {"directory": undo.get("directory", ""), "files_dir": undo["files_dir"], "pid": 0, "pgid": 0,
+                "proc_start": None, "started": "", "output": "", "max_seconds": 0.0}
+    stop_local(SaturationRecord.from_dict(data))
+    return "reverted"
 
 
-def inject(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: str | None = None) -> SaturationRecord:
+def start_local(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: str | None = None) -> SaturationRecord:
     """Start background fio against `spec.directory` (local mode); returns once fio has created every job's file.
 
     `files_dir` (from `new_files_dir`) lets the caller journal the directory before anything starts.
@@ -196,14 +245,14 @@ def inject(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: str | N
         time.sleep(0.02)
     if not proc.running or _data_files(files_dir) < spec.numjobs:
         reason = _early_exit_reason(proc) if not proc.running else f"no I/O within {start_timeout:g} s"
-        revert(record)
-        raise InjectionFailed(f"storage saturation of {spec.directory} did not start: {reason}")
+        stop_local(record)
+        raise InjectionFailed(f"storage saturation of {spec.directory} did not start: {reason}", changed=False)
     log.info("saturating %s with fio pid %d (%d jobs, bs %s, iodepth %d, at most %g s)",
              spec.directory, proc.pid, spec.numjobs, spec.bs, spec.iodepth, spec.max_seconds)
     return record
 
 
-def revert(record: SaturationRecord, grace: float = 5.0) -> None:
+def stop_local(record: SaturationRecord, grace: float = 5.0) -> None:
     """Stop the record's fio (SIGTERM, then SIGKILL) and remove its files. Idempotent, any process."""
     pids = leftover_fio(record)
     for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):

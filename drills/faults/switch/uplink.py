@@ -2,15 +2,16 @@
 # traffic must reroute over the leaf's other uplinks (or jobs slow down, fall back to TCP, or time out).
 """Switch uplink drop: shut one interface of a switch over SSH and bring it back.
 
-`inject(cfg, iface)` checks the interface exists and is up, shuts it, reads the state back and only
-then returns an `UplinkRecord` (admin down verified). `revert(cfg, record)` brings it up and verifies
-it; it is idempotent. A switch that refuses answers `InjectionFailed` / `RevertFailed` with its own
-words; a switch that does not answer is `TargetUnreachable`. If anything fails after the shutdown was
-sent, the port is brought back up before the error is raised.
-
-The drill engine writes the journal entry first, with `revert_spec(cfg, iface, …)` (everything
-`revert_entry` needs, no secrets: the password is only named by its environment variable) and the
-reverter `REVERTER`.
+The fault contract (drills/faults/__init__.py): `plan(target, profile, switch=, interface=, transport=)`
+validates the dialect and transport and names the port (the guard checks it against the allowlist);
+`inject(target, plan)` checks the interface exists and is up, shuts it, reads the state back and only
+then returns an `UplinkRecord` (admin down verified); `revert(target, undo, record)` brings it up and
+verifies it, idempotently. A switch that refuses answers `InjectionFailed` / `RevertFailed` with its
+own words; a switch that does not answer is `TargetUnreachable`. An error raised before the shutdown
+was sent carries `changed=False` (nothing of ours on the switch: the guard closes the entry as not
+injected); if anything fails after it, the port is brought back up before the error is raised, and
+`changed` says whether that worked. The undo spec holds no secret: a password is only named by its
+environment variable.
 """
 
 from __future__ import annotations
@@ -23,25 +24,26 @@ from typing import Any, Mapping
 
 from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
+from drills.faults import Plan, Reach
 from drills.faults.switch.dialect import PortState, StateUnreadable, load_switch_dialect, read_state
 from drills.faults.switch.session import TRANSPORTS, SwitchSession
 
 __all__ = [
     "KIND",
-    "REVERTER",
     "PortState",
     "UplinkRecord",
+    "plan",
     "inject",
     "revert",
+    "inject_port",
+    "revert_port",
     "show_state",
     "revert_spec",
-    "revert_entry",
 ]
 
 log = logging.getLogger(__name__)
 
 KIND = "switch-uplink"
-REVERTER = "drills.faults.switch.uplink:revert_entry"
 _OPER_POLL_S = 0.5
 
 
@@ -70,41 +72,48 @@ class UplinkRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def inject(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
-           accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
-           require_oper_up: bool = True, clock: Any | None = None) -> UplinkRecord:
+def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
+                accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
+                require_oper_up: bool = True, clock: Any | None = None) -> UplinkRecord:
     """Shut `interface` and verify it is admin down. Refuses a port that is already down (not ours to
     bring up later) and, with `require_oper_up`, one whose link is down (the drill would test nothing)."""
     opts = dict(transport=transport, accept_unknown_host_keys=accept_unknown_host_keys,
                 connect_timeout=connect_timeout, command_timeout=command_timeout)
     name = switch_cfg.name
-    with SwitchSession(switch_cfg, error=InjectionFailed, **opts) as session:
-        before = _state(session, interface, InjectionFailed)
-        if not before.admin_up:
-            raise InjectionFailed(f"switch {name}: {interface} is already admin down: refusing to take it over "
-                                  "(revert would bring up a port someone else shut); pick another uplink")
-        if require_oper_up and not before.oper_up:
-            raise InjectionFailed(f"switch {name}: {interface} is admin up but its link is down: shutting it would "
-                                  "test nothing; fix the link or pick another uplink")
-        for check in session.dialect.commands.preflight:
-            res = session.run(check.command)
-            if not res.ok or (check.expect_empty and res.output.strip()):
-                raise InjectionFailed(f"switch {name} {check.reason} (`{check.command}`: {res.words})")
-        command = session.dialect.command("shutdown", interface)
-        try:
-            sent = _now_dt(clock)
-            res = session.run_lines(command)
-            shut_at = sent + (_now_dt(clock) - sent) / 2  # the switch applied it during the round trip
-            if not res.ok:
-                raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
-                                      f"(`{res.command}`)")
-            after = _state(session, interface, InjectionFailed)
-            if after.admin_up:
-                raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
-                                      "admin up: the change did not take (check the dialect and the user's rights)")
-        except BaseException as err:
-            _restore(session, switch_cfg, interface, opts, err)
-            raise
+    sent = False
+    try:
+        with SwitchSession(switch_cfg, error=InjectionFailed, **opts) as session:
+            before = _state(session, interface, InjectionFailed)
+            if not before.admin_up:
+                raise InjectionFailed(f"switch {name}: {interface} is already admin down: refusing to take it over "
+                                      "(revert would bring up a port someone else shut); pick another uplink")
+            if require_oper_up and not before.oper_up:
+                raise InjectionFailed(f"switch {name}: {interface} is admin up but its link is down: shutting it "
+                                      "would test nothing; fix the link or pick another uplink")
+            for check in session.dialect.commands.preflight:
+                res = session.run(check.command)
+                if not res.ok or (check.expect_empty and res.output.strip()):
+                    raise InjectionFailed(f"switch {name} {check.reason} (`{check.command}`: {res.words})")
+            command = session.dialect.command("shutdown", interface)
+            try:
+                at = _now_dt(clock)
+                sent = True
+                res = session.run_lines(command)
+                shut_at = at + (_now_dt(clock) - at) / 2  # the switch applied it during the round trip
+                if not res.ok:
+                    raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
+                                          f"(`{res.command}`)")
+                after = _state(session, interface, InjectionFailed)
+                if after.admin_up:
+                    raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
+                                          "admin up: the change did not take (check the dialect and the user's rights)")
+            except BaseException as err:
+                _restore(session, switch_cfg, interface, opts, err)
+                raise
+    except DrillError as err:
+        if not sent:
+            err.changed = False  # nothing was sent to the switch: nothing of ours to undo
+        raise
     record = UplinkRecord(name, switch_cfg.host, switch_cfg.port, session.dialect.name, interface, transport,
                           before.admin, before.oper, after.admin, after.oper, _iso(shut_at))
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
@@ -112,7 +121,7 @@ def inject(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
     return record
 
 
-def revert(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport: str | None = None, *,
+def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport: str | None = None, *,
            accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
            oper_timeout: float = 30.0) -> PortState:
     """Bring the port up and verify it is admin up (already up is fine); then wait up to `oper_timeout`
@@ -168,15 +177,32 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
             "command_timeout": command_timeout}
 
 
-def revert_entry(entry: Any) -> None:
-    """The journal's reverter (`drills revert` after a crash): rebuild the switch from the entry's
-    revert spec and bring the interface up. Without an injected record (a crash between the entry and
-    the shutdown's verification) the port is brought up too: inject refuses ports already down."""
-    spec = entry.revert_spec
-    cfg = SwitchConfig.model_validate(spec["switch"])
-    target: UplinkRecord | str = UplinkRecord.from_dict(entry.record) if entry.record else spec["interface"]
-    revert(cfg, target, spec.get("transport", "exec"), accept_unknown_host_keys=bool(spec.get("accept_unknown_host_keys")),
-           connect_timeout=float(spec.get("connect_timeout", 5.0)), command_timeout=float(spec.get("command_timeout", 10.0)))
+def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec") -> Plan:
+    """Read-only: a known dialect and transport; the port the guard checks against the allowlist."""
+    accept = profile.switches.accept_unknown_host_keys
+    undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=accept)
+    return Plan(KIND, f"{switch.name}:{interface}",
+                f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
+                f"{transport}", undo, Reach(ports=((switch.name, interface),)), spec=(switch, interface, transport, accept))
+
+
+def inject(target, plan: Plan) -> UplinkRecord:
+    """Shut the planned port and verify it (cluster time on the record when the target has a clock)."""
+    switch, interface, transport, accept = plan.spec
+    clock = target.clock if target is not None else None
+    return inject_port(switch, interface, transport, accept_unknown_host_keys=accept, clock=clock)
+
+
+def revert(target, undo: dict, record: dict | None = None) -> str:
+    """Bring the port up again from the undo spec alone (after a crash too). Without an injected record
+    (a crash between the entry and the shutdown's verification) the port is brought up as well: inject
+    refuses ports that are already down, so up is how we found it."""
+    cfg = SwitchConfig.model_validate(undo["switch"])
+    port: UplinkRecord | str = UplinkRecord.from_dict(record) if record else undo["interface"]
+    revert_port(cfg, port, undo.get("transport", "exec"), accept_unknown_host_keys=bool(undo.get("accept_unknown_host_keys")),
+                connect_timeout=float(undo.get("connect_timeout", 5.0)),
+                command_timeout=float(undo.get("command_timeout", 10.0)))
+    return "reverted"
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -215,12 +241,16 @@ def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: di
         if not res.ok:
             raise RevertFailed(f"the switch answered {res.words!r}")
         log.info("switch %s: %s brought back up after the failed inject", cfg.name, interface)
+        if isinstance(cause, DrillError):
+            cause.changed = False  # the port is as we found it
     except Exception as err:  # noqa: BLE001 - reported with the original error, never swallowed
         note = (f"; bringing {interface} back up failed too ({err}): it may still be shut, "
                 "run `drills revert` or bring it up by hand")
         log.error("switch %s: %s", cfg.name, note[2:])
-        if isinstance(cause, DrillError) and cause.args:
-            cause.args = (str(cause.args[0]) + note,) + cause.args[1:]
+        if isinstance(cause, DrillError):
+            cause.changed = True  # it may still be shut: the guard keeps the entry and reverts it
+            if cause.args:
+                cause.args = (str(cause.args[0]) + note,) + cause.args[1:]
 
 
 def _abort(session: SwitchSession) -> None:
