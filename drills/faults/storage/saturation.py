@@ -208,11 +208,8 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
 
         revert_job(target.cluster, undo["namespace"], undo["job_name"])
         return "reverted"
-    data = dict(record or {})
-    if not data:  # the crash came before the record: find fio by its files directory
-        data = {"directory": undo.get("directory", ""), "files_dir": undo["files_dir"], "pid": 0, "pgid": 0,
-                "proc_start": None, "started": "", "output": "", "max_seconds": 0.0}
-    stop_local(SaturationRecord.from_dict(data))
+    # Without a record (a crash before it was journaled) fio is found by its files directory.
+    stop_local(SaturationRecord.from_dict(record) if record else undo["files_dir"])
     return "reverted"
 
 
@@ -252,8 +249,10 @@ def start_local(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: st
     return record
 
 
-def stop_local(record: SaturationRecord, grace: float = 5.0) -> None:
-    """Stop the record's fio (SIGTERM, then SIGKILL) and remove its files. Idempotent, any process."""
+def stop_local(record: SaturationRecord | str, grace: float = 5.0) -> None:
+    """Stop the record's fio (SIGTERM, then SIGKILL) and remove its files. Idempotent, any process.
+    A files directory alone (a crash before the record was journaled) finds fio by its command line."""
+    files_dir = record if isinstance(record, str) else record.files_dir
     pids = leftover_fio(record)
     for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
         if not pids:
@@ -262,16 +261,16 @@ def stop_local(record: SaturationRecord, grace: float = 5.0) -> None:
             _kill(pid, sig)
         pids = _wait_gone(pids, wait_s)
     if pids:
-        raise RevertFailed(f"fio pid(s) {', '.join(map(str, pids))} for {record.files_dir} survive SIGKILL")
-    if record.proc_start is not None and _start_time(record.pid) == record.proc_start:
+        raise RevertFailed(f"fio pid(s) {', '.join(map(str, pids))} for {files_dir} survive SIGKILL")
+    if not isinstance(record, str) and record.proc_start is not None and _start_time(record.pid) == record.proc_start:
         _wait_gone([record.pid], 0)  # an fio that ended by itself may be our unreaped child
     try:
-        shutil.rmtree(record.files_dir)
+        shutil.rmtree(files_dir)
     except FileNotFoundError:
         pass
     except OSError as err:
-        raise RevertFailed(f"cannot remove fio files {record.files_dir}: {err.strerror or err}") from None
-    log.info("storage saturation of %s reverted", record.directory)
+        raise RevertFailed(f"cannot remove fio files {files_dir}: {err.strerror or err}") from None
+    log.info("storage saturation with files in %s reverted", files_dir)
 
 
 def fio_jobs(spec: SaturationSpec, directory: str | Path) -> list[FioJob]:
@@ -354,13 +353,17 @@ def clients_argv(spec: SaturationSpec, jobfile: str | Path, output: str | Path |
     return argv
 
 
-def leftover_fio(record: SaturationRecord) -> list[int]:
+def leftover_fio(record: SaturationRecord | str) -> list[int]:
     """Live fio processes of this record: its own pid (if its start time matches) and any fio whose
-    command line names the record's files directory."""
+    command line names the record's files directory (or the files directory given alone)."""
     found = set()
-    if record.proc_start is not None and _start_time(record.pid) == record.proc_start and _alive(record.pid):
-        found.add(record.pid)
-    marker = f"--directory={record.files_dir}"
+    if isinstance(record, str):
+        files_dir = record
+    else:
+        files_dir = record.files_dir
+        if record.proc_start is not None and _start_time(record.pid) == record.proc_start and _alive(record.pid):
+            found.add(record.pid)
+    marker = f"--directory={files_dir}"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
