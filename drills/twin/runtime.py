@@ -103,6 +103,7 @@ class Twin:
         write_kubeconfig(self.kubeconfig, self.url)
         self.info = {
             "url": self.url, "pid": os.getpid(), "scale": self.scale, "kubeconfig": str(self.kubeconfig),
+            "state_dir": str(self.state_dir.resolve()),
             "profile": self.profile_name, "defects": list(self.defects),
             "started": time.time(), "twinStarted": self.clock.timestamp(),
             "startedIso": to_iso(self.clock.now()), "audit": str(self.audit.path),
