@@ -106,8 +106,8 @@ class ClusterLock:
         try:
             if self.journal is not None and self._entry is None:
                 self._entry = self.journal.open_entry(KIND, f"{self.namespace}/{self.name}", {
-                    "cluster": self.cluster.describe(), "namespace": self.namespace, "name": self.name,
-                    "holder": self.identity}, reverter=REVERTER)
+                    "namespace": self.namespace, "name": self.name, "holder": self.identity}, reverter=REVERTER,
+                    connection=self.cluster.describe())
             try:
                 self._take()
             except BaseException:
@@ -206,8 +206,10 @@ def release_entry(entry) -> None:
     """The journal's reverter (`drills revert`): clear the Lease if the crashed run still holds it."""
     from kubernetes import client
 
+    from drills.core.kube import reconnect
+
     spec = dict(entry.revert_spec)
-    cluster = _reconnect(spec.get("cluster") or {})
+    cluster = reconnect(entry.connection or {}, entry_id=entry.id)
     try:
         api = client.CoordinationV1Api(cluster.api)
         if not _clear_holder(api, spec["namespace"], spec["name"], spec["holder"]):
@@ -245,16 +247,6 @@ def _read(api, namespace: str, name: str) -> dict | None:
             return None
         raise
     return json.loads(resp.data)
-
-
-def _reconnect(target: dict):
-    from drills.profile.model import TargetProfile
-    from drills.core.kube import connect, connect_twin
-
-    if target.get("twin_url"):
-        return connect_twin(target["kubeconfig"], target["twin_url"])
-    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
-    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))
 
 
 def _time(text: Any) -> datetime | None:
