@@ -68,6 +68,8 @@ def revert(
     from drills.core.journal import raise_for_failures
     from drills.core.runner import revert_runs
 
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
+        logging.getLogger().setLevel(logging.CRITICAL)
     outcomes = revert_runs(reports, run_id)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")

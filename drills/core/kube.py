@@ -198,8 +198,8 @@ def reconnect(described: Mapping[str, Any], *, entry_id: str | None = None) -> C
     mode = described.get("mode") or ("twin" if described.get("twin_url") else "kubeconfig")
     if mode == "twin":
         cluster = _reconnect_twin(described)
-    elif mode == "in-cluster":
-        cluster = connect_in_cluster(described.get("serviceaccount_dir"))
+    elif mode == "in-cluster":  # this pod's mount (or override) holds the token now; the run's dir, else
+        cluster = connect_in_cluster(os.environ.get(SERVICEACCOUNT_DIR_ENV) or described.get("serviceaccount_dir"))
     elif mode == "kubeconfig":
         cluster = connect_kubeconfig(described.get("kubeconfig"), described.get("context"), name=described.get("name"))
     else:
