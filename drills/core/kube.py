@@ -191,8 +191,8 @@ def reconnect(described: Mapping[str, Any], *, entry_id: str | None = None) -> C
     """Connect again the way a run connected (`Cluster.describe()`, kept in its journal), for `drills revert`.
 
     Raises UnsafeTarget when the cluster reached is not the one described (another UID or URL),
-    TargetUnreachable when it cannot be reached, TargetGone when it was a twin that has ended. Older descriptions (no mode/uid) are read as kubeconfig
-    or twin and checked by URL only.
+    TargetUnreachable when it cannot be reached, TargetGone when it was a twin that has ended. Older
+    descriptions (no mode/uid) are read as kubeconfig or twin and checked by URL only.
     """
     described = dict(described or {})
     mode = described.get("mode") or ("twin" if described.get("twin_url") else "kubeconfig")

@@ -95,10 +95,10 @@ def test_revert_refuses_another_cluster_and_leaves_the_entries_open(twin_factory
 
     refused = cronjob_revert(profile, reports, in_cluster(other))
     assert refused.returncode == 2, refused.stdout + refused.stderr
+    was, now = drilled.info["tls"]["url"], other.info["tls"]["url"]
     assert refused.stderr.splitlines() == [
-        f"drills: run ic's journal was made on cluster UID {_kube_system_uid(drilled)} at {drilled.info['tls']['url']}; "
-        f"this connection reaches UID {_kube_system_uid(other)} at {other.info['tls']['url']}: refusing to revert; "
-        "reconnect to the right cluster"]
+        f"drills: run ic's journal was made on cluster UID {_kube_system_uid(drilled)} at {was}; this connection "
+        f"reaches UID {_kube_system_uid(other)} at {now}: refusing to revert; reconnect to the right cluster"]
     assert (reports / "ic" / "journal.jsonl").read_bytes() == before  # open, untouched
     assert not schedulable(node(drilled, LOST))
     assert all(schedulable(n) for n in requests.get(f"{other.url}/api/v1/nodes", timeout=5).json()["items"])
@@ -121,7 +121,8 @@ def in_cluster(twin) -> dict:
 def cronjob_revert(profile: Path, reports: Path, env: dict) -> subprocess.CompletedProcess:
     """The CronJob's own first command (`drills schedule`'s manifest), with its reports volume mounted at
     `reports` and `drills` being this checkout's CLI."""
-    (cronjob,) = [d for d in render(ScheduleOptions(profile=str(profile), image="gpu-drills:test")) if d["kind"] == "CronJob"]
+    docs = render(ScheduleOptions(profile=str(profile), image="gpu-drills:test"))
+    (cronjob,) = [d for d in docs if d["kind"] == "CronJob"]
     (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     shell, flag, command = container["args"]
     assert (shell, flag) == ("sh", "-c")
