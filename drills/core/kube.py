@@ -212,7 +212,8 @@ def reconnect(described: Mapping[str, Any], *, entry_id: str | None = None) -> C
     return cluster
 
 
-def check_same_cluster(described: Mapping[str, Any], cluster: Cluster, *, what: str = "the journal entry") -> None:
+def check_same_cluster(described: Mapping[str, Any], cluster: Cluster, *,
+                       what: str = "the journal entry") -> None:
     """UnsafeTarget (one line) unless `cluster` has the described UID and URL (each checked when recorded)."""
     want_uid, want_url = described.get("uid"), described.get("url")
     got_uid = cluster.uid if want_uid else None
