@@ -60,11 +60,23 @@ def revert(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only this run's journal (default: every run)."),
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
 ) -> None:
-    """Revert every fault still open in the journals (after a crash or SIGKILL)."""
+    """Revert every fault still open in the journals (after a crash or SIGKILL).
+
+    Refuses, leaving them open: faults of a run that is still alive, and faults whose recorded cluster
+    (UID, API URL) is not the one their recorded connection reaches now.
+    """
+    from drills.core.journal import raise_for_failures
     from drills.core.runner import revert_runs
 
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
+        logging.getLogger().setLevel(logging.CRITICAL)
     outcomes = revert_runs(reports, run_id)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")
     for outcome in outcomes:
-        print(f"reverted {outcome.entry.kind} on {outcome.entry.target} (run {outcome.entry.run_id})")
+        entry = outcome.entry
+        if outcome.reverted and outcome.outcome == "reverted":
+            print(f"reverted {entry.kind} on {entry.target} (run {entry.run_id})")
+        elif outcome.reverted:
+            print(f"closed {entry.kind} on {entry.target} (run {entry.run_id}): {outcome.error}")
+    raise_for_failures(outcomes)  # one line for what stays open, exit 2

@@ -9,6 +9,7 @@ __all__ = [
     "SloViolated",
     "UnsafeTarget",
     "TargetUnreachable",
+    "TargetGone",
 ]
 
 
@@ -53,3 +54,7 @@ class UnsafeTarget(DrillError):
 
 class TargetUnreachable(DrillError):
     """The cluster API, a switch or an endpoint does not answer."""
+
+
+class TargetGone(TargetUnreachable):
+    """The target no longer exists (a twin whose process ended): its faults ended with it."""

@@ -1,29 +1,40 @@
 """The durable revert journal (DESIGN §6): every fault is written down, fsynced, before it is injected.
 
-`reports/<run-id>/journal.jsonl` is append-only; each line is one JSON object:
+`reports/<run-id>/journal.jsonl` is append-only; each line is one JSON object with its time (`at`):
 
-    {"op": "open", "id": …, "kind": "node", "target": "gpu-node-3", "revert": {…}, "reverter": "drills.faults.node:revert_entry", …}
+    {"op": "open", "id": …, "kind": "node", "target": "gpu-node-3", "revert": {…},
+     "connection": {"mode": "in-cluster", "url": "https://10.0.0.1:443", "uid": "…", "serviceaccount_dir": "…"},
+     "run_id": …, "pid": 4242, "host": "drills-7x9k", "pid_start": 81234567, "boot_id": "…"}
     {"op": "injected", "id": …, "record": {…}}
     {"op": "revert_failed", "id": …, "error": "…"}
     {"op": "close", "id": …, "outcome": "reverted"}
 
+`connection` is `Cluster.describe()` (drills.core.kube): how the run connected (twin state dir,
+kubeconfig + pinned context, or in-cluster service account) and the cluster it reached (API URL and
+`kube-system` UID); no secrets. `pid`, `host`, `pid_start` (the process start time in clock ticks,
+/proc/<pid>/stat field 22) and `boot_id` say which process wrote the entry, so a pid reused after the
+run died is not mistaken for the run (`Entry.run_alive()`).
+
 An entry is open from its `open` line until its `close` line. After a crash (even SIGKILL) the
 journal is the truth: `revert_open` finds open entries in one journal, one run or every run under
 `reports/`, calls their reverter and closes them; a failing revert leaves the entry open with its
-error so `drills revert` can try again. The revert spec must be enough to undo the fault on its own:
-a crash can come between injecting and `mark_injected`. Reverters must be idempotent.
+error so `drills revert` can try again. It refuses (and leaves open, untouched) the entries of a run
+that is still alive — that run reverts its own faults — and, given `check_target`, those whose
+cluster is not the one the connection reaches now. The revert spec must be enough to undo the fault
+on its own: a crash can come between injecting and `mark_injected`. Reverters must be idempotent.
 
-A reverter is `fn(entry: Entry) -> None`. It is found by kind in a RevertRegistry (an explicit
-object, so tests never leak registrations), or else through the entry's `reverter` dotted path
-("module:function"), which is data and is only imported from allowed packages (`drills.` by default).
+A reverter is `fn(entry: Entry) -> None`; it reconnects from `entry.connection`. `drills revert` uses
+`drills.faults.reverter` (every kind through the fault contract's one `revert_entry`); a
+RevertRegistry (kind → callable, an explicit object so tests never leak registrations) serves tests.
+A journal line never names code to import: kinds map to code in `drills.faults.KINDS`, which is code.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
+import socket
 import threading
 import uuid
 from dataclasses import dataclass
@@ -31,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from drills.core.errors import RevertFailed
+from drills.core.errors import RevertFailed, TargetGone, UnsafeTarget
 
 __all__ = [
     "JOURNAL_NAME",
@@ -40,6 +51,7 @@ __all__ = [
     "RevertOutcome",
     "RevertRegistry",
     "Reverter",
+    "TargetCheck",
     "find_journals",
     "open_entries",
     "revert_open",
@@ -61,29 +73,54 @@ class Entry:
     revert_spec: Mapping[str, Any]
     journal: Path
     run_id: str | None = None
-    reverter: str | None = None
     opened_at: str | None = None
     injected: bool = False
     record: Mapping[str, Any] | None = None
     closed: bool = False
     outcome: str | None = None
     errors: tuple[str, ...] = ()
+    connection: Mapping[str, Any] | None = None  # Cluster.describe() of the run's connection
+    pid: int | None = None  # the process that opened the entry, on `host`
+    host: str | None = None
+    pid_start: int | None = None  # its start time (clock ticks since boot): tells it from a reused pid
+    boot_id: str | None = None
 
     @property
     def is_open(self) -> bool:
         return not self.closed
 
+    def run_alive(self) -> bool:
+        """The process that opened this entry still runs: same host and boot, its pid alive with the same
+        start time. False when that cannot be known (another host, an entry without these fields)."""
+        if self.pid is None or self.host is None or self.host != socket.gethostname():
+            return False
+        if self.boot_id and self.boot_id != _boot_id():
+            return False
+        started = _process_start(self.pid)
+        if started is None:
+            return False
+        return self.pid_start is None or started == self.pid_start
+
+    def of_this_process(self) -> bool:
+        """Opened by the calling process itself (a run reverting its own faults)."""
+        return self.pid == os.getpid() and self.host == socket.gethostname() and (
+            self.pid_start is None or self.pid_start == _process_start(os.getpid()))
+
 
 Reverter = Callable[[Entry], Any]
+TargetCheck = Callable[[Entry], Any]  # raises UnsafeTarget when the entry's cluster is not the one reached
 
 
 @dataclass(frozen=True)
 class RevertOutcome:
-    """What `revert_open` did with one open entry."""
+    """What `revert_open` did with one open entry: reverted, failed (`error`), or refused (`refused`, why in
+    `error`: a live run, another cluster); failed and refused entries stay open."""
 
     entry: Entry
     reverted: bool
     error: str | None = None
+    refused: bool = False
+    outcome: str = "reverted"  # the close line's outcome: "reverted", or "target-gone" (a twin that ended)
 
 
 class Journal:
@@ -101,13 +138,18 @@ class Journal:
     def for_run(cls, reports_dir: str | os.PathLike, run_id: str) -> "Journal":
         return cls(Path(reports_dir) / run_id / JOURNAL_NAME, run_id=run_id)
 
-    def open_entry(self, kind: str, target: str, revert_spec: Mapping[str, Any], reverter: str | None = None) -> str:
-        """Write the entry and fsync file and directory; only then may the fault be injected."""
+    def open_entry(self, kind: str, target: str, revert_spec: Mapping[str, Any], *,
+                   connection: Mapping[str, Any] | None = None) -> str:
+        """Write the entry and fsync file and directory; only then may the fault be injected.
+
+        `connection` is the cluster's `describe()`; `drills revert` reconnects with it.
+        """
         if self.guard is not None:
             self.guard(kind, target)
         entry_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         self._append({"op": "open", "id": entry_id, "kind": kind, "target": target, "revert": dict(revert_spec),
-                      "reverter": reverter, "run_id": self.run_id, "pid": os.getpid()})
+                      "connection": dict(connection) if connection is not None else None,
+                      "run_id": self.run_id, **_this_process()})
         log.debug("journal %s: opened %s (%s on %s)", self.path, entry_id, kind, target)
         return entry_id
 
@@ -129,10 +171,15 @@ class Journal:
         for line_no, op in self._read():
             entry_id = op.get("id")
             if op.get("op") == "open" and entry_id:
+                spec = op.get("revert") or {}
+                # Entries written before `connection` existed kept it in the revert spec as "cluster".
+                connection = op.get("connection") or (spec.get("cluster") if isinstance(spec, dict) else None)
                 found[entry_id] = {"id": entry_id, "kind": op.get("kind", "?"), "target": op.get("target", "?"),
-                                   "revert_spec": op.get("revert") or {}, "journal": self.path,
-                                   "run_id": op.get("run_id", self.run_id), "reverter": op.get("reverter"),
-                                   "opened_at": op.get("at"), "errors": ()}
+                                   "revert_spec": spec, "journal": self.path,
+                                   "run_id": op.get("run_id", self.run_id), 
+                                   "opened_at": op.get("at"), "errors": (), "connection": connection or None,
+                                   "pid": op.get("pid"), "host": op.get("host"), "pid_start": op.get("pid_start"),
+                                   "boot_id": op.get("boot_id")}
             elif entry_id in found:
                 current = found[entry_id]
                 if op.get("op") == "injected":
@@ -197,14 +244,12 @@ class Journal:
 
 
 class RevertRegistry:
-    """kind → reverter (a callable or a "module:function" path). An object, not a global: pass it in."""
+    """kind → reverter callable. An object, not a global: pass it in."""
 
-    def __init__(self, reverters: Mapping[str, Reverter | str] | None = None,
-                 allowed_packages: Sequence[str] = ("drills",)) -> None:
-        self._reverters: dict[str, Reverter | str] = dict(reverters or {})
-        self._allowed = tuple(allowed_packages)
+    def __init__(self, reverters: Mapping[str, Reverter] | None = None) -> None:
+        self._reverters: dict[str, Reverter] = dict(reverters or {})
 
-    def add(self, kind: str, reverter: Reverter | str) -> None:
+    def add(self, kind: str, reverter: Reverter) -> None:
         self._reverters[kind] = reverter
 
     def register(self, kind: str) -> Callable[[Reverter], Reverter]:
@@ -215,25 +260,12 @@ class RevertRegistry:
         return wrap
 
     def __call__(self, entry: Entry) -> Reverter:
-        """The reverter for `entry`: by kind, else by the entry's own dotted path. Raises RevertFailed."""
-        target = self._reverters.get(entry.kind) or entry.reverter
+        """The reverter for `entry`'s kind. Raises RevertFailed."""
+        target = self._reverters.get(entry.kind)
         if target is None:
             raise RevertFailed(f"no reverter for fault kind {entry.kind!r} (entry {entry.id} on {entry.target}); "
                                "revert it by hand, then close the entry")
-        return target if callable(target) else self._import(target, entry)
-
-    def _import(self, dotted: str, entry: Entry) -> Reverter:
-        module_name, _, attr = dotted.partition(":")
-        if not any(module_name == pkg or module_name.startswith(pkg + ".") for pkg in self._allowed):
-            raise RevertFailed(f"entry {entry.id}: reverter {dotted} is outside the allowed packages "
-                               f"({', '.join(self._allowed)}); refusing to import it")
-        try:
-            fn = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise RevertFailed(f"entry {entry.id}: reverter {dotted} cannot be loaded ({err})") from None
-        if not callable(fn):
-            raise RevertFailed(f"entry {entry.id}: reverter {dotted} is not a function")
-        return fn
+        return target
 
 
 def find_journals(reports_dir: str | os.PathLike) -> list[Path]:
@@ -251,17 +283,39 @@ def open_entries(where: Journal | str | os.PathLike, run_id: str | None = None) 
 
 
 def revert_open(where: Journal | str | os.PathLike, run_id: str | None = None,
-                resolver: Callable[[Entry], Reverter] | None = None) -> list[RevertOutcome]:
+                resolver: Callable[[Entry], Reverter] | None = None, *,
+                check_target: TargetCheck | None = None) -> list[RevertOutcome]:
     """Revert every open entry (newest first, undoing in reverse); close the ones that succeed.
 
     Idempotent: a second call finds nothing open. A failure is recorded on its entry, which stays open.
+    Refused, and left untouched: entries of a run still alive (another process), and entries for which
+    `check_target(entry)` or the reverter raises UnsafeTarget (their cluster is not the one reached).
+    TargetGone (a twin that ended) closes the entry as "target-gone": its faults ended with it.
     """
-    resolver = resolver or RevertRegistry()
+    if resolver is None:
+        from drills.faults import reverter as resolver  # every kind through the fault contract
     outcomes: list[RevertOutcome] = []
     for journal in _journals(where, run_id):
         for entry in reversed(journal.open_entries()):
+            if entry.run_alive() and not entry.of_this_process():
+                reason = (f"run {entry.run_id} (pid {entry.pid} on {entry.host}) is still running: it reverts its "
+                          "own faults; stop it first")
+                log.warning("not reverting %s: %s", entry.id, reason)
+                outcomes.append(RevertOutcome(entry, False, reason, refused=True))
+                continue
             try:
+                if check_target is not None and entry.connection:
+                    check_target(entry)
                 resolver(entry)(entry)
+            except TargetGone as err:  # nothing left to undo: close it, saying why
+                journal.close_entry(entry.id, "target-gone")
+                log.info("closed %s (%s on %s): %s", entry.id, entry.kind, entry.target, err)
+                outcomes.append(RevertOutcome(entry, True, str(err), outcome="target-gone"))
+                continue
+            except UnsafeTarget as err:  # another cluster than the entry's: not ours to touch, not a failure
+                log.warning("not reverting %s: %s", entry.id, err)
+                outcomes.append(RevertOutcome(entry, False, str(err), refused=True))
+                continue
             except Exception as err:  # any failure: keep the entry open and say why, then go on
                 message = str(err) or type(err).__name__
                 log.error("revert of %s (%s on %s) failed: %s", entry.id, entry.kind, entry.target, message)
@@ -275,12 +329,17 @@ def revert_open(where: Journal | str | os.PathLike, run_id: str | None = None,
 
 
 def raise_for_failures(outcomes: Sequence[RevertOutcome]) -> None:
-    """One RevertFailed line for every revert that failed (their entries stay open)."""
-    failed = [o for o in outcomes if not o.reverted]
+    """One line for what was not reverted (those entries stay open): RevertFailed if a revert failed,
+    else UnsafeTarget with each distinct reason for a refusal (a live run, another cluster)."""
+    failed = [o for o in outcomes if not o.reverted and not o.refused]
+    refused = list(dict.fromkeys(o.error or "refused" for o in outcomes if o.refused))
     if failed:
         details = "; ".join(f"{o.entry.kind} on {o.entry.target}: {o.error}" for o in failed)
-        raise RevertFailed(f"{len(failed)} of {len(outcomes)} open faults could not be reverted ({details}); "
+        also = f"; also refused: {'; '.join(refused)}" if refused else ""
+        raise RevertFailed(f"{len(failed)} of {len(outcomes)} open faults could not be reverted ({details}){also}; "
                            "they stay open in the journal: fix the cause and run `drills revert` again")
+    if refused:
+        raise UnsafeTarget("; ".join(refused))
 
 
 def _journals(where: Journal | str | os.PathLike, run_id: str | None) -> list[Journal]:
@@ -292,6 +351,47 @@ def _journals(where: Journal | str | os.PathLike, run_id: str | None) -> list[Jo
     if run_id is not None:
         return [Journal.for_run(path, run_id)]
     return [Journal(p) for p in find_journals(path)]
+
+
+def _this_process() -> dict[str, Any]:
+    """Who writes the entry: pid, host, the pid's start time and the boot it belongs to."""
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "pid_start": _process_start(pid), "boot_id": _boot_id()}
+
+
+def _process_start(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); None if it is gone.
+
+    Without /proc (not Linux) a live pid reports 0: alive, start time unknown.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return 0
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
+    if not fields or fields[0] in ("Z", "X"):  # a zombie is a dead run whose parent has not reaped it yet
+        return None
+    try:
+        return int(fields[19])  # fields[0] is field 3 (state)
+    except (IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _fsync_dir(directory: Path) -> None:

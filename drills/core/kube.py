@@ -1,50 +1,65 @@
-"""Kubernetes access for drills: one client factory for every target, and waits that end on an event.
+"""Kubernetes access for drills: one client factory for every target, and a way back to it after a crash.
 
-`connect(profile, twin=...)` gives a `Cluster`: the official client's APIs (core, apps, policy,
-custom objects) built from a kubeconfig, the in-cluster service account, or a twin's kubeconfig,
-plus the cluster `Clock` (the twin's dilated clock, read from `/twin/v1/clock`; the wall clock
+`connect(profile, twin_info=...)` gives a `Cluster`: the official client's APIs (core, apps, policy,
+custom objects) built from a twin's kubeconfig, a kubeconfig + context, or the in-cluster service
+account, plus the cluster `Clock` (the twin's dilated clock, read from `/twin/v1/clock`; the wall clock
 elsewhere). Connecting probes the API once: an unreachable API is one `TargetUnreachable` line.
 
-Waiting is event-driven: `EventMerger` runs list+watch streams (and pod log follows) in threads and
-hands their events to one queue, so a check reacts to whichever comes first and never sleeps blindly.
-`wait_for` is the single-resource form. Watches re-list on 410 Gone.
+`Cluster.describe()` is how the run connected and which cluster it reached (DESIGN §6): the mode, what
+that mode needs to connect again (the twin's state dir; the kubeconfig path and the context resolved at
+connect time, so a later `kubectl config use-context` cannot redirect a revert; the API host and the
+service-account dir), the API server URL and the cluster UID (the `kube-system` namespace's uid). Paths
+and names only, never a secret. `reconnect(described)` connects the same way for `drills revert` and
+refuses, with one `UnsafeTarget` line, a cluster with another UID or URL.
+
+Waiting (`EventMerger`, `wait_for`, `obj_get`) lives in `drills.core.watch`; its names are re-exported here.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import queue
-import threading
+import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Mapping
 
 from drills.core.clock import Clock, DilatedClock, WallClock
+from drills.core.errors import DrillError, TargetGone, TargetUnreachable, UnsafeTarget
+from drills.core.watch import EventMerger, WatchEvent, obj_get, short_reason, wait_for
 from drills.profile.model import TargetProfile
-from drills.core.errors import DrillError, TargetUnreachable
 
-__all__ = ["Cluster", "connect", "connect_twin", "reconnect", "probe", "twin_clock", "wait_for", "EventMerger", "WatchEvent",
-           "USER_AGENT", "obj_get"]
+__all__ = ["Cluster", "connect", "connect_twin", "connect_kubeconfig", "connect_in_cluster", "reconnect",
+           "check_same_cluster", "probe", "twin_clock", "wait_for", "EventMerger", "WatchEvent", "USER_AGENT",
+           "obj_get", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV"]
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "gpu-drills/0.1"  # mutations by drills are found in a twin's audit log by this prefix
-_WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # token, ca.crt, namespace in a pod
+SERVICEACCOUNT_DIR_ENV = "DRILLS_SERVICEACCOUNT_DIR"  # another dir holding them (tests: a TLS twin's)
+IDENTITY_NAMESPACE = "kube-system"  # every cluster has it; its uid names the cluster
+_TIMEOUT_S = 5.0
+_UNREAD = object()
 
 
 @dataclass
 class Cluster:
-    """A connection to one cluster: the official client's APIs, its clock, and where it came from."""
+    """A connection to one cluster: the official client's APIs, its clock, how it was made and to what."""
 
     api: Any  # kubernetes.client.ApiClient
     clock: Clock
     url: str
     name: str = "cluster"
+    mode: str = "kubeconfig"  # twin | kubeconfig | in-cluster
     twin_url: str | None = None  # the twin's base URL (for /twin/v1/…), None on real clusters
-    kubeconfig: str | None = None
-    context: str | None = None
+    twin_state: str | None = None  # the twin's state dir (its twin.json), when known
+    kubeconfig: str | None = None  # the kubeconfig path(s) read, as $KUBECONFIG spells them
+    context: str | None = None  # the context used: the given one, else the current one at connect time
+    serviceaccount_dir: str | None = None  # in-cluster: where token and ca.crt were read
     _apis: dict = field(default_factory=dict, repr=False)
+    _uid: Any = field(default=_UNREAD, repr=False)
 
     @property
     def is_twin(self) -> bool:
@@ -66,10 +81,23 @@ class Cluster:
     def custom(self):
         return self._get("CustomObjectsApi")
 
+    @property
+    def uid(self) -> str | None:
+        """The cluster's identity: `kube-system`'s metadata.uid (read once); None if we may not read it."""
+        if self._uid is _UNREAD:
+            self._uid = _read_uid(self)
+        return self._uid
+
     def describe(self) -> dict:
-        """What a journal entry needs to reconnect after a crash (no secrets: paths and names only)."""
-        return {"name": self.name, "url": self.url, "kubeconfig": self.kubeconfig, "context": self.context,
-                "twin_url": self.twin_url}
+        """How this run connected and to which cluster: enough for `reconnect`, and no secrets."""
+        found = {"mode": self.mode, "name": self.name, "url": self.url, "uid": self.uid}
+        if self.mode == "twin":
+            found.update(twin_state=self.twin_state, twin_url=self.twin_url, kubeconfig=self.kubeconfig)
+        elif self.mode == "in-cluster":
+            found.update(serviceaccount_dir=self.serviceaccount_dir)
+        else:
+            found.update(kubeconfig=self.kubeconfig, context=self.context)
+        return found
 
     def close(self) -> None:
         try:
@@ -96,31 +124,14 @@ def connect(profile: TargetProfile, *, twin_info: dict | None = None, kubeconfig
         if twin_info is None:
             raise DrillError("the target is the twin but no twin is running: use `drills run` (it starts one) "
                              "or pass --twin-state-dir of a running `drills twin up`")
-        return connect_twin(twin_info["kubeconfig"], twin_info["url"])
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
+        return connect_twin(twin_info["kubeconfig"], twin_info["url"], state_dir=_twin_state_dir(twin_info))
     if mode == "in-cluster":
-        try:
-            config.load_incluster_config(client_configuration=cfg)
-        except config.ConfigException as err:
-            raise TargetUnreachable(f"cannot load the in-cluster service account: {err}; run inside a pod "
-                                    "or set cluster.mode: kubeconfig") from None
-    else:
-        kubeconfig = kubeconfig or profile.cluster.kubeconfig
-        context = context or profile.cluster.context
-        try:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-        except (config.ConfigException, OSError) as err:
-            raise TargetUnreachable(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'} "
-                                    f"(context {context or 'current'}): {err}; check --target/kubeconfig") from None
-    cluster = Cluster(_api_client(cfg), WallClock(), cfg.host, name=context or profile.name,
-                      kubeconfig=kubeconfig, context=context)
-    probe(cluster)
-    return cluster
+        return connect_in_cluster()
+    return connect_kubeconfig(kubeconfig or profile.cluster.kubeconfig, context or profile.cluster.context,
+                              name=context or profile.name)
 
 
-def connect_twin(kubeconfig: str, twin_url: str) -> Cluster:
+def connect_twin(kubeconfig: str, twin_url: str, *, state_dir: str | None = None) -> Cluster:
     """A probed connection to a twin, with its dilated clock."""
     from kubernetes import client, config
 
@@ -130,21 +141,87 @@ def connect_twin(kubeconfig: str, twin_url: str) -> Cluster:
     except (config.ConfigException, OSError) as err:
         raise TargetUnreachable(f"cannot load the twin's kubeconfig {kubeconfig}: {err}; is the twin running?") from None
     clock = twin_clock(twin_url)
-    cluster = Cluster(_api_client(cfg), clock, cfg.host, name="twin", twin_url=twin_url.rstrip("/"),
-                      kubeconfig=kubeconfig)
+    cluster = Cluster(_api_client(cfg), clock, cfg.host, name="twin", mode="twin", twin_url=twin_url.rstrip("/"),
+                      twin_state=str(state_dir) if state_dir else None, kubeconfig=kubeconfig)
     probe(cluster)
     return cluster
 
 
-def reconnect(described: dict) -> Cluster:
-    """Connect again the way a run connected (`Cluster.describe()`, kept in its journal): for `drills revert`."""
-    from drills.profile.model import TargetProfile
+def connect_kubeconfig(kubeconfig: str | None = None, context: str | None = None, *,
+                       name: str | None = None) -> Cluster:
+    """A probed connection through a kubeconfig; the path(s) and the context are pinned on the Cluster."""
+    from kubernetes import client, config
 
-    if described.get("twin_url"):
-        return connect_twin(described["kubeconfig"], described["twin_url"])
-    mode = described.get("mode") or "kubeconfig"
-    profile = TargetProfile.model_validate({"cluster": {"mode": mode}})
-    return connect(profile, kubeconfig=described.get("kubeconfig"), context=described.get("context"))
+    path = _kubeconfig_paths(kubeconfig)
+    cfg = client.Configuration()
+    try:
+        if context is None:  # pin the current context now: `use-context` later must not move a revert
+            context = config.list_kube_config_contexts(config_file=path)[1]["name"]
+        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    except (config.ConfigException, OSError, KeyError, TypeError) as err:
+        raise TargetUnreachable(f"cannot load kubeconfig {kubeconfig or path} (context {context or 'current'}): "
+                                f"{err}; check --target/kubeconfig") from None
+    cluster = Cluster(_api_client(cfg), WallClock(), cfg.host, name=name or context, mode="kubeconfig",
+                      kubeconfig=path, context=context)
+    probe(cluster)
+    return cluster
+
+
+def connect_in_cluster(serviceaccount_dir: str | None = None) -> Cluster:
+    """A probed connection as the pod's service account: API host from KUBERNETES_SERVICE_HOST/PORT,
+    token and CA from `serviceaccount_dir` (default: $DRILLS_SERVICEACCOUNT_DIR, else the pod's mount)."""
+    from kubernetes import client, config
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    where = serviceaccount_dir or os.environ.get(SERVICEACCOUNT_DIR_ENV) or SERVICEACCOUNT_DIR
+    cfg = client.Configuration()
+    try:
+        InClusterConfigLoader(token_filename=os.path.join(where, "token"),
+                              cert_filename=os.path.join(where, "ca.crt")).load_and_set(cfg)
+    except (config.ConfigException, OSError) as err:
+        raise TargetUnreachable(f"cannot load the in-cluster service account from {where}: {err}; run inside a "
+                                f"pod (or set {SERVICEACCOUNT_DIR_ENV}), or set cluster.mode: kubeconfig") from None
+    cluster = Cluster(_api_client(cfg), WallClock(), cfg.host, name="in-cluster", mode="in-cluster",
+                      serviceaccount_dir=str(where))
+    probe(cluster)
+    return cluster
+
+
+def reconnect(described: Mapping[str, Any], *, entry_id: str | None = None) -> Cluster:
+    """Connect again the way a run connected (`Cluster.describe()`, kept in its journal), for `drills revert`.
+
+    Raises UnsafeTarget when the cluster reached is not the one described (another UID or URL),
+    TargetUnreachable when it cannot be reached, TargetGone when it was a twin that has ended. Older
+    descriptions (no mode/uid) are read as kubeconfig or twin and checked by URL only.
+    """
+    described = dict(described or {})
+    mode = described.get("mode") or ("twin" if described.get("twin_url") else "kubeconfig")
+    if mode == "twin":
+        cluster = _reconnect_twin(described)
+    elif mode == "in-cluster":  # this pod's mount (or override) holds the token now; the run's dir, else
+        cluster = connect_in_cluster(os.environ.get(SERVICEACCOUNT_DIR_ENV) or described.get("serviceaccount_dir"))
+    elif mode == "kubeconfig":
+        cluster = connect_kubeconfig(described.get("kubeconfig"), described.get("context"), name=described.get("name"))
+    else:
+        raise DrillError(f"{_what(entry_id)} records an unknown connection mode {mode!r}; revert it by hand")
+    try:
+        check_same_cluster(described, cluster, what=_what(entry_id))
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def check_same_cluster(described: Mapping[str, Any], cluster: Cluster, *,
+                       what: str = "the journal entry") -> None:
+    """UnsafeTarget (one line) unless `cluster` has the described UID and URL (each checked when recorded)."""
+    want_uid, want_url = described.get("uid"), described.get("url")
+    got_uid = cluster.uid if want_uid else None
+    same_url = not want_url or _same_url(str(want_url), cluster.url)
+    if (want_uid and got_uid != want_uid) or not same_url:
+        raise UnsafeTarget(f"{what} was made on cluster UID {want_uid or 'unknown'} at {want_url}; this "
+                           f"connection reaches UID {got_uid or 'unknown'} at {cluster.url}: refusing to revert; "
+                           "reconnect to the right cluster")
 
 
 def twin_clock(twin_url: str, timeout: float = 5.0) -> DilatedClock:
@@ -157,7 +234,7 @@ def twin_clock(twin_url: str, timeout: float = 5.0) -> DilatedClock:
         body = requests.get(url, timeout=timeout).json()
         after = time.monotonic()
     except (requests.RequestException, ValueError) as err:
-        raise TargetUnreachable(f"cannot reach the Kubernetes API at {twin_url}: {_short(err)}; "
+        raise TargetUnreachable(f"cannot reach the Kubernetes API at {twin_url}: {short_reason(err)}; "
                                 "check --target/kubeconfig") from None
     scale = float(body["scale"])
     return DilatedClock(scale=scale, epoch=float(body["now"]), wall_anchor=(before + after) / 2)
@@ -177,184 +254,70 @@ def probe(cluster: Cluster, timeout: float = 5.0) -> None:
         raise TargetUnreachable(f"cannot reach the Kubernetes API at {cluster.url}: {err.status} {err.reason}; "
                                 "check --target/kubeconfig") from None
     except Exception as err:  # urllib3 connection errors come in many types
-        raise TargetUnreachable(f"cannot reach the Kubernetes API at {cluster.url}: {_short(err)}; "
+        raise TargetUnreachable(f"cannot reach the Kubernetes API at {cluster.url}: {short_reason(err)}; "
                                 "check --target/kubeconfig") from None
 
 
-@dataclass(frozen=True)
-class WatchEvent:
-    """One event from a merged stream: `source` names the stream, `type` is ADDED/MODIFIED/DELETED/LOG/END."""
+def _reconnect_twin(described: dict) -> Cluster:
+    """The twin in the recorded state dir (its twin.json says where it listens now), else the recorded URL."""
+    from drills.twin.launcher import read_twin_info
 
-    source: str
-    type: str
-    obj: Any  # a dict for watches (raw JSON), a str line for logs, None for END
-    wall: float = 0.0
+    state = described.get("twin_state")
+    if state:
+        info = read_twin_info(state)
+        if info is None or not _pid_alive(info.get("pid")):  # a twin's state lives in its process only
+            raise TargetGone(f"the twin this run drilled ({state}) is no longer running: its faults ended with it")
+        return connect_twin(info["kubeconfig"], info["url"], state_dir=state)
+    return connect_twin(described["kubeconfig"], described["twin_url"])
 
 
-class EventMerger:
-    """Several list+watch and log-follow streams feeding one queue; `events(deadline)` yields them in order.
+def _read_uid(cluster: Cluster) -> str | None:
+    from kubernetes.client.exceptions import ApiException
 
-    Streams run in daemon threads; `close()` stops them (each watch request lasts ≤ a few seconds).
-    Watches yield the raw JSON dicts (no model deserialisation: faster and keeps every field).
-    """
+    try:
+        resp = cluster.core.read_namespace(IDENTITY_NAMESPACE, _preload_content=False, _request_timeout=_TIMEOUT_S)
+        return (json.loads(resp.data).get("metadata") or {}).get("uid") or None
+    except ApiException as err:
+        if err.status in (403, 404):
+            log.warning("cannot read namespace %s on %s (%s %s): revert will tell this cluster from another by "
+                        "its URL only; grant get on namespaces/%s", IDENTITY_NAMESPACE, cluster.url, err.status,
+                        err.reason, IDENTITY_NAMESPACE)
+            return None
+        raise TargetUnreachable(f"cannot read namespace {IDENTITY_NAMESPACE} at {cluster.url}: {err.status} "
+                                f"{err.reason}") from None
+    except Exception as err:  # urllib3 connection errors come in many types
+        raise TargetUnreachable(f"cannot reach the Kubernetes API at {cluster.url}: {short_reason(err)}; "
+                                "check --target/kubeconfig") from None
 
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self._queue: queue.Queue[WatchEvent] = queue.Queue()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._follows: set[str] = set()
 
-    def watch(self, source: str, list_fn: Callable, *args, **kwargs) -> None:
-        """Stream `list_fn(*args, **kwargs)` (a list call of the client) as ADDED (initial list) + watch events."""
-        self._start(source, self._run_watch, source, list_fn, args, kwargs)
+def _kubeconfig_paths(kubeconfig: str | None) -> str:
+    """The kubeconfig file(s) the client would read, absolute (a revert may run from another directory)."""
+    raw = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return os.pathsep.join(str(Path(part).expanduser().resolve()) for part in raw.split(os.pathsep) if part)
 
-    def follow_log(self, source: str, core, name: str, namespace: str, container: str | None = None) -> bool:
-        """Follow a pod's log with timestamps (LOG events, one per line); once per source. True if started."""
-        if source in self._follows:
-            return False
-        self._follows.add(source)
-        self._start(source, self._run_follow, source, core, name, namespace, container)
+
+def _twin_state_dir(twin_info: Mapping[str, Any]) -> str | None:
+    if twin_info.get("state_dir"):
+        return str(twin_info["state_dir"])
+    return str(Path(twin_info["kubeconfig"]).parent) if twin_info.get("kubeconfig") else None
+
+
+def _pid_alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
         return True
-
-    def events(self, deadline_ts: float, tick_wall_s: float = 1.0) -> Iterator[WatchEvent | None]:
-        """Events until the cluster-time deadline; None every `tick_wall_s` of silence (for progress)."""
-        while not self._stop.is_set():
-            remaining = self.clock.wall_seconds(deadline_ts - self.clock.timestamp())
-            if remaining <= 0:
-                return
-            try:
-                yield self._queue.get(timeout=min(tick_wall_s, remaining))
-            except queue.Empty:
-                yield None
-
-    def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=0.2)
-
-    def __enter__(self) -> "EventMerger":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _start(self, name: str, target: Callable, *args) -> None:
-        thread = threading.Thread(target=self._guard, args=(name, target, *args), name=f"drills-{name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _guard(self, name: str, target: Callable, *args) -> None:
-        try:
-            target(*args)
-        except Exception as err:  # a dead stream must not hang the wait: say so in the queue
-            if not self._stop.is_set():
-                log.warning("stream %s ended: %s", name, _short(err))
-                self._queue.put(WatchEvent(name, "ERROR", str(err), time.monotonic()))
-
-    def _run_watch(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> None:
-        """List, then watch from the list's resourceVersion in short requests; 410 Gone → list again."""
-        import json
-
-        from kubernetes.client.exceptions import ApiException
-
-        resource_version = self._relist(source, list_fn, args, kwargs)
-        while not self._stop.is_set():
-            try:
-                resp = list_fn(*args, watch=True, resource_version=resource_version,
-                               timeout_seconds=max(1, int(_WATCH_CHUNK_S)), _preload_content=False, **kwargs)
-            except ApiException as err:
-                if err.status != 410:
-                    raise
-                resource_version = self._relist(source, list_fn, args, kwargs)
-                continue
-            gone = False
-            try:
-                for line in _lines(resp):
-                    if self._stop.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        if obj.get("code") == 410:
-                            gone = True
-                            break
-                        raise DrillError(f"watch {source} failed: {obj.get('reason')}: {obj.get('message')}")
-                    if event.get("type") == "BOOKMARK":
-                        resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
-                        continue
-                    resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
-                    self._queue.put(WatchEvent(source, event.get("type", "?"), obj, time.monotonic()))
-            finally:
-                resp.release_conn()
-            if gone:  # history gone: start over from a fresh list
-                resource_version = self._relist(source, list_fn, args, kwargs)
-
-    def _relist(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> str:
-        import json
-
-        resp = list_fn(*args, _preload_content=False, **kwargs)
-        body = json.loads(resp.data)
-        now = time.monotonic()
-        for item in body.get("items") or []:
-            self._queue.put(WatchEvent(source, "ADDED", item, now))
-        return (body.get("metadata") or {}).get("resourceVersion", "")
-
-    def _run_follow(self, source: str, core, name: str, namespace: str, container: str | None) -> None:
-        kwargs = {"container": container} if container else {}
-        resp = core.read_namespaced_pod_log(name, namespace, follow=True, timestamps=True, _preload_content=False,
-                                            **kwargs)
-        try:
-            for raw in _lines(resp):
-                if self._stop.is_set():
-                    return
-                self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
-        finally:
-            resp.release_conn()
-        self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+    return True
 
 
-def wait_for(cluster: Cluster, list_fn: Callable, predicate: Callable[[dict], Any], deadline_ts: float,
-             *args, **kwargs) -> tuple[dict, datetime] | None:
-    """The first object from `list_fn` (list+watch) for which `predicate` is truthy, before the deadline.
-
-    Returns (object, when): `when` is the predicate's value if it is a datetime (a timestamp read from
-    the object itself), else the cluster time it was observed. None when the deadline passes.
-    """
-    with EventMerger(cluster.clock) as merger:
-        merger.watch("wait", list_fn, *args, **kwargs)
-        for event in merger.events(deadline_ts):
-            if event is None or event.type not in ("ADDED", "MODIFIED"):
-                if event is not None and event.type == "ERROR":
-                    raise DrillError(f"watching failed: {event.obj}")
-                continue
-            found = predicate(event.obj)
-            if found:
-                return event.obj, found if isinstance(found, datetime) else cluster.clock.now()
-    return None
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
 
 
-def obj_get(obj: Any, *path: str, default: Any = None) -> Any:
-    """obj["a"]["b"]… on raw JSON dicts, `default` when any step is missing."""
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return default
-        obj = obj[key]
-    return obj
-
-
-def _lines(resp) -> Iterator[str]:
-    """Lines of a streaming urllib3 response (a follow ends when the container stops)."""
-    pending = b""
-    for chunk in resp.stream(4096, decode_content=True):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line.decode("utf-8", "replace")
-    if pending:
-        yield pending.decode("utf-8", "replace")
+def _what(entry_id: str | None) -> str:
+    return f"journal entry {entry_id}" if entry_id else "the journal entry"
 
 
 def _api_client(cfg):
@@ -363,12 +326,3 @@ def _api_client(cfg):
     api = client.ApiClient(cfg)
     api.user_agent = USER_AGENT
     return api
-
-
-def _short(err: BaseException) -> str:
-    """The last line of a connection error (urllib3 nests several)."""
-    text = str(err) or type(err).__name__
-    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host"):
-        if marker in text:
-            return marker.lower() if marker != "Connection refused" else "connection refused"
-    return text.splitlines()[-1][:200]

@@ -25,14 +25,13 @@ from typing import Any
 from drills.core.clock import parse_iso
 from drills.core.errors import DrillError, UnsafeTarget
 
-__all__ = ["LEASE_NAME", "KIND", "REVERTER", "ClusterLock", "LeaseState", "lease_state", "refusal",
-           "holder_identity", "release_entry"]
+__all__ = ["LEASE_NAME", "KIND", "ClusterLock", "LeaseState", "lease_state", "refusal",
+           "holder_identity"]
 
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "gpu-drills-run"
 KIND = "lock"
-REVERTER = "drills.core.lock:release_entry"
 _MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime
 _TIMEOUT_S = 10  # wall seconds per Lease request: a hung API must not hold up a teardown
 _RAW = {"_preload_content": False, "_request_timeout": _TIMEOUT_S}  # raw JSON, bounded wait
@@ -106,8 +105,8 @@ class ClusterLock:
         try:
             if self.journal is not None and self._entry is None:
                 self._entry = self.journal.open_entry(KIND, f"{self.namespace}/{self.name}", {
-                    "cluster": self.cluster.describe(), "namespace": self.namespace, "name": self.name,
-                    "holder": self.identity}, reverter=REVERTER)
+                    "namespace": self.namespace, "name": self.name, "holder": self.identity},
+                    connection=self.cluster.describe())
             try:
                 self._take()
             except BaseException:
@@ -202,21 +201,6 @@ class ClusterLock:
         return f"ClusterLock({self.namespace}/{self.name})"
 
 
-def release_entry(entry) -> None:
-    """The journal's reverter (`drills revert`): clear the Lease if the crashed run still holds it."""
-    from kubernetes import client
-
-    spec = dict(entry.revert_spec)
-    cluster = _reconnect(spec.get("cluster") or {})
-    try:
-        api = client.CoordinationV1Api(cluster.api)
-        if not _clear_holder(api, spec["namespace"], spec["name"], spec["holder"]):
-            log.info("run lock %s/%s is no longer held by %s: left alone", spec["namespace"], spec["name"],
-                     spec["holder"])
-    finally:
-        cluster.close()
-
-
 def _clear_holder(api, namespace: str, name: str, identity: str) -> bool:
     """Clear holderIdentity if it is `identity` (resourceVersion-checked); True if we cleared it."""
     from kubernetes.client.exceptions import ApiException
@@ -245,16 +229,6 @@ def _read(api, namespace: str, name: str) -> dict | None:
             return None
         raise
     return json.loads(resp.data)
-
-
-def _reconnect(target: dict):
-    from drills.profile.model import TargetProfile
-    from drills.core.kube import connect, connect_twin
-
-    if target.get("twin_url"):
-        return connect_twin(target["kubeconfig"], target["twin_url"])
-    profile = TargetProfile.model_validate({"cluster": {"mode": "kubeconfig"}})
-    return connect(profile, kubeconfig=target.get("kubeconfig"), context=target.get("context"))
 
 
 def _time(text: Any) -> datetime | None:

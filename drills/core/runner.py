@@ -11,6 +11,7 @@ timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 i
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Iterator
 
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
-from drills.core.journal import open_entries, raise_for_failures, revert_open
+from drills.core.journal import open_entries, revert_open
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
@@ -95,17 +96,20 @@ def run_drills(opts: RunOptions) -> RunResult:
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
-    """Revert every open journal entry (one run, or all runs under reports_root); raises RevertFailed."""
+    """Revert every open journal entry (one run, or all runs under reports_root) and return the outcomes.
+
+    Entries of live runs and of another cluster than the one their connection reaches now are refused
+    (left open); `raise_for_failures(outcomes)` turns what was not reverted into one error line.
+    """
     root = Path(reports_root)
     if run_id is not None and not (root / run_id).is_dir():
         raise DrillError(f"no run {run_id} under {root}; `ls {root}` shows the runs")
     if not open_entries(root, run_id):
         return []
-    from drills.faults import revert_entry
+    from drills.faults import reverter
 
-    outcomes = revert_open(root, run_id, lambda entry: revert_entry)
-    raise_for_failures(outcomes)
-    return outcomes
+    with _SameCluster() as check:
+        return revert_open(root, run_id, reverter, check_target=check)
 
 
 def final_table(records: list[dict], width: int = 100):
@@ -237,6 +241,37 @@ def _link_latest(reports_root: Path, run_id: str) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_id)
     os.replace(tmp, latest)
+
+
+class _SameCluster:
+    """`check_target` for `revert_open`: reconnect once per way of connecting, then compare each run's
+    recorded cluster (UID, URL) with the one reached; UnsafeTarget for a mismatch."""
+
+    def __init__(self) -> None:
+        self._reached: dict[str, object] = {}  # how → Cluster, or the error connecting raised
+
+    def __call__(self, entry) -> None:
+        from drills.core.kube import check_same_cluster, reconnect
+
+        described = dict(entry.connection)
+        how = json.dumps({k: v for k, v in described.items() if k not in ("uid", "url", "name")}, sort_keys=True)
+        if how not in self._reached:
+            try:
+                self._reached[how] = reconnect({k: v for k, v in described.items() if k not in ("uid", "url")})
+            except DrillError as err:
+                self._reached[how] = err
+        reached = self._reached[how]
+        if isinstance(reached, BaseException):
+            raise reached
+        check_same_cluster(described, reached, what=f"run {entry.run_id}'s journal")
+
+    def __enter__(self) -> "_SameCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for reached in self._reached.values():
+            if not isinstance(reached, BaseException):
+                reached.close()
 
 
 @contextlib.contextmanager

@@ -69,9 +69,11 @@ class Target:
     """How faults reach the platform: the cluster connection (made lazily from a journal's description
     when `drills revert` needs one), its clock, and where run artifacts go."""
 
-    def __init__(self, cluster=None, *, connection: Mapping[str, Any] | None = None, run_dir=None) -> None:
+    def __init__(self, cluster=None, *, connection: Mapping[str, Any] | None = None, entry_id: str | None = None,
+                 run_dir=None) -> None:
         self._cluster = cluster
         self._connection = dict(connection) if connection else None
+        self._entry_id = entry_id
         self._owned = False
         self.run_dir = run_dir
 
@@ -84,7 +86,7 @@ class Target:
             if not self._connection:
                 raise DrillError("this journal entry does not say how its run connected to the cluster; "
                                  "revert it by hand, then close the entry")
-            self._cluster = reconnect(self._connection)
+            self._cluster = reconnect(self._connection, entry_id=self._entry_id)  # UnsafeTarget if it is another
             self._owned = True
         return self._cluster
 
@@ -119,9 +121,8 @@ def revert_entry(entry, target: Target | None = None) -> str:
     """Undo one journal entry with its kind's `revert` (teardown passes the live target; `drills revert`
     reconnects the way the run connected). Returns the outcome word; raises RevertFailed."""
     module = fault_module(entry.kind)
-    connection = getattr(entry, "connection", None) or dict(entry.revert_spec).get("cluster")
     own = target is None
-    target = target or Target(connection=connection)
+    target = target or Target(connection=getattr(entry, "connection", None), entry_id=getattr(entry, "id", None))
     try:
         return module.revert(target, dict(entry.revert_spec), dict(entry.record) if entry.record else None) \
             or REVERTED

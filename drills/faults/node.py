@@ -88,7 +88,7 @@ def check_node(cluster: Cluster, spec: NodeFaultSpec) -> dict:
 
 def revert_spec(cluster: Cluster, spec: NodeFaultSpec, node: dict) -> dict:
     """What the journal keeps so `revert_entry` can undo the fault alone, even after a crash mid-inject."""
-    return {"node": spec.node, "mode": spec.mode, "cluster": cluster.describe(),
+    return {"node": spec.node, "mode": spec.mode,
             "uncordon": spec.mode == "cordon-drain" and not obj_get(node, "spec", "unschedulable", default=False),
             "taint": _taint() if spec.mode == "taint-noexecute" else None,
             "gpu": spec.mode == "gpu-unhealthy", "kubelet": spec.mode == "kubelet-stop"}

@@ -98,7 +98,7 @@ def select_pods(cluster: Cluster, spec: PodKillSpec) -> tuple[list[dict], int]:
 def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
     """What the journal keeps: nothing needs undoing, but the entry says what was killed and where."""
     return {"namespace": spec.namespace, "selector": spec.selector, "mode": spec.mode,
-            "pods": [p["metadata"]["name"] for p in pods], "cluster": cluster.describe(), "undo": "nothing"}
+            "pods": [p["metadata"]["name"] for p in pods], "undo": "nothing"}
 
 
 def plan(target, profile, *, count: int | None = None, percent: float | None = None, mode: str | None = None) -> Plan:

@@ -25,6 +25,8 @@ def up(
                                       help="Events kept per resource for watch resume (older → 410 Gone)."),
     parent_pid: int = typer.Option(None, "--parent-pid", hidden=True,
                                    help="Stop when this process is gone (set by drills run and the tests)."),
+    tls: bool = typer.Option(False, "--tls", help="Also serve HTTPS with a service-account token, as a pod sees the "
+                                                  "API (twin.json `tls`: url, ca, serviceaccount_dir)."),
 ) -> None:
     """Run the twin in the foreground until Ctrl-C (or SIGTERM)."""
     from drills.twin.runtime import run_twin
@@ -33,11 +35,15 @@ def up(
         kubeconfig = Path(info["kubeconfig"]).resolve()
         typer.echo(f"twin ready at {info['url']} (profile {info['profile']}, scale {info['scale']:g}x)", err=True)
         typer.echo(f"  export KUBECONFIG={kubeconfig}", err=True)
+        if info.get("tls"):
+            host, _, port = info["tls"]["url"].removeprefix("https://").rpartition(":")
+            typer.echo(f"  in-cluster: KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT={port} "
+                       f"DRILLS_SERVICEACCOUNT_DIR={info['tls']['serviceaccount_dir']}", err=True)
         typer.echo("  Ctrl-C to stop", err=True)
         typer.echo(info["url"])
 
     run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready,
-             watch_history=watch_history, parent_pid=parent_pid)
+             watch_history=watch_history, parent_pid=parent_pid, tls=tls)
 
 
 @twin_app.command("defects")

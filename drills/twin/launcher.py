@@ -82,8 +82,11 @@ class TwinHandle:
 
 def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
                scale: float | None = None, port: int = 0, timeout: float = 30.0,
-               extra_args: Iterable[str] = ()) -> TwinHandle:
-    """Run `drills twin up` in a child process and return once it is ready (DrillError if it dies or stalls)."""
+               extra_args: Iterable[str] = (), tls: bool = False) -> TwinHandle:
+    """Run `drills twin up` in a child process and return once it is ready (DrillError if it dies or stalls).
+
+    `tls`: also serve HTTPS with a service-account token (`handle.info["tls"]`: url, ca, serviceaccount_dir).
+    """
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     (state / TWIN_JSON).unlink(missing_ok=True)
@@ -93,6 +96,8 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
         argv += ["--scale", str(scale)]
     for name in defects:
         argv += ["--defect", name]
+    if tls:
+        argv.append("--tls")
     argv += list(extra_args)
     stderr_path = state / "twin.stderr.log"
     with open(stderr_path, "wb") as err, open(state / "twin.stdout.log", "wb") as out:

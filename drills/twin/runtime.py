@@ -32,6 +32,7 @@ from drills.twin.api.audit import AuditLog
 from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer
 from drills.twin.api.store import DEFAULT_HISTORY, Store
+from drills.twin.api.tls import make_tls
 from drills.twin.launcher import TWIN_JSON
 
 __all__ = ["Twin", "Component", "COMPONENT_PROVIDERS", "DEFAULT_SCALE", "TWIN_JSON", "KUBECONFIG", "run_twin",
@@ -62,7 +63,7 @@ class Twin:
 
     def __init__(self, state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
                  scale: float | None = None, port: int = 0, host: str = "127.0.0.1",
-                 providers: Iterable[str] | None = None, watch_history: int = DEFAULT_HISTORY):
+                 providers: Iterable[str] | None = None, watch_history: int = DEFAULT_HISTORY, tls: bool = False):
         self.state_dir = Path(state_dir)
         self.profile_name = profile
         self.defects = tuple(defects)
@@ -71,7 +72,8 @@ class Twin:
         self.clock = DilatedClock(scale=float(scale or profile_scale or DEFAULT_SCALE))
         self.store = Store(self.clock, history=watch_history)
         self.audit = AuditLog(self.clock, self.state_dir / "audit.jsonl")
-        self.server = ApiServer(self.store, self.audit, host=host, port=port)
+        self.server = ApiServer(self.store, self.audit, host=host, port=port,
+                                tls=make_tls(self.state_dir, host) if tls else None)
         self.info: dict[str, Any] = {}
         self._components: list[Component] = []
         self._started: list[Component] = []
@@ -103,10 +105,14 @@ class Twin:
         write_kubeconfig(self.kubeconfig, self.url)
         self.info = {
             "url": self.url, "pid": os.getpid(), "scale": self.scale, "kubeconfig": str(self.kubeconfig),
+            "state_dir": str(self.state_dir.resolve()),
             "profile": self.profile_name, "defects": list(self.defects),
             "started": time.time(), "twinStarted": self.clock.timestamp(),
             "startedIso": to_iso(self.clock.now()), "audit": str(self.audit.path),
         }
+        if self.server.tls is not None:  # paths only: the token stays in its file
+            self.info["tls"] = {"url": self.server.tls_url, "ca": str(self.server.tls.ca.resolve()),
+                                "serviceaccount_dir": str(self.server.tls.serviceaccount_dir.resolve())}
         for comp in self._components:
             extra = await comp.start(self)
             self._started.append(comp)
@@ -165,9 +171,10 @@ class Twin:
 
 def run_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterable[str] = (),
              scale: float | None = None, port: int = 0, on_ready: Callable[[dict], None] | None = None,
-             watch_history: int = DEFAULT_HISTORY, parent_pid: int | None = None) -> None:
+             watch_history: int = DEFAULT_HISTORY, parent_pid: int | None = None, tls: bool = False) -> None:
     """Blocking: run a twin in the foreground until SIGINT/SIGTERM (or until `parent_pid` exits)."""
-    twin = Twin(state_dir, profile=profile, defects=defects, scale=scale, port=port, watch_history=watch_history)
+    twin = Twin(state_dir, profile=profile, defects=defects, scale=scale, port=port, watch_history=watch_history,
+                tls=tls)
     asyncio.run(twin.run_until_signal(on_ready, parent_pid=parent_pid))
 
 

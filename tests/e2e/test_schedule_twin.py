@@ -65,8 +65,8 @@ def test_apply_creates_the_cronjob_service_account_and_rbac(twin, applied):
     assert cron.spec.schedule == "0 2 * * *" and cron.spec.concurrency_policy == "Forbid"
     assert cron.spec.job_template.spec.template.spec.service_account_name == "gpu-drills"
     cluster_role = rbac.read_cluster_role("gpu-drills")
-    assert {"nodes", "pods", "pods/eviction", "poddisruptionbudgets"} == {r for rule in cluster_role.rules
-                                                                          for r in rule.resources}
+    assert {r for rule in cluster_role.rules for r in rule.resources} == {
+        "nodes", "pods", "pods/eviction", "poddisruptionbudgets", "namespaces"}  # namespaces: kube-system's uid
     binding = rbac.read_cluster_role_binding("gpu-drills")
     assert (binding.subjects[0].name, binding.subjects[0].namespace) == ("gpu-drills", NS)
     workload = rbac.read_namespaced_role("gpu-drills", "ai-platform")

@@ -95,6 +95,7 @@ def test_cluster_role_only_what_a_node_drill_needs(docs):
         ("", "pods", "get", ()), ("", "pods", "list", ()), ("", "pods", "watch", ()),
         ("", "pods/eviction", "create", ()),
         ("policy", "poddisruptionbudgets", "list", ()), ("policy", "poddisruptionbudgets", "watch", ()),
+        ("", "namespaces", "get", ("kube-system",)),  # the cluster's identity for the journal, nothing more
     }
     (binding,) = by_kind(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-drills"}

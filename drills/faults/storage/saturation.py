@@ -149,8 +149,7 @@ def new_files_dir(spec: SaturationSpec) -> str:
 def revert_spec(spec: SaturationSpec, files_dir: str | None = None, cluster: Any = None) -> dict[str, Any]:
     """What the journal keeps so `revert_entry` can undo the saturation alone, even after a crash mid-inject."""
     if spec.mode == "job":
-        return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name,
-                "cluster": cluster.describe() if cluster is not None else None}
+        return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name}
     return {"mode": spec.mode, "directory": spec.directory, "files_dir": files_dir}
 
 

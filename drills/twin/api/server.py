@@ -3,10 +3,13 @@
 Routes: discovery (discovery.py), `/api/v1/...` and `/apis/{group}/{version}/...` (handlers.py),
 the twin's own `/twin/v1/...` (twin_routes.py). Failures are rendered as Status objects; every
 mutating request is written to the audit log (the twin's own log appends excepted, see audit.py).
+With `tls` (tls.py) the same app is also served over HTTPS, where a request must carry the
+service-account bearer token (401 otherwise), as a pod talks to a real API server.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 
@@ -16,6 +19,7 @@ from drills.twin.api import discovery, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, dispatch, resolve
 from drills.twin.api.store import Store
+from drills.twin.api.tls import TlsFiles, server_context
 
 __all__ = ["build_app", "ApiServer"]
 
@@ -24,11 +28,16 @@ log = logging.getLogger(__name__)
 _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
-def build_app(store: Store, audit: AuditLog | None = None) -> web.Application:
-    """The aiohttp application serving `store` (the audit log is optional for in-process tests)."""
-    app = web.Application(middlewares=[_status_errors, _audited], client_max_size=64 * 1024 * 1024)
+_TOKEN = web.AppKey("bearer_token", str)
+
+
+def build_app(store: Store, audit: AuditLog | None = None, token: str | None = None) -> web.Application:
+    """The aiohttp application serving `store` (the audit log is optional for in-process tests); `token`:
+    the bearer token HTTPS requests must carry."""
+    app = web.Application(middlewares=[_status_errors, _authenticated, _audited], client_max_size=64 * 1024 * 1024)
     app["store"] = store
     app["audit"] = audit
+    app[_TOKEN] = token or ""
     app[watch.WATCH_QUEUES] = set()
     app[OPEN_WATCHES] = {}
     app.add_routes(discovery.routes())
@@ -42,16 +51,23 @@ def build_app(store: Store, audit: AuditLog | None = None) -> web.Application:
 
 
 class ApiServer:
-    """Runs the app on `host:port` (0 = a free port) inside the current event loop."""
+    """Runs the app on `host:port` (0 = a free port) inside the current event loop; with `tls`, also on an
+    HTTPS port (`tls_url`) that requires the service-account token."""
 
-    def __init__(self, store: Store, audit: AuditLog | None = None, host: str = "127.0.0.1", port: int = 0):
-        self.app = build_app(store, audit)
+    def __init__(self, store: Store, audit: AuditLog | None = None, host: str = "127.0.0.1", port: int = 0,
+                 tls: TlsFiles | None = None):
+        self.app = build_app(store, audit, token=tls.token if tls else None)
         self.host, self.port = host, port
+        self.tls, self.tls_port = tls, 0
         self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def tls_url(self) -> str | None:
+        return f"https://{self.host}:{self.tls_port}" if self.tls else None
 
     async def start(self) -> str:
         # handler_cancellation: a client that hangs up ends its watch / log follow at once
@@ -59,9 +75,12 @@ class ApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        self.port = _bound_port(site) or self.port
+        if self.tls is not None:
+            secure = web.TCPSite(self._runner, self.host, 0, ssl_context=server_context(self.tls), backlog=1024)
+            await secure.start()
+            self.tls_port = _bound_port(secure)
+            log.info("twin API server also listening on %s (TLS, bearer token)", self.tls_url)
         log.info("twin API server listening on %s", self.url)
         return self.url
 
@@ -69,6 +88,11 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+    return sockets[0].getsockname()[1] if sockets else 0
 
 
 async def _core(request: web.Request) -> web.StreamResponse:
@@ -99,6 +123,17 @@ async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
     except Exception as err:  # noqa: BLE001 — a server bug must still answer like a server
         log.exception("twin API handler failed: %s %s", request.method, request.path_qs)
         return _status_response(st.status_body(500, "InternalError", f"Internal error occurred: {err}"), 500)
+
+
+@web.middleware
+async def _authenticated(request: web.Request, handler) -> web.StreamResponse:
+    """Over HTTPS, the service-account bearer token or 401 (the plain listener is the twin's own, open)."""
+    token = request.app[_TOKEN]
+    if token and request.secure:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            raise st.ApiError(401, "Unauthorized", "Unauthorized")
+    return await handler(request)
 
 
 @web.middleware

@@ -1,0 +1,213 @@
+"""Waiting that ends on an event: list+watch streams and log follows merged into one queue.
+
+`EventMerger` runs list+watch streams (and pod log follows) in daemon threads and hands their events to
+one queue, so a check reacts to whichever comes first and never sleeps blindly. `wait_for` is the
+single-resource form. Watches re-list on 410 Gone. (`drills.core.kube` re-exports these names.)
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from drills.core.clock import Clock
+from drills.core.errors import DrillError
+
+if TYPE_CHECKING:
+    from drills.core.kube import Cluster
+
+__all__ = ["EventMerger", "WatchEvent", "wait_for", "obj_get", "short_reason"]
+
+log = logging.getLogger(__name__)
+
+_WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event from a merged stream: `source` names the stream, `type` is ADDED/MODIFIED/DELETED/LOG/END."""
+
+    source: str
+    type: str
+    obj: Any  # a dict for watches (raw JSON), a str line for logs, None for END
+    wall: float = 0.0
+
+
+class EventMerger:
+    """Several list+watch and log-follow streams feeding one queue; `events(deadline)` yields them in order.
+
+    Streams run in daemon threads; `close()` stops them (each watch request lasts ≤ a few seconds).
+    Watches yield the raw JSON dicts (no model deserialisation: faster and keeps every field).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._queue: queue.Queue[WatchEvent] = queue.Queue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._follows: set[str] = set()
+
+    def watch(self, source: str, list_fn: Callable, *args, **kwargs) -> None:
+        """Stream `list_fn(*args, **kwargs)` (a list call of the client) as ADDED (initial list) + watch events."""
+        self._start(source, self._run_watch, source, list_fn, args, kwargs)
+
+    def follow_log(self, source: str, core, name: str, namespace: str, container: str | None = None) -> bool:
+        """Follow a pod's log with timestamps (LOG events, one per line); once per source. True if started."""
+        if source in self._follows:
+            return False
+        self._follows.add(source)
+        self._start(source, self._run_follow, source, core, name, namespace, container)
+        return True
+
+    def events(self, deadline_ts: float, tick_wall_s: float = 1.0) -> Iterator[WatchEvent | None]:
+        """Events until the cluster-time deadline; None every `tick_wall_s` of silence (for progress)."""
+        while not self._stop.is_set():
+            remaining = self.clock.wall_seconds(deadline_ts - self.clock.timestamp())
+            if remaining <= 0:
+                return
+            try:
+                yield self._queue.get(timeout=min(tick_wall_s, remaining))
+            except queue.Empty:
+                yield None
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=0.2)
+
+    def __enter__(self) -> "EventMerger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self, name: str, target: Callable, *args) -> None:
+        thread = threading.Thread(target=self._guard, args=(name, target, *args), name=f"drills-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _guard(self, name: str, target: Callable, *args) -> None:
+        try:
+            target(*args)
+        except Exception as err:  # a dead stream must not hang the wait: say so in the queue
+            if not self._stop.is_set():
+                log.warning("stream %s ended: %s", name, short_reason(err))
+                self._queue.put(WatchEvent(name, "ERROR", str(err), time.monotonic()))
+
+    def _run_watch(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> None:
+        """List, then watch from the list's resourceVersion in short requests; 410 Gone → list again."""
+        import json
+
+        from kubernetes.client.exceptions import ApiException
+
+        resource_version = self._relist(source, list_fn, args, kwargs)
+        while not self._stop.is_set():
+            try:
+                resp = list_fn(*args, watch=True, resource_version=resource_version,
+                               timeout_seconds=max(1, int(_WATCH_CHUNK_S)), _preload_content=False, **kwargs)
+            except ApiException as err:
+                if err.status != 410:
+                    raise
+                resource_version = self._relist(source, list_fn, args, kwargs)
+                continue
+            gone = False
+            try:
+                for line in _lines(resp):
+                    if self._stop.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        if obj.get("code") == 410:
+                            gone = True
+                            break
+                        raise DrillError(f"watch {source} failed: {obj.get('reason')}: {obj.get('message')}")
+                    if event.get("type") == "BOOKMARK":
+                        resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
+                        continue
+                    resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
+                    self._queue.put(WatchEvent(source, event.get("type", "?"), obj, time.monotonic()))
+            finally:
+                resp.release_conn()
+            if gone:  # history gone: start over from a fresh list
+                resource_version = self._relist(source, list_fn, args, kwargs)
+
+    def _relist(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> str:
+        import json
+
+        resp = list_fn(*args, _preload_content=False, **kwargs)
+        body = json.loads(resp.data)
+        now = time.monotonic()
+        for item in body.get("items") or []:
+            self._queue.put(WatchEvent(source, "ADDED", item, now))
+        return (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def _run_follow(self, source: str, core, name: str, namespace: str, container: str | None) -> None:
+        kwargs = {"container": container} if container else {}
+        resp = core.read_namespaced_pod_log(name, namespace, follow=True, timestamps=True, _preload_content=False,
+                                            **kwargs)
+        try:
+            for raw in _lines(resp):
+                if self._stop.is_set():
+                    return
+                self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
+        finally:
+            resp.release_conn()
+        self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+
+
+def wait_for(cluster: Cluster, list_fn: Callable, predicate: Callable[[dict], Any], deadline_ts: float,
+             *args, **kwargs) -> tuple[dict, datetime] | None:
+    """The first object from `list_fn` (list+watch) for which `predicate` is truthy, before the deadline.
+
+    Returns (object, when): `when` is the predicate's value if it is a datetime (a timestamp read from
+    the object itself), else the cluster time it was observed. None when the deadline passes.
+    """
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("wait", list_fn, *args, **kwargs)
+        for event in merger.events(deadline_ts):
+            if event is None or event.type not in ("ADDED", "MODIFIED"):
+                if event is not None and event.type == "ERROR":
+                    raise DrillError(f"watching failed: {event.obj}")
+                continue
+            found = predicate(event.obj)
+            if found:
+                return event.obj, found if isinstance(found, datetime) else cluster.clock.now()
+    return None
+
+
+def obj_get(obj: Any, *path: str, default: Any = None) -> Any:
+    """obj["a"]["b"]… on raw JSON dicts, `default` when any step is missing."""
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return default
+        obj = obj[key]
+    return obj
+
+
+def _lines(resp) -> Iterator[str]:
+    """Lines of a streaming urllib3 response (a follow ends when the container stops)."""
+    pending = b""
+    for chunk in resp.stream(4096, decode_content=True):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def short_reason(err: BaseException) -> str:
+    """The last line of a connection error (urllib3 nests several)."""
+    text = str(err) or type(err).__name__
+    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host"):
+        if marker in text:
+            return marker.lower() if marker != "Connection refused" else "connection refused"
+    return text.splitlines()[-1][:200]
