@@ -57,7 +57,7 @@ def test_job_mode_runs_fio_pods_and_revert_deletes_them(cluster):
 def test_journal_entry_reverts_a_job_alone(cluster, tmp_path):
     spec = _spec()
     journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
-    entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec, cluster=cluster))
+    entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec), connection=cluster.describe())
     record = inject_job(cluster, spec, start_timeout_s=600)
     journal.mark_injected(entry_id, record.to_dict())
     outcomes = revert_open(tmp_path, "run", reverter)  # what `drills revert` does after a SIGKILL

@@ -146,7 +146,7 @@ def new_files_dir(spec: SaturationSpec) -> str:
     return str(Path(spec.directory) / f"{FILES_PREFIX}{uuid.uuid4().hex[:12]}")
 
 
-def revert_spec(spec: SaturationSpec, files_dir: str | None = None, cluster: Any = None) -> dict[str, Any]:
+def revert_spec(spec: SaturationSpec, files_dir: str | None = None) -> dict[str, Any]:
     """What the journal keeps so `revert_entry` can undo the saturation alone, even after a crash mid-inject."""
     if spec.mode == "job":
         return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name}
@@ -163,7 +163,7 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
         return Plan(KIND, f"{spec.namespace}/{spec.job_name}",
                     f"saturate the store with fio Job {spec.namespace}/{spec.job_name} ({spec.parallelism} pods × "
                     f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}) on {cluster.name}",
-                    revert_spec(spec, cluster=cluster), Reach(namespaces=(spec.namespace,)),
+                    revert_spec(spec), Reach(namespaces=(spec.namespace,)),
                     spec=(spec, profile.storage.saturation.start_timeout_s))
     if spec.mode == "clients":
         raise InvalidProfile("storage.saturation.mode: clients mode is driven by `fio --client` from an operator host "
