@@ -612,7 +612,8 @@ class LogReader:
     def _add_error(self, err: LogError, rec: Record | None) -> list[TrainingEvent]:
         self.errors.append(err)
         out = [self._ev("error", rec, text=f"{err.kind}: {err.detail}", error=err.kind, rank=err.rank)]
-        if err.kind in ("watchdog_timeout", "ib_completion", "socket_closed", "comm_aborted", "nccl_error") and rec is not None:
+        if err.kind in ("watchdog_timeout", "ib_completion", "socket_closed", "comm_aborted", "nccl_error") \
+                and rec is not None and rec.nccl != "WARN":  # a WARN line is already an nccl_warn
             out.append(self._ev("nccl_warn", rec, text=err.text, rank=err.rank))
         for r in self.resumes:  # an error while a resume is pending: the resume failed
             if r.state == "pending" and err.kind != "traceback":
