@@ -285,12 +285,12 @@ _VLLM = (
     ("version", re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[\w.+-]*?)\)"
                            r"|vLLM version (?P<v3>\d[\w.+-]*)")),
     ("download_s", re.compile(r"Time spent downloading weights for \S+: (?P<s>[\d.]+) seconds")),
-    ("weights_load_s", re.compile(r"Loading weights took (?P<s>[\d.]+) seconds")),
-    ("model_load", re.compile(r"Model loading took (?P<gb>[\d.]+) Gi?B(?: memory)? and (?P<s>[\d.]+) seconds")),
+    ("weights_load_s", re.compile(r"Loading weights took (?P<s>[\d.]+) (?:seconds|s)\b")),
+    ("model_load", re.compile(r"Model loading took (?P<gb>[\d.]+) Gi?B(?: memory)? and (?P<s>[\d.]+) (?:seconds|s)\b")),
     ("model_load_gb", re.compile(r"Loading model weights took (?P<gb>[\d.]+) Gi?B")),
     ("compile_s", re.compile(r"torch\.compile takes (?P<s>[\d.]+) s in total")),
     ("cuda_graph_s", re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs?")),
-    ("engine_init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) seconds")),
+    ("engine_init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) (?:seconds|s)\b")),
     ("ready", re.compile(r"Application startup complete|Uvicorn running on")),
 )
 
