@@ -8,7 +8,9 @@ timestamps, not from when it happened to look:
 - detected     the first sign the job noticed: an old worker terminating/gone, or the job leaving Running
 - rescheduled  a new worker bound to a node (its PodScheduled lastTransitionTime)
 - ready        as many new workers Ready as before the fault (the latest Ready lastTransitionTime)
-- recovered    the first training step after `resumed from checkpoint` (the log line's timestamp)
+- recovered    the first training step after a resume that succeeded (the log line's timestamp); an
+               attempt that crashed or printed no success line is a failed resume with its error
+               (`drills.measure.logread`), never a resume
 - caught_up    the first step ≥ the step at the fault
 
 It only measures; `drills.verdicts.timeline` judges. A job that ends (Failed/Aborted/Completed) after the fault
@@ -26,7 +28,8 @@ from typing import Callable
 from drills.profile.model import TrainingWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
-from drills.measure.logformats import parse_line, split_timestamp
+from drills.measure.logformats import TrainingEvent, split_timestamp
+from drills.measure.logread import LogReader
 from drills.verdicts.timeline import Timeline, Verdict
 
 __all__ = ["TrainingMonitor", "TrainingBaseline", "TrainingRecovery", "judge_left_node", "judge_resumed", "VOLCANO", "JOB_LABEL", "ENDED_PHASES"]
@@ -72,10 +75,12 @@ class TrainingRecovery:
     logs: tuple[str, ...] = ()
     throughput: tuple[tuple[float, float], ...] = ()  # (cluster s since injection, samples/s)
     waited_s: float | None = None  # cluster seconds the monitor followed the job after the fault
+    resume_failed: str | None = None  # "<pod>: <error>" of the first failed resume after the fault
 
     def details(self) -> dict:
         return {"step_at_fault": self.step_at_fault, "latest_checkpoint": self.latest_checkpoint,
-                "resumed_step": self.resumed_step, "first_step_after_resume": self.first_step,
+                "resumed_step": self.resumed_step, "resume_failed": self.resume_failed,
+                "first_step_after_resume": self.first_step,
                 "new_nodes": list(self.new_nodes), "ended": self.ended, "job_phase": self.job_phase,
                 "retry_count": self.retry_count, "logs": list(self.logs),
                 "overlay": [list(p) for p in self.throughput], "overlay_label": "samples/s"}
@@ -102,6 +107,7 @@ class _State:
     checkpoints: list[tuple[str, datetime, int]] = field(default_factory=list)
     save_durations: dict[int, tuple[datetime, float | None]] = field(default_factory=dict)  # step → (at, seconds)
     resumes: list[tuple[str, datetime, int]] = field(default_factory=list)
+    resume_failures: list[tuple[str, datetime, str]] = field(default_factory=list)  # (uid, at, reason)
     lines: list[tuple[datetime, str]] = field(default_factory=list)
     job_left_running_at: datetime | None = None
 
@@ -115,6 +121,7 @@ class TrainingMonitor:
         self.format = workload.log_parser()
         self._state = _State()
         self._merger: EventMerger | None = None
+        self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -215,7 +222,8 @@ class TrainingMonitor:
             ended=self._ended(injected_at), job_phase=obj_get(state.job, "status", "state", "phase"),
             retry_count=obj_get(state.job, "status", "retryCount"), logs=self._excerpt(injected_at),
             throughput=self._throughput(injected_at, old),
-            waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()))
+            waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()),
+            resume_failed=self._resume_failed_after(injected_at, old))
 
     # -- event intake ---------------------------------------------------------------------------
 
@@ -272,19 +280,30 @@ class TrainingMonitor:
                                     self.workload.container)
 
     def _take_line(self, uid: str, line: str) -> None:
-        event = parse_line(self.format, line)
-        at = event.at if event is not None and event.at else None
-        if at is None:
-            return
-        who = self._state.workers[uid].name if uid in self._state.workers else uid
-        self._state.lines.append((at, f"{who}: {split_timestamp(line)[1]}"))
+        reader = self._readers.get(uid)
+        if reader is None:
+            reader = self._readers[uid] = LogReader(self.format)
+        events = [e for e in reader.feed(line) if e.at is not None]
+        if events:
+            who = self._state.workers[uid].name if uid in self._state.workers else uid
+            self._state.lines.append((events[0].at, f"{who}: {split_timestamp(line)[1]}"))
+        for event in events:
+            self._take_event(uid, event)
+
+    def _take_event(self, uid: str, event: TrainingEvent) -> None:
+        at = event.at
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:
             self._state.checkpoints.append((uid, at, event.step))
-            self._state.save_durations.setdefault(event.step, (at, event.duration_s))
+            first_at, seconds = self._state.save_durations.get(event.step, (at, None))
+            if event.duration_s is not None and (seconds is None or event.duration_s > seconds):
+                seconds = event.duration_s  # Megatron's timer and DeepSpeed's last shard come after the save line
+            self._state.save_durations[event.step] = (first_at, seconds)
         elif event.kind == "resumed" and event.step is not None:
             self._state.resumes.append((uid, at, event.step))
+        elif event.kind == "resume_failed":
+            self._state.resume_failures.append((uid, at, event.text or "resume failed"))
 
     # -- derived facts ---------------------------------------------------------------------------
 
@@ -307,6 +326,12 @@ class TrainingMonitor:
         new = {w.uid for w in self._new(old)}
         found = [r for r in self._state.resumes if r[1] >= injected_at and r[0] in new]
         return min(found, key=lambda r: r[1]) if found else None
+
+    def _resume_failed_after(self, injected_at: datetime, old: set[str]) -> str | None:
+        new = {w.uid for w in self._new(old)}
+        found = sorted((r for r in self._state.resume_failures if r[1] >= injected_at and r[0] in new),
+                       key=lambda r: r[1])
+        return f"{self._state.workers[found[0][0]].name}: {found[0][2]}" if found else None
 
     def _first_step_after(self, resumed, old: set[str]):
         if resumed is None:
@@ -399,6 +424,11 @@ def judge_resumed(recovery: TrainingRecovery) -> Verdict:
     from drills.verdicts.timeline import format_duration, judge_resume
 
     verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
+    if recovery.resumed_step is None and recovery.resume_failed:
+        ended = f"; {recovery.ended}" if recovery.ended else ""
+        return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and crashed "
+                                       f"({recovery.resume_failed}){ended}; the latest checkpoint was "
+                                       f"{recovery.latest_checkpoint}")
     if recovery.resumed_step is None and recovery.ended:
         return replace(verdict, reason=f"the job never resumed: {recovery.ended} "
                                        f"(the latest checkpoint was {recovery.latest_checkpoint})")

@@ -56,8 +56,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-EventKind = Literal["step", "checkpoint_saved", "resumed", "nccl_transport", "nccl_warn"]
-EVENT_KINDS: tuple[str, ...] = ("step", "checkpoint_saved", "resumed", "nccl_transport", "nccl_warn")
+EventKind = Literal["step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn",
+                    # from `drills.measure.logread.LogReader` (facts that need more than one line):
+                    "checkpoint_started", "resume_failed", "error", "vllm_phase"]
+EVENT_KINDS: tuple[str, ...] = ("step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class TrainingEvent:
     text: str | None = None
     at: datetime | None = None  # from the Kubernetes timestamp prefix, when present
     line: str = field(default="", repr=False, compare=False)
+    rank: int | None = None  # the launcher's rank, when a prefix or an NCCL channel line names it
+    error: str | None = None  # kind "error": ib_completion, watchdog_timeout, traceback, …
 
     @property
     def is_rdma(self) -> bool:
@@ -96,7 +100,11 @@ class LogFormat:
 
 # NCCL prints the same lines whatever framework drives it.
 _NCCL = {
-    "nccl_transport": (r"NCCL INFO NET/(?P<transport>\w+)\s*: Using (?P<devices>.*?)\s*(?:;\s*OOB\b.*)?$",),
+    "nccl_transport": (
+        r"NCCL INFO NET/(?P<transport>\w+)\s*: Using (?P<devices>.*?)\s*(?:;\s*OOB\b.*)?$",
+        r"NCCL INFO Using network (?P<transport>\w+)",
+        r"NCCL INFO (?:Channel|Ring) \d+.*? via NET/(?P<transport>[^/\s]+)/\d+",
+    ),
     "nccl_warn": (
         r"NCCL WARN\s*(?P<text>.*)$",
         r"(?P<text>Watchdog caught collective operation timeout.*)$",
@@ -118,13 +126,25 @@ PRESETS: dict[str, dict[str, tuple[str, ...]]] = {
         "resumed": (r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?",),
     },
     "hf-trainer": {
-        # tqdm: " 51%|█████     | 6150/12000 [1:02:03<59:01,  1.65it/s]" (or "s/it" when slow)
+        # tqdm: " 51%|█████     | 6150/12000 [1:02:03<59:01,  1.65it/s]" (or "s/it" when slow); a bar
+        # with a description ("Loading checkpoint shards: …") is not the training loop
         "step": (
-            rf"\|\s*(?P<step>\d+)/\d+\s*\[[^\]]*?,\s*(?:(?P<it_per_s>{_NUM})it/s|(?P<s_per_it>{_NUM})s/it)",
-            r"\|\s*(?P<step>\d+)/\d+\s*\[",
+            rf"^\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+\s*\[[^\]]*?,\s*(?:(?P<it_per_s>{_NUM})it/s|(?P<s_per_it>{_NUM})s/it)",
+            r"^\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+\s*\[",
         ),
         "checkpoint_saved": (r"Saving model checkpoint to (?P<path>\S*?checkpoint-(?P<step>\d+))\S*",),
         "resumed": (r"Continuing training from global step (?P<step>\d+)",),
+        "resume_attempt": (r"Loading model from (?P<path>\S*?checkpoint-(?P<step>\d+))",),
+    },
+    "lightning": {
+        # "Epoch 3:  45%|████▌     | 450/1000 [00:30<00:37, 14.80it/s, v_num=0, train_loss=0.5]"
+        "step": (
+            rf"^Epoch \d+:\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+\s*\[[^\]]*?,\s*(?:(?P<it_per_s>{_NUM})it/s|(?P<s_per_it>{_NUM})s/it)",
+            r"^Epoch \d+:\s*\d+%\|[^|]*\|\s*(?P<step>\d+)/\d+\s*\[",
+        ),
+        "checkpoint_saved": (r"global step (?P<step>\d+):.*saving model to '?(?P<path>[^'\s]+)",),
+        "resumed": (r"Restored all states from the checkpoint(?: file| path)? at (?P<path>\S*?step=(?P<step>\d+)\S*)",),
+        "resume_attempt": (r"Restoring states from the checkpoint(?: path)? at (?P<path>\S*?step=(?P<step>\d+)\S*)",),
     },
     "megatron": {
         "step": (
@@ -133,22 +153,29 @@ PRESETS: dict[str, dict[str, tuple[str, ...]]] = {
             r"(?:.*?global batch size:\s*(?P<global_batch>\d+))?",
         ),
         "checkpoint_saved": (r"successfully saved checkpoint (?:from|at) iteration\s+(?P<step>\d+)(?: to (?P<path>\S+))?",),
-        "resumed": (
-            r"(?:successfully )?load(?:ing|ed) (?:\w+ )?checkpoint from (?P<path>\S+).*?at iteration\s+(?P<step>\d+)",
-        ),
+        # only the success line is a resume; "loading checkpoint from … at iteration N" is an attempt
+        "resumed": (r"successfully loaded (?:\w+ )?checkpoint from (?P<path>\S+).*?at iteration\s+(?P<step>\d+)",),
+        "resume_attempt": (r"(?<!successfully )loading (?:\w+ )?checkpoint from (?P<path>\S+).*?at iteration\s+(?P<step>\d+)",),
     },
     "deepspeed": {
         "step": (
             rf"global_step=(?P<step>\d+), RunningAvgSamplesPerSec=(?P<samples_per_s>{_NUM})",
             r"\[Rank \d+\] step=(?P<step>\d+), skipped=",
+            rf"^steps: (?P<step>\d+) loss: \S+ iter time \(s\): (?P<step_time_s>{_NUM}) samples/sec: (?P<samples_per_s>{_NUM})",
         ),
         "checkpoint_saved": (
             r"Checkpoint (?P<path>global_step(?P<step>\d+)) is ready now",
             r"Saving model checkpoint: (?P<path>\S*?global_step(?P<step>\d+)\S*)",
         ),
-        "resumed": (r"[Ll]oad(?:ing|ed)? (?:model )?checkpoint\b.*?(?P<path>\S*global_step(?P<step>\d+)\S*)",),
+        "resumed": (r"\[Torch\] Loaded checkpoint from (?P<path>\S*global_step(?P<step>\d+)\S*)",),
+        "resume_attempt": (r"[Ll]oading (?:model )?checkpoint\b.*?(?P<path>\S*global_step(?P<step>\d+)\S*)",),
     },
+    "vllm": {},
 }
+# `auto` (the default for real targets): every preset's patterns; `drills.measure.logread` tells which matched
+PRESETS["auto"] = {kind: tuple(p for name in ("twin", "hf-trainer", "lightning", "megatron", "deepspeed")
+                               for p in PRESETS[name].get(kind, ()))
+                   for kind in ("step", "checkpoint_saved", "resumed", "resume_attempt")}
 
 _K8S_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})) ")
 
@@ -174,7 +201,7 @@ def custom_format(patterns: Mapping[str, str | list[str] | tuple[str, ...]], bas
         fmt = _compile(f"custom({base})" if base else "custom", merged)
     except re.error as err:
         raise ValueError(f"pattern {err.pattern!r} does not compile: {err.msg}") from None
-    for kind in ("step", "checkpoint_saved", "resumed"):
+    for kind in ("step", "checkpoint_saved", "resumed", "resume_attempt"):
         for pattern in fmt.patterns.get(kind, ()):
             if "step" not in pattern.groupindex:
                 raise ValueError(f"{kind} pattern {pattern.pattern!r} needs a (?P<step>...) group")
@@ -189,7 +216,7 @@ def parse_line(fmt: LogFormat | str, line: str) -> TrainingEvent | None:
     if "\r" in body:  # tqdm redraws in place: the last update is the current one
         body = next((seg for seg in reversed(body.split("\r")) if seg.strip()), "")
     # NCCL first: its lines can contain "step=" in some wrappers but never mean a training step.
-    for kind in ("nccl_transport", "nccl_warn", "checkpoint_saved", "resumed", "step"):
+    for kind in ("nccl_transport", "nccl_warn", "checkpoint_saved", "resumed", "resume_attempt", "step"):
         for pattern in fmt.patterns.get(kind, ()):
             match = pattern.search(body)
             if match:
@@ -237,7 +264,8 @@ def _event(kind: str, match: re.Match[str], at: datetime | None, line: str) -> T
     samples = _float(groups.get("samples_per_s"))
     if samples is None and "global_batch" in groups and step_time:
         samples = int(groups["global_batch"]) / step_time
-    devices = tuple(re.sub(r"^\[\d+\]", "", d) for d in groups.get("devices", "").split()) if kind == "nccl_transport" else ()
+    devices = tuple(re.sub(r"^\[\d+\]", "", d) for d in groups.get("devices", "").split(";")[0].split()
+                    if not re.fullmatch(r"\[[A-Z]+\]", d)) if kind == "nccl_transport" else ()
     return TrainingEvent(
         kind=kind,  # type: ignore[arg-type]
         step=step,

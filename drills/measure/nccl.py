@@ -27,7 +27,7 @@ from drills.measure import throughput as tp
 from drills.measure.checkpoint import TrainingBaseline, TrainingMonitor
 from drills.core.errors import CheckFailed
 from drills.core.kube import obj_get
-from drills.measure.logformats import TrainingEvent, parse_line
+from drills.measure.logformats import TrainingEvent
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
 
 __all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_transport",
@@ -47,6 +47,11 @@ class TransportSeen:
     transport: str  # IB | Socket (NCCL's NET plugin name)
     devices: tuple[str, ...]
     after_restart: bool = False
+    rank: int | None = None  # the NCCL rank whose line this is, when known (a pod may hold several)
+
+    @property
+    def who(self) -> str:
+        return self.pod if self.rank is None else f"{self.pod} (rank {self.rank})"
 
     @property
     def label(self) -> str:
@@ -192,11 +197,8 @@ class NcclMonitor(TrainingMonitor):
             overlay=tuple(tp.overlay(self._samples, injected_at)))
 
     # -- intake --------------------------------------------------------------------------------
-    def _take_line(self, uid: str, line: str) -> None:
-        super()._take_line(uid, line)
-        event = parse_line(self.format, line)
-        if event is None or event.at is None:
-            return
+    def _take_event(self, uid: str, event: TrainingEvent) -> None:
+        super()._take_event(uid, event)
         if event.kind in ("nccl_transport", "nccl_warn"):
             self._nccl.append((uid, event))
         elif event.kind == "step" and event.step is not None:
@@ -214,11 +216,12 @@ class NcclMonitor(TrainingMonitor):
         out: dict[str, TransportSeen] = {}
         for uid, e in self._nccl:
             if e.kind == "nccl_transport" and uid in uids and e.at <= before:
-                out[self._name(uid)] = TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices)
+                key = self._name(uid) if e.rank is None else f"{self._name(uid)}/rank{e.rank}"
+                out[key] = TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices, rank=e.rank)
         return out
 
     def _transports_after(self, since: datetime, old: set[str]) -> list[TransportSeen]:
-        return [TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices, uid not in old)
+        return [TransportSeen(self._name(uid), e.at, e.transport or "?", e.devices, uid not in old, e.rank)
                 for uid, e in self._nccl if e.kind == "nccl_transport" and e.at > since]
 
     def _restarted(self, injected_at: datetime, old: set[str]) -> bool:
@@ -248,7 +251,7 @@ def judge_transport(rec: UplinkRecovery) -> Verdict:
     if not rec.before:
         return Verdict("transport", False, None, None, "", "transport unknown: no NCCL transport line before the "
                        "fault (run the job with NCCL_DEBUG=INFO)")
-    already = sorted(p for p, t in rec.before.items() if t.transport == "Socket")
+    already = sorted(t.who for t in rec.before.values() if t.transport == "Socket")
     if already:
         return Verdict("transport", False, None, None, "",
                        f"NCCL was already on NET/Socket before the fault on {', '.join(already)}: the job runs over "
@@ -256,7 +259,7 @@ def judge_transport(rec: UplinkRecovery) -> Verdict:
     before = "; ".join(sorted({t.label for t in rec.before.values()}))
     if rec.sockets:
         first = min(rec.sockets, key=lambda t: t.at)
-        pods = ", ".join(sorted({t.pod for t in rec.sockets}))
+        pods = ", ".join(sorted({t.who for t in rec.sockets}))
         since = format_duration(max(0.0, (first.at - rec.timeline.injected).total_seconds())) if rec.timeline.injected else "?"
         when = "at its re-init after the restart" if first.after_restart else f"{since} after the fault"
         return Verdict("transport", False, None, None, "",

@@ -99,7 +99,8 @@ class ClusterConfig(_Strict):
 class TrainingWorkload(_Strict):
     job: str = "llm-finetune-8b"  # Volcano Job name
     namespace: str = "ai-platform"
-    log_format: Literal["twin", "hf-trainer", "megatron", "deepspeed"] = "twin"
+    # auto: every preset at once, the framework detected from the lines (drills.measure.logread)
+    log_format: Literal["auto", "twin", "hf-trainer", "megatron", "deepspeed", "lightning"] = "auto"
     log_patterns: dict[str, str | list[str]] = {}  # kind → regex(es), layered over log_format
     container: str | None = None  # whose logs to read; None: the pod's first container
     checkpoint_interval_steps: int = Field(2000, gt=0)

@@ -140,6 +140,7 @@ class CheckpointSpec(Strict):
     size_gib: float = Field(default=96.0, gt=0)  # 8B params: bf16 weights + fp32 Adam states
     path: str = "/ckpt/{job}"
     load_duration: Duration = 30.0
+    loadable: bool = True  # False (defect broken-resume): loading it crashes the job
 
 
 class TrainingJob(Strict):

@@ -51,6 +51,7 @@ def log_format_check(cluster, w: TrainingWorkload, pods: list[dict], twin: bool 
     """The profile's log format finds a step line and a checkpoint line in the workers' recent logs;
     when it does not, name the preset that would."""
     from drills.measure.logformats import PRESETS, parse_lines, preset
+    from drills.measure.logread import LogReader
 
     lines: list[str] = []
     for pod in pods[:2]:
@@ -61,10 +62,13 @@ def log_format_check(cluster, w: TrainingWorkload, pods: list[dict], twin: bool 
             return Check("training log format", False, f"cannot read the log of {w.namespace}/{pod['name']} "
                          f"({type(err).__name__}); grant get on pods/log")
         lines += str(text or "").splitlines()
-    found = _kinds(parse_lines(w.log_parser(), lines))
+    reader = LogReader(w.log_parser())
+    found = _kinds([e for line in lines for e in reader.feed(line)] + reader.close())
+    seen = (f"; detected {reader.framework or 'no known framework'}, {reader.unclassified} of {len(lines)} "
+            "line(s) not classified")
     if {"step", "checkpoint_saved"} <= found.keys():
         return Check("training log format", True, f"{w.log_format}: {found['step']} step line(s), "
-                     f"{found['checkpoint_saved']} checkpoint line(s) in the workers' last {_LOG_TAIL} lines")
+                     f"{found['checkpoint_saved']} checkpoint line(s) in the workers' last {_LOG_TAIL} lines{seen}")
     missing = " and ".join(k.replace("checkpoint_saved", "checkpoint") for k in ("step", "checkpoint_saved")
                            if k not in found)
     fits = [n for n in PRESETS if n != w.log_format and {"step", "checkpoint_saved"} <= _kinds(parse_lines(preset(n), lines)).keys()]
@@ -76,7 +80,7 @@ def log_format_check(cluster, w: TrainingWorkload, pods: list[dict], twin: bool 
         todo = ("no preset reads them either: choose the closest preset (twin, hf-trainer, megatron, deepspeed) and "
                 "add workloads.training.log_patterns for step / checkpoint_saved, or wait for a checkpoint")
     return Check("training log format", False, f"{w.log_format} finds no {missing} line in {len(lines)} recent "
-                 f"log lines: {todo}", transient=twin and not fits)  # a wrong preset stays wrong
+                 f"log lines{seen}: {todo}", transient=twin and not fits)  # a wrong preset stays wrong
 
 
 def inference_checks(cluster, w: InferenceWorkload, twin_info: dict | None) -> list[Check]:

@@ -87,7 +87,8 @@ def test_megatron_checkpoint_and_resume():
     assert (saved.kind, saved.step, saved.path) == ("checkpoint_saved", 6000, "/ckpt")
     loading = parse_line("megatron", " loading checkpoint from /ckpt at iteration 6000")
     loaded = parse_line("megatron", "  successfully loaded checkpoint from /ckpt [ t 0/1, p 0/1 ] at iteration 6000")
-    assert (loading.kind, loading.step, loading.path) == ("resumed", 6000, "/ckpt")
+    # "loading …" is only an attempt (issue 14: an attempt that then crashed was read as a resume)
+    assert (loading.kind, loading.step, loading.path) == ("resume_attempt", 6000, "/ckpt")
     assert (loaded.kind, loaded.step) == ("resumed", 6000)
 
 
@@ -101,7 +102,7 @@ def test_deepspeed_lines():
     ready = parse_line("deepspeed", "[INFO] [torch_checkpoint_engine.py:33:commit] [Torch] Checkpoint global_step6000 is ready now!")
     assert (ready.kind, ready.step) == ("checkpoint_saved", 6000)
     loading = parse_line("deepspeed", "[INFO] [engine.py:3000:_load_checkpoint] [Rank 0] loading checkpoint /ckpt/global_step6000/mp_rank_00_model_states.pt")
-    assert (loading.kind, loading.step) == ("resumed", 6000)
+    assert (loading.kind, loading.step) == ("resume_attempt", 6000)
 
 
 def test_kubernetes_timestamp_prefix_with_nanoseconds():

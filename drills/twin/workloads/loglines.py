@@ -15,7 +15,7 @@ import zlib
 __all__ = [
     "Worker", "nccl_init", "step_line", "checkpoint_saved", "resumed", "saving_checkpoint", "path_loss_warn",
     "rerouted", "rebalanced", "isolated_warn", "watchdog_timeout", "socket_fallback", "peer_lost_warn",
-    "gpu_xid", "checkpoint_path",
+    "gpu_xid", "checkpoint_path", "resume_crash",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,23 @@ def checkpoint_saved(step: int, duration_s: float, path: str) -> str:
 
 def resumed(step: int, path: str, load_s: float) -> str:
     return f"resumed from checkpoint step={step} path={path} load_s={load_s:.1f}"
+
+
+def resume_crash(w: Worker, step: int, path: str) -> list[str]:
+    """A worker that tries to load its checkpoint and crashes (defect broken-resume): the attempt line, then
+    the Python traceback torch.load raises on a truncated file, as `torchrun` prefixes it."""
+    frames = [
+        ("/workspace/train.py", 412, "<module>", "main()"),
+        ("/workspace/train.py", 377, "main", "step = load_checkpoint(model, optimizer, args.load)"),
+        ("/workspace/checkpointing.py", 121, "load_checkpoint", "state_dict = torch.load(path, map_location=\"cpu\")"),
+        ("/usr/local/lib/python3.10/dist-packages/torch/serialization.py", 1025, "load",
+         "raise pickle.UnpicklingError(UNSAFE_MESSAGE + str(e)) from None"),
+    ]
+    out = [f"loading checkpoint step={step} path={path}", "Traceback (most recent call last):"]
+    for file, line, func, code in frames:
+        out += [f'  File "{file}", line {line}, in {func}', f"    {code}"]
+    out.append(f"_pickle.UnpicklingError: invalid load key, '\\x00'. ({path}/model_optim_rng.pt is truncated)")
+    return [f"[rank{w.rank}]:{line}" for line in out]
 
 
 def peer_lost_warn(w: Worker, peer: str) -> str:

@@ -132,8 +132,8 @@ class JobSim:
         nranks = len(pods) * max(1, self.spec.gpus_per_worker)
         if first:
             self._first_start(now, nranks, out)
-        else:
-            self._resume(now, load_s, nranks, out)
+        elif not self._resume(now, load_s, nranks, out):
+            return
         self.truth.record("training", self.subject, "nccl_transport", at=compute_from, transport=self.run.transport)
         self._update_truth()
 
@@ -158,10 +158,17 @@ class JobSim:
         out.add(now, self.progress_pods(), self._step_text(step, now))
         self.truth.record("training", self.subject, "job_started", at=now, step=step)
 
-    def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> None:
+    def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> bool:
+        """Resume from the latest checkpoint; False when loading it crashed the job (defect broken-resume)."""
         run, spec = self.run, self.spec
         latest = self.store.latest(self.ns, self.name)
         step = latest or 0
+        if latest is not None and not spec.checkpoint.loadable:
+            path = L.checkpoint_path(self.base_path, step)
+            self.truth.record("training", self.subject, "resume_failed", at=now, step=step, run=run.rid)
+            texts = {pod: L.resume_crash(w, step, path) for pod, w in run.workers.items()}
+            self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="broken-resume")
+            return False
         self.progress = Progress(float(step), now)
         self.truth.record("training", self.subject, "job_resumed", at=now, run=run.rid)
         resumed_at = now + load_s
@@ -177,6 +184,7 @@ class JobSim:
         if self.fault_step is not None:
             forced.add(max(self.fault_step, step + 1))
         self.filter.forced = forced
+        return True
 
     def end_run(self, now: float, cause: str, out: Output, advance: bool = True, lost: set[str] | None = None) -> None:
         """A worker stopped: progress freezes, in-flight saves are lost, the next run resumes.
