@@ -71,9 +71,12 @@ class Target:
         return f"{shown} (profile default; the feature states no number)"
 
     def to_record(self) -> dict[str, Any]:
-        """What records.jsonl keeps (`details.target`, `details.targets[...]`)."""
-        return {"name": self.name, "value": self.value, "source": self.source, "feature": self.feature,
-                "profile": self.profile, "unit": self.unit}
+        """What records.jsonl keeps (`details.target`, `details.targets[...]`); a time target adds its wait."""
+        record = {"name": self.name, "value": self.value, "source": self.source, "feature": self.feature,
+                  "profile": self.profile, "unit": self.unit}
+        if self.unit == "s":
+            record["wait_s"] = round(self.wait_s, 3)
+        return record
 
 
 def resolve(feature_value: float | None, slo: Any, field: str, unit: str = "") -> Target:

@@ -35,7 +35,7 @@ def test_a_profile_that_sets_the_field_overrides_the_feature_and_both_are_kept()
     assert target.overridden
     assert target.describe() == "10m (site profile; the feature says 15m)"
     assert target.to_record() == {"name": "training_recovery_s", "value": 600.0, "source": "profile",
-                                  "feature": 900.0, "profile": 600.0, "unit": "s"}
+                                  "feature": 900.0, "profile": 600.0, "unit": "s", "wait_s": 720.0}
 
 
 def test_an_explicit_value_equal_to_the_default_still_counts_as_set():
