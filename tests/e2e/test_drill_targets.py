@@ -96,14 +96,15 @@ def test_network_detects_and_judges_with_the_same_site_ratio(tmp_path):
 
 
 def test_storage_a_site_save_ratio_overrides_the_features_2x(tmp_path):
-    done, rec = run(tmp_path, "-m", "storage", slo="checkpoint_save_ratio: 3")
+    """5×: generous, so a loaded test machine's noisy 16 MB probe cannot fail it."""
+    done, rec = run(tmp_path, "-m", "storage", slo="checkpoint_save_ratio: 5")
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("checkpoint save", "training checkpoint save"):
         c = check(rec, name)
-        assert c["target_source"] == "profile" and "3× (site profile; the feature says 2×)" in c["reason"]
-        assert c["target"] == pytest.approx(min(3 * c["baseline"], 5.0) if name == "checkpoint save"
-                                            else 3 * c["baseline"])
-    assert rec["details"]["targets"]["training checkpoint save"]["value"] == 3.0
+        assert c["target_source"] == "profile" and "5× (site profile; the feature says 2×)" in c["reason"]
+        assert c["target"] == pytest.approx(min(5 * c["baseline"], 5.0) if name == "checkpoint save"
+                                            else 5 * c["baseline"])
+    assert rec["details"]["targets"]["training checkpoint save"]["value"] == 5.0
     assert "(site profile)" in done.stdout
 
 
