@@ -27,13 +27,9 @@ class DrillInfo:
     epic: str
     feature: str
     severity: str = "normal"
-    slo: str | None = None  # a field of drills.profile.model.SloConfig
+    slo: str | None = None  # the SloConfig field of its recovery target (resolved by drills/verdicts/targets.py)
     categories: dict[str, str] = field(default_factory=dict)  # check name → report category
     headline: str | None = None  # the check a reviewer reads first when the drill has no recovery target
-
-    def target_s(self, profile) -> float | None:
-        """This drill's recovery target from the profile's SLOs (None when it has none)."""
-        return float(getattr(profile.slo, self.slo)) if self.slo else None
 
     def category(self, check: str) -> str | None:
         return self.categories.get(check)

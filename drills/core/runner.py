@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _NOT_STARTED = ("precondition_not_met", "injector_failed")
-PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.recorder", "fixtures.progress",
-           "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage", "fixtures.steps")
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
+           "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
+           "fixtures.steps")
 
 
 @dataclass
@@ -114,10 +115,11 @@ def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
 
 def final_table(records: list[dict], width: int = 100):
     """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
-    terminal: long scenario names keep their Outline example values (drills.report.figures)."""
+    terminal: long scenario names keep their Outline example values; a target the site profile set
+    instead of the feature's number reads "30s (site profile)" (drills.report.figures)."""
     from rich.table import Table
 
-    from drills.report.figures import headline_figures, short_scenario
+    from drills.report.figures import headline_figures, overridden, short_scenario
     from drills.verdicts.timeline import format_duration
 
     rows = []
@@ -126,7 +128,7 @@ def final_table(records: list[dict], width: int = 100):
         style = "green" if verdict == "pass" else "red"
         if rec.get("target_s"):
             measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
-            target = format_duration(rec["target_s"])
+            target = format_duration(rec["target_s"]) + overridden(rec)
         else:  # no recovery target (storage saturation): its headline check against that check's limit
             target, measured = headline_figures(rec)
         rows.append((rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,

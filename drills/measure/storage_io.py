@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from drills.measure.checkpoint_io import ProbeResult, probe_checkpoint
 from drills.faults.storage.fio import FioResult
+from drills.verdicts.targets import GRACE
 from drills.verdicts.timeline import Verdict, within
 
 __all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s",
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 MB = 1_000_000  # fio and storage vendors quote decimal MB/s
 DEFAULT_REPEATS = 5
 RATE_WAIT_S = 600.0  # cluster seconds to see two step lines of a running job
-SAVE_WAIT_MARGIN = 1.1  # wait a little past the budget, so a save just over it is seen as over
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def training_saves(monitor, window_start: datetime, interval_steps: int, ratio: 
     rate = monitor.step_rate()
     # the next save starts within one interval; it must finish within ratio × baseline
     eta = interval_steps / rate if rate else 0.0
-    deadline = start_ts + (eta + ratio * (base or 0.0)) * SAVE_WAIT_MARGIN
+    deadline = start_ts + (eta + ratio * (base or 0.0)) * (1.0 + GRACE)  # the one grace: a late save is seen late
     if base is not None:
         monitor.wait_until(lambda: bool(split()[1]), deadline,
                            on_wait and (lambda: on_wait("checkpoint save", clock.timestamp() - start_ts)))

@@ -210,10 +210,14 @@ class StorageConfig(_Strict):
 
 
 class SloConfig(_Strict):
+    """Site overrides of the features' numbers. A contract field counts only when the profile sets it:
+    the feature's number is the contract, and these defaults apply only where a scenario states no
+    number (the one rule: drills/verdicts/targets.py). `throughput_sustain_s` is the profile's own."""
+
     training_recovery_s: Seconds = 900.0
     inference_recovery_s: Seconds = 300.0
     network_recovery_s: Seconds = 900.0
-    lost_steps_budget: int | None = Field(None, ge=0)  # None: the training checkpoint interval
+    lost_steps_budget: int | None = Field(None, ge=0)  # None: the feature's "no more than N steps are lost"
     inference_error_budget: float = Field(0.01, ge=0, le=1)
     throughput_recovery_ratio: Ratio = 0.9
     throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
@@ -222,7 +226,6 @@ class SloConfig(_Strict):
 
 
 class FaultsConfig(_Strict):
-    node_mode: Literal["cordon-drain", "taint-noexecute", "gpu-unhealthy"] = "cordon-drain"
     node: str | None = None  # a named target node; None: one running the job
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
@@ -266,20 +269,6 @@ class TargetProfile(_Strict):
     slo: SloConfig = SloConfig()
     faults: FaultsConfig = FaultsConfig()
     safety: SafetyConfig = SafetyConfig()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _budget_defaults_to_interval(cls, data: Any) -> Any:
-        """lost_steps_budget left out means one checkpoint interval (DESIGN §1)."""
-        if not isinstance(data, dict):
-            return data
-        slo = data.get("slo") or {}
-        if isinstance(slo, dict) and slo.get("lost_steps_budget") is None:
-            training = (data.get("workloads") or {}).get("training") if isinstance(data.get("workloads"), dict) else None
-            interval = training.get("checkpoint_interval_steps", 2000) if isinstance(training, dict) else 2000
-            if isinstance(interval, int) and not isinstance(interval, bool):
-                data = {**data, "slo": {**slo, "lost_steps_budget": interval}}
-        return data
 
     @model_validator(mode="after")
     def _switch_sources(self) -> "TargetProfile":

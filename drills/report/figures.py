@@ -4,7 +4,9 @@ A drill with a recovery target shows its recovery time against that target. A dr
 (storage saturation) shows a check instead: the first check that failed, else the drill's headline
 check from drills/core/catalog.yaml, else its first measured check. A check judged against a multiple of
 a baseline shows that multiple (`1.3× save` against `≤ 2×`); any other shows value and unit against
-the limit, with ≤ or ≥ read from how the value was judged. The resilience score is not affected.
+the limit, with ≤ or ≥ read from how the value was judged. A target the site profile set instead of
+the feature's number says so: `10m (site profile)` (the one rule, drills/verdicts/targets.py; the
+record's reason names both numbers). The resilience score is not affected.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import logging
 
 from drills.core.catalog import catalog
 from drills.report.text import fmt_seconds
+from drills.verdicts.targets import PROFILE
 
-__all__ = ["headline_figures", "headline_check", "check_figures", "short_scenario"]
+__all__ = ["headline_figures", "headline_check", "check_figures", "overridden", "short_scenario"]
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +25,7 @@ log = logging.getLogger(__name__)
 def headline_figures(record: dict) -> tuple[str, str]:
     """(target, measured) for one record; '—' where there is nothing to show."""
     if record.get("target_s"):
-        return fmt_seconds(record["target_s"]), fmt_seconds(record.get("recovery_s"))
+        return fmt_seconds(record["target_s"]) + overridden(record), fmt_seconds(record.get("recovery_s"))
     check = headline_check(record)
     if check is None:
         return "—", fmt_seconds(record.get("recovery_s"))
@@ -50,11 +53,19 @@ def check_figures(check: dict) -> tuple[str, str]:
     if base:
         noun = str(check.get("name") or "").split()[-1:] or [""]
         shown = f"{_num(float(measured) / float(base))}× {noun[0]}".rstrip()
-        limit = "—" if target is None else f"{sign}{_num(float(target) / float(base))}×"
+        limit = "—" if target is None else f"{sign}{_num(float(target) / float(base))}×{overridden(check)}"
         return limit, shown
     unit = f" {check['unit']}" if check.get("unit") else ""
-    limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}"
+    limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}{overridden(check)}"
     return limit, f"{_num(float(measured))}{unit}"
+
+
+def overridden(record_or_check: dict) -> str:
+    """" (site profile)" when the site profile, not the feature, set this record's recovery target (its
+    `details.target`) or this check's target (its `target_source`); else ""."""
+    source = record_or_check.get("target_source") or \
+        ((record_or_check.get("details") or {}).get("target") or {}).get("source")
+    return " (site profile)" if source == PROFILE else ""
 
 
 def short_scenario(name: str, siblings: list[str], width: int) -> str:

@@ -124,6 +124,7 @@ class Verdict:
     unit: str
     reason: str
     baseline: float | None = None  # what `measured` compares with, when the limit is a multiple of it
+    target_source: str | None = None  # where the target came from (drills/verdicts/targets.py), when resolved
 
     @property
     def verdict(self) -> str:
@@ -134,6 +135,8 @@ class Verdict:
                   "unit": self.unit, "reason": self.reason}
         if self.baseline is not None:
             record["baseline"] = self.baseline
+        if self.target_source is not None:
+            record["target_source"] = self.target_source
         return record
 
 

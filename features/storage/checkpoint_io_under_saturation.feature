@@ -2,9 +2,10 @@
 Feature: Checkpoint I/O holds while the checkpoint store is saturated
   Someone floods the shared file system and checkpoint saves go from minutes to tens of minutes
   (seed pitfall 5.5). fio saturates the checkpoint store; a checkpoint written under that load must
-  read back intact, save within the budget against its own baseline (slo.checkpoint_save_ratio, and
-  storage.probe_save_limit_s when set), the training job's own checkpoint saves must stay within the
-  same ratio, and the store must deliver its declared bandwidth (storage.bandwidth_target_mb_s).
+  read back intact and save within twice its own baseline (and storage.probe_save_limit_s when set),
+  the training job's own checkpoint saves must stay within twice theirs, and the store must deliver
+  its declared bandwidth (storage.bandwidth_target_mb_s). A site may override the 2x by setting
+  slo.checkpoint_save_ratio in its profile.
 
   Scenario: Saturate the checkpoint store with fio under the fine-tuning job
     Given the training job is running on at least 2 nodes
@@ -12,6 +13,6 @@ Feature: Checkpoint I/O holds while the checkpoint store is saturated
     And a checkpoint probe of the store gives a baseline
     When the checkpoint store is saturated with fio
     Then a checkpoint written under saturation reads back intact
-    And its save time stays within the budget
-    And the training job's checkpoint saves stay within the budget
+    And its save time stays within 2x its baseline
+    And the training job's checkpoint saves stay within 2x their baseline
     And the store delivers its declared bandwidth under fio and the probe

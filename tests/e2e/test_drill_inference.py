@@ -75,6 +75,8 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     for rec in recs:
         assert rec["verdict"] == "pass", rec["reason"]
         assert rec["drill"] == "inference-pod-kill" and rec["target_s"] == TARGET_S
+        # the built-in profile sets no SLO: the feature's numbers are judged (the one rule for targets)
+        assert {t["source"] for t in rec["details"]["targets"].values()} == {"feature"}
         assert 0 <= rec["recovery_s"] <= TARGET_S
         load = rec["details"]["load"]
         assert load["requests"] > 100 and load["budget_error_rate"] <= 0.01

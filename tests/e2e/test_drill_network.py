@@ -52,6 +52,8 @@ def test_healthy_twin_passes_every_scenario_and_records_path_transport_and_throu
         assert d["nccl_warnings"] >= 1 and d["overlay"] and d["overlay_label"] == "samples/s"
         assert d["reverts"] == [{"kind": "switch", "target": f"{d['switch']}:{d['interface']}", "ok": True, "error": None}]
         assert {"injected", "detected", "recovered"} <= set(rec["phases"])
+        # the built-in profile sets no SLO: the feature's numbers are judged (the one rule for targets)
+        assert {t["source"] for t in d["targets"].values()} == {"feature"} and d["throughput_recovery_ratio"] == 0.9
     journal = (run_dir / "journal.jsonl").read_text()
     assert journal.count('"outcome":"reverted"') == 3
 

@@ -42,6 +42,9 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
         assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]
         assert rec["details"]["lost_node"] not in rec["details"]["new_nodes"]
         assert rec["run_id"] == "healthy" and rec["drill"] == "gpu-node-loss" and rec["severity"] == "critical"
+        # the built-in profile sets no SLO: the feature's numbers are judged (the one rule for targets)
+        assert {t["source"] for t in rec["details"]["targets"].values()} == {"feature"}
+        assert rec["details"]["target"]["feature"] == TARGET_S and rec["details"]["target"]["profile"] is None
     assert "Drill results" in done.stdout and done.stdout.count("PASS") >= 3
     assert "waiting for" in done.stdout or "✓ recovered" in done.stdout  # progress while the drill ran
     for name in ("junit.xml", "summary.md", "journal.jsonl", "report/index.html"):

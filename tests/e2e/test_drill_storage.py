@@ -69,6 +69,9 @@ def test_healthy_store_passes_with_baseline_and_saturated_figures(healthy):
     assert {c["name"] for c in d["checks"]} == {"checkpoint intact", "checkpoint save", "training checkpoint save",
                                                 "store bandwidth"}
     assert rec["phases"]["injected"]
+    # the built-in profile sets no SLO: the feature's 2x is judged (the one rule for targets)
+    assert {k: (t["value"], t["source"]) for k, t in d["targets"].items()} == {
+        "checkpoint save": (2.0, "feature"), "training checkpoint save": (2.0, "feature")}
     assert d["reverts"] == [{"kind": "storage", "target": d["checkpoint_store"], "ok": True, "error": None}]
     assert_clean(run_dir)
 

@@ -31,12 +31,12 @@ def test_builtin_twin_profile():
     assert profile.workloads.training.namespace == "ai-platform"
     assert profile.workloads.inference.deployment == "llama-7b-infer"
     assert profile.slo.training_recovery_s == 900 and profile.slo.inference_recovery_s == 300
-    assert profile.slo.lost_steps_budget == 2000
-    assert profile.faults.node_mode == "cordon-drain"
+    assert profile.slo.model_fields_set == set()  # the built-in profile overrides no feature's number
+    assert profile.slo.lost_steps_budget is None  # the feature's "no more than N steps are lost" holds
     assert not profile.safety.dry_run
 
 
-def test_minimal_real_profile_and_budget_follows_interval(tmp_path):
+def test_minimal_real_profile(tmp_path):
     path = write(tmp_path, """
         cluster: {mode: kubeconfig, kubeconfig: kube/config, context: prod-gpu}
         workloads:
@@ -46,14 +46,15 @@ def test_minimal_real_profile_and_budget_follows_interval(tmp_path):
     profile = load_target(str(path))
     assert profile.cluster.kubeconfig == str(tmp_path.resolve() / "kube" / "config")
     assert profile.slo.training_recovery_s == 900 and profile.slo.inference_recovery_s == 300
-    assert profile.slo.lost_steps_budget == 500
+    assert profile.slo.model_fields_set == {"training_recovery_s", "inference_recovery_s"}
+    assert profile.slo.lost_steps_budget is None  # no longer derived from the checkpoint interval
     assert profile.workloads.training.log_parser().name == "megatron"
     assert profile.safety.allow.nodes == []  # a real target allows nothing until it says so
 
 
-def test_explicit_lost_steps_budget_wins():
+def test_explicit_lost_steps_budget_is_kept_and_marked_set():
     profile = parse_profile("slo: {lost_steps_budget: 100}\nworkloads: {training: {checkpoint_interval_steps: 500}}")
-    assert profile.slo.lost_steps_budget == 100
+    assert profile.slo.lost_steps_budget == 100 and "lost_steps_budget" in profile.slo.model_fields_set
 
 
 @pytest.mark.parametrize("text,seconds", [(900, 900.0), ("900", 900.0), ("900s", 900.0), ("15m", 900.0),
@@ -91,8 +92,13 @@ def test_unknown_section(tmp_path):
 
 
 def test_bad_choice_lists_the_choices(tmp_path):
-    line = error_line(tmp_path, "faults: {node_mode: reboot}\n")
-    assert line.endswith("""faults.node_mode: must be 'cordon-drain', 'taint-noexecute' or 'gpu-unhealthy' (got "reboot")""")
+    line = error_line(tmp_path, "faults: {pod_kill_mode: reboot}\n")
+    assert line.endswith("""faults.pod_kill_mode: must be 'delete', 'evict' or 'kill-container' (got "reboot")""")
+
+
+def test_node_mode_is_gone_the_gherkin_examples_choose_it(tmp_path):
+    line = error_line(tmp_path, "faults: {node_mode: cordon-drain}\n")
+    assert "faults.node_mode: unknown field" in line
 
 
 def test_several_problems_are_counted(tmp_path):

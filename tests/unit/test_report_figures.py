@@ -57,6 +57,22 @@ def test_final_table_and_summary_show_the_storage_figures():
     assert table["rows"][0][3:5] == ["≤ 2×", "1.3× save"]
 
 
+def test_a_target_the_site_profile_set_says_so_in_the_table_and_the_summary():
+    target = {"name": "training_recovery_s", "value": 600.0, "source": "profile", "feature": 900.0, "profile": 600.0}
+    site = {"drill": "gpu-node-loss", "scenario": "Lose a node", "verdict": "pass", "recovery_s": 61.0,
+            "target_s": 600.0, "details": {"target": target}}
+    feature = {**site, "target_s": 900.0, "details": {"target": {**target, "value": 900.0, "source": "feature"}}}
+    assert headline_figures(site) == ("10m 00s (site profile)", "1m 01s")
+    assert headline_figures(feature) == ("15m 00s", "1m 01s")
+    console = Console(width=120, record=True)
+    console.print(final_table([site, feature], width=120))
+    text = console.export_text()
+    assert "10m (site profile)" in text and "15m " in text and text.count("site profile") == 1
+    table = next(s["table"] for s in summary_sections([Run("r1", None, [site])]) if s.get("table"))
+    assert table["rows"][0][3] == "10m 00s (site profile)"
+    assert check_figures({**_TRAIN, "target_source": "profile"}) == ("≤ 2× (site profile)", "1.3× save")
+
+
 _OUTLINE = [f"Lose a GPU node under the fine-tuning job by {fault}"
             for fault in ("cordon-drain", "taint-noexecute", "gpu-unhealthy")]
 
