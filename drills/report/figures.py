@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from drills.core.catalog import catalog
+from drills.core.record import Check, Record
 from drills.report.text import fmt_seconds
 
 __all__ = ["headline_figures", "headline_check", "check_figures", "short_scenario"]
@@ -19,42 +20,41 @@ __all__ = ["headline_figures", "headline_check", "check_figures", "short_scenari
 log = logging.getLogger(__name__)
 
 
-def headline_figures(record: dict) -> tuple[str, str]:
+def headline_figures(record: Record) -> tuple[str, str]:
     """(target, measured) for one record; '—' where there is nothing to show."""
-    if record.get("target_s"):
-        return fmt_seconds(record["target_s"]), fmt_seconds(record.get("recovery_s"))
+    if record.target_s:
+        return fmt_seconds(record.target_s), fmt_seconds(record.recovery_s)
     check = headline_check(record)
     if check is None:
-        return "—", fmt_seconds(record.get("recovery_s"))
+        return "—", fmt_seconds(record.recovery_s)
     return check_figures(check)
 
 
-def headline_check(record: dict) -> dict | None:
+def headline_check(record: Record) -> Check | None:
     """The check that speaks for a record without a recovery target (see the module docstring)."""
-    checks = [c for c in (record.get("details") or {}).get("checks") or []
-              if isinstance(c, dict) and c.get("measured") is not None]
+    checks = [c for c in record.checks if c.measured is not None]
     if not checks:
         return None
-    failed = [c for c in checks if c.get("verdict") not in ("pass", None)]
+    failed = [c for c in checks if not c.passed]
     if failed:
         return failed[0]
-    info = catalog().get(str(record.get("drill")))
-    named = [c for c in checks if info is not None and c.get("name") == info.headline]
+    info = catalog().get(record.drill)
+    named = [c for c in checks if info is not None and c.name == info.headline]
     return (named or checks)[0]
 
 
-def check_figures(check: dict) -> tuple[str, str]:
+def check_figures(check: Check) -> tuple[str, str]:
     """(limit, measured) of one recorded check, e.g. ('≤ 2×', '1.3× save') or ('≥ 20 MB/s', '837 MB/s')."""
-    measured, target, base = check.get("measured"), check.get("target"), check.get("baseline")
-    sign = _sign(float(measured), None if target is None else float(target), check.get("verdict") == "pass")
+    measured, target, base = check.measured, check.target, check.baseline
+    sign = _sign(measured, target, check.passed)
     if base:
-        noun = str(check.get("name") or "").split()[-1:] or [""]
-        shown = f"{_num(float(measured) / float(base))}× {noun[0]}".rstrip()
-        limit = "—" if target is None else f"{sign}{_num(float(target) / float(base))}×"
+        noun = check.name.split()[-1:] or [""]
+        shown = f"{_num(measured / base)}× {noun[0]}".rstrip()
+        limit = "—" if target is None else f"{sign}{_num(target / base)}×"
         return limit, shown
-    unit = f" {check['unit']}" if check.get("unit") else ""
-    limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}"
-    return limit, f"{_num(float(measured))}{unit}"
+    unit = f" {check.unit}" if check.unit else ""
+    limit = "—" if target is None else f"{sign}{_num(target)}{unit}"
+    return limit, f"{_num(measured)}{unit}"
 
 
 def short_scenario(name: str, siblings: list[str], width: int) -> str:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from drills.core.record import Check, Record
 from drills.report.figures import check_figures, headline_figures, short_scenario
 from drills.report.summary import summary_sections
 from drills.report.records import Run
 from drills.core.runner import final_table
 
 
-def _storage(checks: list[dict], verdict: str = "pass") -> dict:
-    return {"drill": "storage-saturation", "scenario": "Saturate the checkpoint store", "verdict": verdict,
-            "recovery_s": None, "target_s": None, "severity": "critical", "details": {"checks": checks}}
+def _storage(checks: list[dict], verdict: str = "pass") -> Record:
+    return Record.from_json({"drill": "storage-saturation", "scenario": "Saturate the checkpoint store",
+                             "verdict": verdict, "recovery_s": None, "target_s": None, "severity": "critical",
+                             "details": {"checks": checks}})
 
 
 _INTACT = {"name": "checkpoint intact", "verdict": "pass", "measured": 5.0, "target": 5.0, "unit": "intact"}
@@ -24,7 +26,7 @@ _BANDWIDTH = {"name": "store bandwidth", "verdict": "pass", "measured": 836.56, 
 
 
 def test_a_record_with_a_recovery_target_shows_recovery():
-    rec = {"drill": "gpu-node-loss", "verdict": "pass", "recovery_s": 61.0, "target_s": 900.0}
+    rec = Record.from_json({"drill": "gpu-node-loss", "verdict": "pass", "recovery_s": 61.0, "target_s": 900.0})
     assert headline_figures(rec) == ("15m 00s", "1m 01s")
 
 
@@ -38,9 +40,9 @@ def test_the_first_failed_check_wins_over_the_headline():
 
 
 def test_limits_read_their_direction_from_the_verdict():
-    assert check_figures(_BANDWIDTH) == ("≥ 20 MB/s", "837 MB/s")
-    assert check_figures({**_TRAIN, "verdict": "fail", "measured": 96.0}) == ("≤ 2×", "2.5× save")
-    assert check_figures(_INTACT) == ("5 intact", "5 intact")
+    assert check_figures(Check.from_json(_BANDWIDTH)) == ("≥ 20 MB/s", "837 MB/s")
+    assert check_figures(Check.from_json({**_TRAIN, "verdict": "fail", "measured": 96.0})) == ("≤ 2×", "2.5× save")
+    assert check_figures(Check.from_json(_INTACT)) == ("5 intact", "5 intact")
 
 
 def test_a_record_without_checks_or_target_shows_dashes():
@@ -68,8 +70,8 @@ def test_a_long_outline_scenario_keeps_its_example_value():
 
 
 def test_the_final_table_is_one_line_per_record_on_100_columns():
-    records = [{"drill": "gpu-node-loss", "scenario": s, "target_s": 900, "recovery_s": 59.0, "verdict": "pass"}
-               for s in _OUTLINE]
+    records = [Record.from_json({"drill": "gpu-node-loss", "scenario": s, "target_s": 900, "recovery_s": 59.0,
+                                 "verdict": "pass"}) for s in _OUTLINE]
     console = Console(width=100, record=True)
     console.print(final_table(records, width=100))
     lines = [line for line in console.export_text().splitlines() if "gpu-node-loss" in line]
