@@ -145,7 +145,10 @@ class Record:
     wall_started: datetime | None = None  # wall time: orders runs (each twin's clock runs ahead by its own amount)
 
     def __post_init__(self) -> None:
-        ordered = {name: self.phases[name] for name in PHASES if self.phases.get(name) is not None}
+        # Times hold what the line can say (UTC, milliseconds), so a record equals its own JSON read back.
+        ordered = {name: _ms(self.phases[name]) for name in PHASES if self.phases.get(name) is not None}
+        for name in ("started", "finished", "wall_started"):
+            object.__setattr__(self, name, _ms(getattr(self, name)))
         object.__setattr__(self, "phases", MappingProxyType(ordered))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
         object.__setattr__(self, "checks", tuple(self.checks))
@@ -249,6 +252,13 @@ def _time(name: str, value: Any) -> datetime | None:
     except ValueError:
         raise ValueError(f"`{name}` is {value!r}, not an ISO time") from None
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)  # older lines: naive meant UTC
+
+
+def _ms(at: datetime | None) -> datetime | None:
+    if at is None:
+        return None
+    at = at.astimezone(timezone.utc) if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
 def _iso(at: datetime | None) -> str | None:
