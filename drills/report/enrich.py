@@ -51,7 +51,7 @@ def enrich_results(results_dir: Path, records: list[Record], lang: str = "en") -
     for rec in records:
         match = _match(rec, loaded)
         if match is None:
-            log.debug("no Allure result for %s / %s", rec.get("drill"), rec.get("scenario"))
+            log.debug("no Allure result for %s / %s", rec.drill, rec.scenario)
             continue
         path, result = match
         if _enrich(result, rec, results_dir, lang):

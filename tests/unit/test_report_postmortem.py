@@ -124,6 +124,7 @@ def test_enrich_adds_parameters_attachments_severity_and_category_once(tmp_path)
     record = failed(category="stale_checkpoint", details={"logs": ["line 1", "line 2"]})
     assert enrich_results(tmp_path, [record]) == 1
     assert enrich_results(tmp_path, [record]) == 0  # idempotent
+    assert enrich_results(tmp_path, [failed(scenario="not in the results")]) == 0
     result = json.loads((tmp_path / "a-result.json").read_text())
     assert {p["name"]: p["value"] for p in result["parameters"]} == {
         "measured recovery": "11m 40s", "target": "5m 00s", "verdict": "fail"}
