@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from drills.core.errors import DrillError
-from drills.core.record import Record
+from drills.core.record import Category, Record
 from drills.report.records import load_records, previous_run, run_history
 from drills.report.score import FORMULA, record_credit, resilience_score
 from drills.report.summary import write_summary
@@ -65,7 +65,8 @@ def test_formats_and_categories():
     assert category_name(typed(verdict="fail", category="socket_fallback").category) == \
         "NCCL socket fallback (`socket_fallback`)"
     assert category_name(None) == "—"
-    assert all(set(c) == {"id", "name", "name_zh", "statuses"} for c in categories())
+    assert all(set(c) == {"id", "name", "name_zh", "statuses"} for c in categories())  # no regexes
+    assert [c["id"] for c in categories()] == [c.value for c in Category]  # one name per typed category
     with pytest.raises(DrillError, match="unknown report language"):
         labels("fr")
 
