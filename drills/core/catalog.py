@@ -15,6 +15,9 @@ from typing import Iterable
 
 import yaml
 
+from drills.core.errors import InvalidProfile
+from drills.core.record import Category
+
 __all__ = ["DrillInfo", "catalog", "drill_for_tags", "UNKNOWN"]
 
 log = logging.getLogger(__name__)
@@ -31,8 +34,10 @@ class DrillInfo:
     categories: dict[str, str] = field(default_factory=dict)  # check name → report category
     headline: str | None = None  # the check a reviewer reads first when the drill has no recovery target
 
-    def category(self, check: str) -> str | None:
-        return self.categories.get(check)
+    def category(self, check: str) -> Category | None:
+        """The report category of this drill's check `check` failing (None: not catalogued)."""
+        named = self.categories.get(check)
+        return None if named is None else Category(named)
 
 
 UNKNOWN = DrillInfo(id="drill", tag="", epic="Drills", feature="Drill")
@@ -41,7 +46,14 @@ UNKNOWN = DrillInfo(id="drill", tag="", epic="Drills", feature="Drill")
 @functools.lru_cache(maxsize=1)
 def catalog() -> dict[str, DrillInfo]:
     text = (importlib.resources.files("drills.core") / "catalog.yaml").read_text(encoding="utf-8")
-    return {key: DrillInfo(id=key, **value) for key, value in (yaml.safe_load(text) or {}).items()}
+    drills = {key: DrillInfo(id=key, **value) for key, value in (yaml.safe_load(text) or {}).items()}
+    known = {c.value for c in Category}
+    for info in drills.values():  # a typo here would surface only when that check fails: refuse it now
+        wrong = sorted(set(info.categories.values()) - known)
+        if wrong:
+            raise InvalidProfile(f"catalog.yaml: {info.id}: unknown categor{'y' if len(wrong) == 1 else 'ies'} "
+                                 f"{', '.join(wrong)} (known: {', '.join(sorted(known))})")
+    return drills
 
 
 def drill_for_tags(tags: Iterable[str]) -> DrillInfo:

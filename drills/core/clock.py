@@ -73,7 +73,8 @@ class DilatedClock(Clock):
 
 
 def to_iso(moment: datetime | float) -> str:
-    """RFC 3339 as Kubernetes writes it (second precision, `Z`)."""
+    """RFC 3339 as Kubernetes writes object timestamps (second precision, `Z`): the twin's API objects
+    only. Records, journals and reports use `Clock.iso`."""
     if not isinstance(moment, datetime):
         moment = datetime.fromtimestamp(moment, timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -5,7 +5,10 @@ unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario und
 `pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
 SIGTERM turned into KeyboardInterrupt so every injector reverts and every twin stops → report (summary,
 timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
-2 when a drill could not start (bad input: nothing was injected), 130 when interrupted.
+2 when no drill could start (bad input, the fault could not be injected, or a precondition failed:
+nothing was injected); otherwise 1 when any drill failed or was inconclusive (an inconclusive drill
+proved nothing, so it is not a pass); 130 when interrupted. Decided from the records' typed verdict
+and category (drills.core.record), never from the words of a reason.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Iterator
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
 from drills.core.journal import open_entries, revert_open
+from drills.core.record import NOT_STARTED, Category, Outcome, Record
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
@@ -33,6 +37,9 @@ _NOT_STARTED = ("precondition_not_met", "injector_failed")
 PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
+
+
+_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow"}
 
 
 @dataclass
@@ -58,7 +65,7 @@ class RunOptions:
 class RunResult:
     exit_code: int
     run_dir: Path
-    records: list[dict]
+    records: list[Record]
     errors: list[str]
 
 
@@ -85,13 +92,13 @@ def run_drills(opts: RunOptions) -> RunResult:
         code = 130  # interrupted before any drill recorded
     elif errors and len(errors) == len(records):
         code = 2
-    elif records and all(r.get("verdict") == "pass" for r in records) and rc == 0:
+    elif records and all(r.passed for r in records) and rc == 0:
         code = 0
     elif rc == 5 or (not records and rc == 0):
         code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
     else:
         code = 1
-    if _interrupted(run_dir):
+    if any(r.category is Category.INTERRUPTED for r in records):
         code = 130
     return RunResult(code, run_dir, records, errors)
 
@@ -113,7 +120,7 @@ def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
         return revert_open(root, run_id, reverter, check_target=check)
 
 
-def final_table(records: list[dict], width: int = 100):
+def final_table(records: list[Record], width: int = 100):
     """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
     terminal: long scenario names keep their Outline example values; a target the site profile set
     instead of the feature's number reads "30s (site profile)" (drills.report.figures)."""
@@ -124,21 +131,21 @@ def final_table(records: list[dict], width: int = 100):
 
     rows = []
     for rec in records:
-        verdict = rec.get("verdict", "?")
-        style = "green" if verdict == "pass" else "red"
-        if rec.get("target_s"):
-            measured = format_duration(rec["recovery_s"]) if rec.get("recovery_s") is not None else "—"
-            target = format_duration(rec["target_s"]) + overridden(rec)
+        verdict = rec.verdict.value
+        style = _STYLES[rec.verdict]
+        if rec.target_s:
+            measured = format_duration(rec.recovery_s) if rec.recovery_s is not None else "—"
+            target = format_duration(rec.target_s) + overridden(rec)
         else:  # no recovery target (storage saturation): its headline check against that check's limit
             target, measured = headline_figures(rec)
-        rows.append((rec.get("drill", "?"), rec.get("scenario", "?"), target, measured,
-                     f"[{style}]{verdict.upper()}[/{style}]"))
+        rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict.upper()}[/{style}]"))
+    verdict_width = max([len("verdict"), *(len(rec.verdict.value) for rec in records)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
               ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
-    others = sum(w + 3 for w in [*widths, len("verdict")])  # a cell is its text, a space each side and a border
+    others = sum(w + 3 for w in [*widths, verdict_width])  # a cell is its text, a space each side and a border
     scenario_width = max(16, width - others - 4)
     table = Table(title="Drill results", show_lines=False)
-    for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, len("verdict")]):
+    for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, verdict_width]):
         table.add_column(column, no_wrap=True, min_width=min_width)
         if column == "drill":
             table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
@@ -210,20 +217,16 @@ def _preflight(profile, context: str | None) -> None:
     connect(profile, context=context).close()
 
 
-def _records(run_dir: Path) -> list[dict]:
+def _records(run_dir: Path) -> list[Record]:
     from drills.report.records import load_records
 
     path = run_dir / "records.jsonl"
     return load_records(path) if path.exists() else []
 
 
-def _not_started(records: list[dict]) -> list[str]:
+def _not_started(records: list[Record]) -> list[str]:
     """Reasons of drills that stopped before injecting anything (bad input, unmet precondition)."""
-    return [r["reason"] for r in records if r.get("category") in _NOT_STARTED and not (r.get("phases") or {}).get("injected")]
-
-
-def _interrupted(run_dir: Path) -> bool:
-    return any("interrupted" in (r.get("reason") or "") for r in _records(run_dir))
+    return [r.reason for r in records if r.category in NOT_STARTED and r.injected is None]
 
 
 def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:

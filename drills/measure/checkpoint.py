@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from drills.profile.model import TrainingWorkload
+from drills.core.clock import Clock, parse_iso
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
 from drills.measure.logformats import TrainingEvent, split_timestamp
@@ -374,8 +375,8 @@ class TrainingMonitor:
 
     def _excerpt(self, injected_at: datetime) -> tuple[str, ...]:
         lines = sorted(self._state.lines)
-        before = [f"{_iso(at)} {text}" for at, text in lines if at < injected_at][-10:]
-        after = [f"{_iso(at)} {text}" for at, text in lines if at >= injected_at][:_EXCERPT - len(before)]
+        before = [f"{Clock.iso(at)} {text}" for at, text in lines if at < injected_at][-10:]
+        after = [f"{Clock.iso(at)} {text}" for at, text in lines if at >= injected_at][:_EXCERPT - len(before)]
         return tuple(before + after)
 
     def _throughput(self, injected_at: datetime, old: set[str]) -> tuple[tuple[float, float], ...]:
@@ -394,11 +395,7 @@ def _cluster_time(cluster: Cluster, wall_monotonic: float) -> datetime:
 def _parse(text: str | None) -> datetime | None:
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
-
-
-def _iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return parse_iso(text).astimezone(timezone.utc)
 
 
 def judge_left_node(recovery: TrainingRecovery, node: str) -> Verdict:

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from drills.core.clock import Clock
 from drills.measure.checkpoint_io import ProbeResult, probe_checkpoint
 from drills.faults.storage.fio import FioResult
 from drills.verdicts.targets import GRACE
@@ -174,7 +175,8 @@ def training_saves(monitor, window_start: datetime, interval_steps: int, ratio: 
         monitor.wait_until(lambda: bool(split()[1]), deadline,
                            on_wait and (lambda: on_wait("checkpoint save", clock.timestamp() - start_ts)))
     before, inside = split()
-    return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts, window_start.isoformat())
+    return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts,
+                         Clock.iso(window_start))
 
 
 def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:

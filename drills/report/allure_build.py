@@ -20,7 +20,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from drills.core.errors import DrillError
-from drills.report.enrich import enrich_results
+from drills.core.record import Category
+from drills.report.enrich import category_trace_regex, enrich_results
 from drills.report.records import load_run, previous_run
 from drills.report.text import categories, environment_labels, labels
 
@@ -113,9 +114,11 @@ def write_executor(results: Path, run_id: str, report_name: str, build_order: in
 
 
 def write_categories(results: Path, lang: str = "en") -> Path:
-    """`categories.json` from categories.yaml (names in `lang`)."""
+    """`categories.json`: one Allure category per drills.core.record.Category (names from
+    categories.yaml in `lang`), matching only the `drill-category: <id>` trace line enrich writes."""
     cats = [{"name": (c.get("name_zh") if lang == "zh" else None) or c["name"],
-             "matchedStatuses": c["statuses"], "messageRegex": c["regex"]} for c in categories()]
+             "matchedStatuses": c["statuses"], "traceRegex": category_trace_regex(Category(c["id"]))}
+            for c in categories()]
     path = Path(results) / "categories.json"
     path.write_text(json.dumps(cats, ensure_ascii=False, indent=2), encoding="utf-8")
     return path
@@ -174,10 +177,10 @@ def _environment_from(run) -> dict:
     except PackageNotFoundError:
         framework = "unknown"
     return {
-        "Target": ", ".join(sorted({str(r["target"]) for r in recs if r.get("target")})) or None,
-        "Defects": sorted({str(d) for r in recs for d in r.get("defects") or []}) or "none",
+        "Target": ", ".join(sorted({r.target for r in recs if r.target})) or None,
+        "Defects": sorted({d for r in recs for d in r.defects}) or "none",
         "Run id": run.run_id,
-        "Drills": ", ".join(dict.fromkeys(str(r.get("drill")) for r in recs)) or None,
+        "Drills": ", ".join(dict.fromkeys(r.drill for r in recs)) or None,
         "Framework": f"gpu-drills {framework}",
     }
 

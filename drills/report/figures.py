@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from drills.core.catalog import catalog
+from drills.core.record import Check, Record
 from drills.report.text import fmt_seconds
 from drills.verdicts.targets import PROFILE
 
@@ -22,49 +23,49 @@ __all__ = ["headline_figures", "headline_check", "check_figures", "overridden", 
 log = logging.getLogger(__name__)
 
 
-def headline_figures(record: dict) -> tuple[str, str]:
+def headline_figures(record: Record) -> tuple[str, str]:
     """(target, measured) for one record; '—' where there is nothing to show."""
-    if record.get("target_s"):
-        return fmt_seconds(record["target_s"]) + overridden(record), fmt_seconds(record.get("recovery_s"))
+    if record.target_s:
+        return fmt_seconds(record.target_s) + overridden(record), fmt_seconds(record.recovery_s)
     check = headline_check(record)
     if check is None:
-        return "—", fmt_seconds(record.get("recovery_s"))
+        return "—", fmt_seconds(record.recovery_s)
     return check_figures(check)
 
 
-def headline_check(record: dict) -> dict | None:
+def headline_check(record: Record) -> Check | None:
     """The check that speaks for a record without a recovery target (see the module docstring)."""
-    checks = [c for c in (record.get("details") or {}).get("checks") or []
-              if isinstance(c, dict) and c.get("measured") is not None]
+    checks = [c for c in record.checks if c.measured is not None]
     if not checks:
         return None
-    failed = [c for c in checks if c.get("verdict") not in ("pass", None)]
+    failed = [c for c in checks if not c.passed]
     if failed:
         return failed[0]
-    info = catalog().get(str(record.get("drill")))
-    named = [c for c in checks if info is not None and c.get("name") == info.headline]
+    info = catalog().get(record.drill)
+    named = [c for c in checks if info is not None and c.name == info.headline]
     return (named or checks)[0]
 
 
-def check_figures(check: dict) -> tuple[str, str]:
+def check_figures(check: Check) -> tuple[str, str]:
     """(limit, measured) of one recorded check, e.g. ('≤ 2×', '1.3× save') or ('≥ 20 MB/s', '837 MB/s')."""
-    measured, target, base = check.get("measured"), check.get("target"), check.get("baseline")
-    sign = _sign(float(measured), None if target is None else float(target), check.get("verdict") == "pass")
+    measured, target, base = check.measured, check.target, check.baseline
+    sign = _sign(measured, target, check.passed)
     if base:
-        noun = str(check.get("name") or "").split()[-1:] or [""]
-        shown = f"{_num(float(measured) / float(base))}× {noun[0]}".rstrip()
-        limit = "—" if target is None else f"{sign}{_num(float(target) / float(base))}×{overridden(check)}"
+        noun = check.name.split()[-1:] or [""]
+        shown = f"{_num(measured / base)}× {noun[0]}".rstrip()
+        limit = "—" if target is None else f"{sign}{_num(target / base)}×{overridden(check)}"
         return limit, shown
-    unit = f" {check['unit']}" if check.get("unit") else ""
-    limit = "—" if target is None else f"{sign}{_num(float(target))}{unit}{overridden(check)}"
-    return limit, f"{_num(float(measured))}{unit}"
+    unit = f" {check.unit}" if check.unit else ""
+    limit = "—" if target is None else f"{sign}{_num(target)}{unit}{overridden(check)}"
+    return limit, f"{_num(measured)}{unit}"
 
 
-def overridden(record_or_check: dict) -> str:
+def overridden(record_or_check) -> str:
     """" (site profile)" when the site profile, not the feature, set this record's recovery target (its
     `details.target`) or this check's target (its `target_source`); else ""."""
-    source = record_or_check.get("target_source") or \
-        ((record_or_check.get("details") or {}).get("target") or {}).get("source")
+    source = getattr(record_or_check, "target_source", None)
+    if source is None and hasattr(record_or_check, "details"):
+        source = (record_or_check.details.get("target") or {}).get("source")
     return " (site profile)" if source == PROFILE else ""
 
 

@@ -35,8 +35,8 @@ def make_report(run: str | Path | None = None, lang: str = "en", reports_root: P
     summary = write_summary(run_dir, lang=lang, last=last)
     paths.update(summary_md=summary["md"], summary_html=summary["html"], trend=summary["trend"])
     for rec in records:
-        if (rec.get("phases") or {}).get("injected"):
-            name = f"timeline-{slug(rec.get('drill', 'drill'))}-{slug(rec.get('scenario') or '')}.png"
+        if rec.injected is not None:
+            name = f"timeline-{slug(rec.drill)}-{slug(rec.scenario)}.png"
             timeline_png(rec, run_dir / name, lang=lang)
     for note in write_postmortems(records, run_dir, lang=lang):
         paths[f"postmortem:{note.name}"] = note

@@ -1,8 +1,9 @@
-"""Postmortem notes (翻车笔记): one markdown note per failed drill, written for whoever has to fix it.
+"""Postmortem notes (翻车笔记): one markdown note per failed or inconclusive drill, for whoever has to fix it.
 
 A note states the symptom, the timeline (phases on cluster time), the failing check and its reason,
 the likely cause and what to do next. Causes are data (causes.yaml): rules matched on the record's
-category, drill, reason and the slowest phase of its timeline.
+structured facts — category, drill, the slowest phase of its timeline, the slowest startup phase of
+a replacement pod — never on the words of its reason.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ import fnmatch
 import functools
 import json
 import logging
-import re
 from pathlib import Path
 
 import yaml
 
-from drills.report.records import phase_offsets
-from drills.report.text import categories, category_of, fmt_seconds, labels, slug
+from drills.core.clock import Clock
+from drills.core.record import Check, Record
+from drills.report.text import category_name, fmt_seconds, labels, slug
 
-__all__ = ["write_postmortems", "postmortem_markdown", "failing_checks", "likely_cause", "slowest_gap", "note_name"]
+__all__ = ["write_postmortems", "postmortem_markdown", "likely_cause", "slowest_gap", "note_name"]
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +29,12 @@ _NOT_IN_DETAILS = ("checks", "logs", "overlay", "overlay_label")
 _LOG_LINES = 80  # the recorder already keeps an excerpt; this only bounds a long one
 
 
-def write_postmortems(records: list[dict], run_dir: Path, lang: str = "en") -> list[Path]:
-    """Write `run_dir/postmortem/<drill>-<scenario-slug>.md` for every failed record; return the paths."""
+def write_postmortems(records: list[Record], run_dir: Path, lang: str = "en") -> list[Path]:
+    """Write `run_dir/postmortem/<drill>-<scenario-slug>.md` for every record that did not pass; return the paths."""
     out = Path(run_dir) / "postmortem"
     paths = []
     for rec in records:
-        if rec.get("verdict") == "pass":
+        if rec.passed:
             continue
         path = out / note_name(rec)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,66 +44,54 @@ def write_postmortems(records: list[dict], run_dir: Path, lang: str = "en") -> l
     return paths
 
 
-def note_name(record: dict) -> str:
+def note_name(record: Record) -> str:
     """`<drill>-<scenario-slug>.md`, the same name the summary links to."""
-    return f"{slug(record.get('drill', 'drill'))}-{slug(record.get('scenario') or 'scenario')}.md"
+    return f"{slug(record.drill or 'drill')}-{slug(record.scenario or 'scenario')}.md"
 
 
-def postmortem_markdown(record: dict, lang: str = "en") -> str:
-    """The note for one failed record, as markdown."""
+def postmortem_markdown(record: Record, lang: str = "en") -> str:
+    """The note for one record that did not pass, as markdown."""
     w = labels(lang)
-    category = category_of(record)
     cause, steps = likely_cause(record, lang)
-    offsets = phase_offsets(record)
-    phases = record.get("phases") or {}
-    lines = [f"# {w['postmortem_title']}: {record.get('drill')} — {record.get('scenario', '')}", ""]
-    lines += [f"- {w['run']}: `{record.get('run_id', '?')}`",
-              f"- {w['target_cluster']}: `{record.get('target', '?')}`",
-              f"- {w['severity']}: {record.get('severity', 'normal')}",
-              f"- {w['category']}: {_category_name(category, lang)}", ""]
+    offsets = record.offsets
+    lines = [f"# {w['postmortem_title']}: {record.drill} — {record.scenario}", ""]
+    lines += [f"- {w['run']}: `{record.run_id or '?'}`",
+              f"- {w['target_cluster']}: `{record.target or '?'}`",
+              f"- {w['severity']}: {record.severity}",
+              f"- {w['category']}: {category_name(record.category, lang)}", ""]
     lines += [f"## {w['symptom']}", "", _symptom(record, w), ""]
     lines += [f"## {w['timeline']}", ""]
-    if phases:
+    if record.phases:
         lines += [f"| {w['phase']} | {w['cluster_time']} | {w['since_injected']} |", "|---|---|---|"]
-        for name in [*offsets, *(p for p in phases if p not in offsets)]:
+        for name, at in record.phases.items():
             since = fmt_seconds(offsets[name]) if name in offsets else "—"
-            lines.append(f"| {name} | {phases.get(name) or '—'} | {since} |")
+            lines.append(f"| {name} | {Clock.iso(at)} | {since} |")
         gap = slowest_gap(record)
         if gap:
-            lines += ["", f"{w['target']}: {fmt_seconds(record.get('target_s'))}; "
+            lines += ["", f"{w['target']}: {fmt_seconds(record.target_s)}; "
                       f"{w['longest_gap']}: → `{gap[0]}` ({fmt_seconds(gap[1])})."]
     else:
         lines.append("—")
     lines += ["", f"## {w['failing_check']}", ""]
-    lines += [_check_line(check, w, str(record.get("reason") or "")) for check in failing_checks(record)]
-    lines += ["", f"> {record.get('reason') or '—'}", ""]
-    details = record.get("details") or {}
-    shown = {k: v for k, v in details.items() if k not in _NOT_IN_DETAILS}
+    lines += [_check_line(check, w, record.reason) for check in record.failing_checks]
+    lines += ["", f"> {record.reason or '—'}", ""]
+    shown = {k: v for k, v in record.details.items() if k not in _NOT_IN_DETAILS}
     if shown:
         lines += [f"### {w['details']}", "", "```json",
                   json.dumps(shown, indent=2, ensure_ascii=False, default=str), "```", ""]
-    logs = details.get("logs")
-    if logs:
-        logs = logs.splitlines() if isinstance(logs, str) else [str(line) for line in logs]
-        lines += [f"### {w['logs_excerpt']}", "", "```", *logs[-_LOG_LINES:], "```", ""]
+    if record.logs:
+        lines += [f"### {w['logs_excerpt']}", "", "```", *record.logs[-_LOG_LINES:], "```", ""]
     lines += [f"## {w['likely_cause']}", "", cause, "", f"## {w['next_steps']}", ""]
     lines += [f"{i}. {step}" for i, step in enumerate(steps, 1)]
-    for defect in record.get("defects") or []:
+    for defect in record.defects:
         lines.append(f"\n_twin defect active in this run: `{defect}`_")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def failing_checks(record: dict) -> list[dict]:
-    """The checks of a record that did not pass (`details.checks`, as the drills record them)."""
-    checks = (record.get("details") or {}).get("checks") or []
-    return [c for c in checks if isinstance(c, dict) and c.get("verdict") not in ("pass", None)]
-
-
-def likely_cause(record: dict, lang: str = "en") -> tuple[str, list[str]]:
+def likely_cause(record: Record, lang: str = "en") -> tuple[str, list[str]]:
     """(cause, next steps) from the first rule in causes.yaml that matches the record."""
-    facts = {"category": category_of(record) or "", "drill": str(record.get("drill") or ""),
-             "slowest_gap": (slowest_gap(record) or ("", 0))[0],
-             "reason": str(record.get("reason") or "")}
+    facts = {"category": "" if record.category is None else record.category.value, "drill": record.drill,
+             "slowest_gap": (slowest_gap(record) or ("", 0))[0], "slowest_startup": _slowest_startup(record)}
     for rule in _rules():
         if all(_holds(key, want, facts) for key, want in (rule.get("when") or {}).items()):
             suffix = "_zh" if lang == "zh" else ""
@@ -112,48 +101,45 @@ def likely_cause(record: dict, lang: str = "en") -> tuple[str, list[str]]:
     return "", []
 
 
-def slowest_gap(record: dict) -> tuple[str, float] | None:
+def slowest_gap(record: Record) -> tuple[str, float] | None:
     """The phase that ends the longest gap between consecutive phases, and that gap in seconds."""
-    offsets = sorted(phase_offsets(record).items(), key=lambda kv: kv[1])
+    offsets = sorted(record.offsets.items(), key=lambda kv: kv[1])
     gaps = [(b[0], b[1] - a[1]) for a, b in zip(offsets, offsets[1:])]
     return max(gaps, key=lambda g: g[1]) if gaps else None
 
 
 def _holds(key: str, want: str, facts: dict) -> bool:
-    have = facts.get(key, "")
+    if key not in facts:
+        raise ValueError(f"causes.yaml: unknown fact {key!r} in a rule (facts: {', '.join(facts)})")
     if key == "drill":
-        return fnmatch.fnmatch(have, str(want))
-    if key == "reason":
-        return re.search(str(want), have, re.IGNORECASE) is not None
-    return have == str(want)
+        return fnmatch.fnmatch(facts[key], str(want))
+    return facts[key] == str(want)
 
 
-def _symptom(record: dict, w: dict) -> str:
-    measured, target = record.get("recovery_s"), record.get("target_s")
-    parts = [f"**{w['fail']}**"]
-    if measured is not None or target is not None:
-        parts.append(f"{w['measured']} {fmt_seconds(measured)} / {w['target']} {fmt_seconds(target)}")
-    parts.append(str(record.get("reason") or ""))
+def _slowest_startup(record: Record) -> str:
+    """The startup phase (drills.measure.serving.STARTUP_PHASES) that took longest in a replacement pod."""
+    slowest = record.details.get("slowest_phase")
+    return str(slowest.get("phase") or "") if isinstance(slowest, dict) else ""
+
+
+def _symptom(record: Record, w: dict) -> str:
+    parts = [f"**{w[record.verdict.value]}**"]
+    if record.recovery_s is not None or record.target_s is not None:
+        parts.append(f"{w['measured']} {fmt_seconds(record.recovery_s)} / {w['target']} {fmt_seconds(record.target_s)}")
+    parts.append(record.reason)
     return " — ".join(p for p in parts if p)
 
 
-def _check_line(check: dict, w: dict, reason: str) -> str:
-    unit = f" {check['unit']}" if check.get("unit") else ""
+def _check_line(check: Check, w: dict, reason: str) -> str:
+    unit = f" {check.unit}" if check.unit else ""
     figures = []
-    if check.get("measured") is not None:
-        figures.append(f"{w['measured_value']} {check['measured']:g}{unit}")
-    if check.get("target") is not None:
-        figures.append(f"{w['limit']} {check['target']:g}{unit}")
-    line = f"- **{check.get('name', '?')}** ({check.get('verdict', '?')})"
-    said = check.get("reason") if check.get("reason") and check.get("reason") != reason else ""
+    if check.measured is not None:
+        figures.append(f"{w['measured_value']} {check.measured:g}{unit}")
+    if check.target is not None:
+        figures.append(f"{w['limit']} {check.target:g}{unit}")
+    line = f"- **{check.name}** ({check.verdict.value})"
+    said = check.reason if check.reason and check.reason != reason else ""
     return line + (f": {', '.join(figures)}" if figures else "") + (f" — {said}" if said else "")
-
-
-def _category_name(category: str | None, lang: str) -> str:
-    for cat in categories():
-        if cat["id"] == category:
-            return f"{cat.get('name_zh') if lang == 'zh' else cat['name']} (`{category}`)"
-    return f"`{category}`" if category else "—"
 
 
 @functools.cache

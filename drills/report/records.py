@@ -1,6 +1,7 @@
 """Read drill records (`records.jsonl`, one JSON object per scenario) for one run and across runs.
 
-Records are written by the drill engine; the report only reads them. Runs are ordered by when they
+Records are written by the drill engine; the report only reads them, as typed `Record`s
+(drills.core.record). Runs are ordered by when they
 started (earliest `wall_started` of their records, else earliest `started`, else the file's mtime), so
 "previous run" and "the last N runs" mean the same thing everywhere in the report.
 """
@@ -14,13 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from drills.core.errors import DrillError
+from drills.core.record import Record
 
-__all__ = ["Run", "load_records", "load_run", "run_history", "previous_run", "resolve_run_dir",
-           "phase_offsets", "PHASES"]
+__all__ = ["Run", "load_records", "load_run", "run_history", "previous_run", "resolve_run_dir"]
 
 log = logging.getLogger(__name__)
-
-PHASES = ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
 
 
 @dataclass
@@ -29,7 +28,7 @@ class Run:
 
     run_id: str
     path: Path
-    records: list[dict] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     started: datetime | None = None
 
 
@@ -44,19 +43,18 @@ def resolve_run_dir(run: str | Path | None, reports_root: Path | None = None) ->
     return path.resolve()
 
 
-def load_records(path: Path) -> list[dict]:
+def load_records(path: Path) -> list[Record]:
     """Parse a records.jsonl; a broken line is an error naming the file and line."""
     records = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            records.append(Record.from_json(json.loads(line)))
         except json.JSONDecodeError as err:
             raise DrillError(f"{path}:{n}: not a JSON record ({err.msg}); fix or remove the line") from err
-        if not isinstance(rec, dict) or "drill" not in rec or "verdict" not in rec:
-            raise DrillError(f"{path}:{n}: a record needs at least `drill` and `verdict`")
-        records.append(rec)
+        except ValueError as err:
+            raise DrillError(f"{path}:{n}: {err}; fix or remove the line") from err
     return records
 
 
@@ -65,10 +63,9 @@ def load_run(run_dir: Path) -> Run:
     run_dir = Path(run_dir).resolve()
     path = run_dir / "records.jsonl"
     records = load_records(path) if path.exists() else []
-    run_id = next((r["run_id"] for r in records if r.get("run_id")), run_dir.name)
+    run_id = next((r.run_id for r in records if r.run_id), run_dir.name)
     # Wall time first: `started` is cluster time, and each fresh twin's clock runs ahead by its own amount.
-    starts = [t for t in (_parse_time(r.get("wall_started")) for r in records) if t] or \
-        [t for t in (_parse_time(r.get("started")) for r in records) if t]
+    starts = [r.wall_started for r in records if r.wall_started] or [r.started for r in records if r.started]
     started = min(starts) if starts else (_mtime(path) if path.exists() else None)
     return Run(run_id=run_id, path=run_dir, records=records, started=started)
 
@@ -94,31 +91,6 @@ def previous_run(run_dir: Path) -> Run | None:
     """The run just before `run_dir` (the one whose Allure history we carry on), if any."""
     runs = run_history(run_dir)
     return runs[-2] if len(runs) > 1 else None
-
-
-def phase_offsets(record: dict) -> dict[str, float]:
-    """Seconds since `injected` for each phase the record has, in the canonical order."""
-    phases = record.get("phases") or {}
-    t0 = _parse_time(phases.get("injected"))
-    if t0 is None:
-        return {}
-    offsets = {}
-    for name in list(PHASES) + [p for p in phases if p not in PHASES]:
-        t = _parse_time(phases.get(name))
-        if t is not None:
-            offsets[name] = (t - t0).total_seconds()
-    return offsets
-
-
-def _parse_time(value) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        log.debug("unparseable time %r", value)
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _mtime(path: Path) -> datetime:

@@ -3,7 +3,7 @@
     score = 100 × Σ wᵢ·cᵢ / Σ wᵢ
 
     wᵢ  severity weight of drill i: blocker 5, critical 3, normal 1, minor 0.5, trivial 0.25
-    cᵢ  0 if the drill failed;
+    cᵢ  0 if the drill failed or was inconclusive;
         1 if it passed and has no measured recovery or no target;
         0.75 + 0.25 × clamp((target − recovery) / target, 0, 1) if it passed with both.
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 
+from drills.core.record import Record
+
 __all__ = ["resilience_score", "record_credit", "SEVERITY_WEIGHTS", "FORMULA"]
 
 log = logging.getLogger(__name__)
@@ -23,26 +25,26 @@ log = logging.getLogger(__name__)
 SEVERITY_WEIGHTS = {"blocker": 5.0, "critical": 3.0, "normal": 1.0, "minor": 0.5, "trivial": 0.25}
 
 FORMULA = ("score = 100 × Σ wᵢ·cᵢ / Σ wᵢ; wᵢ = severity weight (blocker 5, critical 3, normal 1, "
-           "minor 0.5, trivial 0.25); cᵢ = 0 if failed, else 0.75 + 0.25 × clamp((target − recovery) "
+           "minor 0.5, trivial 0.25); cᵢ = 0 if failed or inconclusive, else 0.75 + 0.25 × clamp((target − recovery) "
            "/ target, 0, 1) (1 when there is no target or no measurement)")
 
 
-def resilience_score(records: list[dict]) -> float | None:
+def resilience_score(records: list[Record]) -> float | None:
     """Severity-weighted pass rate scaled by recovery margin, 0–100; None for a run with no records."""
     if not records:
         return None
-    weights = [SEVERITY_WEIGHTS.get(str(r.get("severity") or "normal").lower(), 1.0) for r in records]
+    weights = [SEVERITY_WEIGHTS.get(r.severity.lower(), 1.0) for r in records]
     total = sum(weights)
     earned = sum(w * record_credit(r) for w, r in zip(weights, records))
     return round(100.0 * earned / total, 1) if total else None
 
 
-def record_credit(record: dict) -> float:
-    """cᵢ of the formula for one record."""
-    if record.get("verdict") != "pass":
+def record_credit(record: Record) -> float:
+    """cᵢ of the formula for one record (an inconclusive drill earns nothing, like a failed one)."""
+    if not record.passed:
         return 0.0
-    recovery, target = record.get("recovery_s"), record.get("target_s")
+    recovery, target = record.recovery_s, record.target_s
     if recovery is None or not target:
         return 1.0
-    margin = min(1.0, max(0.0, (float(target) - float(recovery)) / float(target)))
+    margin = min(1.0, max(0.0, (target - recovery) / target))
     return 0.75 + 0.25 * margin

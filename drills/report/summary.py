@@ -13,11 +13,12 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from drills.core.record import Record
 from drills.report.figures import headline_figures
 from drills.report.postmortem import note_name
 from drills.report.records import Run, run_history
 from drills.report.score import FORMULA, resilience_score
-from drills.report.text import category_of, labels
+from drills.report.text import labels
 from drills.report.trend_chart import trend_png
 
 __all__ = ["write_summary", "summary_sections"]
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 _CSS = """body{font-family:"DejaVu Sans","WenQuanYi Micro Hei",sans-serif;margin:2em;color:#222;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:4px 8px;
 text-align:left;vertical-align:top;font-size:14px}th{background:#f3f3f3}.pass{color:#2e7d32;font-weight:bold}
-.fail{color:#c62828;font-weight:bold}.score{font-size:28px;font-weight:bold}code{background:#f5f5f5}
+.fail{color:#c62828;font-weight:bold}.inconclusive{color:#ef6c00;font-weight:bold}.score{font-size:28px;font-weight:bold}code{background:#f5f5f5}
 img{max-width:100%}"""
 
 
@@ -50,7 +51,8 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
     w = labels(lang)
     this = runs[-1]
     score = resilience_score(this.records)
-    targets = sorted({str(r.get("target")) for r in this.records if r.get("target")})
+    targets = sorted({r.target for r in this.records if r.target})
+    not_passed = [r for r in this.records if not r.passed]
     sections: list[dict] = [
         {"title": f"{w['summary_title']} — {this.run_id}", "level": 1},
         {"facts": [(w["run"], this.run_id), (w["target_cluster"], ", ".join(targets) or "—"),
@@ -61,33 +63,30 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
         {"title": w["last_runs"], "level": 2, "table": _runs_table(runs, w)},
         {"title": w["trend"], "level": 2, "image": "trend.png"},
         {"title": w["postmortems"], "level": 2, "links": [
-            (f"{r.get('drill')} — {r.get('scenario', '')}", f"postmortem/{note_name(r)}")
-            for r in this.records if r.get("verdict") != "pass"] or None,
-         "text": None if any(r.get("verdict") != "pass" for r in this.records) else w["no_failures"]},
+            (f"{r.drill} — {r.scenario}", f"postmortem/{note_name(r)}") for r in not_passed] or None,
+         "text": None if not_passed else w["no_failures"]},
     ]
     return sections
 
 
-def _drill_table(records: list[dict], w: dict) -> dict:
+def _drill_table(records: list[Record], w: dict) -> dict:
     header = [w["drill"], w["scenario"], w["severity"], w["target"], w["measured_figure"], w["verdict"], w["reason"]]
     rows = []
     for r in records:
-        reason = str(r.get("reason") or "")
-        category = category_of(r)
-        if category and r.get("verdict") != "pass":
-            reason = f"{reason} [{category}]"
+        reason = r.reason
+        if r.category is not None and not r.passed:
+            reason = f"{reason} [{r.category.value}]"
         target, measured = headline_figures(r)
-        rows.append([r.get("drill", "?"), r.get("scenario", ""), r.get("severity", "normal"),
-                     target, measured, _verdict(r, w), reason])
+        rows.append([r.drill, r.scenario, r.severity, target, measured, _verdict(r, w), reason])
     return {"header": header, "rows": rows}
 
 
 def _runs_table(runs: list[Run], w: dict) -> dict:
     keys: list[tuple[str, str]] = []
-    cells: dict[tuple[str, str], dict[int, dict]] = {}
+    cells: dict[tuple[str, str], dict[int, Record]] = {}
     for i, run in enumerate(runs):
         for r in run.records:
-            key = (str(r.get("drill")), str(r.get("scenario") or ""))
+            key = (r.drill, r.scenario)
             if key not in cells:
                 keys.append(key)
                 cells[key] = {}
@@ -99,14 +98,14 @@ def _runs_table(runs: list[Run], w: dict) -> dict:
     return {"header": header, "rows": rows}
 
 
-def _cell(record: dict | None, w: dict) -> str:
+def _cell(record: Record | None, w: dict) -> str:
     if record is None:
         return "—"
     return f"{_verdict(record, w)} {headline_figures(record)[1]}"
 
 
-def _verdict(record: dict, w: dict) -> str:
-    return w["pass"] if record.get("verdict") == "pass" else w["fail"]
+def _verdict(record: Record, w: dict) -> str:
+    return w[record.verdict.value]
 
 
 def _markdown(sections: list[dict]) -> str:
@@ -170,9 +169,9 @@ def _html_cell(value) -> str:
     text = str(value)
     bold = text.startswith("**") and text.endswith("**")
     text = html.escape(text.strip("*") if bold else text)
-    words_pass = ("PASS", "通过")
-    cls = ' class="pass"' if text.startswith(words_pass) else (
-        ' class="fail"' if text.startswith(("FAIL", "失败")) else "")
+    cls = ' class="pass"' if text.startswith(("PASS", "通过")) else (
+        ' class="fail"' if text.startswith(("FAIL", "失败")) else
+        ' class="inconclusive"' if text.startswith(("INCONCLUSIVE", "无法判定")) else "")
     return f"<td{cls}>{'<b>' + text + '</b>' if bold else text}</td>"
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import yaml
 
 from drills.core.errors import DrillError
+from drills.core.record import Category
 
-__all__ = ["labels", "environment_labels", "categories", "category_of", "fmt_seconds", "slug", "LANGS"]
+__all__ = ["labels", "environment_labels", "categories", "category_name", "fmt_seconds", "slug", "LANGS"]
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +39,22 @@ def environment_labels(facts: dict, lang: str = "en") -> dict:
 
 
 def categories() -> list[dict]:
-    """The failure categories (id, name, name_zh, statuses, regex) from categories.yaml."""
-    return [dict(c) for c in _yaml("categories.yaml")["categories"]]
+    """The failure categories (id, name, name_zh, statuses) from categories.yaml, in Category order."""
+    entries = {c["id"]: dict(c) for c in _yaml("categories.yaml")["categories"]}
+    missing = [c.value for c in Category if c.value not in entries]
+    extra = sorted(set(entries) - {c.value for c in Category})
+    if missing or extra:
+        raise DrillError(f"drills/report/categories.yaml does not match drills.core.record.Category "
+                         f"(missing: {', '.join(missing) or 'none'}; unknown: {', '.join(extra) or 'none'})")
+    return [entries[c.value] for c in Category]
 
 
-def category_of(record: dict) -> str | None:
-    """The record's own category, else the first category whose regex matches its reason."""
-    if record.get("category"):
-        return str(record["category"])
-    if record.get("verdict") == "pass":
-        return None
-    reason = str(record.get("reason") or "")
-    for cat in categories():
-        # Java's (?is) inline flags mean the same in Python's re.
-        if re.match(cat["regex"], reason):
-            return cat["id"]
-    return None
+def category_name(category: Category | None, lang: str = "en") -> str:
+    """'Stale checkpoint (`stale_checkpoint`)' in `lang`; '—' for none."""
+    if category is None:
+        return "—"
+    entry = next(c for c in categories() if c["id"] == category.value)
+    return f"{(entry.get('name_zh') if lang == 'zh' else None) or entry['name']} (`{category.value}`)"
 
 
 def fmt_seconds(value) -> str:

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-from drills.report.records import phase_offsets  # noqa: E402
+from drills.core.record import PHASES, Record  # noqa: E402
 from drills.report.text import fmt_seconds, labels  # noqa: E402
 
 __all__ = ["timeline_png", "new_figure", "save_figure"]
@@ -23,22 +23,21 @@ log = logging.getLogger(__name__)
 
 # CJK glyphs come from WenQuanYi Micro Hei (Debian fonts-wqy-microhei) when installed.
 _FONTS = ["DejaVu Sans", "WenQuanYi Micro Hei"]
-_PHASE_ORDER = ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
 
 
-def timeline_png(record: dict, path: Path, overlay: list[tuple[float, float]] | None = None,
+def timeline_png(record: Record, path: Path, overlay: list[tuple[float, float]] | None = None,
                  overlay_label: str = "throughput", lang: str = "en") -> Path:
     """Draw the record's phases (and `overlay` as (t_seconds, value) points) into `path`."""
     words = labels(lang)
-    offsets = phase_offsets(record)
-    target = record.get("target_s")
+    offsets = record.offsets
+    target = record.target_s
     fig, ax = new_figure((8, 3.4))
     # One row per phase (injected on top): phases seconds apart never overlap, and a phase that was
     # never reached shows as an empty row instead of vanishing.
-    names = [n for n in _PHASE_ORDER if n in offsets] + [n for n in offsets if n not in _PHASE_ORDER]
-    missing = [n for n in _PHASE_ORDER if n not in offsets] if offsets else []
+    names = list(offsets)  # PHASES order
+    missing = [n for n in PHASES if n not in offsets] if offsets else []
     rows = names + missing
-    color = "#2e7d32" if record.get("verdict") == "pass" else "#c62828"
+    color = "#2e7d32" if record.passed else "#c62828"
     for y, name in enumerate(rows):
         if name in offsets:
             t = offsets[name]
@@ -66,7 +65,7 @@ def timeline_png(record: dict, path: Path, overlay: list[tuple[float, float]] | 
         twin.set_ylim(bottom=0)
         ax.set_zorder(twin.get_zorder() + 1)  # phases above the overlay curve
         ax.patch.set_visible(False)
-    ax.set_title(f"{record.get('drill', '?')} — {record.get('scenario', '')}", fontsize=10)
+    ax.set_title(f"{record.drill} — {record.scenario}", fontsize=10)
     return save_figure(fig, path)
 
 

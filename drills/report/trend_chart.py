@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 
+from drills.core.record import Record
 from drills.report.records import Run
 from drills.report.text import labels
 from drills.report.timeline_chart import new_figure, save_figure
@@ -21,23 +22,22 @@ def trend_png(runs: list[Run], path: Path, lang: str = "en") -> Path:
     """Recovery seconds of every (drill, scenario) over `runs` (oldest first) into `path`."""
     words = labels(lang)
     fig, ax = new_figure((10, 3.6))
-    series: dict[str, list[tuple[int, dict]]] = {}
+    series: dict[str, list[tuple[int, Record]]] = {}
     for i, run in enumerate(runs):
         for rec in run.records:
             series.setdefault(_key(rec), []).append((i, rec))
     palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for n, (key, points) in enumerate(sorted(series.items())):
         color = palette[n % len(palette)]
-        measured = [(i, r["recovery_s"]) for i, r in points if r.get("recovery_s") is not None]
+        measured = [(i, r.recovery_s) for i, r in points if r.recovery_s is not None]
         if measured:
             ax.plot([i for i, _ in measured], [v for _, v in measured], "o-", label=key,
                     color=color, linewidth=1.5, markersize=4)
-        failed = [(i, r["recovery_s"]) for i, r in points
-                  if r.get("verdict") != "pass" and r.get("recovery_s") is not None]
+        failed = [(i, r.recovery_s) for i, r in points if not r.passed and r.recovery_s is not None]
         if failed:
             ax.scatter([i for i, _ in failed], [v for _, v in failed], marker="x", s=60,
                        color="#c62828", zorder=4)
-        targets = [(i, r["target_s"]) for i, r in points if r.get("target_s")]
+        targets = [(i, r.target_s) for i, r in points if r.target_s]
         if targets:
             ax.plot([i for i, _ in targets], [v for _, v in targets], linestyle="--", marker="_",
                     markersize=14, linewidth=1, color=color, alpha=0.7)
@@ -52,9 +52,8 @@ def trend_png(runs: list[Run], path: Path, lang: str = "en") -> Path:
     return save_figure(fig, path)
 
 
-def _key(record: dict) -> str:
-    scenario = record.get("scenario")
-    return f"{record.get('drill')}: {scenario}" if scenario else str(record.get("drill"))
+def _key(record: Record) -> str:
+    return f"{record.drill}: {record.scenario}" if record.scenario else record.drill
 
 
 def _short(run_id: str) -> str:

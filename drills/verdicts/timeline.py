@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
-from drills.core.clock import parse_iso, to_iso
+from drills.core.clock import Clock, parse_iso
+from drills.core.record import PHASES, Check, Outcome
 
 __all__ = [
     "PHASES",
@@ -27,15 +28,13 @@ __all__ = [
     "judge_max",
     "judge_min",
     "judge_resume",
+    "judge_effect",
     "lost_steps",
     "combine",
     "format_duration",
 ]
 
 log = logging.getLogger(__name__)
-
-PHASES: tuple[str, ...] = ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
-
 
 @dataclass(frozen=True)
 class Timeline:
@@ -99,8 +98,8 @@ class Timeline:
                     on_phase(name, at)
 
     def to_record(self) -> dict[str, str]:
-        """{phase: ISO time} for reached phases, as records.jsonl stores them."""
-        return {name: _iso(at) for name, at in self.reached.items()}
+        """{phase: ISO time} for reached phases, as records.jsonl stores them (Clock.iso: milliseconds)."""
+        return {name: Clock.iso(at) for name, at in self.reached.items()}
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,11 @@ class PhaseDuration:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A measured value judged against its target, with the sentence that explains it."""
+    """A measured value judged against its target, with the sentence that explains it.
+
+    What the sentence says is also said in fields, for code: `never_reached` (the event the check
+    waits for never happened at all, so the target is what broke) and `inconclusive` (nothing could be
+    judged: the fault had no effect). Reports categorise from these, never from `reason`."""
 
     name: str
     passed: bool
@@ -125,19 +128,24 @@ class Verdict:
     reason: str
     baseline: float | None = None  # what `measured` compares with, when the limit is a multiple of it
     target_source: str | None = None  # where the target came from (drills/verdicts/targets.py), when resolved
+    never_reached: bool = False
+    inconclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.inconclusive and self.passed:
+            raise ValueError(f"verdict {self.name}: inconclusive and passed at once")
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        return "inconclusive" if self.inconclusive else "pass" if self.passed else "fail"
+
+    def to_check(self) -> Check:
+        """The check as the record keeps it (`details.checks[]`)."""
+        return Check(self.name, Outcome(self.verdict), self.measured, self.target, self.unit, self.reason,
+                     self.baseline, self.target_source)
 
     def to_record(self) -> dict:
-        record = {"name": self.name, "verdict": self.verdict, "measured": self.measured, "target": self.target,
-                  "unit": self.unit, "reason": self.reason}
-        if self.baseline is not None:
-            record["baseline"] = self.baseline
-        if self.target_source is not None:
-            record["target_source"] = self.target_source
-        return record
+        return self.to_check().to_json()
 
 
 def recovery_seconds(timeline: Timeline) -> float | None:
@@ -184,7 +192,8 @@ def judge_recovery(timeline: Timeline, target_s: float, *, subject: str = "the w
     else:
         over = format_duration(measured - target_s)
         reason = f"recovered in {format_duration(measured)} ({_secs(measured)}), {over} over the {target} target"
-    return Verdict("recovery", within(measured, target_s), measured, float(target_s), "s", reason)
+    return Verdict("recovery", within(measured, target_s), measured, float(target_s), "s", reason,
+                   never_reached=timeline.injected is not None and measured is None)
 
 
 def judge_max(name: str, measured: float | None, limit: float, unit: str = "") -> Verdict:
@@ -223,7 +232,17 @@ def judge_resume(resumed_step: int | None, latest_checkpoint_step: int | None) -
                   "resumed from a stale checkpoint")
         ok = False
     return Verdict("resumed checkpoint", ok, None if resumed_step is None else float(resumed_step),
-                   None if latest_checkpoint_step is None else float(latest_checkpoint_step), "step", reason)
+                   None if latest_checkpoint_step is None else float(latest_checkpoint_step), "step", reason,
+                   never_reached=latest_checkpoint_step is not None and resumed_step is None)
+
+
+def judge_effect(fault: str, observed: str | None) -> Verdict:
+    """Did the fault take effect? `observed` is what showed it (e.g. "2 pods evicted"), None when nothing
+    did: then the drill is inconclusive — recovery from a fault that never happened proves nothing."""
+    if observed:
+        return Verdict("fault effect", True, None, None, "", f"{fault} took effect: {observed}")
+    return Verdict("fault effect", False, None, None, "",
+                   f"inconclusive: {fault} had no observable effect, so recovery was not tested", inconclusive=True)
 
 
 def lost_steps(step_at_fault: int | None, resumed_step: int | None) -> int | None:
@@ -234,13 +253,16 @@ def lost_steps(step_at_fault: int | None, resumed_step: int | None) -> int | Non
 
 
 def combine(verdicts: Sequence[Verdict], name: str = "overall") -> Verdict:
-    """One verdict for a scenario: pass iff every part passed; the reason leads with the failures."""
+    """One verdict for a scenario: pass iff every part passed; any failure fails it; otherwise any
+    inconclusive part makes it inconclusive. The reason leads with what did not pass."""
     if not verdicts:
         return Verdict(name, False, None, None, "", "nothing was judged")
-    failed = [v for v in verdicts if not v.passed]
+    failed = [v for v in verdicts if not v.passed and not v.inconclusive]
+    unsure = [v for v in verdicts if v.inconclusive]
     head = next((v for v in verdicts if v.name == "recovery"), verdicts[0])
-    reason = "; ".join(v.reason for v in (failed or verdicts))
-    return Verdict(name, not failed, head.measured, head.target, head.unit, reason)
+    reason = "; ".join(v.reason for v in (failed or unsure or verdicts))
+    return Verdict(name, not failed and not unsure, head.measured, head.target, head.unit, reason,
+                   never_reached=any(v.never_reached for v in failed), inconclusive=bool(unsure and not failed))
 
 
 def format_duration(seconds: float | None) -> str:
@@ -268,13 +290,6 @@ def _aware(phase: str, at: datetime | float | str) -> datetime:
     if at.tzinfo is None:
         raise ValueError(f"phase {phase}: naive datetime {at.isoformat()}; use cluster time (Clock.now(), aware UTC)")
     return at.astimezone(timezone.utc)
-
-
-def _iso(at: datetime) -> str:
-    """ISO with sub-second precision kept (to_iso rounds to seconds, which blurs short phases)."""
-    if at.microsecond:
-        return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return to_iso(at)
 
 
 def _secs(value: float) -> str:

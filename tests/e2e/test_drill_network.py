@@ -73,9 +73,10 @@ def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
 def test_allure_timeline_carries_the_throughput_overlay(healthy_run):
     """What the Allure build does to the results (`enrich_results`): the timeline PNG, throughput overlaid."""
     from drills.report.enrich import enrich_results
+    from drills.report.records import load_records
 
     _, run_dir = healthy_run
-    assert enrich_results(run_dir / "allure-results", records(run_dir)) == 3
+    assert enrich_results(run_dir / "allure-results", load_records(run_dir / "records.jsonl")) == 3
     results = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
     assert len(results) == 3
     for result in results:

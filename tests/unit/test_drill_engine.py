@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from drills.core.catalog import UNKNOWN, catalog, drill_for_tags
+from drills.core.record import Category, Outcome, Record
 from drills.measure.checkpoint import TrainingRecovery, judge_left_node, judge_resumed
 from drills.faults.node import NodeFaultRecord, revert_spec
 from drills.core.runner import _not_started, final_table
@@ -94,16 +95,19 @@ def test_revert_spec_only_uncordons_what_we_cordon():
 
 
 def test_runs_that_never_injected_are_bad_input():
-    recs = [{"category": "injector_failed", "phases": {}, "reason": "node x not found"},
-            {"category": "stale_checkpoint", "phases": {"injected": "t"}, "reason": "lost steps"}]
-    assert _not_started(recs) == ["node x not found"]
+    recs = [Record(drill="d", verdict=Outcome.FAIL, category=Category.INJECTOR_FAILED, reason="node x not found"),
+            Record(drill="d", verdict=Outcome.FAIL, category=Category.STALE_CHECKPOINT, phases={"injected": T0},
+                   reason="lost steps"),
+            Record(drill="d", verdict=Outcome.INCONCLUSIVE, category=Category.PRECONDITION_NOT_MET,
+                   reason="precondition not met: 1 node")]
+    assert _not_started(recs) == ["node x not found", "precondition not met: 1 node"]
 
 
 def test_final_table_has_one_row_per_record():
     from rich.console import Console
 
-    table = final_table([{"drill": "gpu-node-loss", "scenario": "s", "target_s": 900, "recovery_s": 61.0,
-                          "verdict": "pass"}])
+    table = final_table([Record.from_json({"drill": "gpu-node-loss", "scenario": "s", "target_s": 900,
+                                           "recovery_s": 61.0, "verdict": "pass"})])
     console = Console(width=120, record=True)
     console.print(table)
     text = console.export_text()

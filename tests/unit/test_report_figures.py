@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from drills.core.record import Check, Record
 from drills.report.figures import check_figures, headline_figures, short_scenario
 from drills.report.summary import summary_sections
 from drills.report.records import Run
 from drills.core.runner import final_table
 
 
-def _storage(checks: list[dict], verdict: str = "pass") -> dict:
-    return {"drill": "storage-saturation", "scenario": "Saturate the checkpoint store", "verdict": verdict,
-            "recovery_s": None, "target_s": None, "severity": "critical", "details": {"checks": checks}}
+def _storage(checks: list[dict], verdict: str = "pass") -> Record:
+    return Record.from_json({"drill": "storage-saturation", "scenario": "Saturate the checkpoint store",
+                             "verdict": verdict, "recovery_s": None, "target_s": None, "severity": "critical",
+                             "details": {"checks": checks}})
 
 
 _INTACT = {"name": "checkpoint intact", "verdict": "pass", "measured": 5.0, "target": 5.0, "unit": "intact"}
@@ -24,7 +26,7 @@ _BANDWIDTH = {"name": "store bandwidth", "verdict": "pass", "measured": 836.56, 
 
 
 def test_a_record_with_a_recovery_target_shows_recovery():
-    rec = {"drill": "gpu-node-loss", "verdict": "pass", "recovery_s": 61.0, "target_s": 900.0}
+    rec = Record.from_json({"drill": "gpu-node-loss", "verdict": "pass", "recovery_s": 61.0, "target_s": 900.0})
     assert headline_figures(rec) == ("15m 00s", "1m 01s")
 
 
@@ -38,9 +40,9 @@ def test_the_first_failed_check_wins_over_the_headline():
 
 
 def test_limits_read_their_direction_from_the_verdict():
-    assert check_figures(_BANDWIDTH) == ("≥ 20 MB/s", "837 MB/s")
-    assert check_figures({**_TRAIN, "verdict": "fail", "measured": 96.0}) == ("≤ 2×", "2.5× save")
-    assert check_figures(_INTACT) == ("5 intact", "5 intact")
+    assert check_figures(Check.from_json(_BANDWIDTH)) == ("≥ 20 MB/s", "837 MB/s")
+    assert check_figures(Check.from_json({**_TRAIN, "verdict": "fail", "measured": 96.0})) == ("≤ 2×", "2.5× save")
+    assert check_figures(Check.from_json(_INTACT)) == ("5 intact", "5 intact")
 
 
 def test_a_record_without_checks_or_target_shows_dashes():
@@ -59,9 +61,11 @@ def test_final_table_and_summary_show_the_storage_figures():
 
 def test_a_target_the_site_profile_set_says_so_in_the_table_and_the_summary():
     target = {"name": "training_recovery_s", "value": 600.0, "source": "profile", "feature": 900.0, "profile": 600.0}
-    site = {"drill": "gpu-node-loss", "scenario": "Lose a node", "verdict": "pass", "recovery_s": 61.0,
+    data = {"drill": "gpu-node-loss", "scenario": "Lose a node", "verdict": "pass", "recovery_s": 61.0,
             "target_s": 600.0, "details": {"target": target}}
-    feature = {**site, "target_s": 900.0, "details": {"target": {**target, "value": 900.0, "source": "feature"}}}
+    site = Record.from_json(data)
+    feature = Record.from_json({**data, "target_s": 900.0,
+                                "details": {"target": {**target, "value": 900.0, "source": "feature"}}})
     assert headline_figures(site) == ("10m 00s (site profile)", "1m 01s")
     assert headline_figures(feature) == ("15m 00s", "1m 01s")
     console = Console(width=120, record=True)
@@ -70,7 +74,7 @@ def test_a_target_the_site_profile_set_says_so_in_the_table_and_the_summary():
     assert "10m (site profile)" in text and "15m " in text and text.count("site profile") == 1
     table = next(s["table"] for s in summary_sections([Run("r1", None, [site])]) if s.get("table"))
     assert table["rows"][0][3] == "10m 00s (site profile)"
-    assert check_figures({**_TRAIN, "target_source": "profile"}) == ("≤ 2× (site profile)", "1.3× save")
+    assert check_figures(Check.from_json({**_TRAIN, "target_source": "profile"})) == ("≤ 2× (site profile)", "1.3× save")
 
 
 _OUTLINE = [f"Lose a GPU node under the fine-tuning job by {fault}"
@@ -84,8 +88,8 @@ def test_a_long_outline_scenario_keeps_its_example_value():
 
 
 def test_the_final_table_is_one_line_per_record_on_100_columns():
-    records = [{"drill": "gpu-node-loss", "scenario": s, "target_s": 900, "recovery_s": 59.0, "verdict": "pass"}
-               for s in _OUTLINE]
+    records = [Record.from_json({"drill": "gpu-node-loss", "scenario": s, "target_s": 900, "recovery_s": 59.0,
+                                 "verdict": "pass"}) for s in _OUTLINE]
     console = Console(width=100, record=True)
     console.print(final_table(records, width=100))
     lines = [line for line in console.export_text().splitlines() if "gpu-node-loss" in line]

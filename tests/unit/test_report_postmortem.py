@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from drills.core.errors import DrillError
+from drills.core.record import Category, Outcome, Record
 from drills.report.allure_build import (
     allure_bin,
     extract_history,
@@ -16,7 +18,7 @@ from drills.report.allure_build import (
     write_environment,
     write_executor,
 )
-from drills.report.enrich import enrich_results
+from drills.report.enrich import category_trace_line, enrich_results
 from drills.report.postmortem import likely_cause, postmortem_markdown, slowest_gap, write_postmortems
 from drills.report.timeline_chart import timeline_png
 
@@ -24,7 +26,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def failed(drill="gpu-node-loss", scenario="Drain a node", category=None, reason="over the target",
-           ready="02:09:00", **extra) -> dict:
+           ready="02:09:00", **extra) -> Record:
     record = {"run_id": "run-7", "drill": drill, "scenario": scenario, "verdict": "fail",
               "recovery_s": 700.0, "target_s": 300.0, "severity": "critical", "target": "twin",
               "phases": {"injected": "2025-06-01T02:00:00Z", "detected": "2025-06-01T02:00:30Z",
@@ -33,19 +35,26 @@ def failed(drill="gpu-node-loss", scenario="Drain a node", category=None, reason
               "reason": reason, "details": {"steps_lost": 2000}, "defects": ["slow-image-pull"], **extra}
     if category:
         record["category"] = category
-    return record
+    return Record.from_json(record)
 
 
 @pytest.mark.parametrize("record, expect", [
     (failed(category="socket_fallback", reason="NCCL used NET/Socket"), r"PFC.*NCCL_IB_HCA"),
     (failed(category="stale_checkpoint"), r"checkpoint interval"),
-    (failed(category="slo_breach", reason="pulling image took 8m"), r"Pre-pull"),
+    (failed(drill="inference-pod-kill", category="slo_breach", details={"slowest_phase": {"phase": "image pull"}}),
+     r"Pre-pull"),  # the slowest startup phase, a measured fact, beats the drill's usual cause
+    (failed(category="slo_breach", ready="02:01:30", details={"slowest_phase": {"phase": "model load"}}),
+     r"local NVMe"),
     (failed(drill="inference-pod-kill", category="slo_breach"), r"local NVMe"),
     (failed(category="slo_breach"), r"Pre-pull"),  # slowest gap ends at ready
     (failed(category="slo_breach", ready="02:01:30"), r"Find the longest gap"),  # slowest ends at recovered
     (failed(category="injector_failed"), r"allowlist"),
     (failed(category="revert_failed"), r"drills revert"),
     (failed(category="precondition_not_met"), r"Given steps"),
+    (failed(category="no_effect"), r"really carries the workload"),
+    (failed(category="bad_input"), r"allowlist"),
+    (failed(category="interrupted"), r"drills revert"),
+    (failed(category="error"), r"--debug"),
     (failed(reason="something nobody has seen"), r"Read the failing check"),
 ])
 def test_likely_cause_is_chosen_by_category_drill_and_timeline(record, expect):
@@ -54,21 +63,30 @@ def test_likely_cause_is_chosen_by_category_drill_and_timeline(record, expect):
     assert re.search(expect, " ".join(steps), re.S)
 
 
+def test_rewording_a_reason_never_changes_the_likely_cause():
+    """causes.yaml matches structured facts: the same record with another sentence gets the same advice."""
+    for category in Category:
+        a = failed(category=category.value, reason="pulling image took 8m: stale checkpoint over NET/Socket")
+        b = failed(category=category.value, reason="something else entirely")
+        assert likely_cause(a) == likely_cause(b)
+
+
 def test_slowest_gap_names_the_phase_that_ended_it():
     assert slowest_gap(failed()) == ("ready", 480.0)
-    assert slowest_gap({"phases": {"injected": "2025-06-01T02:00:00Z"}}) is None
+    assert slowest_gap(Record.from_json({"drill": "d", "verdict": "fail",
+                                         "phases": {"injected": "2025-06-01T02:00:00Z"}})) is None
 
 
 def test_note_has_symptom_timeline_check_cause_and_next_steps(tmp_path):
     records = [failed(category="stale_checkpoint", reason="resumed from step 4000, latest checkpoint was 6000"),
-               {**failed(), "verdict": "pass"}]
+               replace(failed(), verdict=Outcome.PASS)]
     paths = write_postmortems(records, tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in paths] == ["postmortem/gpu-node-loss-drain-a-node.md"]
     note = paths[0].read_text()
     for heading in ("## Symptom", "## Timeline", "## Failing check", "## Likely cause", "## What to do next"):
         assert heading in note
     assert "**FAIL** — Measured recovery 11m 40s / Target 5m 00s — resumed from step 4000" in note
-    assert "| ready | 2025-06-01T02:09:00Z | 9m 00s |" in note
+    assert "| ready | 2025-06-01T02:09:00.000Z | 9m 00s |" in note  # Clock.iso
     assert "longest gap: → `ready` (8m 00s)" in note
     assert "> resumed from step 4000, latest checkpoint was 6000" in note
     assert "Stale checkpoint (`stale_checkpoint`)" in note
@@ -88,7 +106,7 @@ def test_timeline_png_with_and_without_overlay(tmp_path):
     out = timeline_png(failed(), tmp_path / "a.png", overlay=[(-30, 100.0), (0, 0.0), (600, 90.0)],
                        overlay_label="samples/s")
     assert out.read_bytes()[:8] == PNG
-    assert timeline_png({"drill": "x", "verdict": "pass"}, tmp_path / "b.png").read_bytes()[:8] == PNG
+    assert timeline_png(Record(drill="x", verdict=Outcome.PASS), tmp_path / "b.png").read_bytes()[:8] == PNG
     assert timeline_png(failed(), tmp_path / "c.png", lang="zh").read_bytes()[:8] == PNG
 
 
@@ -106,11 +124,14 @@ def test_enrich_adds_parameters_attachments_severity_and_category_once(tmp_path)
     record = failed(category="stale_checkpoint", details={"logs": ["line 1", "line 2"]})
     assert enrich_results(tmp_path, [record]) == 1
     assert enrich_results(tmp_path, [record]) == 0  # idempotent
+    assert enrich_results(tmp_path, [failed(scenario="not in the results")]) == 0
     result = json.loads((tmp_path / "a-result.json").read_text())
     assert {p["name"]: p["value"] for p in result["parameters"]} == {
         "measured recovery": "11m 40s", "target": "5m 00s", "verdict": "fail"}
     assert {"name": "severity", "value": "critical"} in result["labels"]
-    assert result["statusDetails"]["message"] == "AssertionError: x\n[category: stale_checkpoint]"
+    assert {"name": "category", "value": "stale_checkpoint"} in result["labels"]
+    assert result["statusDetails"]["message"] == "AssertionError: x"  # the sentence is left as it was
+    assert result["statusDetails"]["trace"] == "drill-category: stale_checkpoint"
     kinds = {a["name"]: a for a in result["attachments"]}
     assert set(kinds) == {"drill record (JSON)", "timeline", "logs excerpt"}
     assert json.loads((tmp_path / kinds["drill record (JSON)"]["source"]).read_text())["drill"] == "gpu-node-loss"
@@ -119,17 +140,29 @@ def test_enrich_adds_parameters_attachments_severity_and_category_once(tmp_path)
     assert "attachments" not in json.loads((tmp_path / "b-result.json").read_text())
 
 
-def test_categories_json_regexes_match_the_category_marker_and_sentences(tmp_path):
+def test_categories_json_has_one_category_per_type_matching_only_the_trace_line(tmp_path):
     cats = json.loads(write_categories(tmp_path).read_text())
-    names = [c["name"] for c in cats]
-    assert names == ["SLO breach", "Stale checkpoint", "NCCL socket fallback", "Injector failed",
-                     "Revert failed", "Precondition not met", "Checkpoint I/O over budget"]
-    by_name = {c["name"]: re.compile(c["messageRegex"]) for c in cats}
-    assert by_name["Stale checkpoint"].fullmatch("AssertionError: x\n[category: stale_checkpoint]")
-    assert by_name["NCCL socket fallback"].fullmatch("all-reduce ran over NET/Socket")
-    assert by_name["Checkpoint I/O over budget"].fullmatch("training checkpoint save of step 8000 under saturation: …")
-    assert not by_name["Stale checkpoint"].fullmatch("recovered in 5m")
+    assert len(cats) == len(Category) and all("messageRegex" not in c for c in cats)
+    by_name = {c["name"]: c for c in cats}
+    stale = by_name["Stale checkpoint"]
+    # Allure matches a traceRegex against the whole trace, with DOTALL (CategoriesPlugin.matches).
+    matches = lambda cat, trace: re.fullmatch(cat["traceRegex"], trace, re.S) is not None  # noqa: E731
+    line = category_trace_line(Category.STALE_CHECKPOINT)
+    assert matches(stale, line) and matches(stale, line + "\nTraceback (most recent call last):\n  …")
+    assert not matches(stale, "resumed from a stale checkpoint")  # the words of a reason never match
+    assert not matches(by_name["SLO breach"], line)
+    assert [c for c in cats if matches(c, category_trace_line(Category.NO_EFFECT))] == \
+        [by_name["Inconclusive - the fault had no effect"]]
     assert json.loads(write_categories(tmp_path, "zh").read_text())[1]["name"] == "从过期检查点恢复"
+
+
+def test_enrich_keeps_a_trace_below_the_category_line(tmp_path):
+    result = _result("Drain a node", "broken", "CheckFailed: precondition not met")
+    result["statusDetails"]["trace"] = "Traceback …"
+    (tmp_path / "a-result.json").write_text(json.dumps(result))
+    enrich_results(tmp_path, [failed(category="precondition_not_met")])
+    trace = json.loads((tmp_path / "a-result.json").read_text())["statusDetails"]["trace"]
+    assert trace == "drill-category: precondition_not_met\nTraceback …"
 
 
 def test_environment_and_executor_files(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drills.core.record import Record
 from drills.report.allure_build import write_environment
 from drills.report.postmortem import postmortem_markdown
 from drills.report.text import environment_labels
@@ -27,9 +28,10 @@ def test_chinese_keys_reach_environment_properties_escaped(tmp_path):
 
 
 def test_the_postmortem_longest_gap_line_is_chinese():
-    record = {"drill": "gpu-node-loss", "scenario": "s", "verdict": "fail", "recovery_s": 700.0, "target_s": 300.0,
-              "reason": "slow", "phases": {"injected": "2026-01-01T00:00:00Z", "detected": "2026-01-01T00:00:10Z",
-                                           "recovered": "2026-01-01T00:11:40Z"}}
+    record = Record.from_json({
+        "drill": "gpu-node-loss", "scenario": "s", "verdict": "fail", "recovery_s": 700.0, "target_s": 300.0,
+        "reason": "slow", "phases": {"injected": "2026-01-01T00:00:00Z", "detected": "2026-01-01T00:00:10Z",
+                                     "recovered": "2026-01-01T00:11:40Z"}})
     note = postmortem_markdown(record, "zh")
     assert "最长间隔: → `recovered`" in note and "longest gap" not in note
     assert "longest gap: → `recovered`" in postmortem_markdown(record, "en")

@@ -4,9 +4,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+import drills.core.record
 from drills.verdicts.timeline import (
-    PHASES, Timeline, combine, format_duration, judge_max, judge_min, judge_recovery, judge_resume,
-    lost_steps, phase_durations, recovery_seconds, within,
+    PHASES, Timeline, Verdict, combine, format_duration, judge_effect, judge_max, judge_min, judge_recovery,
+    judge_resume, lost_steps, phase_durations, recovery_seconds, within,
 )
 
 T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=timezone.utc)
@@ -44,11 +45,12 @@ def test_events_accept_epoch_seconds_and_iso_and_reject_naive_or_unknown():
         Timeline().mark("resumed", at(1))
 
 
-def test_record_round_trip_keeps_subsecond_precision():
+def test_record_round_trip_keeps_millisecond_precision():
     tl = Timeline(injected=at(0), recovered=at(12.5))
     record = tl.to_record()
-    assert record == {"injected": "2024-05-01T10:00:00Z", "recovered": "2024-05-01T10:00:12.500000Z"}
+    assert record == {"injected": "2024-05-01T10:00:00.000Z", "recovered": "2024-05-01T10:00:12.500Z"}  # Clock.iso
     assert Timeline.from_record(record) == tl
+    assert Timeline.from_record(Timeline(recovered=at(0.0004)).to_record()).recovered == at(0)  # sub-ms is dropped
 
 
 def test_phase_durations_relative_to_injected_and_previous_reached_phase():
@@ -82,11 +84,13 @@ def test_judge_recovery_never_recovered_names_the_last_phase():
                        subject="the job", verb="resume")
     assert not v.passed and v.measured is None
     assert v.reason == "never recovered: the job did not resume within the 15m target (last phase reached: rescheduled)"
+    assert v.never_reached  # the field reports read; they never match "never recovered" in the sentence
+    assert not judge_recovery(Timeline(injected=at(0), recovered=at(1023)), 900).never_reached
 
 
 def test_judge_recovery_without_injection_fails():
     v = judge_recovery(Timeline(), 300)
-    assert not v.passed and "no fault was injected" in v.reason
+    assert not v.passed and "no fault was injected" in v.reason and not v.never_reached
 
 
 def test_judge_max_and_min():
@@ -108,8 +112,10 @@ def test_judge_resume_latest_stale_and_missing():
     stale = judge_resume(4000, 6000)
     assert not stale.passed
     assert stale.reason == "resumed from step 4000 but the latest checkpoint was 6000: resumed from a stale checkpoint"
-    assert not judge_resume(None, 6000).passed
-    assert not judge_resume(0, None).passed
+    assert not stale.never_reached  # resumed, but from the wrong place: a stale checkpoint, not a missed target
+    never = judge_resume(None, 6000)
+    assert not never.passed and never.never_reached
+    assert not judge_resume(0, None).passed and not judge_resume(0, None).never_reached
 
 
 def test_lost_steps():
@@ -127,6 +133,23 @@ def test_combine_leads_with_failures():
     assert not combine([]).passed
 
 
+def test_a_fault_without_effect_makes_the_drill_inconclusive_unless_something_failed():
+    effect = judge_effect("the uplink drop", "uplink traffic fell to 0")
+    assert effect.passed and effect.verdict == "pass" and not effect.inconclusive
+    none = judge_effect("the uplink drop", None)
+    assert not none.passed and none.inconclusive and none.verdict == "inconclusive"
+    assert none.to_record()["verdict"] == "inconclusive"
+    good = judge_recovery(Timeline(injected=at(0), recovered=at(432)), 900)
+    unsure = combine([none, good])
+    assert not unsure.passed and unsure.inconclusive and unsure.verdict == "inconclusive"
+    assert unsure.reason == none.reason
+    bad = judge_recovery(Timeline(injected=at(0), detected=at(10)), 900)
+    worse = combine([none, bad])
+    assert worse.verdict == "fail" and worse.never_reached and worse.reason == bad.reason
+    with pytest.raises(ValueError, match="inconclusive and passed"):
+        Verdict("x", True, None, None, "", "", inconclusive=True)
+
+
 @pytest.mark.parametrize("seconds,text", [
     (0, "0s"), (4.25, "4.2s"), (45, "45s"), (60, "1m"), (432, "7m12s"), (900, "15m"),
     (3600, "1h"), (3725, "1h2m5s"), (-30, "-30s"), (None, "unknown"),
@@ -135,5 +158,6 @@ def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
 
 
-def test_phases_are_in_drill_order():
+def test_phases_are_in_drill_order_and_defined_once():
     assert PHASES == ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
+    assert PHASES is drills.core.record.PHASES
