@@ -72,6 +72,8 @@ class SwitchSession:
         self._client: paramiko.SSHClient | None = None
         self._chan: paramiko.Channel | None = None
         self._prompt = re.compile(self.dialect.shell.prompt)
+        self.sent: list[str] = []  # every command line sent in this login (no secrets: commands only)
+        self.prompt = ""  # shell: the last prompt seen (which mode the CLI is in)
 
     def __repr__(self) -> str:  # short and secret-free: reprs land in reports
         return f"SwitchSession({self.where} {self.dialect.name} {self.transport})"
@@ -157,21 +159,26 @@ class SwitchSession:
         else:
             output, status = self._shell_line(command), None
         result = CommandResult(command, output, status, tuple(self.dialect.error_lines(output)))
-        log.debug("%s: %r → status %s, %d bytes", self.where, command, status, len(output))
+        self.sent.append(command)
+        log.info("%s: sent %r → status %s, %d bytes", self.where, command, status, len(output))
         return result
 
     def run_lines(self, lines: list[str]) -> CommandResult:
-        """Several lines as one change: joined into one exec request (the dialect says how), or typed
-        one by one into the shell, stopping at the first that fails."""
-        if self.transport == "exec":
+        """Several lines as one change, stopping at the first that fails: one exec request each (Linux
+        CLIs: never joined into one shell line), one exec request for a modal CLI's sequence (the
+        dialect's `exec_join`; every line was built from validated arguments), or typed one by one
+        into the shell."""
+        if self.transport == "exec" and self.dialect.exec_join is not None:
             return self.run(self.dialect.exec_join.join(lines))
         outputs: list[str] = []
+        status: int | None = None
         for line in lines:
             res = self.run(line)
             outputs.append(res.output)
+            status = res.status
             if not res.ok:
-                return CommandResult(line, "\n".join(outputs), None, res.errors)
-        return CommandResult(self.dialect.exec_join.join(lines), "\n".join(outputs), None)
+                return CommandResult(line, "\n".join(outputs), res.status, res.errors)
+        return CommandResult(" ; ".join(lines), "\n".join(outputs), status)
 
     # -- connecting ----------------------------------------------------------------------------
     def _client_with_host_keys(self) -> paramiko.SSHClient:
@@ -277,7 +284,9 @@ class SwitchSession:
             self._chan.sendall((line + "\n").encode())
         except (OSError, paramiko.SSHException) as err:
             raise TargetUnreachable(f"{self.where} closed the shell before `{line}` ({err})") from None
-        lines = self._read_to_prompt(line).split("\n")[:-1]  # the last line is the prompt
+        text = self._read_to_prompt(line)
+        self.prompt = text.rsplit("\n", 1)[-1]
+        lines = text.split("\n")[:-1]  # the last line is the prompt
         if lines and lines[0].strip().endswith(line.strip()):
             lines = lines[1:]  # the terminal's echo of what we typed
         return "\n".join(lines).strip("\n")
