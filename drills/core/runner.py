@@ -33,7 +33,6 @@ __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "fina
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-_NOT_STARTED = ("precondition_not_met", "injector_failed")
 PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
@@ -225,8 +224,10 @@ def _records(run_dir: Path) -> list[Record]:
 
 
 def _not_started(records: list[Record]) -> list[str]:
-    """Reasons of drills that stopped before injecting anything (bad input, unmet precondition)."""
-    return [r.reason for r in records if r.category in NOT_STARTED and r.injected is None]
+    """Reasons of drills that stopped before changing anything (bad input, unmet precondition, an injector that
+    refused before acting). A fault that was partly made and reverted (`details.reverts`) did start: exit 1."""
+    return [r.reason for r in records
+            if r.category in NOT_STARTED and r.injected is None and not r.details.get("reverts")]
 
 
 def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:

@@ -155,6 +155,20 @@ class SwitchConfig(_Strict):
     role: str | None = None  # leaf | spine (informative; the twin's inventory writes it)
     host_key_type: str | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
+    @model_validator(mode="after")
+    def _names_in_grammar(self) -> "SwitchConfig":
+        """Switch and uplink names reach a switch CLI: each must be in its grammar (DESIGN §6)."""
+        from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
+
+        try:
+            check_switch_name(self.name)
+            dialect = load_switch_dialect(self.dialect)
+            for uplink in self.uplinks:
+                dialect.check_interface(uplink)
+        except InvalidProfile as err:
+            raise ValueError(str(err)) from None
+        return self
+
     @field_validator("password_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:

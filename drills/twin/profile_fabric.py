@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 _DIALECT_DIR = Path(__file__).parent / "fabric" / "dialects"
 # Fallback when the dialect files are absent: port naming per vendor, n counted from 1.
-_PORTS = {"sonic": ("Ethernet{lane}", 8), "nxos": ("Ethernet1/{n}", 1), "eos": ("Ethernet{n}/1", 1),
+_PORTS = {"sonic": ("Ethernet{lane}", 8), "nxos": ("Ethernet1/{n}", 1), "eos": ("Ethernet{n}/1", 1), "onyx": ("Eth1/{n}", 1),
           "nvue": ("swp{n}", 1), "cumulus": ("swp{n}", 1)}
 
 
@@ -80,6 +80,13 @@ class Switch(Strict):
         return value
 
 
+class PortFaults(Strict):
+    """How the switches' ports misbehave (the fabric defects; healthy: all off)."""
+
+    oper_stays_up: bool = False  # `shutdown` accepted, admin down, but the link stays oper up
+    cli_rejects_shutdown: bool = False  # the CLI refuses `shutdown` with the OS's own error text
+
+
 class Fabric(Strict):
     """Switches and the traffic model the training workload follows when links change."""
 
@@ -92,6 +99,7 @@ class Fabric(Strict):
     pfc: bool = True  # lossless RoCE; without it NCCL re-inits on NET/Socket after a fabric event
     ecn: bool = True
     mtu: int = Field(default=9100, ge=1280)
+    port_faults: PortFaults = PortFaults()
 
     @property
     def leaves(self) -> list[str]:

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drills.profile.model import SwitchConfig
 from drills.faults.switch import uplink as switch
@@ -105,6 +106,28 @@ def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, ex
     else:
         assert rec["details"]["transport_seen"] == "NET/Socket"
     assert _uplink_up(twin, rec["details"]["switch"], rec["details"]["interface"])
+
+
+@pytest.mark.parametrize("defect, expected", [
+    ("port-stays-oper-up", "accepted `sudo config interface shutdown Ethernet{n}` but Ethernet{n} is still oper up"),
+    ("cli-rejects-shutdown", "refused to shut Ethernet{n}: 'admin is not in the sudoers file."),
+])
+def test_switch_defect_fails_the_drill_naming_the_port(defect, expected, twin_factory, tmp_path):
+    """The switch accepts the shutdown but the link stays up, or refuses it in its own words: the drill
+    fails (the fault had no effect, it judges nothing) naming the port, and the port is up afterwards."""
+    twin = twin_factory(defects=[defect], scale=FAST)
+    done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", defect)
+    assert done.returncode == 2, done.stdout + done.stderr  # not started: nothing was judged
+    (rec,) = records(tmp_path / defect)
+    port = next(u for u in yaml.safe_load((twin.state_dir / "switches.yaml").read_text())["switches"]
+                if u["name"] == "leaf-1")["uplinks"][0]
+    assert rec["verdict"] == "fail" and rec["category"] == "injector_failed", rec
+    assert rec["reason"].startswith("switch leaf-1 ") and expected.format(n=port.removeprefix("Ethernet")) in rec["reason"]
+    assert "injected" not in rec["phases"]
+    outcome = "reverted" if defect == "port-stays-oper-up" else "not injected"  # the guard reverts what changed
+    assert f'"outcome":"{outcome}"' in (tmp_path / defect / "journal.jsonl").read_text()
+    assert _uplink_up(twin, "leaf-1", port)
 
 
 def test_uplink_is_up_again_after_a_pass(twin_factory, tmp_path):

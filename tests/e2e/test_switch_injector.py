@@ -28,14 +28,15 @@ PASSWORD = "Tw1n-sw1tch-pa55"  # the twin's password; tests prove it never leaks
 PASSWORD_ENV = "DRILLS_TEST_SWITCH_PASSWORD"
 REPO = Path(__file__).resolve().parents[2]
 
-# (switch, client dialect, uplink): the twin speaks sonic, nxos (eos-style too) and nvue.
-CASES = [("leaf1", "sonic", "Ethernet8"), ("leaf2", "nxos", "Ethernet1/2"), ("leaf2", "eos", "Ethernet1/3"),
-         ("leaf3", "cumulus", "swp2")]
+# (switch, client dialect, uplink): one twin leaf per dialect.
+DIALECTS = ("sonic", "nxos", "nvue", "eos", "onyx")
+CASES = [("leaf1", "sonic", "Ethernet8"), ("leaf2", "nxos", "Ethernet1/2"), ("leaf4", "eos", "Ethernet3/1"),
+         ("leaf3", "cumulus", "swp2"), ("leaf5", "onyx", "Eth1/3")]
 
 
 @pytest.fixture(scope="module")
 def fab(tmp_path_factory):
-    handle = start_fabric(leaf_spine(leaves=3, spines=2, downlinks=1), tmp_path_factory.mktemp("fabric"),
+    handle = start_fabric(leaf_spine(leaves=5, spines=2, downlinks=1, dialects=DIALECTS), tmp_path_factory.mktemp("fabric"),
                           password=PASSWORD, password_env=PASSWORD_ENV)
     yield handle
     handle.stop()
@@ -196,25 +197,89 @@ def test_unknown_interface_is_one_line_and_changes_nothing(fab, events, name, di
 
 
 def test_wrong_dialect_is_named(fab, events):
-    with pytest.raises(InjectionFailed, match=r"switch leaf1: `show interface Ethernet8` failed: .*No such command.*"
-                                              r"is dialect nxos right for this switch\?"):
-        switch.inject_port(cfg(fab, "leaf1", dialect="nxos"), "Ethernet8")
+    with pytest.raises(Exception, match="interface name 'Ethernet8' is not a nxos interface name"):
+        cfg(fab, "leaf1", dialect="nxos")  # the inventory's uplinks are refused at load
+    with pytest.raises(InjectionFailed, match=r"switch leaf1: `show interfaces Ethernet8` failed: "
+                                              r".*No such command.*is dialect eos right for this switch\?"):
+        switch.inject_port(cfg(fab, "leaf1", dialect="eos"), "Ethernet8")
     with pytest.raises(Exception, match="switch dialect 'junos' is not known"):
         switch.inject_port(cfg(fab, "leaf1", dialect="junos"), "Ethernet8")
     assert events == []
 
 
 def test_failed_verification_brings_the_port_back_up(fab, events, tmp_path):
-    """A dialect whose show reads another port: the shutdown 'does not take', so inject restores and raises."""
+    """A dialect whose `shutdown` does nothing: accepted, still admin up, so inject restores and raises."""
     raw = yaml.safe_load((REPO / "drills/faults/switch/dialects/sonic.yaml").read_text())
-    raw["commands"]["show"] = "show interfaces status Ethernet0"
-    raw["state"]["row"]["equals"] = "Ethernet0"
+    raw["commands"]["shutdown"] = [["show", "interfaces", "status"]]
     custom = tmp_path / "lying-sonic.yaml"
     custom.write_text(yaml.safe_dump(raw))
     with pytest.raises(InjectionFailed, match="still reports Ethernet8 admin up: the change did not take"):
-        switch.inject_port(cfg(fab, "leaf1", dialect=str(custom)), "Ethernet8")
-    assert admin(fab, "leaf1", "Ethernet8")
-    assert [e.admin for e in events] == [False, True]
+        switch.inject_port(cfg(fab, "leaf1", dialect=str(custom)), "Ethernet8", settle_s=0.5)
+    assert admin(fab, "leaf1", "Ethernet8") and events == []
+
+
+@pytest.mark.parametrize("leaf, dialect, iface", CASES)
+def test_port_that_stays_oper_up_is_a_failure_and_brought_back(fab, events, leaf, dialect, iface):
+    """Defect port-stays-oper-up: the switch accepts the shutdown (admin down) but the link stays up."""
+    fab.fabric.oper_stays_up = True
+    try:
+        with pytest.raises(InjectionFailed) as err:
+            switch.inject_port(cfg(fab, leaf, dialect=dialect), iface, settle_s=1.0)
+    finally:
+        fab.fabric.oper_stays_up = False
+    assert str(err.value).startswith(f"switch {leaf} accepted `")
+    assert f"but {iface} is still oper up 1 s later (admin down)" in str(err.value)
+    assert err.value.changed is True  # the guard keeps the entry and reverts (idempotently)
+    assert admin(fab, leaf, iface) and [e.admin for e in events] == [False, True]
+
+
+@pytest.mark.parametrize("leaf, dialect, iface, words", [
+    ("leaf1", "sonic", "Ethernet8", "admin is not in the sudoers file."),
+    ("leaf2", "nxos", "Ethernet1/2", "% Permission denied for the role"),
+    ("leaf3", "cumulus", "swp2", "Error: Could not connect to nvued."),
+    ("leaf4", "eos", "Ethernet3/1", "% Authorization denied for command 'shutdown'"),
+    ("leaf5", "onyx", "Eth1/3", '% Unrecognized command "shutdown".'),
+])
+@pytest.mark.parametrize("transport", ["exec", "shell"])
+def test_cli_that_rejects_shutdown_is_refused_in_its_own_words(fab, events, leaf, dialect, iface, words, transport):
+    """Defect cli-rejects-shutdown: the OS's real error text, nothing changed, the port still up."""
+    cli = fab.cli(leaf)
+    cli.rejects_shutdown = True
+    try:
+        with pytest.raises(InjectionFailed) as err:
+            switch.inject_port(cfg(fab, leaf, dialect=dialect), iface, transport)
+    finally:
+        cli.rejects_shutdown = False
+        cli.discard()
+    assert str(err.value).startswith(f"switch {leaf} refused to shut {iface}: ") and words in str(err.value)
+    assert err.value.changed is False and admin(fab, leaf, iface) and events == []
+
+
+INJECTIONS = ["Ethernet8 && sudo config interface shutdown Ethernet16", "Ethernet8; sudo reboot", "Ethernet8`reboot`",
+              "Ethernet8\nsudo config interface shutdown Ethernet16", "Ethernet8$(reboot)"]
+
+
+@pytest.mark.parametrize("attempt", INJECTIONS)
+def test_injection_attempts_are_refused_before_anything_is_sent(fab, events, attempt):
+    """Issue 13: a name with shell/CLI syntax is refused in plan() and at inventory load; the switch's
+    own command log shows that nothing reached it."""
+    from drills.core.errors import InvalidProfile
+    from drills.faults.switch.uplink import plan
+
+    cli = fab.cli("leaf1")
+    before = len(cli.command_log())
+    profile = type("P", (), {"switches": type("S", (), {"accept_unknown_host_keys": False})()})()
+    with pytest.raises(InvalidProfile) as err:
+        plan(None, profile, switch=cfg(fab, "leaf1"), interface=attempt)
+    assert "\n" not in str(err.value) and "is not a sonic interface name" in str(err.value)
+    for call in (lambda: switch.inject_port(cfg(fab, "leaf1"), attempt), lambda: switch.revert_port(cfg(fab, "leaf1"), attempt),
+                 lambda: switch.show_state(cfg(fab, "leaf1"), attempt)):
+        with pytest.raises(InvalidProfile, match="refused before connecting"):
+            call()
+    with pytest.raises(Exception, match="is not a sonic interface name"):
+        cfg(fab, "leaf1", uplinks=[attempt])
+    assert cli.command_log()[before:] == [] and events == []
+    assert all(fab.fabric.iface_state("leaf1", i).admin for i in fab.fabric.interfaces("leaf1"))
 
 
 def test_refused_connection_and_silent_port_are_one_line(fab, tmp_path):

@@ -21,7 +21,7 @@ def test_every_shipped_dialect_loads():
 
 
 def test_unknown_dialect_is_a_profile_error():
-    with pytest.raises(InvalidProfile, match="unknown switch dialect 'ios-xr'.*nvue, nxos, sonic"):
+    with pytest.raises(InvalidProfile, match="unknown switch dialect 'ios-xr'.*eos, nvue, nxos, onyx, sonic"):
         load_dialect("ios-xr")
 
 

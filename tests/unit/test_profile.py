@@ -32,6 +32,8 @@ EFFECTS = {
     "slow-model-load": lambda p: p.model_load_seconds(_infer(p)) >= 300,
     "no-pdb": lambda p: _infer(p).pdb_min_available is None,
     "roce-no-pfc": lambda p: p.fabric.pfc is False,
+    "port-stays-oper-up": lambda p: p.fabric.port_faults.oper_stays_up is True,
+    "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "single-uplink": lambda p: all(len(p.fabric.switches[leaf].uplinks) == 1 for leaf in p.fabric.leaves),
     "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5,
     "no-gpu-health-check": lambda p: not p.gpu_health_check and p.unhealthy_gpu_taint is None,

@@ -1,9 +1,10 @@
-"""Client-side switch dialects as data: what to type to shut / unshut / show one port, how to tell an
-error, and how to read the admin and oper state back from the switch's own output.
+"""Client-side switch dialects as data: the OS's interface-name grammar, what to type to show / shut /
+unshut one port (as argument lists, never text with input pasted in), how to tell an error, and which
+parser reads the state back (drills/faults/switch/parse.py).
 
-Each `dialects/<name>.yaml` is validated here; `read_state` turns a show command's output
-into a `PortState` (tables are read by column, so names with spaces and right-aligned columns
-work), or says why it cannot (usually: the profile names the wrong dialect).
+Names are checked against the dialect's grammar (`check_interface`) before anything reaches a session;
+`command()` checks again and builds each line from its arguments (shell-quoted for Linux CLIs), so an
+inventory entry such as `Ethernet240 && sudo config ...` can never become two commands.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from dataclasses import dataclass
+import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -20,33 +21,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from drills.core.errors import InvalidProfile
 
-__all__ = ["PortState", "SwitchDialect", "StateUnreadable", "load_switch_dialect", "switch_dialect_names", "read_state",
-           "clean_output"]
+__all__ = ["SwitchDialect", "InvalidName", "load_switch_dialect", "switch_dialect_names", "clean_output",
+           "check_interface", "check_switch_name", "SWITCH_NAME"]
 
 log = logging.getLogger(__name__)
 
 DIALECT_DIR = Path(__file__).parent / "dialects"
+SWITCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # a hostname label, dots allowed
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:,=+-]+$")  # what a literal or a validated name may contain
 
 
-@dataclass(frozen=True)
-class PortState:
-    """One interface as the switch reports it: admin and oper state, each "up" or "down"."""
-
-    admin: str
-    oper: str
-
-    @property
-    def admin_up(self) -> bool:
-        return self.admin == "up"
-
-    @property
-    def oper_up(self) -> bool:
-        return self.oper == "up"
-
-
-class StateUnreadable(ValueError):
-    """The output does not have the shape the dialect expects (the message says what is missing)."""
+class InvalidName(InvalidProfile):
+    """An interface or switch name that is not in its grammar (refused before any session opens)."""
 
 
 class _Strict(BaseModel):
@@ -66,16 +53,17 @@ class Shell(_Strict):
 
 
 class Preflight(_Strict):
-    command: str
+    command: list[str]
     expect_empty: bool = True
     reason: str
 
 
 class Commands(_Strict):
-    show: str
-    shutdown: list[str]
-    startup: list[str]
-    abort: list[str] = []  # sent after a failed change so no half-made change lingers
+    show: list[str]
+    shutdown: list[list[str]]
+    startup: list[list[str]]
+    abort: list[list[str]] = []  # sent after a failed change so no half-made change lingers
+    abort_while: str | None = None  # shell: repeat `abort` while the prompt matches (Onyx has no `end`)
     preflight: list[Preflight] = []
 
 
@@ -84,34 +72,54 @@ class Errors(_Strict):
     any: list[str]
 
 
-class Row(_Strict):
-    column: str
-    equals: str
-
-
-class StateSpec(_Strict):
-    parse: Literal["table", "regex"]
-    row: Row | None = None  # table: which row; None → exactly one data row
-    columns: dict[Literal["admin", "oper"], str] = {}  # table: column per state
-    status_column: str | None = None  # table: one column whose word gives both states
-    status_words: dict[str, tuple[Literal["up", "down"], Literal["up", "down"]]] = {}
-    admin: str | None = None  # regex with a `value` group
-    oper: str | None = None
-
-
 class SwitchDialect(_Strict):
     name: str
     description: str = ""
     aliases: list[str] = []
-    exec_join: str
+    netmiko: str  # netmiko device_type for the shell transport
+    quoting: Literal["shell", "none"]  # shell: a bash login (shlex-quoted); none: a vendor CLI
+    exec_join: str | None = None  # None: each line its own exec request; else one request, lines joined
+    interface_names: list[str]  # full-match regexes; an optional `port` group is what `{port}` renders
     shell: Shell
     commands: Commands
     errors: Errors
-    state: StateSpec
+    state: str  # parser name (parse.py): "ntc:<template>" or one of ours
+
+    @field_validator("interface_names")
+    @classmethod
+    def _anchored(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not (pattern.startswith("^") and pattern.endswith("$")):
+                raise ValueError(f"interface name pattern {pattern!r} must be anchored (^...$)")
+            re.compile(pattern)
+        return value
+
+    def check_interface(self, iface: str) -> dict[str, str]:
+        """The name's template values ({iface}, {port}); InvalidName when it is not in the grammar."""
+        if isinstance(iface, str) and "\n" not in iface:
+            for pattern in self.interface_names:
+                m = re.fullmatch(pattern, iface)
+                if m:
+                    return {"iface": iface, "port": m.groupdict().get("port") or iface}
+        raise InvalidName(f"interface name {iface!r} is not a {self.name} interface name (expected e.g. "
+                          f"{_example(self.name)}): refused before connecting; fix the uplink in the switch inventory "
+                          "or the profile")
 
     def command(self, which: str, iface: str) -> list[str]:
-        lines = getattr(self.commands, which)
-        return [lines.format(iface=iface)] if isinstance(lines, str) else [ln.format(iface=iface) for ln in lines]
+        """The command lines of `which` (show / shutdown / startup / abort) for `iface`, each built from
+        its arguments: a placeholder is one whole argument, filled with a validated name."""
+        values = self.check_interface(iface)
+        spec = getattr(self.commands, which)
+        lines = [spec] if which == "show" else spec
+        return [self.line(tokens, values) for tokens in lines]
+
+    def line(self, tokens: list[str], values: dict[str, str] | None = None) -> str:
+        args = [t.format(**values) if values and t.startswith("{") else t for t in tokens]
+        for arg in args:
+            if not _SAFE_TOKEN.fullmatch(arg):
+                raise InvalidName(f"argument {arg!r} of a {self.name} command has characters a switch CLI could "
+                                  "interpret; refused")
+        return shlex.join(args) if self.quoting == "shell" else " ".join(args)
 
     def error_lines(self, output: str) -> list[str]:
         """The lines of `output` that match an error pattern (the switch's words, for the user)."""
@@ -119,7 +127,7 @@ class SwitchDialect(_Strict):
                 if any(re.search(p, ln.strip()) for p in self.errors.any + self.errors.unknown_interface)]
 
     def is_unknown_interface(self, output: str) -> bool:
-        return any(re.search(p, output, re.M) for p in self.errors.unknown_interface)
+        return any(re.search(p, clean_output(output), re.M) for p in self.errors.unknown_interface)
 
 
 def switch_dialect_names() -> list[str]:
@@ -147,30 +155,20 @@ def load_switch_dialect(name: str) -> SwitchDialect:
                 first = err.errors()[0]
                 raise InvalidProfile(f"switch dialect file {file}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     raise InvalidProfile(f"switch dialect {name!r} is not known (known: {', '.join(switch_dialect_names())}; "
-                         "aliases: nvue, nx-os, arista-eos); fix `dialect` in the switch inventory")
+                         "aliases: nvue, nx-os, arista-eos, mlnx-os); fix `dialect` in the switch inventory")
 
 
-def read_state(dialect: SwitchDialect, output: str, iface: str) -> PortState:
-    """Admin and oper state of `iface` from the show command's output. Raises StateUnreadable."""
-    text = clean_output(output)
-    spec = dialect.state
-    if spec.parse == "regex":
-        return PortState(_regex(spec.admin, text, "admin"), _regex(spec.oper, text, "oper"))
-    wanted = list(spec.columns.values()) + ([spec.status_column] if spec.status_column else [])
-    table = _table(text, [c for c in wanted if c] + ([spec.row.column] if spec.row and spec.row.column else []))
-    rows = table
-    if spec.row is not None:
-        key = spec.row.equals.format(iface=iface)
-        rows = [r for r in table if r.get(spec.row.column) == key]
-    if len(rows) != 1:
-        raise StateUnreadable(f"expected one row for {iface}, found {len(rows)}")
-    row = rows[0]
-    if spec.status_column:
-        word = row.get(spec.status_column, "")
-        if word not in spec.status_words:
-            raise StateUnreadable(f"status {word!r} is none of {', '.join(spec.status_words)}")
-        return PortState(*spec.status_words[word])
-    return PortState(_updown(row.get(spec.columns["admin"]), "admin"), _updown(row.get(spec.columns["oper"]), "oper"))
+def check_interface(dialect: str, iface: str) -> str:
+    """`iface` when it is in the grammar of `dialect`; InvalidName otherwise (one line, nothing sent)."""
+    load_switch_dialect(dialect).check_interface(iface)
+    return iface
+
+
+def check_switch_name(name: str) -> str:
+    if not isinstance(name, str) or not SWITCH_NAME.fullmatch(name):
+        raise InvalidName(f"switch name {name!r} is not a host name (letters, digits, '.', '_', '-'): "
+                          "fix it in the switch inventory")
+    return name
 
 
 def clean_output(text: str) -> str:
@@ -178,51 +176,6 @@ def clean_output(text: str) -> str:
     return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "")
 
 
-def _regex(pattern: str | None, text: str, what: str) -> str:
-    match = re.search(pattern or "(?!)", text, re.M)
-    if not match:
-        raise StateUnreadable(f"no {what} state (pattern {pattern!r} does not match)")
-    return _updown(match.group("value"), what)
-
-
-def _updown(value: str | None, what: str) -> str:
-    word = (value or "").strip().lower()
-    if word not in ("up", "down"):
-        raise StateUnreadable(f"{what} state {value!r} is neither up nor down")
-    return word
-
-
-def _table(text: str, columns: list[str]) -> list[dict[str, str]]:
-    """Rows of the first table whose header has every named column. Column spans come from the dash
-    rule under the header when it has one run per column, else from where the header words start."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        names = [m.group() for m in re.finditer(r"\S+(?: \S+)*", line)]  # words joined by single spaces
-        if not names or not all(c == "" or c in names for c in columns):
-            continue
-        rule = lines[i + 1] if i + 1 < len(lines) and re.fullmatch(r"[\s-]*-[\s-]*", lines[i + 1]) else None
-        runs = [m.span() for m in re.finditer(r"-+", rule)] if rule else []
-        if len(runs) >= 2:
-            spans = runs
-        else:
-            starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
-            spans = [(s, starts[k + 1] if k + 1 < len(starts) else 10**6) for k, s in enumerate(starts)]
-        header = [line[a:b].strip() for a, b in _widen(spans, line)]
-        rows = []
-        for body in lines[i + (2 if rule is not None else 1):]:
-            if not body.strip():
-                break
-            if re.fullmatch(r"[\s-]+", body):
-                continue
-            rows.append({h: body[a:b].strip() for h, (a, b) in zip(header, _widen(spans, body))})
-        return rows
-    raise StateUnreadable(f"no table with the columns {', '.join(repr(c) for c in columns)}")
-
-
-def _widen(spans: list[tuple[int, int]], line: str) -> list[tuple[int, int]]:
-    """Columns own the gap before the next one, the last one runs to the end of the line."""
-    out = []
-    for k, (a, b) in enumerate(spans):
-        end = spans[k + 1][0] if k + 1 < len(spans) else max(b, len(line))
-        out.append((a if k else 0, end))
-    return out
+def _example(dialect: str) -> str:
+    return {"sonic": "Ethernet0 or etp1", "cumulus": "swp1 or swp1s0", "nxos": "Ethernet1/1", "eos": "Ethernet1 or Et3/1",
+            "onyx": "Eth1/1"}.get(dialect, "the names `show interfaces` prints")

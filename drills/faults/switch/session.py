@@ -72,6 +72,9 @@ class SwitchSession:
         self._client: paramiko.SSHClient | None = None
         self._chan: paramiko.Channel | None = None
         self._prompt = re.compile(self.dialect.shell.prompt)
+        self.sent: list[str] = []  # every command line sent in this login (no secrets: commands only)
+        self.prompt = ""  # shell: the last prompt seen (which mode the CLI is in)
+        self._netmiko = None
 
     def __repr__(self) -> str:  # short and secret-free: reprs land in reports
         return f"SwitchSession({self.where} {self.dialect.name} {self.transport})"
@@ -88,7 +91,12 @@ class SwitchSession:
         self.close()
 
     def connect(self) -> None:
-        """Log in (TCP_NODELAY socket, strict host keys unless told otherwise); open the shell if asked."""
+        """Log in (TCP_NODELAY socket, strict host keys unless told otherwise). The shell transport is
+        netmiko's (prompts, paging, config mode per device type); exec requests are paramiko's own,
+        which netmiko does not offer (SONiC/NVUE commands are one program each: exec fits them)."""
+        if self.transport == "shell":
+            self._connect_netmiko()
+            return
         client = self._client_with_host_keys()
         password = self._password()
         key_file = self._key_file()
@@ -131,15 +139,15 @@ class SwitchSession:
             _close(client, sock)
             raise TargetUnreachable(f"{self.where}: connection lost during login ({err.strerror or err})") from None
         self._client = client
-        if self.transport == "shell":
-            try:
-                self._open_shell()
-            except BaseException:
-                self.close()
-                raise
         log.debug("%s: logged in as %s (%s transport)", self.where, self.cfg.username, self.transport)
 
     def close(self) -> None:
+        if self._netmiko is not None:
+            try:
+                self._netmiko.disconnect()
+            except Exception as err:  # noqa: BLE001 - hanging up: nothing left to protect
+                log.debug("%s: netmiko disconnect: %s", self.where, err)
+            self._netmiko = None
         if self._chan is not None:
             self._logout()
             self._chan.close()
@@ -150,28 +158,33 @@ class SwitchSession:
 
     def run(self, command: str) -> CommandResult:
         """One command line: an exec request, or one line typed into the shell."""
-        if self._client is None:
+        if self._client is None and self._netmiko is None:
             raise RuntimeError("SwitchSession.run before connect()")
         if self.transport == "exec":
             output, status = self._exec(command)
         else:
-            output, status = self._shell_line(command), None
+            output, status = self._netmiko_line(command), None
         result = CommandResult(command, output, status, tuple(self.dialect.error_lines(output)))
-        log.debug("%s: %r → status %s, %d bytes", self.where, command, status, len(output))
+        self.sent.append(command)
+        log.info("%s: sent %r → status %s, %d bytes", self.where, command, status, len(output))
         return result
 
     def run_lines(self, lines: list[str]) -> CommandResult:
-        """Several lines as one change: joined into one exec request (the dialect says how), or typed
-        one by one into the shell, stopping at the first that fails."""
-        if self.transport == "exec":
+        """Several lines as one change, stopping at the first that fails: one exec request each (Linux
+        CLIs: never joined into one shell line), one exec request for a modal CLI's sequence (the
+        dialect's `exec_join`; every line was built from validated arguments), or typed one by one
+        into the shell."""
+        if self.transport == "exec" and self.dialect.exec_join is not None:
             return self.run(self.dialect.exec_join.join(lines))
         outputs: list[str] = []
+        status: int | None = None
         for line in lines:
             res = self.run(line)
             outputs.append(res.output)
+            status = res.status
             if not res.ok:
-                return CommandResult(line, "\n".join(outputs), None, res.errors)
-        return CommandResult(self.dialect.exec_join.join(lines), "\n".join(outputs), None)
+                return CommandResult(line, "\n".join(outputs), res.status, res.errors)
+        return CommandResult(" ; ".join(lines), "\n".join(outputs), status)
 
     # -- connecting ----------------------------------------------------------------------------
     def _client_with_host_keys(self) -> paramiko.SSHClient:
@@ -255,6 +268,70 @@ class SwitchSession:
         text = clean_output((out + (b"\n" if out and err else b"") + err).decode("utf-8", "replace"))
         return text.rstrip("\n"), status
 
+    def _connect_netmiko(self) -> None:
+        """netmiko's session for the dialect's device type, with the same host-key rule as exec: the
+        inventory's known_hosts only (RejectPolicy), unless accept_unknown_host_keys (lab)."""
+        from netmiko import ConnectHandler
+        from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
+
+        known = self.cfg.known_hosts
+        if known and not Path(known).is_file() and not self.accept_unknown_host_keys:
+            raise self.error(f"switch {self.cfg.name}: known_hosts file {known} does not exist: create it "
+                             f"(ssh-keyscan -p {self.cfg.port} {self.cfg.host}) or fix known_hosts in the inventory")
+        password, key_file = self._password(), self._key_file()
+        t = self.connect_timeout
+        params = dict(device_type=self.dialect.netmiko, host=self.cfg.host, port=self.cfg.port,
+                      username=self.cfg.username, password=password or "", use_keys=bool(key_file), key_file=key_file,
+                      allow_agent=False, ssh_strict=not self.accept_unknown_host_keys, system_host_keys=not known,
+                      alt_host_keys=bool(known), alt_key_file=known or "", conn_timeout=t, auth_timeout=t,
+                      banner_timeout=t, read_timeout_override=self.command_timeout, fast_cli=True)
+        try:
+            self._netmiko = ConnectHandler(**params)
+        except NetmikoAuthenticationException:
+            how = " and ".join(filter(None, [f"key {key_file}" if key_file else None,
+                                             f"the password in ${self.cfg.password_env}" if password else None]))
+            raise self.error(f"{self.where}: authentication as {self.cfg.username} with {how or 'agent/default keys'} "
+                             "failed: check username, key_file / password_env and the switch's authorized keys") from None
+        except NetmikoTimeoutException:
+            raise self._no_answer() from None
+        except paramiko.SSHException as err:
+            if "not found in known_hosts" in str(err):
+                raise self.error(
+                    f"switch {self.cfg.name}: host key for {host_key_name(self.cfg)} is not in known_hosts "
+                    f"{self._known_hosts_label()}: add it (ssh-keyscan) or set accept_unknown_host_keys: true") from None
+            raise TargetUnreachable(f"{self.where}: SSH handshake failed ({err})") from None
+        except (OSError, EOFError) as err:
+            raise TargetUnreachable(f"{self.where}: connection lost during login ({err})") from None
+        except ValueError as err:  # netmiko's words for a CLI it could not prepare (prompt, enable mode)
+            raise self.error(f"{self.where}: session preparation as {self.dialect.netmiko} failed ({err}): is "
+                             f"dialect {self.dialect.name} right for this switch?") from None
+        for line in self.dialect.shell.setup:
+            if line == "enable":  # netmiko's own: it checks the prompt for privileged mode
+                self._netmiko.enable()
+            else:
+                self._netmiko_line(line)
+        self.prompt = self._netmiko.find_prompt()
+
+    def _netmiko_line(self, line: str) -> str:
+        """One line typed into netmiko's session, read until the dialect's prompt (any mode)."""
+        from netmiko.exceptions import ReadTimeout
+
+        try:
+            out = self._netmiko.send_command(line, expect_string=_unanchored(self.dialect.shell.prompt),
+                                             read_timeout=self.command_timeout, strip_prompt=False,
+                                             strip_command=True, cmd_verify=False)
+        except ReadTimeout:
+            raise self._slow(line) from None
+        except (OSError, EOFError, paramiko.SSHException) as err:
+            raise TargetUnreachable(f"{self.where} closed the shell during `{line}` ({err})") from None
+        text = clean_output(out).rstrip("\n")
+        lines = text.split("\n")
+        if lines and self._prompt.search(lines[-1]):
+            self.prompt = lines.pop()
+        if lines and lines[0].strip() == line.strip():
+            lines = lines[1:]
+        return "\n".join(lines).strip("\n")
+
     def _open_shell(self) -> None:
         try:
             self._chan = self._client.invoke_shell(term="vt100", width=_SHELL_WIDTH, height=1000)
@@ -277,7 +354,9 @@ class SwitchSession:
             self._chan.sendall((line + "\n").encode())
         except (OSError, paramiko.SSHException) as err:
             raise TargetUnreachable(f"{self.where} closed the shell before `{line}` ({err})") from None
-        lines = self._read_to_prompt(line).split("\n")[:-1]  # the last line is the prompt
+        text = self._read_to_prompt(line)
+        self.prompt = text.rsplit("\n", 1)[-1]
+        lines = text.split("\n")[:-1]  # the last line is the prompt
         if lines and lines[0].strip().endswith(line.strip()):
             lines = lines[1:]  # the terminal's echo of what we typed
         return "\n".join(lines).strip("\n")
@@ -307,6 +386,11 @@ class SwitchSession:
         return TargetUnreachable(f"{self.where} did not finish `{command}` within {self.command_timeout:g} s "
                                  f"(no {'prompt' if self.transport == 'shell' else 'exit status'}): is the dialect "
                                  f"{self.dialect.name} right, and is the switch overloaded?")
+
+
+def _unanchored(prompt: str) -> str:
+    """netmiko searches the whole buffer: the prompt as the last line of it."""
+    return "(?m)" + prompt
 
 
 def _wait_closed(chan: paramiko.Channel, timeout: float) -> None:

@@ -8,6 +8,9 @@ The leaf of a node comes from a node label (`faults.leaf_label`, on the twin
 from __future__ import annotations
 
 import logging
+
+from pydantic import ValidationError
+
 from drills.profile.model import SwitchConfig, TargetProfile
 from drills.core.errors import CheckFailed, InvalidProfile
 
@@ -23,7 +26,11 @@ def switch_inventory(profile: TargetProfile, twin_info: dict | None = None) -> l
     entries = (twin_info or {}).get("switches") or []
     if not entries:
         raise InvalidProfile("no switch inventory: set switches.inventory (or switches.devices) in the profile")
-    return [SwitchConfig.model_validate(entry) for entry in entries]
+    try:
+        return [SwitchConfig.model_validate(entry) for entry in entries]
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise InvalidProfile(f"twin switch inventory: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labels: dict[str, dict[str, str]],

@@ -17,6 +17,7 @@ environment variable.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
@@ -25,7 +26,8 @@ from typing import Any, Mapping
 from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
 from drills.faults import Plan, Reach
-from drills.faults.switch.dialect import PortState, StateUnreadable, load_switch_dialect, read_state
+from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
+from drills.faults.switch.parse import PortState, StateUnreadable, read_state
 from drills.faults.switch.session import TRANSPORTS, SwitchSession
 
 __all__ = [
@@ -44,7 +46,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 KIND = "switch-uplink"
-_OPER_POLL_S = 0.5
+_POLL_S = 0.25  # wall seconds between two reads of a port that has not settled yet
+SETTLE_S = 30.0  # cluster seconds a port may take to go oper down / up after the admin change
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,11 @@ class UplinkRecord:
 
 def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
                 accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
-                require_oper_up: bool = True, clock: Any | None = None) -> UplinkRecord:
-    """Shut `interface` and verify it is admin down. Refuses a port that is already down (not ours to
+                require_oper_up: bool = True, clock: Any | None = None, settle_s: float = SETTLE_S) -> UplinkRecord:
+    """Shut `interface` and verify it is admin down and oper down (within `settle_s` cluster seconds,
+    read back from the switch). Refuses a port that is already down (not ours to
     bring up later) and, with `require_oper_up`, one whose link is down (the drill would test nothing)."""
+    _check_names(switch_cfg, interface)
     opts = dict(transport=transport, accept_unknown_host_keys=accept_unknown_host_keys,
                 connect_timeout=connect_timeout, command_timeout=command_timeout)
     name = switch_cfg.name
@@ -91,9 +96,10 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                 raise InjectionFailed(f"switch {name}: {interface} is admin up but its link is down: shutting it "
                                       "would test nothing; fix the link or pick another uplink")
             for check in session.dialect.commands.preflight:
-                res = session.run(check.command)
+                line = session.dialect.line(check.command)
+                res = session.run(line)
                 if not res.ok or (check.expect_empty and res.output.strip()):
-                    raise InjectionFailed(f"switch {name} {check.reason} (`{check.command}`: {res.words})")
+                    raise InjectionFailed(f"switch {name} {check.reason} (`{line}`: {res.words})")
             command = session.dialect.command("shutdown", interface)
             try:
                 at = _now_dt(clock)
@@ -103,12 +109,18 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                 if not res.ok:
                     raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                           f"(`{res.command}`)")
-                after = _state(session, interface, InjectionFailed)
+                after = _settle(session, interface, InjectionFailed, up=False, clock=clock, within=settle_s)
                 if after.admin_up:
                     raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
                                           "admin up: the change did not take (check the dialect and the user's rights)")
+                if after.oper_up:
+                    raise _NotActing(f"switch {name} accepted `{res.command}` but {interface} is still oper up "
+                                     f"{settle_s:g} s later (admin down): the port did not go down, so the drill "
+                                     "would test nothing; check the switch (a known SONiC defect) and its logs")
             except BaseException as err:
                 _restore(session, switch_cfg, interface, opts, err)
+                if isinstance(err, _NotActing):
+                    err.changed = True  # the switch changed its admin state: the guard reverts and verifies
                 raise
     except DrillError as err:
         if not sent:
@@ -123,10 +135,12 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 
 def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport: str | None = None, *,
            accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
-           oper_timeout: float = 30.0) -> PortState:
+           oper_timeout: float = SETTLE_S, clock: Any | None = None) -> PortState:
     """Bring the port up and verify it is admin up (already up is fine); then wait up to `oper_timeout`
-    for the link itself (a link that does not train is logged, not retried: admin state is ours)."""
+    cluster seconds for the link itself to be oper up (one that does not come up is a RevertFailed: the
+    drill must not report a pass over a fabric it left degraded)."""
     interface = record if isinstance(record, str) else record.interface
+    _check_names(switch_cfg, interface)
     if isinstance(record, UplinkRecord) and record.switch != switch_cfg.name:
         raise RevertFailed(f"record for switch {record.switch} given with the config of {switch_cfg.name}")
     transport = transport or (record.transport if isinstance(record, UplinkRecord) else "exec")
@@ -147,12 +161,11 @@ def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport:
                 raise RevertFailed(f"switch {name} accepted `{res.command}` but {interface} is still admin down; "
                                    "it stays shut: bring it up by hand and run `drills revert`")
             log.info("switch %s: %s admin up again (verified)", name, interface)
-        deadline = time.monotonic() + oper_timeout
-        while not state.oper_up and time.monotonic() < deadline:
-            time.sleep(_OPER_POLL_S)  # polling the switch: its CLI has no way to wait for the link
-            state = _state(session, interface, RevertFailed)
         if not state.oper_up:
-            log.warning("switch %s: %s is admin up but its link is still down after %g s", name, interface, oper_timeout)
+            state = _settle(session, interface, RevertFailed, up=True, clock=clock, within=oper_timeout)
+        if not state.oper_up:
+            raise RevertFailed(f"switch {name}: {interface} is admin up again but still oper down {oper_timeout:g} s "
+                               "later: check the link (optics, peer port) before the next drill")
     return state
 
 
@@ -160,6 +173,7 @@ def show_state(switch_cfg: SwitchConfig, interface: str, transport: str = "exec"
                accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0,
                command_timeout: float = 10.0) -> PortState:
     """The interface's admin and oper state as the switch reports it (read-only)."""
+    _check_names(switch_cfg, interface)
     with SwitchSession(switch_cfg, transport, error=CheckFailed, accept_unknown_host_keys=accept_unknown_host_keys,
                        connect_timeout=connect_timeout, command_timeout=command_timeout) as session:
         return _state(session, interface, CheckFailed)
@@ -171,7 +185,7 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     """What the journal entry must hold for `revert_entry` (written before `inject`; no secrets)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
-    load_switch_dialect(switch_cfg.dialect)  # an unknown dialect fails here, before the entry is written
+    _check_names(switch_cfg, interface)  # unknown dialect or bad name: refused before the entry is written
     return {"switch": switch_cfg.model_dump(mode="json"), "interface": interface, "transport": transport,
             "accept_unknown_host_keys": accept_unknown_host_keys, "connect_timeout": connect_timeout,
             "command_timeout": command_timeout}
@@ -179,6 +193,7 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 
 def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec") -> Plan:
     """Read-only: a known dialect and transport; the port the guard checks against the allowlist."""
+    _check_names(switch, interface)  # before anything reaches a session or the journal
     accept = profile.switches.accept_unknown_host_keys
     undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=accept)
     return Plan(KIND, f"{switch.name}:{interface}",
@@ -199,13 +214,40 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     refuses ports that are already down, so up is how we found it."""
     cfg = SwitchConfig.model_validate(undo["switch"])
     port: UplinkRecord | str = UplinkRecord.from_dict(record) if record else undo["interface"]
+    _check_names(cfg, port if isinstance(port, str) else port.interface)  # a journal is input too
     revert_port(cfg, port, undo.get("transport", "exec"), accept_unknown_host_keys=bool(undo.get("accept_unknown_host_keys")),
                 connect_timeout=float(undo.get("connect_timeout", 5.0)),
-                command_timeout=float(undo.get("command_timeout", 10.0)))
+                command_timeout=float(undo.get("command_timeout", 10.0)))  # wall clock: revert needs no cluster
     return "reverted"
 
 
 # -- helpers -----------------------------------------------------------------------------------
+class _NotActing(InjectionFailed):
+    """The switch accepted the shutdown, went admin down, but the link stayed up."""
+
+
+def _check_names(cfg: SwitchConfig, interface: str) -> None:
+    """Switch name and interface in their grammar (InvalidName, one line) before any session opens."""
+    check_switch_name(cfg.name)
+    load_switch_dialect(cfg.dialect).check_interface(interface)
+
+
+def _settle(session: SwitchSession, interface: str, error: type[DrillError], *, up: bool, clock: Any | None,
+            within: float) -> PortState:
+    """Read the port until admin and oper are both `up` (or both down), or `within` cluster seconds have
+    passed on the clock (the twin's is dilated); the last reading either way. Each read is a round trip
+    to the switch: there is no CLI event to wait on."""
+    deadline = _now_dt(clock).timestamp() + within
+    while True:
+        state = _state(session, interface, error)
+        if state.admin_up == up and state.oper_up == up:
+            return state
+        if _now_dt(clock).timestamp() >= deadline:
+            return state
+        wall = clock.wall_seconds(within) if clock is not None and hasattr(clock, "wall_seconds") else within
+        time.sleep(min(_POLL_S, max(wall / 20, 0.01)))
+
+
 def _state(session: SwitchSession, interface: str, error: type[DrillError]) -> PortState:
     """Show the interface and read admin/oper; unknown interface and unreadable output are one line each."""
     command = session.dialect.command("show", interface)[0]
@@ -255,9 +297,17 @@ def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: di
 
 def _abort(session: SwitchSession) -> None:
     """Send the dialect's abort lines (leave config mode, detach staged changes); errors ignored."""
+    cmds = session.dialect.commands
     try:
-        for line in session.dialect.commands.abort:
-            session.run(line)
+        if cmds.abort_while is None:
+            for tokens in cmds.abort:
+                session.run(session.dialect.line(tokens))
+        elif session.transport == "shell":  # leave config mode one level at a time, as the prompt says
+            for _ in range(8):
+                if not re.search(cmds.abort_while, session.prompt):
+                    break
+                for tokens in cmds.abort:
+                    session.run(session.dialect.line(tokens))
     except DrillError as err:
         log.debug("switch %s: abort lines failed: %s", session.cfg.name, err)
 

@@ -34,7 +34,7 @@ class SwitchCli:
     """One switch's CLI; thread-safe (each SSH session runs in its own thread)."""
 
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
-                 hostname: str | None = None, username: str | None = None) -> None:
+                 hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False) -> None:
         self.fabric = fabric
         self.switch = switch
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
@@ -43,6 +43,17 @@ class SwitchCli:
         self._lock = threading.Lock()
         self._pending: dict[str, bool] = {}
         self._rev = 1
+        self.rejects_shutdown = rejects_shutdown  # defect cli-rejects-shutdown: the OS's own refusal
+        self._log: list[str] = []
+
+    def record(self, line: str) -> None:
+        """Every command line a client sent (exec requests and shell lines): tests read it back."""
+        with self._lock:
+            self._log.append(line)
+
+    def command_log(self) -> list[str]:
+        with self._lock:
+            return list(self._log)
 
     def session(self) -> "CliSession":
         return CliSession(self)
@@ -51,6 +62,7 @@ class SwitchCli:
         """An SSH exec request: the command line (several joined by the dialect's separators)
         runs in a fresh session; it stops at the first error, whose status is the exit status."""
         session = self.session()
+        session.mode = self.dialect.exec_request_mode
         outputs: list[str] = []
         status = 0
         for part in session.cli.dialect.separator_re.split(command.strip()):
@@ -95,7 +107,7 @@ class SwitchCli:
         st = self.fabric.iface_state(self.switch, iface)
         index = self.fabric.interfaces(self.switch).index(iface)
         words = d.status_words
-        status = words["connected"] if st.oper else (words["notconnect"] if st.admin else words["disabled"])
+        status = words["disabled"] if not st.admin else (words["connected"] if st.oper else words["notconnect"])
         pending = self.pending().get(iface, st.admin)
         ctx: dict[str, Any] = dict(d.constants)
         ctx.update(
@@ -114,6 +126,9 @@ class SwitchCli:
             peer_iface=st.peer[1] if st.peer else "",
             description=f"{st.peer[0]} {st.peer[1]}" if st.peer else "--",
             hostname=self.hostname,
+            eos_link="administratively down" if not st.admin else ("up" if st.oper else "down"),
+            onyx_admin="Enabled" if st.admin else "Disabled",
+            onyx_oper="Up" if st.oper else "Down",
         )
         return ctx
 
@@ -128,7 +143,7 @@ class CliSession:
 
     @property
     def prompt(self) -> str:
-        return self.cli.dialect.prompt(self.mode, self.cli.hostname, self.cli.username)
+        return self.cli.dialect.prompt(self.mode, self.cli.hostname, self.cli.username, self.iface or "")
 
     def execute(self, line: str, interactive: bool = False) -> CliResult:
         """Run one command line; `interactive` aligns error carets under the echoed prompt."""
@@ -172,6 +187,8 @@ class CliSession:
             if target is None:
                 return self._error("unknown_command", line, offset, caret_at=0, **groups)
             up = act == "startup" or (act == "set_link" and groups.get("state") == "up")
+            if not up and cli.rejects_shutdown and not d.staging:
+                return self._error("shutdown_rejected", line, offset, caret_at=0, **groups)
             if d.staging:
                 cli.stage(target, up)
             else:
@@ -184,17 +201,21 @@ class CliSession:
                 self.iface = iface
             self.mode = rule.to
             return CliResult()
+        top = "enable" if "enable" in d.prompts else "exec"
         if act == "exit":
-            if self.mode == "exec":
+            if self.mode in ("exec", "enable"):
                 return CliResult(logout=True)
-            self.mode, self.iface = ("config", None) if self.mode == "interface" else ("exec", None)
+            self.mode, self.iface = ("config", None) if self.mode == "interface" else (top, None)
             return CliResult()
         if act == "end":
-            self.mode, self.iface = "exec", None
+            self.mode, self.iface = top, None
             return CliResult()
         if act == "logout":
             return CliResult(logout=True)
         if act == "commit":
+            if cli.rejects_shutdown and False in cli.pending().values():
+                cli.discard()
+                return self._error("shutdown_rejected", line, offset, caret_at=0, **groups)
             rev = cli.commit()
             if rev is None:
                 return CliResult(d.outputs.get("commit_nothing", ""))
@@ -230,7 +251,7 @@ class CliSession:
     def _error(self, key: str, line: str, offset: int, caret_at: int, **values: Any) -> CliResult:
         err = self.cli.dialect.errors.get(key) or self.cli.dialect.errors["unknown_command"]
         ctx = {"word": line.split()[0], "iface": "", "verb": "shutdown", "line": line,
-               "hostname": self.cli.hostname}
+               "hostname": self.cli.hostname, "user": self.cli.username}
         ctx.update(values)
         ctx["caret"] = " " * (offset + caret_at) + "^"
         return CliResult(err.text.format(**ctx), err.exit)

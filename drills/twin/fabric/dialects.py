@@ -72,7 +72,7 @@ class TableSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     align: Literal["left", "right"] = "left"
-    rule: Literal["per_column", "full_width"] = "per_column"
+    rule: Literal["per_column", "full_width", "none"] = "per_column"
     indent: int = 0
     gap: int = 2
     columns: list[tuple[str, str]]
@@ -98,7 +98,7 @@ class CommandRule(BaseModel):
     match: str | None = None
     regex: str | None = None
     action: Literal[ACTIONS]  # type: ignore[valid-type]
-    to: Literal["config", "interface"] | None = None
+    to: Literal["enable", "config", "interface"] | None = None
     error: str | None = None
     detail: str | None = None
     output: str = ""
@@ -129,6 +129,7 @@ class Dialect(BaseModel):
     errors_to_stderr: bool = False  # Linux-shell CLIs print errors on stderr; modal CLIs on the terminal
     malformed_iface_error: str = "unknown_interface"  # for text that is no interface name at all
     prompts: dict[str, str]
+    exec_request_mode: str = "exec"  # the mode an SSH exec request runs in (Onyx: enable)
     port_name: str
     lanes_per_port: int = 1
     iface_names: list[IfaceName]
@@ -202,8 +203,11 @@ class Dialect(BaseModel):
             name = re.sub(rule.match, rule.replace, name)
         return name
 
-    def prompt(self, mode: str, hostname: str, user: str) -> str:
-        return self.prompts.get(mode, self.prompts["exec"]).format(hostname=hostname, user=user)
+    def prompt(self, mode: str, hostname: str, user: str, iface: str = "") -> str:
+        """The prompt of `mode`; `{short}` / `{port}` name the interface being configured (EOS, Onyx)."""
+        short = self.short_iface(iface) if iface else ""
+        port = re.sub(r"^\D+", "", iface) if iface else ""
+        return self.prompts.get(mode, self.prompts["exec"]).format(hostname=hostname, user=user, short=short, port=port)
 
 
 def dialect_names() -> list[str]:
@@ -239,6 +243,8 @@ def render_table(spec: TableSpec, rows: list[dict[str, str]]) -> str:
     if spec.rule == "full_width":
         rule = "-" * max(80, len(line(headers)))
         out += [rule, line(headers), rule]
+    elif spec.rule == "none":
+        out += [line(headers)]
     else:
         out += [line(headers), (pad + sep.join("-" * w for w in widths)).rstrip()]
     out += [line(c) for c in cells]

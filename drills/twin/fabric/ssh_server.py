@@ -205,6 +205,7 @@ class _Session(paramiko.ServerInterface):
     def _exec(self, channel: paramiko.Channel, command: str) -> None:
         cli = self.server.cli
         log.info("switch %s exec: %s", cli.switch, command)
+        cli.record(command)
         try:
             res = cli.run(command)
             nl = "\r\n" if channel.get_id() in self.ptys else "\n"
@@ -254,6 +255,7 @@ class _Session(paramiko.ServerInterface):
                             out.append("\r\n")
                         if line.strip():
                             log.info("switch %s shell: %s", cli.switch, line.strip())
+                            cli.record(line.strip())
                         res = session.execute(line, interactive=True)
                         line = ""
                         if res.output:

@@ -76,14 +76,18 @@ def start_fabric(
     password: str | None = None,
     clock: Any | None = None,
     password_env: str = PASSWORD_ENV,
+    oper_stays_up: bool = False,
+    cli_rejects_shutdown: bool = False,
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
     `password` (optional) enables password auth too; it is never logged nor written: the inventory
     only names the environment variable (`password_env`) a client should read it from.
+    `oper_stays_up` / `cli_rejects_shutdown` are the fabric defects of the same names (twin profile
+    `fabric.port_faults`).
     """
     specs = fabric_specs(fabric_spec)
-    fabric = Fabric(specs, clock=clock)
+    fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up)
     state = Path(state_dir).resolve()
     (state / "hostkeys").mkdir(parents=True, exist_ok=True)
     key_file = state / CLIENT_KEY
@@ -95,7 +99,7 @@ def start_fabric(
         for s in specs:
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
-            cli = SwitchCli(fabric, s.name, s.dialect)
+            cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()

@@ -146,10 +146,11 @@ class _Switch:
 class Fabric:
     """The link-state model. All methods are safe to call from any thread."""
 
-    def __init__(self, switch_specs: Iterable[Any], clock: Any | None = None) -> None:
+    def __init__(self, switch_specs: Iterable[Any], clock: Any | None = None, oper_stays_up: bool = False) -> None:
         specs = [SwitchSpec.from_obj(s) for s in switch_specs]
         self._switches = _build(specs)
         self._clock = clock
+        self.oper_stays_up = oper_stays_up  # defect port-stays-oper-up: admin down does not take the link down
         self._lock = threading.RLock()
         self._subs: list[Callable[[FabricEvent], None]] = []
         self._seq = 0
@@ -267,9 +268,9 @@ class Fabric:
 
     def _state(self, switch: str, iface: str) -> IfaceState:
         entry = self._iface(switch, iface)
-        oper = entry.admin
+        oper = entry.admin or self.oper_stays_up
         if entry.peer is not None:  # a cable is up only when both ends are enabled
-            oper = oper and self._iface(*entry.peer).admin
+            oper = oper and (self._iface(*entry.peer).admin or self.oper_stays_up)
         return IfaceState(switch, iface, entry.admin, oper, entry.peer)
 
     def _leaf_of(self, switch: str, iface: str) -> str | None:

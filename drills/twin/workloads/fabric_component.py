@@ -34,7 +34,10 @@ class FabricComponent:
         specs = [{**s.model_dump(), "name": name} for name, s in profile.fabric.switches.items()]
         loop = asyncio.get_running_loop()
         # Key generation and binding block briefly; keep the loop free for the API server meanwhile.
-        self.handle = await loop.run_in_executor(None, lambda: start_fabric(specs, twin.state_dir, clock=twin.clock))
+        faults = profile.fabric.port_faults
+        self.handle = await loop.run_in_executor(None, lambda: start_fabric(
+            specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
+            cli_rejects_shutdown=faults.cli_rejects_shutdown))
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),
