@@ -124,10 +124,12 @@ class Verdict:
     unit: str
     reason: str
     baseline: float | None = None  # what `measured` compares with, when the limit is a multiple of it
+    inconclusive: bool = False  # nothing to judge: the fault had no effect, or a precondition was not met
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        """pass | fail | inconclusive (DESIGN §5: never a pass; `passed` is False)."""
+        return "inconclusive" if self.inconclusive else "pass" if self.passed else "fail"
 
     def to_record(self) -> dict:
         record = {"name": self.name, "verdict": self.verdict, "measured": self.measured, "target": self.target,
@@ -237,7 +239,8 @@ def combine(verdicts: Sequence[Verdict], name: str = "overall") -> Verdict:
     failed = [v for v in verdicts if not v.passed]
     head = next((v for v in verdicts if v.name == "recovery"), verdicts[0])
     reason = "; ".join(v.reason for v in (failed or verdicts))
-    return Verdict(name, not failed, head.measured, head.target, head.unit, reason)
+    return Verdict(name, not failed, head.measured, head.target, head.unit, reason,
+                   inconclusive=any(v.inconclusive for v in failed))
 
 
 def format_duration(seconds: float | None) -> str:
