@@ -229,8 +229,8 @@ class OpenAIUser(FastHttpUser):
             path, body = "/v1/completions", {"model": self.model, "prompt": self.prompt,
                                              "max_tokens": self.max_tokens}
         with self.client.post(path, json=body, headers=self.auth_headers, catch_response=True) as resp:
-            error = getattr(resp, "error", None)
-            if error is not None:  # no answer at all: hung past the timeout, refused, reset
+            error = getattr(resp, "error", None)  # also set for a non-2xx answer, which has a status and a body
+            if error is not None and not resp.status_code:  # no answer at all: hung past the timeout, refused, reset
                 kind = classify_exception(error)
                 resp.failure(BadAnswer(kind, f"no answer within the {self.network_timeout:g} s client timeout"
                                        if kind == "timeout" else _message(error)))
