@@ -6,13 +6,15 @@ cluster minute), so the locustfile folds every request into buckets of `width` w
 
     {"t": 1718000000.05, "w": 0.05, "ok": 12, "fail": 1, "sum": 83.1, "max": 11.2,
      "h": {"6.17": 9, "11.3": 4}, "lf": 1718000000.071, "fo": 1718000000.083, "na": 3,
-     "err": {"503 no ready replica": 1}}
+     "err": {"503 no ready replica": 1}, "k": {"status": 1}, "r": {"llama-7b-infer-abc12": 12}}
 
 `t` bucket start, `w` width (s); `ok`/`fail` counts; `sum`/`max` latency (ms); `h` latency
 histogram (bin centre in ms, 8 bins per octave -> count); `lf` completion time of the last
 failure in the bucket; `fo` first success after that failure (first success at all when the
 bucket has no failure) and `na` how many successes followed it; `err` the first few distinct
-error messages with counts. Several lines may carry the same `t` (a late request, one file
+error messages with counts; `k` failures per kind (`drills.load.outcome`: status, error_200,
+invalid, timeout, connection); `r` successes per replica that answered (the endpoint's replica header,
+when it sends one). Several lines may carry the same `t` (a late request, one file
 per worker): readers merge them. Everything here is pure and free of locust.
 """
 
@@ -37,6 +39,8 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
+    "kind_counts",
+    "served_by",
     "rebin",
     "round_ms",
     "MAX_ERRORS_PER_BUCKET",
@@ -63,6 +67,8 @@ class Bucket:
     first_ok_after: float | None = None
     ok_after: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)  # failures per kind (drills.load.outcome)
+    served: dict[str, int] = field(default_factory=dict)  # successes per replica that answered
 
     @property
     def n(self) -> int:
@@ -83,6 +89,10 @@ class Bucket:
             d["na"] = self.ok_after
         if self.errors:
             d["err"] = self.errors
+        if self.kinds:
+            d["k"] = self.kinds
+        if self.served:
+            d["r"] = self.served
         return d
 
     @classmethod
@@ -91,7 +101,7 @@ class Bucket:
                    sum_ms=float(d.get("sum", 0.0)), max_ms=float(d.get("max", 0.0)),
                    hist={float(k): int(v) for k, v in d.get("h", {}).items()},
                    last_fail=d.get("lf"), first_ok_after=d.get("fo"), ok_after=int(d.get("na", 0)),
-                   errors=dict(d.get("err", {})))
+                   errors=dict(d.get("err", {})), kinds=dict(d.get("k", {})), served=dict(d.get("r", {})))
 
 
 @dataclass(frozen=True)
@@ -123,13 +133,19 @@ class BucketAccumulator:
         self.max_errors = max_errors
         self._open: dict[int, Bucket] = {}
 
-    def add(self, end_s: float, latency_ms: float, error: str | None = None) -> None:
-        """One request that completed at `end_s` (epoch) after `latency_ms`; `error` None means success."""
+    def add(self, end_s: float, latency_ms: float, error: str | None = None, kind: str | None = None,
+            replica: str | None = None) -> None:
+        """One request that completed at `end_s` (epoch) after `latency_ms`; `error` None means success
+        (answered by `replica`, when known); a failure's `kind` is counted per bucket."""
         idx = math.floor(end_s / self.width)
         b = self._open.get(idx)
         if b is None:
             b = self._open[idx] = Bucket(t=idx * self.width, w=self.width)
         _add(b, end_s, latency_ms, error, self.max_errors)
+        if error is not None and kind:
+            b.kinds[kind] = b.kinds.get(kind, 0) + 1
+        elif error is None and replica:
+            b.served[replica] = b.served.get(replica, 0) + 1
 
     def take_closed(self, now_s: float, grace_s: float = 0.05) -> list[Bucket]:
         """Buckets that ended more than `grace_s` before `now_s`, oldest first; they leave the accumulator."""
@@ -168,7 +184,8 @@ def merge_buckets(buckets: Iterable[Bucket]) -> list[Bucket]:
         if m is None:
             merged[idx] = Bucket(t=b.t, w=b.w, ok=b.ok, fail=b.fail, sum_ms=b.sum_ms, max_ms=b.max_ms,
                                  hist=dict(b.hist), last_fail=b.last_fail, first_ok_after=b.first_ok_after,
-                                 ok_after=b.ok_after, errors=dict(b.errors))
+                                 ok_after=b.ok_after, errors=dict(b.errors), kinds=dict(b.kinds),
+                                 served=dict(b.served))
         else:
             _merge_into(m, b)
     return [merged[i] for i in sorted(merged)]
@@ -246,6 +263,16 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
     return None
 
 
+def kind_counts(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> dict[str, int]:
+    """Failures per kind over the buckets that start in [start, end)."""
+    return _sum_maps((b.kinds for b in _select(buckets, start, end)))
+
+
+def served_by(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> dict[str, int]:
+    """Successful answers per replica over the buckets that start in [start, end)."""
+    return _sum_maps((b.served for b in _select(buckets, start, end)))
+
+
 def rebin(buckets: Sequence[Bucket], width_s: float) -> list[Bucket]:
     """Coarser buckets (e.g. 1 s for a chart); `width_s` should be a multiple of the bucket width."""
     out: dict[int, Bucket] = {}
@@ -297,6 +324,10 @@ def _merge_into(m: Bucket, b: Bucket) -> None:
     m.max_ms = max(m.max_ms, b.max_ms)
     for k, v in b.hist.items():
         m.hist[k] = m.hist.get(k, 0) + v
+    for k, v in b.kinds.items():
+        m.kinds[k] = m.kinds.get(k, 0) + v
+    for k, v in b.served.items():
+        m.served[k] = m.served.get(k, 0) + v
     for k, v in b.errors.items():
         if k in m.errors or len(m.errors) < MAX_ERRORS_PER_BUCKET:
             m.errors[k] = m.errors.get(k, 0) + v
@@ -313,6 +344,14 @@ def _select(buckets: Sequence[Bucket], start: float | None, end: float | None) -
     eps = 1e-9
     return [b for b in buckets
             if (start is None or b.t >= start - eps) and (end is None or b.t < end - eps)]
+
+
+def _sum_maps(maps: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def _sum_hist(buckets: Iterable[Bucket]) -> dict[float, int]:

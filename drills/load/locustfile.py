@@ -9,6 +9,12 @@ ms) is bucketed with that latency, so a drill judges the modelled cluster's late
 machine's HTTP overhead magnified by the twin's dilated clock; a real endpoint sends no such header
 and its measured latency is used.
 
+A request succeeds only with a valid completion (`drills.load.outcome.classify_answer`: 2xx, no `error`
+field, generated text); a failure is bucketed with its kind (status, error_200, invalid, timeout,
+connection). `--timeout-s` is the client timeout in wall seconds (a hung request fails then, kind
+`timeout`); `--replica-header` names the response header that says which replica answered (the twin's
+gateway: `x-twin-replica`), so successes are counted per replica.
+
 Run it by hand against any endpoint:
 
     DRILLS_LOAD_API_KEY=... python -m locust -f drills/load/locustfile.py --headless \
@@ -16,7 +22,7 @@ Run it by hand against any endpoint:
         --bucket-file reports/load/buckets.jsonl
 
 Options (also as env vars, DRILLS_LOAD_<NAME>): --model, --max-tokens, --prompt-words,
---chat-weight, --wait-min-s/--wait-max-s, --bucket-file, --bucket-s, --bucket-flush-s,
+--chat-weight, --wait-min-s/--wait-max-s, --timeout-s, --replica-header, --bucket-file, --bucket-s, --bucket-flush-s,
 --parent-pid (quit when that process is gone). The API key is read only from the
 DRILLS_LOAD_API_KEY env var (sent as `Authorization: Bearer ...`), never from the command line.
 """
@@ -43,6 +49,7 @@ try:
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from drills.load.buckets import BucketAccumulator
+from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S, classify_answer, classify_exception  # noqa: E402
 
 log = logging.getLogger("drills.load.locustfile")
 
@@ -60,6 +67,12 @@ def _add_arguments(parser) -> None:
                    help="share of requests sent to /v1/chat/completions (0..1)")
     g.add_argument("--wait-min-s", env_var="DRILLS_LOAD_WAIT_MIN_S", type=float, default=0.0)
     g.add_argument("--wait-max-s", env_var="DRILLS_LOAD_WAIT_MAX_S", type=float, default=0.0)
+    g.add_argument("--timeout-s", env_var="DRILLS_LOAD_TIMEOUT_S", type=float, default=DEFAULT_CLIENT_TIMEOUT_S,
+                   help="client timeout in wall seconds: a request without an answer by then fails (kind timeout)")
+    g.add_argument("--replica-header", env_var="DRILLS_LOAD_REPLICA_HEADER", default="",
+                   help="response header naming the replica that answered (successes are counted per replica)")
+    g.add_argument("--latency-scale", env_var="DRILLS_LOAD_LATENCY_SCALE", type=float, default=1.0,
+                   help="cluster seconds per wall second: a timed-out request is bucketed at timeout x this")
     g.add_argument("--bucket-file", env_var="DRILLS_LOAD_BUCKET_FILE", default="",
                    help="JSONL file for per-interval outcome buckets (empty: none)")
     g.add_argument("--bucket-s", env_var="DRILLS_LOAD_BUCKET_S", type=float, default=0.05,
@@ -78,8 +91,9 @@ class _BucketSink:
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed at quit)
         self.flush_s = flush_s
 
-    def record(self, end_s: float, latency_ms: float, error: str | None) -> None:
-        self.acc.add(end_s, latency_ms, error)
+    def record(self, end_s: float, latency_ms: float, error: str | None, kind: str | None,
+               replica: str | None) -> None:
+        self.acc.add(end_s, latency_ms, error, kind, replica)
 
     def flush(self, everything: bool = False) -> None:
         if self.file.closed:
@@ -100,6 +114,16 @@ class _BucketSink:
 
 
 _sink: _BucketSink | None = None
+_replica_header = ""
+_latency_scale = 1.0  # cluster seconds per wall second (the twin's scale; 1 for a real endpoint)
+
+
+class BadAnswer(Exception):
+    """A failed request with its kind (drills.load.outcome), handed to locust by `resp.failure`."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @events.init.add_listener
@@ -120,6 +144,10 @@ def _on_init(environment, **_kw) -> None:
     OpenAIUser.prompt = " ".join(WORDS[i % len(WORDS)] for i in range(max(1, opts.prompt_words)))
     OpenAIUser.chat_weight = min(1.0, max(0.0, opts.chat_weight))
     OpenAIUser.wait_range = (opts.wait_min_s, max(opts.wait_min_s, opts.wait_max_s))
+    OpenAIUser.network_timeout = OpenAIUser.connection_timeout = max(0.001, opts.timeout_s)
+    global _replica_header, _latency_scale
+    _replica_header = opts.replica_header or ""
+    _latency_scale = max(opts.latency_scale, 1e-9)
 
 
 @events.request.add_listener
@@ -128,8 +156,23 @@ def _on_request(response_time, exception=None, start_time=None, response=None, *
         return
     end = (start_time or time.time() - response_time / 1000.0) + response_time / 1000.0
     modelled = _modelled_ms(response)
-    _sink.record(end, response_time if modelled is None else modelled,
-                 None if exception is None else _message(exception))
+    if exception is None:
+        error = kind = None
+    else:
+        error = _message(exception)
+        kind = getattr(exception, "kind", None) or classify_exception(exception)
+    if kind == "timeout":  # no modelled latency: it waited the client timeout, in cluster ms on a twin
+        modelled = response_time * _latency_scale
+    _sink.record(end, response_time if modelled is None else modelled, error, kind,
+                 _header(response, _replica_header) if exception is None and _replica_header else None)
+
+
+def _header(response, name: str) -> str | None:
+    try:
+        value = response.headers.get(name) if response is not None and response.headers else None
+    except AttributeError:
+        return None
+    return str(value)[:120] if value else None
 
 
 def _modelled_ms(response) -> float | None:
@@ -162,8 +205,8 @@ class OpenAIUser(FastHttpUser):
     prompt = "the quick brown fox"
     chat_weight = 0.0
     wait_range = (0.0, 0.0)
-    network_timeout = 30.0
-    connection_timeout = 10.0
+    network_timeout = DEFAULT_CLIENT_TIMEOUT_S
+    connection_timeout = DEFAULT_CLIENT_TIMEOUT_S
 
     def on_start(self) -> None:
         key = os.environ.get("DRILLS_LOAD_API_KEY")
@@ -186,15 +229,17 @@ class OpenAIUser(FastHttpUser):
             path, body = "/v1/completions", {"model": self.model, "prompt": self.prompt,
                                              "max_tokens": self.max_tokens}
         with self.client.post(path, json=body, headers=self.auth_headers, catch_response=True) as resp:
-            if resp.status_code != 200:
-                resp.failure(f"{resp.status_code} {_body_reason(resp)}".strip())
+            error = getattr(resp, "error", None)  # also set for a non-2xx answer, which has a status and a body
+            if error is not None and not resp.status_code:  # no answer at all: hung past the timeout, refused, reset
+                kind = classify_exception(error)
+                resp.failure(BadAnswer(kind, f"no answer within the {self.network_timeout:g} s client timeout"
+                                       if kind == "timeout" else _message(error)))
                 return
-            try:
-                ok = bool(json.loads(resp.content or b"{}").get("choices"))
-            except ValueError:
-                ok = False
-            if not ok:
-                resp.failure("200 without choices")
+            kind, reason = classify_answer(resp.status_code, resp.content)
+            if kind is not None:
+                resp.failure(BadAnswer(kind, reason))
+            else:
+                resp.success()
 
 
 def _watch_parent(environment, pid: int) -> None:
@@ -212,23 +257,8 @@ def _watch_parent(environment, pid: int) -> None:
             pass
 
 
-def _body_reason(resp) -> str:
-    """A short reason from an error body: OpenAI-style {"error": {"message"}} or the text itself."""
-    text = ""
-    try:
-        text = (resp.content or b"").decode("utf-8", "replace")
-        err = json.loads(text).get("error")
-        if isinstance(err, dict):
-            err = err.get("message") or err.get("type")
-        if err:
-            return str(err)[:80]
-    except (ValueError, AttributeError):
-        pass
-    return text.strip().replace("\n", " ")[:80]
-
-
 def _message(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
-    if type(exc).__name__ == "CatchResponseError":
+    if isinstance(exc, BadAnswer) or type(exc).__name__ == "CatchResponseError":
         return text[:100]
     return f"{type(exc).__name__}: {text}"[:100]

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from drills.core.errors import CheckFailed
 from drills.load.buckets import Bucket, WindowStats, read_buckets, rebin, window
+from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S
 
 __all__ = ["LoadRunner", "LoadResult", "LOCUSTFILE"]
 
@@ -108,6 +109,8 @@ class LoadRunner:
                  *, bucket_s: float = 0.05, model: str = "drill-model", workers: int = 0,
                  run_time_limit_s: float = 3600.0, max_tokens: int = 16, prompt_words: int = 8,
                  chat_weight: float = 0.0, wait_s: tuple[float, float] = (0.0, 0.0),
+                 timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S, replica_header: str | None = None,
+                 latency_scale: float = 1.0,
                  start_timeout_s: float = 30.0, stop_timeout_s: float = 15.0,
                  locustfile: str | Path = LOCUSTFILE,
                  on_starting: Callable[[LoadRunner], None] | None = None,
@@ -119,6 +122,9 @@ class LoadRunner:
         self.run_time_limit_s = run_time_limit_s
         self.max_tokens, self.prompt_words, self.chat_weight, self.wait_s = max_tokens, prompt_words, chat_weight, wait_s
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
+        # Wall seconds a request may take before it counts as hung (kind `timeout`), and the response
+        # header naming the replica that answered (successes per replica); see drills.load.outcome.
+        self.timeout_s, self.replica_header, self.latency_scale = timeout_s, replica_header, latency_scale
         self.locustfile = Path(locustfile)
         # Optional hooks: before the first process starts, and once all have started.
         self.on_starting, self.on_launched = on_starting, on_launched
@@ -228,6 +234,8 @@ class LoadRunner:
         return ["-f", str(self.locustfile), "--model", self.model, "--max-tokens", str(self.max_tokens),
                 "--prompt-words", str(self.prompt_words), "--chat-weight", str(self.chat_weight),
                 "--wait-min-s", str(lo), "--wait-max-s", str(hi), "--bucket-s", str(self.bucket_s),
+                "--timeout-s", f"{self.timeout_s:g}", "--replica-header", self.replica_header or "",
+                "--latency-scale", f"{self.latency_scale:g}",
                 "--parent-pid", str(os.getpid()), "--loglevel", "WARNING"]
 
     def _launch(self) -> None:

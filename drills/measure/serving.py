@@ -10,6 +10,10 @@ wall-clock stamps are converted to cluster time with the cluster clock (the twin
 - recovered    the endpoint serving again: the start of the first run of successful requests after
                the fault that lasts `settle_s` without a failure (`first_sustained_success`)
 
+It also watches the Service's Endpoints and the killed pods (`drills.measure.replicas`): a replacement
+counts only when Ready, in the Endpoints and seen serving; a kill that took no pod down is recorded
+(`unaffected`), so the drill can say the fault had no effect instead of judging a recovery.
+
 Per replacement pod it also splits the startup into scheduling, image pull, container start and
 model load (events Pulling/Pulled, startedAt, the Ready condition), so a slow recovery names its
 slow phase. It only measures; `drills.verdicts.timeline` judges.
@@ -29,7 +33,8 @@ from drills.core.clock import Clock, parse_iso
 from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
-from drills.load.buckets import Bucket, first_sustained_success, rebin, window
+from drills.load.buckets import Bucket, first_sustained_success, kind_counts, rebin, served_by, window
+from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, ready_addresses, replacement_states
 from drills.verdicts.timeline import Timeline, Verdict, format_duration
 
 __all__ = ["ServingMonitor", "ServingBaseline", "ServingRecovery", "PodStartup", "LoadMeasure", "measure_load",
@@ -74,9 +79,11 @@ class ServingRecovery:
     survivors: int
     desired: int
     ready_replicas: int
-    replaced: int  # killed pods replaced by a new (or restarted) pod that is Ready
+    replaced: int  # replacements that count: Ready, in the Service's Endpoints and serving
     startups: tuple[PodStartup, ...]
     wall: dict[str, float] = field(default_factory=dict)  # phase → epoch wall seconds
+    replacements: tuple[Replacement, ...] = ()
+    unaffected: tuple[str, ...] = ()  # killed pods the fault did not take down (none: it had its effect)
 
     def slowest(self) -> tuple[str, float, str] | None:
         """(phase, seconds, pod) of the slowest startup phase of any replacement."""
@@ -91,6 +98,8 @@ class ServingRecovery:
         slow = self.slowest()
         return {"killed_pods": list(self.killed), "survivors": self.survivors, "desired_replicas": self.desired,
                 "ready_replicas": self.ready_replicas, "replaced": self.replaced,
+                "replacements": {r.pod: r.to_dict() for r in self.replacements},
+                "fault_effect": {"had_effect": not self.unaffected, "unaffected": list(self.unaffected)},
                 "startup": {s.pod: {k: round(v, 1) for k, v in s.phases.items()} for s in self.startups},
                 "slowest_phase": None if slow is None else {"phase": slow[0], "seconds": round(slow[1], 1),
                                                            "pod": slow[2]}}
@@ -110,6 +119,8 @@ class LoadMeasure:
     budget_window: str
     serving_p99_ms: float | None = None  # over the budget window: what users saw while a replica served
     budget_errors: dict[str, int] = field(default_factory=dict)  # most frequent errors in that window
+    failure_kinds: dict[str, int] = field(default_factory=dict)  # failures per kind over the whole load
+    client_timeout_s: float | None = None  # cluster seconds a request may take before it counts as hung
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -130,19 +141,30 @@ class ServingMonitor:
             dep = self._deployment()
             desired = int(obj_get(dep, "spec", "replicas", default=1))
             pods = [p for p in self._pods() if _ready(p)]
-            if desired and len(pods) >= desired and int(obj_get(dep, "status", "readyReplicas", default=0) or 0) >= desired:
+            listed = endpoint_pods(self._endpoints())
+            serving = [p for p in pods if _name(p) in listed or obj_get(p, "status", "podIP") in listed]
+            if desired and len(serving) >= desired and \
+                    int(obj_get(dep, "status", "readyReplicas", default=0) or 0) >= desired:
                 return ServingBaseline(self.workload.deployment, self.workload.namespace, desired, len(pods),
                                        {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods})
             if clock.timestamp() >= deadline:
+                outside = "" if len(serving) == len(pods) else \
+                    f" and only {len(serving)} in service {self.workload.service}'s endpoints"
                 raise CheckFailed(f"precondition not met: deployment {self.workload.namespace}/"
-                                  f"{self.workload.deployment} has {len(pods)} of {desired} replicas Ready after "
-                                  f"{format_duration(wait_s)}")
+                                  f"{self.workload.deployment} has {len(pods)} of {desired} replicas Ready{outside} "
+                                  f"after {format_duration(wait_s)}")
             if on_wait:
                 on_wait("ready", clock.timestamp() - start)
-            # event-driven: wake when the Deployment reports enough Ready replicas (or at the deadline)
-            wait_for(self.cluster, self.cluster.apps.list_namespaced_deployment,
-                     lambda d: int(obj_get(d, "status", "readyReplicas", default=0) or 0) >= max(desired, 1),
-                     deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.deployment}")
+            # event-driven: wake when the Deployment reports enough Ready replicas, then when its Service
+            # lists them all (or at the deadline)
+            if len(pods) < desired:
+                wait_for(self.cluster, self.cluster.apps.list_namespaced_deployment,
+                         lambda d: int(obj_get(d, "status", "readyReplicas", default=0) or 0) >= max(desired, 1),
+                         deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.deployment}")
+            else:
+                wait_for(self.cluster, self.cluster.core.list_namespaced_endpoints,
+                         lambda e: ready_addresses(e) > len(serving),
+                         deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.service}")
 
     def recovery(self, baseline: ServingBaseline, record: dict, buckets: Callable[[], list[Bucket]], *,
                  deadline_ts: float, settle_s: float, window_s: float,
@@ -157,6 +179,8 @@ class ServingMonitor:
         restarts = dict(zip(record["pods"], record.get("restart_counts") or []))
         restart_mode = record["mode"] == "kill-container"
         timeline = Timeline(injected=injected)
+        effect = FaultEffect(restart_mode, killed, restarts)
+        listed: set[str] = set()
         pods: dict[str, dict] = {}
         dep: dict | None = None
         ready_at: float | None = None
@@ -175,13 +199,18 @@ class ServingMonitor:
             merger.watch("pods", self.cluster.core.list_namespaced_pod, ns, label_selector=self.workload.label_selector)
             merger.watch("deployment", self.cluster.apps.list_namespaced_deployment, ns,
                          field_selector=f"metadata.name={self.workload.deployment}")
+            merger.watch("endpoints", self.cluster.core.list_namespaced_endpoints, ns,
+                         field_selector=f"metadata.name={self.workload.service}")
             for event in merger.events(deadline_ts, tick_wall_s=0.05):
                 if event is not None:
                     if event.type == "ERROR":
                         raise CheckFailed(f"watching the inference workload failed: {event.obj}")
                     if event.source == "deployment" and event.type != "DELETED":
                         dep = event.obj
+                    elif event.source == "endpoints":
+                        listed = set() if event.type == "DELETED" else endpoint_pods(event.obj)
                     elif event.source == "pods":
+                        effect.observe(event.type, event.obj)
                         uid = event.obj["metadata"]["uid"]
                         if event.type == "DELETED":
                             pods.pop(uid, None)
@@ -218,6 +247,10 @@ class ServingMonitor:
                 if event is None and on_wait:
                     on_wait("recovered" if recovered_wall is None else "ready", now - inj_ts)
         fresh = self._replacements(pods, baseline, killed, restarts, restart_mode)
+        effect.finish()
+        seen = buckets()
+        named = served_by(seen, to_wall(clock, inj_ts)) if any(b.served for b in seen) else None
+        replacements = replacement_states(fresh, listed, named, _ready)
         until = min(clock.timestamp(), deadline_ts)
         startups = tuple(self._startup(p, until, restart_mode) for p in sorted(fresh, key=_name))
         wall = {name: to_wall(clock, at.timestamp()) for name, at in timeline.reached.items()}
@@ -225,7 +258,8 @@ class ServingMonitor:
         return ServingRecovery(
             timeline=timeline, killed=tuple(record["pods"]), survivors=max(0, record["running_before"] - len(killed)),
             desired=baseline.desired, ready_replicas=len([p for p in pods.values() if _ready(p)]),
-            replaced=len([p for p in fresh if _ready(p)]), startups=startups, wall=wall)
+            replaced=len([r for r in replacements if r.counts]), startups=startups, wall=wall,
+            replacements=replacements, unaffected=effect.unaffected)
 
     # ------------------------------------------------------------ helpers
     def _deployment(self) -> dict:
@@ -238,6 +272,18 @@ class ServingMonitor:
             if err.status == 404:
                 raise CheckFailed(f"precondition not met: deployment {self.workload.namespace}/"
                                   f"{self.workload.deployment} not found (workloads.inference.deployment)") from None
+            raise
+        return json.loads(resp.data)
+
+    def _endpoints(self) -> dict | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self.cluster.core.read_namespaced_endpoints(self.workload.service, self.workload.namespace,
+                                                               _preload_content=False)
+        except ApiException as err:
+            if err.status == 404:
+                return None
             raise
         return json.loads(resp.data)
 
@@ -290,7 +336,8 @@ class ServingMonitor:
         return sorted(items, key=lambda e: _event_ts(e) or 0.0)
 
 
-def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock, baseline_s: float) -> LoadMeasure:
+def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock, baseline_s: float,
+                 client_timeout_s: float | None = None) -> LoadMeasure:
     """Load figures from the buckets and the recovery's wall anchors (windows are wall seconds)."""
     w = recovery.wall
     inj, end = w["injected"], w["end"]
@@ -316,7 +363,8 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
         baseline_p99_ms=_num(base.p99_ms), after_p99_ms=_num(after.p99_ms) if after else None,
         outage_error_rate=_num(outage.failure_rate), budget_error_rate=_num(budget.failure_rate) if budget else None,
         budget_window=label, serving_p99_ms=_num(budget.p99_ms) if budget else None,
-        budget_errors=_top_errors(buckets, since, end) if since is not None else {})
+        budget_errors=_top_errors(buckets, since, end) if since is not None else {},
+        failure_kinds=kind_counts(buckets), client_timeout_s=client_timeout_s)
 
 
 def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, width_s: float = 0.25) -> list[list[float]]:

@@ -128,6 +128,10 @@ class InferenceWorkload(_Strict):
     endpoint: str = "from-twin"  # an http(s) URL, or "from-twin": the twin's gateway
     model: str = "llama-7b"
     label_selector: str = "app=llama-7b-infer"
+    request_timeout_s: Seconds = 30.0  # cluster seconds a client waits for a completion: longer is a hung request
+    # The response header naming the replica that answered (pod name, or pod IP[:port]); it proves a
+    # replacement served. None: the twin's gateway header when the endpoint is from-twin, else unknown.
+    replica_header: str | None = None
 
     @field_validator("endpoint")
     @classmethod

@@ -219,6 +219,13 @@ class InferenceDeployment(Strict):
     max_concurrency: int = Field(default=32, ge=1)  # vLLM --max-num-seqs: sequences a replica batches at once
     base_latency: Duration = 0.35
     endpoints_lag: Duration = 0  # the gateway still routes to a replica this long after it left the Endpoints
+    # Defects (False on a healthy platform): the gateway answers its errors (502/503) with HTTP 200 and an
+    # error body that still has a `choices` list; replicas that join the Endpoints once the Deployment was
+    # whole accept requests but never answer (a wedged engine whose /health still says ok); the endpoints
+    # controller stops adding addresses once the Service had all its replicas (replacements stay out).
+    errors_as_200: bool = False
+    wedged_replacements: bool = False
+    endpoints_skip_replacements: bool = False
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]

@@ -10,7 +10,8 @@ Feature: Inference survives the loss of serving replicas
     And 4 users are sending completions to its endpoint
     When <killed> are killed
     Then the endpoint serves again within 5 minutes
-    And the killed pods are replaced, scheduled and Ready again
+    And every failed request is an honest HTTP error: no 200 with an error payload, no hung request
+    And the killed pods are replaced by pods that are Ready, in the Service and serving
     And the Deployment is back to its desired Ready replicas
     And no more than 1% of requests fail while a replica serves
     And p99 latency stays within 2x the baseline while a replica serves

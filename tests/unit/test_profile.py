@@ -43,6 +43,9 @@ EFFECTS = {
     "no-max-retry": lambda p: _job(p).max_retry == 0,
     "stale-endpoints": lambda p: _infer(p).endpoints_lag >= 30,
     "no-headroom": lambda p: _infer(p).max_concurrency * (_infer(p).replicas - 1) < 4,  # 4 users, one replica lost
+    "error-200": lambda p: _infer(p).errors_as_200,
+    "hanging-pod": lambda p: _infer(p).wedged_replacements,
+    "not-in-endpoints": lambda p: _infer(p).endpoints_skip_replacements,
 }
 
 

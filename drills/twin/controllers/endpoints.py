@@ -1,6 +1,10 @@
 """Endpoints controller: one Endpoints object per selector Service, listing its pods' IPs — Ready
 pods under `addresses`, the others under `notReadyAddresses` — with target ports resolved per pod
-(named ports looked up in the container ports), as kube's endpoints controller does."""
+(named ports looked up in the container ports), as kube's endpoints controller does.
+
+Defect `not-in-endpoints` (profile `endpoints_skip_replacements` on an inference Deployment): once its
+Service has listed all the Deployment's replicas as Ready, the controller only keeps those pods — a
+replacement becomes Ready but never joins the Endpoints."""
 
 from __future__ import annotations
 
@@ -29,6 +33,12 @@ class EndpointsController(Controller):
         self.pods = self.ctx.informers.informer(PODS)
         self.endpoints = self.ctx.informers.informer(ENDPOINTS)
         self.by_ns: dict[str, set[str]] = defaultdict(set)
+        profile = self.ctx.profile
+        deps = profile.workloads.inference.values() if profile is not None else ()
+        # (ns, service) → desired replicas, for the services whose replacements are left out (a defect)
+        self.frozen_at: dict[tuple[str, str], int] = {(d.namespace, d.service_name): d.replicas for d in deps
+                                                      if d.endpoints_skip_replacements}
+        self.admitted: dict[tuple[str, str], set[str]] = {}
         self.services.add_handler(self._on_service)
         self.pods.add_handler(self._on_pod)
 
@@ -62,6 +72,8 @@ class EndpointsController(Controller):
             return  # services without selectors have hand-made Endpoints
         pods = [p for p in self.pods.items() if p["metadata"].get("namespace") == ns
                 and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+        if key in self.frozen_at:
+            pods = self._admit(key, pods)
         subsets = endpoint_subsets(svc, pods)
         labels = dict(svc["metadata"].get("labels") or {})
         if (svc.get("spec") or {}).get("clusterIP") == "None":
@@ -78,6 +90,17 @@ class EndpointsController(Controller):
         elif (current.get("subsets") or []) == subsets and (current["metadata"].get("labels") or {}) == labels:
             return
         await self.ctx.client.patch(ENDPOINTS, ns, name, {"metadata": {"labels": labels}, "subsets": subsets})
+
+    def _admit(self, key: tuple[str, str], pods: list[dict]) -> list[dict]:
+        """The defect: every pod until the Service had all its replicas Ready, then only those pods."""
+        admitted = self.admitted.get(key)
+        if admitted is not None:
+            return [p for p in pods if p["metadata"]["name"] in admitted]
+        ready = {p["metadata"]["name"] for p in pods if is_ready(p) and not p["metadata"].get("deletionTimestamp")}
+        if len(ready) >= self.frozen_at[key] > 0:
+            self.admitted[key] = ready
+            log.info("endpoints of %s/%s no longer admit new pods (defect): %s", *key, ", ".join(sorted(ready)))
+        return pods
 
 
 def endpoint_subsets(svc: dict, pods: list[dict]) -> list[dict]:

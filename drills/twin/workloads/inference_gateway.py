@@ -15,6 +15,11 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
 - A replica that leaves the Endpoints stays in the routing table for `endpoints_lag` twin seconds (slow
   endpoint propagation, no preStop drain): requests routed to it fail with 502, connection refused.
 
+- Defects: `errors_as_200` answers the 502/503 above with HTTP 200 and the error body plus a `choices`
+  list holding one empty choice (a proxy masking errors); `wedged_replacements` makes a replica that joins
+  the Endpoints after the Deployment was whole accept requests and never answer (the handler waits until
+  the client gives up; truth `wedged_replica`).
+
 Ground truth: `gateway_outage_started` when the last routable replica goes, `gateway_serving` when one
 is routable again, `first_answer_after_outage` at the first 200 after an outage.
 """
@@ -42,6 +47,7 @@ log = logging.getLogger(__name__)
 ENDPOINTS = by_kind("v1", "Endpoints")
 MIN_WALL_LATENCY_S = 0.0005
 FAIL_LATENCY_S = 0.002  # twin seconds a refused connection or a 503 takes
+HANG_POLL_S = 0.01  # wall seconds between looks at a hung request's connection
 LATENCY_HEADER = "x-twin-latency-ms"
 _WORDS = "the cluster recovered quickly after the drill and every replica answered again".split()
 
@@ -56,6 +62,8 @@ class _Model:
     ever_served: bool = False
     outage: bool = False
     answered_since_outage: bool = True
+    whole_once: bool = False  # the Endpoints listed all desired replicas at some point
+    wedged: set[str] = field(default_factory=set)  # defect wedged_replacements: accept, never answer
 
 
 class Gateway:
@@ -125,7 +133,13 @@ class Gateway:
                 model.stale[gone] = now + lag
         for back in ready:
             model.stale.pop(back, None)
+        joined = set(ready) - set(model.replicas)
+        if model.spec.wedged_replacements and model.whole_once:
+            for name in sorted(joined - model.wedged):
+                model.wedged.add(name)
+                self.hub.truth.record("inference", model.subject, "wedged_replica", at=now, replica=name)
         model.replicas = sorted(set(ready))
+        model.whole_once = model.whole_once or len(model.replicas) >= model.spec.replicas
         self._serving_changed(model)
 
     def _serving_changed(self, model: _Model) -> None:
@@ -166,11 +180,13 @@ class Gateway:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         routable = self._routable(model)
         if not routable:
-            return await self._fail(503, "no ready replica", "ServiceUnavailableError")
+            return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError")
         replica = self._pick(routable)
         if replica in model.stale:  # the pod is gone, the route not yet
-            return await self._fail(502, f"upstream connect error: connection refused ({replica})",
+            return await self._fail(model, 502, f"upstream connect error: connection refused ({replica})",
                                     "BadGatewayError")
+        if replica in model.wedged:
+            return await self._hang(request, replica)
         after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
         spec = model.spec
         tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
@@ -208,8 +224,25 @@ class Gateway:
         order = replicas[start:] + replicas[:start]
         return min(order, key=lambda r: self.inflight.get(r, 0))
 
-    async def _fail(self, status: int, message: str, kind: str) -> web.Response:
+    async def _hang(self, request: web.Request, replica: str) -> web.Response:
+        """A wedged replica: the request is accepted and never answered; it stays in flight (what a
+        least-request balancer sees) until the client closes the connection."""
+        self.inflight[replica] = self.inflight.get(replica, 0) + 1
+        try:
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(HANG_POLL_S)
+        finally:
+            self.inflight[replica] -= 1
+        return web.Response(status=499)  # nobody is listening any more
+
+    async def _fail(self, model: _Model, status: int, message: str, kind: str) -> web.Response:
         await asyncio.sleep(max(FAIL_LATENCY_S / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+        if model.spec.errors_as_200:
+            response = web.json_response({"object": "error", "error": {"message": message, "type": kind,
+                                                                       "code": status},
+                                          "choices": [{"index": 0, "text": "", "finish_reason": "error"}]})
+            response.headers[LATENCY_HEADER] = _ms(FAIL_LATENCY_S)
+            return response
         response = _error(status, message, kind)
         response.headers[LATENCY_HEADER] = _ms(FAIL_LATENCY_S)
         return response

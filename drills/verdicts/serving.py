@@ -1,0 +1,82 @@
+"""Judges of the inference drill beyond the timeline: the fault's effect, the replacements, and failures
+that users feel but a status-code dashboard does not see (DESIGN §5, issue 12 items 4 and 5).
+
+Each takes measured values (`drills.measure.replicas`, the load's failure kinds) and returns a Verdict
+with one sentence; the numbers come from fields, never from the wording of a message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping, Sequence
+
+from drills.load.outcome import ERROR_200, INVALID, TIMEOUT
+from drills.measure.replicas import Replacement
+from drills.verdicts.timeline import Verdict, format_duration, judge_min
+
+__all__ = ["judge_fault_effect", "judge_replacements", "judge_visible_failures", "masked_failures"]
+
+log = logging.getLogger(__name__)
+
+
+def judge_fault_effect(unaffected: Sequence[str], killed: int, restart_mode: bool) -> Verdict:
+    """Pass iff every killed pod really went down; otherwise inconclusive — recovery from a fault that did
+    not happen proves nothing (DESIGN §3)."""
+    if not unaffected:
+        how = "restarted" if restart_mode else "deleted"
+        return Verdict("fault effect", True, float(killed), float(killed), "pods",
+                       f"fault effect: all {killed} killed pods were {how}")
+    state = "its container was never restarted" if restart_mode else "it is still running"
+    pods = ", ".join(unaffected)
+    return Verdict("fault effect", False, float(killed - len(unaffected)), float(killed), "pods",
+                   f"inconclusive: the fault had no effect on {len(unaffected)} of {killed} killed pods "
+                   f"({pods}: {state}), so there is no recovery to judge", inconclusive=True)
+
+
+def judge_replacements(replacements: Sequence[Replacement], killed: int) -> Verdict:
+    """Pass iff each killed pod has a replacement that is Ready, in the Service's endpoints and has served."""
+    counted = [r for r in replacements if r.counts]
+    verdict = judge_min("replaced pods", len(counted), killed, "pods")
+    if verdict.passed:
+        served = all(r.served is not None for r in counted)
+        return Verdict(verdict.name, True, verdict.measured, verdict.target, verdict.unit,
+                       f"{verdict.reason} (Ready, in the Service's endpoints"
+                       f"{' and serving' if served else '; serving per pod not observable'})")
+    problems = [_problem(r) for r in replacements if not r.counts]
+    if len(replacements) < killed:
+        problems.append(f"{killed - len(replacements)} killed pod(s) have no replacement at all")
+    return Verdict(verdict.name, False, verdict.measured, verdict.target, verdict.unit,
+                   f"{verdict.reason}: " + "; ".join(problems))
+
+
+def judge_visible_failures(kinds: Mapping[str, int], client_timeout_s: float | None) -> Verdict:
+    """Pass iff no request failed invisibly: a 200 with an error payload, a 2xx without generated text, or
+    a request hung past the client timeout (each is a failure users feel and status codes hide)."""
+    masked = masked_failures(kinds, client_timeout_s)
+    total = sum(kinds.get(k, 0) for k in (ERROR_200, INVALID, TIMEOUT))
+    if not masked:
+        return Verdict("visible failures", True, 0.0, 0.0, "requests",
+                       "visible failures: every failed request was an HTTP error answered in time "
+                       "(no 200 with an error payload, no empty completion, no hung request)")
+    return Verdict("visible failures", False, float(total), 0.0, "requests", masked)
+
+
+def masked_failures(kinds: Mapping[str, int], client_timeout_s: float | None) -> str:
+    """"12 requests returned HTTP 200 with an error payload; 3 requests hung past the 30s client timeout"."""
+    parts = []
+    if kinds.get(ERROR_200):
+        parts.append(f"{kinds[ERROR_200]} requests returned HTTP 200 with an error payload")
+    if kinds.get(INVALID):
+        parts.append(f"{kinds[INVALID]} requests returned 2xx without a valid completion (no generated text)")
+    if kinds.get(TIMEOUT):
+        limit = "the" if client_timeout_s is None else f"the {format_duration(client_timeout_s)}"
+        parts.append(f"{kinds[TIMEOUT]} requests hung past {limit} client timeout")
+    return "; ".join(parts)
+
+
+def _problem(r: Replacement) -> str:
+    if not r.ready:
+        return f"replacement {r.pod} is not Ready"
+    if not r.in_endpoints:
+        return f"replacement {r.pod} is Ready but not in the Service's endpoints"
+    return f"replacement {r.pod} is Ready and in the Service's endpoints but has not served a request"

@@ -1,0 +1,121 @@
+"""Verdict integrity of the inference drill (issue 12, items 4 and 5): each broken platform is constructed
+on the twin — a defect, or a twin fault endpoint — and the real `drills run` must FAIL (or be
+inconclusive) naming the cause; the healthy twin still passes with the new checks in place.
+
+| construction                          | verdict      | reason names                                           |
+|---------------------------------------|--------------|--------------------------------------------------------|
+| error-200, all replicas killed        | fail         | N requests returned HTTP 200 with an error payload     |
+| hanging-pod, 1 of 2 killed            | fail         | N requests hung past the 30s client timeout            |
+| not-in-endpoints, 1 of 2 killed       | fail         | replacement X is Ready but not in the Service's endpoints |
+| stale-endpoints, 1 of 2 killed        | fail         | error budget … 502 upstream connect error (its own reason) |
+| kill-container, kubelets stopped      | inconclusive | the fault had no effect on 2 of 2 killed pods           |
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from drills.twin.profile import PROFILES_DIR
+from tests.e2e.drill_helpers import drills, records, write_profile
+
+pytestmark = [pytest.mark.slow, pytest.mark.inference]
+
+ONE, ALL = "not all", "all"
+
+
+def _run(tmp_path: Path, run_id: str, keyword: str, *args: str) -> tuple:
+    done = drills("run", "-m", "inference", "-k", keyword, *args, "--no-html", "--reports", str(tmp_path),
+                  "--run-id", run_id)
+    recs = records(tmp_path / run_id)
+    assert len(recs) == 1, done.stdout + done.stderr
+    return done, recs[0]
+
+
+def _checks(rec: dict) -> dict:
+    return {c["name"]: c for c in rec["details"]["checks"]}
+
+
+def test_healthy_twin_passes_with_the_integrity_checks(tmp_path):
+    done, rec = _run(tmp_path, "healthy", ONE)
+    assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
+    checks = _checks(rec)
+    assert checks["fault effect"]["verdict"] == "pass" and checks["visible failures"]["verdict"] == "pass"
+    (replacement,) = rec["details"]["replacements"].values()
+    assert replacement["ready"] and replacement["in_endpoints"] and replacement["served"] > 0
+    assert rec["details"]["load"]["failure_kinds"] == {}  # nothing failed, nothing hung
+    assert 0 <= rec["recovery_s"] < 5  # from the pod kill, not from the start of the load
+
+
+def test_error_200_outage_fails_naming_the_masked_errors(tmp_path):
+    """The gateway answers the outage with 200 + an error body that still has `choices`: once counted as
+    success ("recovered in 0.0 s"); now every such answer is a failure and the drill names them."""
+    done, rec = _run(tmp_path, "error-200", ALL, "--defect", "error-200")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach"
+    n = rec["details"]["load"]["failure_kinds"]["error_200"]
+    assert n > 0 and f"{n} requests returned HTTP 200 with an error payload" in rec["reason"], rec["reason"]
+    assert rec["recovery_s"] > 30  # the outage is seen: a model load stands between the kill and serving
+    assert _checks(rec)["visible failures"]["verdict"] == "fail"
+
+
+def test_hanging_replacement_fails_naming_the_hung_requests(tmp_path):
+    done, rec = _run(tmp_path, "hanging-pod", ONE, "--defect", "hanging-pod")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail"
+    n = rec["details"]["load"]["failure_kinds"]["timeout"]
+    assert n > 0 and re.search(rf"\b{n} requests hung past the 30s client timeout", rec["reason"]), rec["reason"]
+    (replacement,) = rec["details"]["replacements"].values()
+    assert replacement["ready"] and replacement["in_endpoints"] and replacement["served"] == 0
+
+
+def test_replacement_outside_the_endpoints_does_not_count(tmp_path):
+    done, rec = _run(tmp_path, "not-in-endpoints", ONE, "--defect", "not-in-endpoints")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (name,) = rec["details"]["replacements"]
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach"
+    assert f"replacement {name} is Ready but not in the Service's endpoints" in rec["reason"], rec["reason"]
+    assert _checks(rec)["recovery"]["verdict"] == "pass"  # the survivor served: only the replacement check sees it
+
+
+def test_stale_endpoints_still_fails_for_its_own_reason(tmp_path):
+    done, rec = _run(tmp_path, "stale-endpoints", ONE, "--defect", "stale-endpoints")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and rec["reason"].startswith("error budget:"), rec["reason"]
+    assert "502 upstream connect error: connection refused" in rec["reason"]
+    assert _checks(rec)["visible failures"]["verdict"] == "pass"  # honest 502s, nothing masked
+
+
+def test_a_kill_that_reaches_no_container_is_inconclusive(twin_factory, tmp_path):
+    """kill-container while the inference nodes' kubelets are stopped (and the node controller too patient to
+    notice): the exit requests are never carried out, the pods keep serving. Not a pass: inconclusive."""
+    profile = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    profile["timings"]["node_monitor_grace_period"] = "720h"
+    twin = twin_factory(profile=write_profile(tmp_path / "patient.yaml", yaml.safe_dump(profile)), scale=600)
+    _wait_ready(twin.url)
+    for node in ("gpu-infer-01", "gpu-infer-02"):
+        resp = requests.post(f"{twin.url}/twin/v1/nodes/{node}/kubelet", json={"action": "stop"}, timeout=5)
+        assert resp.status_code < 300, resp.text
+    target = yaml.safe_load((Path(__file__).resolve().parents[2] / "drills/profile/twin.yaml").read_text())
+    target["faults"]["pod_kill_mode"] = "kill-container"
+    path = write_profile(tmp_path / "target.yaml", yaml.safe_dump(target))
+    done, rec = _run(tmp_path, "no-effect", ALL, "--profile", path, "--twin-state", str(twin.state_dir))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "inconclusive", rec
+    assert "inconclusive: the fault had no effect on 2 of 2 killed pods" in rec["reason"], rec["reason"]
+    assert rec["details"]["fault_effect"] == {"had_effect": False, "unaffected": sorted(rec["details"]["killed_pods"])}
+
+
+def _wait_ready(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dep = requests.get(f"{url}/apis/apps/v1/namespaces/ai-platform/deployments/llama-7b-infer", timeout=5).json()
+        if (dep.get("status") or {}).get("readyReplicas") == 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the inference Deployment never became Ready")
