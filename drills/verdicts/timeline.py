@@ -124,10 +124,16 @@ class Verdict:
     unit: str
     reason: str
     baseline: float | None = None  # what `measured` compares with, when the limit is a multiple of it
+    # not judged: the fault had no effect or a precondition was not met (DESIGN §5); never a pass
+    inconclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.inconclusive and self.passed:
+            raise ValueError(f"verdict {self.name}: an inconclusive check cannot pass")
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        return "inconclusive" if self.inconclusive else "pass" if self.passed else "fail"
 
     def to_record(self) -> dict:
         record = {"name": self.name, "verdict": self.verdict, "measured": self.measured, "target": self.target,
