@@ -93,9 +93,15 @@ def judge_intact(series: ProbeSeries, baseline: bool = False) -> Verdict:
                    float(sum(r.intact for r in series.runs)), float(n), "intact", reason)
 
 
-def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float, limit_s: float | None) -> Verdict:
-    """Save time under saturation ≤ ratio × baseline and ≤ the absolute limit (when the profile sets one)."""
+def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float, limit_s: float | None,
+                     fio_stopped: str | None = None) -> Verdict:
+    """Save time under saturation ≤ ratio × baseline and ≤ the absolute limit (when the profile sets one).
+    A probe that fio did not outlast (`fio_stopped`: when it stopped) was not under saturation: inconclusive."""
     measured, base = saturated.write_s, baseline.write_s
+    if fio_stopped is not None:
+        return Verdict("checkpoint save", False, measured, ratio * base, "s", baseline=base, inconclusive=True,
+                       reason=f"inconclusive: the checkpoint probe did not run under saturation: fio stopped at "
+                              f"{fio_stopped}, before the probe finished, so its save time is not judged")
     budget = ratio * base
     target = min(budget, limit_s) if limit_s is not None else budget
     times = measured / base if base > 0 else math.inf
