@@ -8,12 +8,15 @@ needs=(
   "fio:fio"
   "chromium:chromium"
   "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc:fonts-wqy-microhei"
+  "libfuse.so.2:libfuse2"  # the twin's checkpoint store (fusepy loads it; FUSE needs /dev/fuse and root)
 )
 
 missing=()
 for pair in "${needs[@]}"; do
   cmd="${pair%%:*}"; pkg="${pair#*:}"
-  if [[ "$cmd" == /* ]]; then
+  if [[ "$cmd" == *.so.* ]]; then
+    ldconfig -p 2>/dev/null | grep -q "$cmd" || missing+=("$pkg")
+  elif [[ "$cmd" == /* ]]; then
     [[ -e "$cmd" ]] || missing+=("$pkg")
   else
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")

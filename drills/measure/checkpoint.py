@@ -178,6 +178,14 @@ class TrainingMonitor:
         """Checkpoint saves logged so far, one per step (the first rank's line): (when, step, seconds it took)."""
         return sorted((at, step, seconds) for step, (at, seconds) in self._state.save_durations.items())
 
+    def last_step(self) -> int | None:
+        """The highest training step logged so far."""
+        return self._last_step(None)
+
+    def last_logged_at(self) -> datetime | None:
+        """When the newest step line taken in so far was logged (the monitor takes events only while waiting)."""
+        return max((at for _, at, _, _ in self._state.steps), default=None)
+
     def step_rate(self) -> float | None:
         """Training steps per cluster second over the steps logged so far (None before two distinct times)."""
         steps = sorted((at, step) for _, at, step, _ in self._state.steps)

@@ -23,13 +23,17 @@ from drills.verdicts.targets import GRACE
 from drills.verdicts.timeline import Verdict, within
 
 __all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s",
-           "judge_bandwidth", "TrainingSaves", "training_saves", "judge_training_saves", "MB"]
+           "judge_bandwidth", "judge_saturation_effect", "TrainingSaves", "training_saves", "job_checkpoint_interval",
+           "judge_training_saves", "MB", "MIN_EFFECT"]
 
 log = logging.getLogger(__name__)
 
 MB = 1_000_000  # fio and storage vendors quote decimal MB/s
 DEFAULT_REPEATS = 5
 RATE_WAIT_S = 600.0  # cluster seconds to see two step lines of a running job
+# fio saturated the store only if it moved at least this share of what the store gave the probe alone
+MIN_EFFECT = 0.5
+CATCH_UP_WALL_S = 0.2  # the monitor has caught up with the job's log when its newest line is this fresh
 
 
 @dataclass(frozen=True)
@@ -76,21 +80,29 @@ def probe_series(directory: str | Path, size_mb: int, shards: int, repeats: int 
     return ProbeSeries(tuple(probe_checkpoint(directory, size_mb * MB, shards) for _ in range(max(1, repeats))))
 
 
-def judge_intact(series: ProbeSeries) -> Verdict:
-    """A checkpoint written under saturation must read back with every checksum matching."""
+def judge_intact(series: ProbeSeries, baseline: bool = False) -> Verdict:
+    """Every checkpoint the probe wrote must read back with every checksum matching — the baseline's too:
+    a store that corrupts data at rest is broken whether or not fio is running."""
     n = len(series.runs)
+    when = "before the saturation (baseline)" if baseline else "under saturation"
     if series.intact:
-        reason = f"checkpoint probe: all {n} checkpoints written under saturation read back intact"
+        reason = f"checkpoint probe: all {n} checkpoints written {when} read back intact"
     else:
-        reason = (f"checkpoint probe: a checkpoint written under saturation read back corrupted "
+        reason = (f"checkpoint probe: a checkpoint written {when} read back corrupted "
                   f"({', '.join(series.mismatched)} did not match its checksum)")
-    return Verdict("checkpoint intact", series.intact, float(sum(r.intact for r in series.runs)), float(n),
-                   "intact", reason)
+    return Verdict("baseline checkpoint intact" if baseline else "checkpoint intact", series.intact,
+                   float(sum(r.intact for r in series.runs)), float(n), "intact", reason)
 
 
-def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float, limit_s: float | None) -> Verdict:
-    """Save time under saturation ≤ ratio × baseline and ≤ the absolute limit (when the profile sets one)."""
+def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float, limit_s: float | None,
+                     fio_stopped: str | None = None) -> Verdict:
+    """Save time under saturation ≤ ratio × baseline and ≤ the absolute limit (when the profile sets one).
+    A probe that fio did not outlast (`fio_stopped`: when it stopped) was not under saturation: inconclusive."""
     measured, base = saturated.write_s, baseline.write_s
+    if fio_stopped is not None:
+        return Verdict("checkpoint save", False, measured, ratio * base, "s", baseline=base, inconclusive=True,
+                       reason=f"inconclusive: the checkpoint probe did not run under saturation: fio stopped at "
+                              f"{fio_stopped}, before the probe finished, so its save time is not judged")
     budget = ratio * base
     target = min(budget, limit_s) if limit_s is not None else budget
     times = measured / base if base > 0 else math.inf
@@ -105,33 +117,59 @@ def judge_probe_save(baseline: ProbeSeries, saturated: ProbeSeries, ratio: float
     return Verdict("checkpoint save", within(measured, target), measured, target, "s", reason, baseline=base)
 
 
-def store_bandwidth_mb_s(fio: FioResult | None, probe: ProbeSeries) -> float:
-    """What the store delivered at once: fio's read + write bandwidth plus the probe's save bandwidth."""
-    return (fio.total_bw_bytes_s / MB if fio is not None else 0.0) + probe.write_mb_s
+def store_bandwidth_mb_s(fio: FioResult | None) -> float | None:
+    """What the store gave fio while fio saturated it (read + write), None without fio's report."""
+    return fio.total_bw_bytes_s / MB if fio is not None else None
 
 
-def judge_bandwidth(measured_mb_s: float | None, target_mb_s: float | None, fio: FioResult | None) -> Verdict:
-    """At least the declared bandwidth under fio + probe; a profile without a target cannot pass silently."""
+def judge_saturation_effect(fio: FioResult | None, baseline: ProbeSeries) -> Verdict:
+    """Before anything is judged "under saturation", fio must have loaded the store: at least MIN_EFFECT of
+    the bandwidth the store gave the probe alone. Otherwise the verdict is inconclusive, never a pass."""
+    alone = baseline.write_mb_s
+    need = MIN_EFFECT * alone
+    name = "saturation effect"
+    if fio is None:
+        return Verdict(name, False, None, need, "MB/s", inconclusive=True, reason=
+                       "inconclusive: the fault had no effect that can be shown: fio left no report")
+    got = fio.total_bw_bytes_s / MB
+    if not within(need, got):
+        return Verdict(name, False, got, need, "MB/s", baseline=alone, inconclusive=True, reason=
+                       f"inconclusive: the fault had no effect: fio moved {got:.1f} MB/s, under {MIN_EFFECT:g}× the "
+                       f"{alone:.1f} MB/s the store gave the checkpoint probe alone, so the store was not saturated "
+                       "(is fio throttled, e.g. a `rate` option?)")
+    return Verdict(name, True, got, need, "MB/s", baseline=alone, reason=
+                   f"saturation effect: fio moved {got:.1f} MB/s, at least {MIN_EFFECT:g}× the {alone:.1f} MB/s the "
+                   "store gave the checkpoint probe alone")
+
+
+def judge_bandwidth(measured_mb_s: float | None, target_mb_s: float | None, probe: ProbeSeries | None = None
+                    ) -> Verdict:
+    """fio's achieved bandwidth ≥ the store's declared target; a profile without a target cannot pass silently."""
     if target_mb_s is None:
         return Verdict("store bandwidth", False, measured_mb_s, None, "MB/s",
                        "store bandwidth: no target declared (storage.bandwidth_target_mb_s); set the store's "
                        "required bandwidth in the profile")
-    parts = f"fio {fio.total_bw_bytes_s / MB:.0f} MB/s + probe" if fio is not None else "probe only, no fio report"
-    ok = measured_mb_s is not None and within(target_mb_s, measured_mb_s)
+    ok = within(target_mb_s, measured_mb_s)
     where = "at least" if ok else "below"
-    reason = (f"store bandwidth under fio and the probe: {measured_mb_s or 0:.0f} MB/s ({parts}), "
-              f"{where} the declared {target_mb_s:g} MB/s")
+    beside = f", the probe {probe.write_mb_s:.0f} MB/s beside it" if probe is not None else ""
+    got = "no fio report" if measured_mb_s is None else f"{measured_mb_s:.0f} MB/s"
+    reason = f"store bandwidth under saturation: fio got {got}{beside}, {where} the declared {target_mb_s:g} MB/s"
     return Verdict("store bandwidth", ok, measured_mb_s, float(target_mb_s), "MB/s", reason)
 
 
 @dataclass(frozen=True)
 class TrainingSaves:
-    """The job's checkpoint saves from its logs: before the saturation window and started within it."""
+    """The job's checkpoint saves from its logs: before the saturation window, and started and ended inside it."""
 
     baseline: tuple[tuple[int, float], ...]  # (step, seconds) completed before the window
-    saturated: tuple[tuple[int, float], ...]  # (step, seconds) started inside the window
+    saturated: tuple[tuple[int, float], ...]  # (step, seconds) started and ended inside the window
     waited_s: float  # cluster seconds waited in the window for a save to complete
     window_start: str
+    window_end: str | None = None  # when fio stopped (None: it ran through the whole wait)
+    interval_steps: int | None = None  # the job's own checkpoint interval (from its logs), None if unknown
+    interval_source: str = ""
+    overran: tuple[tuple[int, float], ...] = ()  # (step, seconds under saturation) of saves fio's stop cut
+    expected: bool = True  # whether a save was due to start and end inside the window
 
     @property
     def baseline_s(self) -> float | None:
@@ -144,60 +182,121 @@ class TrainingSaves:
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": [list(x) for x in self.baseline], "saturated": [list(x) for x in self.saturated],
                 "baseline_s": self.baseline_s, "saturated_s": self.saturated_s, "waited_s": round(self.waited_s, 1),
-                "window_start": self.window_start}
+                "window_start": self.window_start, "window_end": self.window_end,
+                "interval_steps": self.interval_steps, "interval_source": self.interval_source,
+                "overran": [list(x) for x in self.overran], "expected": self.expected}
 
 
-def training_saves(monitor, window_start: datetime, interval_steps: int, ratio: float,
+def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, declared: int | None
+                            ) -> tuple[int | None, str]:
+    """The job's real checkpoint interval, from its logs: the smallest gap between two saves it logged;
+    with one save, the declared interval unless the job has already gone further than that without saving
+    (then unknown: None). Returns (interval, where it came from)."""
+    steps = sorted(set(saved_steps))
+    gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    if gaps:
+        return min(gaps), f"the job's logs (saves at steps {', '.join(map(str, steps[-3:]))})"
+    if steps and last_step is not None and declared and last_step - steps[-1] > declared:
+        return None, (f"the job's logs: its only save was at step {steps[-1]} and it reached step {last_step} without "
+                      f"another, longer than the declared {declared}")
+    return declared, "the profile (one save logged, consistent with it)"
+
+
+def training_saves(monitor, window_start: datetime, declared_interval: int | None, ratio: float,
+                   window_end: Callable[[], datetime | None] = lambda: None,
                    on_wait: Callable[[str, float], None] | None = None) -> TrainingSaves:
-    """Wait (event-driven, on the monitor's log stream) for a save that starts inside the window to be
-    logged; give up once even a save started at the next interval would be over `ratio` × baseline."""
+    """Wait (event-driven, on the monitor's log stream) for a save that starts and ends inside the saturation
+    window [window_start, window_end()] (window_end() is None while fio still runs); give up once even the
+    job's next save (at its real interval, read from its logs) would be over `ratio` × baseline, or fio stopped."""
     clock = monitor.cluster.clock
     start_ts = window_start.timestamp()
 
-    def split() -> tuple[list, list]:
-        before, inside = [], []
+    def end_ts() -> float:
+        end = window_end()
+        return end.timestamp() if end is not None else clock.timestamp()
+
+    def split() -> tuple[list, list, list]:
+        before, inside, outside = [], [], []
+        stop = end_ts()
         for at, step, seconds in monitor.checkpoint_saves():
             if seconds is None:
                 continue
-            began = at.timestamp() - seconds
-            (inside if began >= start_ts else before if at.timestamp() <= start_ts else []).append((step, seconds))
-        return before, inside
+            began, done = at.timestamp() - seconds, at.timestamp()
+            if done <= start_ts:
+                before.append((step, seconds))
+            elif began >= start_ts and done <= stop:
+                inside.append((step, seconds))
+            elif start_ts <= began < stop:  # started under saturation, still running when fio stopped
+                outside.append((step, round(stop - began, 3)))
+        return before, inside, outside
 
-    before, _ = split()
+    # take in what the job logged while the probes ran (the monitor reads its stream only while waiting)
+    behind = clock.cluster_seconds(CATCH_UP_WALL_S)
+    monitor.wait_until(lambda: (monitor.last_logged_at() or window_start).timestamp() >= clock.timestamp() - behind,
+                       clock.timestamp() + clock.cluster_seconds(CATCH_UP_WALL_S * 10))
+    before, _, _ = split()
     base = max((s for _, s in before), default=None)
     if monitor.step_rate() is None:  # two step lines give the pace, hence when the next save starts
         monitor.wait_until(lambda: monitor.step_rate() is not None, clock.timestamp() + RATE_WAIT_S)
     rate = monitor.step_rate()
-    # the next save starts within one interval; it must finish within ratio × baseline
-    eta = interval_steps / rate if rate else 0.0
-    deadline = start_ts + (eta + ratio * (base or 0.0)) * (1.0 + GRACE)  # the one grace: a late save is seen late
-    if base is not None:
-        monitor.wait_until(lambda: bool(split()[1]), deadline,
+    saved = [step for _, step, _ in monitor.checkpoint_saves()]
+    last = monitor.last_step()
+    interval, source = job_checkpoint_interval(saved, last, declared_interval)
+    expected = interval is not None and base is not None
+    if expected:
+        # the job's next save starts at its next multiple of its interval; it must end within ratio × baseline
+        nxt = max(saved, default=0) + interval
+        while last is not None and nxt <= last:
+            nxt += interval
+        eta = (nxt - (last or nxt)) / rate if rate else 0.0
+        deadline = clock.timestamp() + (eta + ratio * base) * (1.0 + GRACE)  # the one grace: a late save is seen late
+        monitor.wait_until(lambda: bool(split()[1]) or window_end() is not None, deadline,
                            on_wait and (lambda: on_wait("checkpoint save", clock.timestamp() - start_ts)))
-    before, inside = split()
-    return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts,
-                         Clock.iso(window_start))
+        expected = deadline <= end_ts() or bool(split()[1])  # fio ran until the save was due to be over
+    before, inside, outside = split()
+    end = window_end()
+    return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts, Clock.iso(window_start),
+                         Clock.iso(end) if end is not None else None, interval, source, tuple(outside), expected)
 
 
 def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
-    """The job's saves that started under saturation take ≤ ratio × its slowest save before it."""
+    """The job's saves that started and ended under saturation take ≤ ratio × its slowest save before it.
+    No save inside the window is never a pass: a fail when one was due (saves crawl), inconclusive when
+    the job's own interval or fio's stop left no save to judge."""
+    name = "training checkpoint save"
     base, worst = saves.baseline_s, saves.saturated_s
     if base is None:
-        return Verdict("training checkpoint save", False, None, None, "s",
+        return Verdict(name, False, None, None, "s",
                        "training checkpoint save: no save with a duration was logged before the saturation, so "
                        "there is no baseline (does the job log `checkpoint saved … duration_s=`?)")
     budget = ratio * base
+    cut = max(saves.overran, key=lambda x: x[1], default=None)
+    if worst is None and cut is not None and not within(cut[1], budget):
+        return Verdict(name, False, cut[1], budget, "s", baseline=base, reason=
+                       f"training checkpoint save of step {cut[0]} started under saturation and was still running "
+                       f"{_s(cut[1])} later when fio stopped, over the {ratio:g}× budget ({_s(budget)}): saves crawl "
+                       "while the store is saturated")
     if worst is None:
-        return Verdict("training checkpoint save", False, saves.waited_s, budget, "s", baseline=base, reason=
+        if saves.interval_steps is None:
+            return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
+                           f"inconclusive: no training checkpoint save fell inside the saturation window; the job's "
+                           f"checkpoint interval is longer than declared ({saves.interval_source}), so no save was "
+                           "due: the store is not judged — fix the job's checkpoint interval or drill when it saves")
+        if not saves.expected:
+            return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
+                           f"inconclusive: no training checkpoint save started and ended inside the saturation window "
+                           f"(fio stopped at {saves.window_end or 'its limit'}, before the job's next save, every "
+                           f"{saves.interval_steps} steps, was due to end); saves outside it are not judged")
+        return Verdict(name, False, saves.waited_s, budget, "s", baseline=base, reason=
                        f"training checkpoint save: no save started under saturation finished within "
-                       f"{_s(saves.waited_s)}; the budget is {_s(budget)} ({ratio:g}× the {_s(base)} baseline): "
-                       "saves crawl while the store is saturated")
+                       f"{_s(saves.waited_s)}; the budget is {_s(budget)} ({ratio:g}× the {_s(base)} baseline, the "
+                       f"job saves every {saves.interval_steps} steps): saves crawl while the store is saturated")
     ok = within(worst, budget)
     step = max(saves.saturated, key=lambda x: x[1])[0]
     where = "within" if ok else "over"
     reason = (f"training checkpoint save of step {step} under saturation: {_s(worst)}, {worst / base:.1f}× the "
               f"{_s(base)} baseline, {where} the {ratio:g}× budget ({_s(budget)})")
-    return Verdict("training checkpoint save", ok, worst, budget, "s", reason, baseline=base)
+    return Verdict(name, ok, worst, budget, "s", reason, baseline=base)
 
 
 def _s(seconds: float | None) -> str:

@@ -266,6 +266,12 @@ class Storage(Strict):
     # saves take this many times longer while something else writes to the store's directory (e.g. the
     # storage drill's fio): a store with headroom barely notices, one without it crawls
     contention_slowdown: float = Field(default=1.0, ge=1)
+    # The store real tools see (drills/twin/workloads/storefs.py): a mounted file system whose reads and
+    # writes share `io_bandwidth_mb_s` (wall-clock MB/s) fairly among active clients, each capped at
+    # `client_bandwidth_mb_s`; training saves slow down by the same model. None: a plain directory.
+    io_bandwidth_mb_s: float | None = Field(default=None, gt=0)
+    client_bandwidth_mb_s: float = Field(default=40.0, gt=0)
+    corrupt_reads: int = Field(default=0, ge=0)  # the first N files read back get one flipped byte
 
 
 class Workloads(Strict):

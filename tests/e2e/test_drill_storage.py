@@ -1,6 +1,6 @@
 """The storage-saturation drill end to end on the twin: a healthy store passes with baseline and saturated
-figures in the record and fio's report and chart in Allure; the slow-store defect fails the training-save
-check; a budget the local disk cannot meet fails the probe check; no fio process or file survives a
+figures in the record and fio's report and chart in Allure; the slow-store defect fails the probe's
+save-time check (the probe measures the twin's modelled store); a budget the local disk cannot meet fails the probe check; no fio process or file survives a
 pass, a failed check, SIGINT or SIGTERM of `drills run`."""
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ def fio_processes(under: Path) -> list[int]:
 
 
 def fio_files(run_dir: Path) -> list[Path]:
-    """fio's data files (and checkpoint probes) left in any scenario's checkpoint store."""
-    return [p for store in run_dir.glob("twin/*/checkpoint-store") for p in store.iterdir()
+    """fio's data files (and checkpoint probes) left in any scenario's checkpoint store (the mount point and,
+    once the twin unmounted it, the backing directory)."""
+    return [p for store in run_dir.glob("twin/*/checkpoint-store*") if store.is_dir() for p in store.iterdir()
             if p.name.startswith(".drills-")]
 
 
@@ -65,9 +66,11 @@ def test_healthy_store_passes_with_baseline_and_saturated_figures(healthy):
     assert d["probe_baseline"]["intact"] and d["probe_saturated"]["intact"]
     assert d["probe_baseline"]["write_s"] > 0 and d["probe_saturated"]["write_s"] > 0
     assert d["training_saves"]["baseline_s"] > 0 and d["training_saves"]["saturated_s"] > 0
-    assert d["fio"]["write"]["bw_bytes_s"] > 0 and d["store_bandwidth_mb_s"] >= 20
-    assert {c["name"] for c in d["checks"]} == {"checkpoint intact", "checkpoint save", "training checkpoint save",
-                                                "store bandwidth"}
+    assert d["fio"]["write"]["bw_bytes_s"] > 0 and d["store_bandwidth_mb_s"] >= 40
+    assert {c["name"] for c in d["checks"]} == {"baseline checkpoint intact", "checkpoint intact", "checkpoint save",
+                                                "training checkpoint save", "saturation effect", "store bandwidth"}
+    saves = d["training_saves"]  # judged saves lie inside the window, at the job's own interval
+    assert saves["saturated"] and saves["interval_steps"] == 2000 and saves["window_end"] is None
     assert rec["phases"]["injected"]
     # the built-in profile sets no SLO: the feature's 2x is judged (the one rule for targets)
     assert {k: (t["value"], t["source"]) for k, t in d["targets"].items()} == {
@@ -92,27 +95,26 @@ def test_allure_gets_the_fio_summary_and_the_chart(healthy):
     assert png.startswith(b"\x89PNG")
 
 
-def test_slow_store_fails_the_training_save_check(tmp_path):
+def test_slow_store_fails_the_probe_save_check(tmp_path):
     done = drills("run", "-m", "storage", "--defect", "slow-store", "--scale", FAST, "--no-html",
                   "--reports", str(tmp_path), "--run-id", "slow")
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(tmp_path / "slow")
     failed = [c for c in rec["details"]["checks"] if c["verdict"] == "fail"]
-    assert [c["name"] for c in failed] == ["training checkpoint save"]
-    assert "saves crawl while the store is saturated" in failed[0]["reason"] or "over the 2× budget" in failed[0]["reason"]
-    assert rec["category"] == "storage_io" and "training checkpoint save" in rec["reason"]
+    assert [c["name"] for c in failed] == ["checkpoint save"]
+    assert "over the 2× budget" in failed[0]["reason"]
+    assert rec["category"] == "storage_io" and "checkpoint save under saturation" in rec["reason"]
     assert_clean(tmp_path / "slow")
 
 
 TIGHT = """\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 16
+  probe_size_mb: 8
   probe_shards: 4
-  probe_save_limit_s: 1ms        # no disk saves 16 MB with fsync in a millisecond
+  probe_save_limit_s: 1ms        # no store saves 8 MB with fsync in a millisecond
   saturation: {rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: 5m}
-  fio_options: {rate: 10m}
-  bandwidth_target_mb_s: 20
+  bandwidth_target_mb_s: 40
 safety:
   allow: {nodes: ["*"], namespaces: [ai-platform]}
 """

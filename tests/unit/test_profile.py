@@ -35,7 +35,9 @@ EFFECTS = {
     "port-stays-oper-up": lambda p: p.fabric.port_faults.oper_stays_up is True,
     "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "single-uplink": lambda p: all(len(p.fabric.switches[leaf].uplinks) == 1 for leaf in p.fabric.leaves),
-    "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5,
+    "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5
+    and p.storage.io_bandwidth_mb_s < 20,
+    "corrupt-store-reads": lambda p: p.storage.corrupt_reads > 0,
     "no-gpu-health-check": lambda p: not p.gpu_health_check and p.unhealthy_gpu_taint is None,
     "no-tolerations-for-gpu-taint": lambda p: _job(p).tolerations == [] and _infer(p).tolerations == [],
     "no-preemption": lambda p: all(pc.preemption_policy == "Never" for pc in p.priority_classes.values()),

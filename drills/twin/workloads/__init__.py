@@ -7,7 +7,8 @@ gateway components. The training and serving-truth controllers run inside the co
 (`controllers.manager.CONTROLLERS`) and find the hub on the twin.
 
 twin.json keys added: `switches`, `switch_inventory`, `known_hosts`, `switch_key` (fabric),
-`gateway`, `gateway_models` (gateway), `truth` (URL), `checkpoint_store` (directory).
+`gateway`, `gateway_models` (gateway), `truth` (URL), `checkpoint_store` (directory: the mounted store
+with a modelled bandwidth when the profile sets `storage.io_bandwidth_mb_s`), `checkpoint_store_model`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def install(twin: Any) -> None:
     twin.server.app.router.add_get("/twin/v1/truth", _truth)
 
     async def start(t: Any) -> dict:
-        return {"truth": f"{t.url}/twin/v1/truth", "checkpoint_store": str(hub.store.root)}
+        return {"truth": f"{t.url}/twin/v1/truth"}
 
     twin.add_component("workloads", start)
+    twin.add_component("store", lambda t: hub.mount_store(), hub.unmount_store)
     fabric = FabricComponent(twin)
     twin.add_component("fabric", fabric.start, fabric.stop)
     install_gateway(twin)

@@ -33,6 +33,8 @@ class WorkloadHub:
         store_dir = profile.storage.store_dir if profile is not None else "checkpoint-store"
         self.store_root = Path(twin.state_dir) / store_dir
         self.contention_slowdown = profile.storage.contention_slowdown if profile is not None else 1.0
+        self.storage = profile.storage if profile is not None else None
+        self.mount = None  # StoreMount once the store component mounted the modelled store
         self._store: CheckpointStore | None = None
         self.leaves: dict[str, LeafView] = {}
         self.fabric = None  # FabricHandle once the fabric component started
@@ -41,8 +43,55 @@ class WorkloadHub:
     @property
     def store(self) -> CheckpointStore:
         if self._store is None:
-            self._store = CheckpointStore(self.store_root, self.contention_slowdown)
+            root = self.backing_root if self.modelled_store else self.store_root
+            self._store = CheckpointStore(root, self.contention_slowdown)
         return self._store
+
+    @property
+    def modelled_store(self) -> bool:
+        """Whether the profile asks for the mounted store with a modelled bandwidth (storefs)."""
+        return self.storage is not None and self.storage.io_bandwidth_mb_s is not None
+
+    @property
+    def backing_root(self) -> Path:
+        """Where the mounted store's files really live (the twin writes its own markers there)."""
+        return self.store_root.with_name(self.store_root.name + ".data")
+
+    async def mount_store(self) -> dict:
+        """Mount the modelled store at `store_root` (component start); twin.json gets its path and model."""
+        import asyncio
+
+        from drills.twin.workloads.storefs import StoreModel, StoreMount, fuse_available
+
+        if not self.modelled_store:
+            return {"checkpoint_store": str(self.store.root), "checkpoint_store_model": None}
+        st = self.storage
+        model = StoreModel(st.io_bandwidth_mb_s, st.client_bandwidth_mb_s)
+        mount = StoreMount(self.store_root, self.backing_root, model, corrupt_reads=st.corrupt_reads)
+        why = fuse_available()
+        if why is None:
+            try:
+                await asyncio.to_thread(mount.start)
+            except OSError as err:
+                why = str(err)
+        if why is not None:  # the twin still runs (other drills need no store model); twin.json says so
+            log.warning("twin store NOT modelled (a plain directory: the storage drill measures the local disk): %s; "
+                        "install libfuse2 and fusepy (make bootstrap)", why)
+            self.store_root = self.backing_root
+            return {"checkpoint_store": str(self.store.root), "checkpoint_store_model": None,
+                    "checkpoint_store_unmodelled": why}
+        self.mount = mount
+        self.store.model = model
+        return {"checkpoint_store": str(self.store_root),
+                "checkpoint_store_model": {"bandwidth_mb_s": st.io_bandwidth_mb_s,
+                                           "client_bandwidth_mb_s": st.client_bandwidth_mb_s}}
+
+    async def unmount_store(self) -> None:
+        import asyncio
+
+        if self.mount is not None:
+            await asyncio.to_thread(self.mount.stop)
+            self.mount = None
 
     def leaf(self, name: str) -> LeafView | None:
         return self.leaves.get(name)

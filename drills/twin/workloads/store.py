@@ -4,7 +4,9 @@
 metadata would (step, when it was saved, how long the save took, its size). A marker appears only
 when the save completed, so "the latest checkpoint" is what a restarted job can really resume from.
 
-The store notices real load: a file outside the jobs' own directories (the storage drill's fio
+Mounted with a modelled bandwidth (storefs, profile `storage.io_bandwidth_mb_s`), the markers live in
+the backing directory and a save slows down by what the model gives one more client. Otherwise the
+store notices real load: a file outside the jobs' own directories (the storage drill's fio
 files, its checkpoint probe) written within the last `LOAD_WINDOW_S` wall seconds means someone else
 is using the store, and `save_factor()` is then the profile's `contention_slowdown`.
 """
@@ -34,9 +36,13 @@ class CheckpointStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.contention_slowdown = contention_slowdown
+        self.model = None  # storefs.StoreModel when the store is mounted with a modelled bandwidth
 
     def save_factor(self) -> float:
-        """How many times longer a save takes now: `contention_slowdown` while the store is under load."""
+        """How many times longer a save takes now: what the mounted store's model gives one more client,
+        or (a plain directory) `contention_slowdown` while the store is under load."""
+        if self.model is not None:
+            return self.model.slowdown()
         return self.contention_slowdown if self.contention_slowdown > 1 and self.under_load() else 1.0
 
     def under_load(self) -> bool:

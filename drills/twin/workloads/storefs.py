@@ -1,0 +1,277 @@
+"""The twin's checkpoint store as a mounted file system with a modelled bandwidth (FUSE).
+
+Real tools write to it — fio, the drills' checkpoint probe — and every byte read or written goes
+through one model of a shared parallel file system: `bandwidth_mb_s` in total, at most
+`client_bandwidth_mb_s` per client (a process), shared fairly among the clients active in the last
+`ACTIVE_S` seconds. So fio really takes bandwidth from the probe, a healthy store (headroom: the
+clients' caps add up to less than the total) barely slows a checkpoint, and a slow store
+(`slow-store`) slows everyone — measured by the tools themselves, nothing throttles a tool.
+
+Files live in a backing directory beside the mount point (the twin's own checkpoint markers are
+written there directly: the training job's saves are modelled, `StoreModel.slowdown()` says by how
+much the clients slow them). Durability is the model's: `fsync` returns once the data has passed
+the bandwidth model. `corrupt_reads` (defect `corrupt-store-reads`) flips one byte of the first
+read of each of the first N files read back through the mount: a store that returns bad data.
+
+Units are real (wall-clock) MB/s: the tools measure wall time; twin time dilation does not apply.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StoreModel", "StoreMount", "fuse_available", "ACTIVE_S"]
+
+log = logging.getLogger(__name__)
+
+MB = 1_000_000
+ACTIVE_S = 0.5  # a client that moved bytes this recently shares the store's bandwidth
+QUANTUM = 64 * 1024  # bytes granted at a time, so concurrent clients interleave
+SLACK_S = 0.005  # how late a client may come back and still be on its previous schedule
+
+
+@dataclass
+class _Client:
+    next_free: float = 0.0  # monotonic time at which this client's previous bytes were delivered
+    last_io: float = 0.0
+    bytes: int = 0
+
+
+@dataclass
+class StoreModel:
+    """Fair sharing of a store's bandwidth among its active clients, each also capped by its own link."""
+
+    bandwidth_mb_s: float
+    client_bandwidth_mb_s: float
+    clients: dict[int, _Client] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    moved: int = 0
+    busy_since: float | None = None
+
+    def rate(self, now: float, extra: int = 0) -> float:
+        """Bytes per second one client gets now (with `extra` more clients than are active)."""
+        active = sum(1 for c in self.clients.values() if now - c.last_io <= ACTIVE_S) + extra
+        share = self.bandwidth_mb_s / max(1, active)
+        return min(share, self.client_bandwidth_mb_s) * MB
+
+    def transfer(self, client: int, nbytes: int) -> None:
+        """Block the caller for as long as the store takes to move `nbytes` for `client`."""
+        left = nbytes
+        while left > 0:
+            chunk = min(QUANTUM, left)
+            with self.lock:
+                now = time.monotonic()
+                c = self.clients.setdefault(client, _Client())
+                # a streaming client keeps its schedule: oversleeping one quantum must not cost it bandwidth
+                start = c.next_free if now - c.next_free < SLACK_S else now
+                c.last_io = now
+                c.next_free = start + chunk / self.rate(now)
+                c.bytes += chunk
+                self.moved += chunk
+                wait = c.next_free - now
+                self._forget(now)
+            if wait > 0:
+                time.sleep(wait)
+            left -= chunk
+
+    def slowdown(self, now: float | None = None) -> float:
+        """How many times slower one more client (a training job's save) is now than on an idle store."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            alone = min(self.bandwidth_mb_s, self.client_bandwidth_mb_s) * MB
+            return alone / self.rate(now, extra=1)
+
+    def active_clients(self, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            return sum(1 for c in self.clients.values() if now - c.last_io <= ACTIVE_S)
+
+    def _forget(self, now: float) -> None:
+        if len(self.clients) > 256:
+            for pid in [p for p, c in self.clients.items() if now - c.last_io > 10 * ACTIVE_S]:
+                del self.clients[pid]
+
+
+def fuse_available() -> str | None:
+    """None when a store can be mounted here, else why not (one line)."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    try:
+        import fuse  # noqa: F401  (fusepy, which loads libfuse)
+    except (ImportError, OSError, EnvironmentError) as err:
+        return f"fusepy/libfuse not usable: {err}"
+    return None
+
+
+class StoreMount:
+    """A mounted modelled store: `start()` mounts `mountpoint` over `backing`, `stop()` unmounts."""
+
+    def __init__(self, mountpoint: str | os.PathLike, backing: str | os.PathLike, model: StoreModel,
+                 corrupt_reads: int = 0):
+        self.mountpoint, self.backing, self.model = Path(mountpoint), Path(backing), model
+        self.corrupt_reads = corrupt_reads
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        from fuse import FUSE
+
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        ops = _Ops(self.backing, self.model, self.corrupt_reads)
+
+        def serve() -> None:
+            try:
+                FUSE(ops, str(self.mountpoint), foreground=True, nothreads=False, allow_other=True,
+                     big_writes=True, max_write=1 << 20, max_read=1 << 20, direct_io=True, fsname="twin-store",
+                     default_permissions=True)
+            except BaseException as err:  # noqa: BLE001 — reported by start()
+                self._error = err
+
+        self._thread = threading.Thread(target=serve, name="twin-store-fuse", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not os.path.ismount(self.mountpoint):
+            if self._error is not None or not self._thread.is_alive() or time.monotonic() > deadline:
+                raise OSError(f"twin store not mounted at {self.mountpoint}: {self._error or 'timed out'}")
+            time.sleep(0.02)
+        log.info("twin store mounted at %s (%g MB/s total, %g MB/s per client)", self.mountpoint,
+                 self.model.bandwidth_mb_s, self.model.client_bandwidth_mb_s)
+
+    def stop(self) -> None:
+        if os.path.ismount(self.mountpoint):
+            binary = shutil.which("fusermount") or shutil.which("umount")
+            argv = [binary, "-u", "-z", str(self.mountpoint)] if binary and "fusermount" in binary else \
+                ["umount", "-l", str(self.mountpoint)]
+            subprocess.run(argv, check=False, capture_output=True, timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _pid() -> int:
+    from fuse import fuse_get_context
+
+    return fuse_get_context()[2]
+
+
+class _Ops:
+    """Passthrough to the backing directory, every read and write through the bandwidth model."""
+
+    def __init__(self, backing: Path, model: StoreModel, corrupt_reads: int):
+        self.root = str(backing)
+        self.model = model
+        self.corrupt_left = corrupt_reads
+        self.corrupted: set[int] = set()
+        self._guard = threading.Lock()
+
+    def _p(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def __call__(self, op: str, *args: Any) -> Any:
+        from fuse import FuseOSError
+
+        method = getattr(self, op, None)
+        if method is None:
+            raise FuseOSError(errno.ENOSYS)
+        try:
+            return method(*args)
+        except OSError as err:
+            raise FuseOSError(err.errno or errno.EIO) from None
+
+    def init(self, path):
+        return None
+
+    def destroy(self, path):
+        return None
+
+    # metadata
+    def access(self, path, mode):
+        if not os.access(self._p(path), mode):
+            raise OSError(errno.EACCES, "access")
+
+    def getattr(self, path, fh=None):
+        st = os.lstat(self._p(path))
+        return {k: getattr(st, k) for k in ("st_atime", "st_ctime", "st_gid", "st_mode", "st_mtime", "st_nlink",
+                                             "st_size", "st_uid", "st_blocks")}
+
+    def readdir(self, path, fh):
+        return [".", ".."] + os.listdir(self._p(path))
+
+    def statfs(self, path):
+        sv = os.statvfs(self._p(path))
+        return {k: getattr(sv, k) for k in ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree",
+                                             "f_files", "f_flag", "f_frsize", "f_namemax")}
+
+    def mkdir(self, path, mode):
+        os.mkdir(self._p(path), mode)
+
+    def rmdir(self, path):
+        os.rmdir(self._p(path))
+
+    def unlink(self, path):
+        os.unlink(self._p(path))
+
+    def rename(self, old, new):
+        os.rename(self._p(old), self._p(new))
+
+    def chmod(self, path, mode):
+        os.chmod(self._p(path), mode)
+
+    def chown(self, path, uid, gid):
+        os.chown(self._p(path), uid, gid)
+
+    def utimens(self, path, times=None):
+        os.utime(self._p(path), times)
+
+    def truncate(self, path, length, fh=None):
+        if fh is not None:
+            os.ftruncate(fh, length)
+        else:
+            os.truncate(self._p(path), length)
+
+    # data
+    def open(self, path, flags):
+        return os.open(self._p(path), flags & ~os.O_DIRECT & ~os.O_CREAT)
+
+    def create(self, path, mode, fi=None):
+        return os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+
+    def read(self, path, size, offset, fh):
+        data = os.pread(fh, size, offset)
+        self.model.transfer(_pid(), len(data))
+        if data and self.corrupt_left > 0:
+            with self._guard:
+                if self.corrupt_left > 0 and fh not in self.corrupted:
+                    self.corrupt_left -= 1
+                    self.corrupted.add(fh)
+                    log.warning("twin store: corrupting a read of %s (defect)", path)
+                    data = bytes([data[0] ^ 0xFF]) + data[1:]
+        return data
+
+    def write(self, path, data, offset, fh):
+        self.model.transfer(_pid(), len(data))
+        return os.pwrite(fh, data, offset)
+
+    def flush(self, path, fh):
+        return 0
+
+    def fsync(self, path, datasync, fh):
+        return 0  # the model delivered the bytes: they are durable on the modelled store
+
+    def fsyncdir(self, path, datasync, fh):
+        return 0
+
+    def release(self, path, fh):
+        with self._guard:
+            self.corrupted.discard(fh)
+        os.close(fh)
+        return 0

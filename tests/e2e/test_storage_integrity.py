@@ -1,0 +1,109 @@
+"""Verdict integrity of the storage drill (issue 12, item 7): each test builds a broken platform on the twin
+and asserts the drill does NOT pass — it fails, or is inconclusive, for the right reason in records.jsonl.
+
+The twin's store is a mounted file system with a modelled bandwidth (drills/twin/workloads/storefs.py)
+that fio, the checkpoint probe and the job's saves all share, so nothing is throttled to pass:
+
+- a slow store (`slow-store`) fails the probe's save-time check, measured by the probe itself;
+- a store that gives fio less than its declared bandwidth fails the bandwidth check;
+- a store that corrupts data fails on the baseline probe (`corrupt-store-reads`);
+- a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store: inconclusive;
+- a training save after fio stopped is not "under saturation": inconclusive;
+- a throttled fio (no effect on the store) is inconclusive, not a pass.
+A healthy twin still passes (tests/e2e/test_drill_storage.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from drills.twin.workloads.storefs import fuse_available
+from tests.e2e.drill_helpers import drills, records, write_profile
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+    pytest.mark.skipif(fuse_available() is not None, reason=f"the twin's modelled store needs FUSE: {fuse_available()}"),
+]
+
+FAST = "600"
+
+BASE = """\
+storage:
+  checkpoint_store: from-twin
+  probe_size_mb: 8
+  probe_shards: 4
+  probe_save_limit_s: 5s
+  saturation: {{rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: {runtime}}}
+  fio_options: {{{fio_options}}}
+  bandwidth_target_mb_s: {target}
+safety:
+  allow: {{nodes: ["*"], namespaces: [ai-platform]}}
+"""
+
+
+def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, **profile) -> tuple[dict, dict]:
+    """One storage drill; returns (the record, its checks by name)."""
+    extra = []
+    if profile:
+        values = {"runtime": "5m", "fio_options": "", "target": 40, **profile}
+        extra = ["--profile", write_profile(tmp_path / f"{run_id}.yaml", BASE.format(**values))]
+    done = drills("run", "-m", "storage", "--scale", scale, "--no-html", "--reports", str(tmp_path),
+                  "--run-id", run_id, *extra, *args)
+    (rec,) = records(tmp_path / run_id)
+    assert done.returncode == 1, done.stdout + done.stderr  # never a pass
+    return rec, {c["name"]: c for c in rec["details"]["checks"]}
+
+
+def test_slow_store_fails_the_probe_save_check(tmp_path):
+    rec, checks = run(tmp_path, "slow", "--defect", "slow-store")
+    assert rec["verdict"] == "fail" and rec["category"] == "storage_io"
+    probe = checks["checkpoint save"]
+    assert probe["verdict"] == "fail" and "over the 2× budget" in probe["reason"], probe
+    assert rec["details"]["probe_baseline"]["write_mb_s"] < 20  # the probe measured the slow store itself
+
+
+def test_a_store_below_its_declared_bandwidth_fails(tmp_path):
+    rec, checks = run(tmp_path, "bw", target=500)  # the twin's store: 100 MB/s, 40 per client
+    assert rec["verdict"] == "fail"
+    assert checks["saturation effect"]["verdict"] == "pass"
+    bw = checks["store bandwidth"]
+    assert bw["verdict"] == "fail" and "below the declared 500 MB/s" in bw["reason"] and bw["measured"] < 100
+
+
+def test_a_corrupted_baseline_probe_fails_the_drill(tmp_path):
+    rec, checks = run(tmp_path, "corrupt", "--defect", "corrupt-store-reads")
+    assert rec["verdict"] == "fail" and rec["category"] == "storage_io"
+    base = checks["baseline checkpoint intact"]
+    assert base["verdict"] == "fail" and "before the saturation (baseline) read back corrupted" in base["reason"]
+    assert rec["phases"].get("injected") is None  # judged before any fault
+
+
+def test_sparse_checkpoints_do_not_blame_the_store(tmp_path):
+    rec, checks = run(tmp_path, "sparse", "--defect", "sparse-checkpoints")
+    saves = checks["training checkpoint save"]
+    assert saves["verdict"] == "inconclusive", saves
+    assert "checkpoint interval is longer than declared" in saves["reason"] and "store is not judged" in saves["reason"]
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "inconclusive"
+    assert rec["details"]["training_saves"]["interval_steps"] is None
+
+
+def test_a_save_after_fio_stopped_is_not_judged_under_saturation(tmp_path):
+    # fio stops by itself after 10 s; at 30x the job's next save (step 8000) comes ~50 s after it started
+    rec, checks = run(tmp_path, "late", scale="30", runtime="10s")
+    saves = checks["training checkpoint save"]
+    assert saves["verdict"] == "inconclusive", saves
+    assert "no training checkpoint save started and ended inside the saturation window" in saves["reason"]
+    assert rec["verdict"] == "inconclusive"
+    window = rec["details"]["training_saves"]
+    assert window["window_end"] is not None and window["saturated"] == []
+
+
+def test_a_throttled_fio_is_inconclusive(tmp_path):
+    rec, checks = run(tmp_path, "throttled", fio_options="rate: 256k")
+    effect = checks["saturation effect"]
+    assert effect["verdict"] == "inconclusive" and "the fault had no effect" in effect["reason"], effect
+    assert rec["verdict"] == "inconclusive" and "store bandwidth" not in checks
