@@ -2,10 +2,13 @@
 
 A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
 unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
-`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
-SIGTERM turned into KeyboardInterrupt so every injector reverts and every twin stops → report (summary,
-timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
-2 when a drill could not start (bad input: nothing was injected), 130 when interrupted.
+`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
+(summary, timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill
+passed; 2 when a drill could not start (bad input: nothing was injected); 130 whenever the run was
+interrupted. The first SIGINT or SIGTERM stops the run (KeyboardInterrupt: pytest tears down, so every
+fault is reverted, the run lock released, the records written, every twin stopped); any later one is
+recorded, never raised, so that teardown finishes (drills.core.signals). The journal, not the console,
+says whether it did: `RunResult.open_entries`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,8 @@ from typing import Iterator
 
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
-from drills.core.journal import RevertRegistry, open_entries, raise_for_failures, revert_open
+from drills.core.journal import JOURNAL_NAME, Entry, Journal, RevertRegistry, open_entries, raise_for_failures, revert_open
+from drills.core.signals import stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _NOT_STARTED = ("precondition_not_met", "injector_failed")
+_PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED
 PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.injectors", "fixtures.recorder", "fixtures.progress",
            "fixtures.load", "fixtures.pods", "fixtures.network", "fixtures.storage", "fixtures.steps")
 
@@ -58,6 +62,8 @@ class RunResult:
     run_dir: Path
     records: list[dict]
     errors: list[str]
+    interrupted: str | None = None  # the signal that stopped the run (SIGINT/SIGTERM), None if it ran to its end
+    open_entries: list[Entry] = field(default_factory=list)  # this run's journal entries still open (the truth)
 
 
 def run_drills(opts: RunOptions) -> RunResult:
@@ -72,15 +78,16 @@ def run_drills(opts: RunOptions) -> RunResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
-    with _sigterm_as_interrupt():
-        rc = _pytest(opts, run_id, run_dir)
-    records = _records(run_dir)
-    _link_latest(reports_root, run_id)
+    with stop_on_signal() as interrupts:
+        rc = _interruptible(lambda: _pytest(opts, run_id, run_dir))
+        records = _records(run_dir)
+        still_open = Journal(run_dir / JOURNAL_NAME).open_entries() if (run_dir / JOURNAL_NAME).exists() else []
+        with stop_on_signal() as later:  # the faults are settled: a signal now only cuts the report short
+            _interruptible(lambda: _finish(run_dir, reports_root, run_id, opts, profile.name, records))
+    interrupted = interrupts.first or later.first or ("SIGINT" if rc == _PYTEST_INTERRUPTED else None)
     errors = _not_started(records)
-    if records and len(errors) < len(records):  # nothing ran: the one-line error is the whole story
-        _report(run_dir, reports_root, opts, profile.name)
-    if rc == 2 and not records:
-        code = 130  # interrupted before any drill recorded
+    if interrupted:
+        code = 130
     elif errors and len(errors) == len(records):
         code = 2
     elif records and all(r.get("verdict") == "pass" for r in records) and rc == 0:
@@ -89,9 +96,7 @@ def run_drills(opts: RunOptions) -> RunResult:
         code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
     else:
         code = 1
-    if _interrupted(run_dir):
-        code = 130
-    return RunResult(code, run_dir, records, errors)
+    return RunResult(code, run_dir, records, errors, interrupted, still_open)
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
@@ -214,8 +219,18 @@ def _not_started(records: list[dict]) -> list[str]:
     return [r["reason"] for r in records if r.get("category") in _NOT_STARTED and not (r.get("phases") or {}).get("injected")]
 
 
-def _interrupted(run_dir: Path) -> bool:
-    return any("interrupted" in (r.get("reason") or "") for r in _records(run_dir))
+def _interruptible(step):
+    """Run `step`; a KeyboardInterrupt (the first signal) ends it — stop_on_signal has recorded which signal."""
+    try:
+        return step()
+    except KeyboardInterrupt:
+        return _PYTEST_INTERRUPTED
+
+
+def _finish(run_dir: Path, reports_root: Path, run_id: str, opts: RunOptions, target: str, records: list[dict]) -> None:
+    _link_latest(reports_root, run_id)
+    if records and len(_not_started(records)) < len(records):  # nothing ran: the one-line error is the whole story
+        _report(run_dir, reports_root, opts, target)
 
 
 def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:
@@ -235,19 +250,6 @@ def _link_latest(reports_root: Path, run_id: str) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_id)
     os.replace(tmp, latest)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: pytest stops and tears down, so every fault is reverted."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

@@ -62,7 +62,7 @@ def deferred_signals() -> Iterator[None]:
         received = list(_pending)
         _pending.clear()
         if received:  # also when the block raised: a KeyboardInterrupt then wins over its error
-            log.warning("signal %s arrived during a critical section, handled now that it is done",
+            log.info("signal %s arrived during a critical section, handled now that it is done",
                         signal.Signals(received[0]).name)
             _dispatch(received, previous)
 
