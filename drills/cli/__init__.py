@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    _register()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
+        _register()
         rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int):  # standalone_mode=False: click returns typer.Exit(code)'s code
             return rc

@@ -34,7 +34,7 @@ KINDS = {
     "inference": ("inference", "1 and 2"),
     "storage": ("storage", "saturate"),
 }
-# when the (first) signal goes: right after start (twin, collection, Given steps), once the fault is in,
+# when the (first) signal goes: once the run began (twin, collection, Given steps), once the fault is in,
 # while the drill's own teardown reverts (its first journal close), and after the fault with a second
 # SIGINT during the teardown that the first one started
 MOMENTS = ("starting", "injected", "teardown", "twice")
@@ -216,8 +216,8 @@ def _interrupt(proc: subprocess.Popen, trial: Trial, out_path: Path, rng: random
     journal = trial.run_dir / "journal.jsonl"
 
     def reached() -> bool:
-        if trial.moment == "starting":
-            return True
+        if trial.moment == "starting":  # `drills run` has begun: its run folder exists
+            return trial.run_dir.is_dir()
         entries = journal_entries(trial.run_dir) if journal.exists() else []
         faults = [e for e in entries if e["kind"] not in _FAULT_KINDS_EXCLUDED]
         if trial.moment in ("injected", "twice"):
@@ -229,7 +229,7 @@ def _interrupt(proc: subprocess.Popen, trial: Trial, out_path: Path, rng: random
             trial.missed = True
             return
         time.sleep(0.02)
-    delay = {"starting": rng.uniform(0.0, 3.0), "injected": rng.uniform(0.0, 1.5), "teardown": rng.uniform(0.0, 0.3),
+    delay = {"starting": rng.uniform(0.0, 2.5), "injected": rng.uniform(0.0, 1.5), "teardown": rng.uniform(0.0, 0.3),
              "twice": rng.uniform(0.0, 0.5)}[trial.moment]
     time.sleep(delay)
     if not _send(proc, trial.signum):
