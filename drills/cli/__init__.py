@@ -6,6 +6,7 @@ Every DrillError ends as one line on stderr and a non-zero exit; `--debug` shows
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 import typer
@@ -54,9 +55,18 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
+    """Run the CLI; the exit code (130 once interrupted: a late signal while the process exits changes nothing)."""
+    rc = _main(argv)
+    if rc == 130:  # the run has stopped and torn down; a further Ctrl-C must not turn 130 into a traceback or -2
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+    return rc
+
+
+def _main(argv: list[str] | None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
+        _register()
         rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int):  # standalone_mode=False: click returns typer.Exit(code)'s code
             return rc

@@ -43,7 +43,7 @@ def run(
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
                                    reports_root=reports, html=not no_html, twin_state=twin_state))
-    if result.errors and len(result.errors) == len(result.records):
+    if result.errors and len(result.errors) == len(result.records) and not result.interrupted:
         for line in dict.fromkeys(result.errors):  # one line per distinct problem
             print(f"drills: {line}", file=sys.stderr)
         raise typer.Exit(result.exit_code)
@@ -51,8 +51,10 @@ def run(
         console = Console(soft_wrap=False)
         console.print(final_table(result.records, width=console.width))
     print(f"report: {result.run_dir}")
-    if result.exit_code == 130:
-        print("drills: interrupted; every fault injected so far was reverted", file=sys.stderr)
+    if result.interrupted:
+        print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)
+    elif result.open_entries:
+        print(f"drills: {_faults_left(result, reports)}", file=sys.stderr)
     raise typer.Exit(result.exit_code)
 
 
@@ -80,3 +82,11 @@ def revert(
         elif outcome.reverted:
             print(f"closed {entry.kind} on {entry.target} (run {entry.run_id}): {outcome.error}")
     raise_for_failures(outcomes)  # one line for what stays open, exit 2
+
+
+def _faults_left(result, reports: Path) -> str:
+    """What the journal says is still in (it is the truth, not what teardown meant to do)."""
+    if not result.open_entries:
+        return "every fault injected so far was reverted"
+    left = ", ".join(f"{e.kind} {e.target}" for e in result.open_entries)
+    return (f"still open in the journal: {left}; run `drills revert --reports {reports} --run {result.run_dir.name}`")

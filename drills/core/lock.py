@@ -7,7 +7,9 @@ first — renews it every third of `safety.lock_duration_s` in a thread, and rel
 failure, SIGINT, SIGTERM). A Lease another holder renewed within its duration (cluster time) refuses the
 run with one `UnsafeTarget` line; an expired one is taken over. Writes use optimistic concurrency
 (create → 409 → read → replace with the resourceVersion read). The lock is journaled like a fault, so
-`drills revert` after a crash releases the Lease if the crashed run still holds it.
+`drills revert` after a crash releases the Lease if the crashed run still holds it. Taking and releasing
+are signal-safe sections (drills.core.signals): a Ctrl-C cannot leave a Lease we wrote behind a journal
+entry that says it was not taken, nor cut a release short.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from drills.core.clock import parse_iso
 from drills.core.errors import DrillError, UnsafeTarget
+from drills.core.signals import deferred_signals
 
 __all__ = ["LEASE_NAME", "KIND", "ClusterLock", "LeaseState", "lease_state", "refusal",
            "holder_identity"]
@@ -101,6 +104,15 @@ class ClusterLock:
 
     def acquire(self) -> None:
         """Take the Lease or raise UnsafeTarget (another live holder) / DrillError (cannot write it)."""
+        with deferred_signals():  # the entry, the Lease and `held` go together: release() must see what we wrote
+            self._acquire()
+
+    def release(self) -> None:
+        """Stop renewing and clear the holder if it is still us; close the journal entry. Finishes under signals."""
+        with deferred_signals():
+            self._release()
+
+    def _acquire(self) -> None:
         self._busy = True
         try:
             if self.journal is not None and self._entry is None:
@@ -119,8 +131,7 @@ class ClusterLock:
         self._thread = threading.Thread(target=self._renew_loop, name="drills-lock", daemon=True)
         self._thread.start()
 
-    def release(self) -> None:
-        """Stop renewing and clear the holder if it is still us; close the journal entry."""
+    def _release(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

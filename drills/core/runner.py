@@ -2,13 +2,16 @@
 
 A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
 unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
-`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) with
-SIGTERM turned into KeyboardInterrupt so every injector reverts and every twin stops → report (summary,
-timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill passed;
-2 when no drill could start (bad input, the fault could not be injected, or a precondition failed:
-nothing was injected); otherwise 1 when any drill failed or was inconclusive (an inconclusive drill
-proved nothing, so it is not a pass); 130 when interrupted. Decided from the records' typed verdict
-and category (drills.core.record), never from the words of a reason.
+`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
+(summary, timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill
+passed; 2 when no drill could start (bad input, the fault could not be injected, or a precondition
+failed: nothing was injected); otherwise 1 when any drill failed or was inconclusive (an inconclusive
+drill proved nothing, so it is not a pass); 130 whenever the run was interrupted. Decided from the
+records' typed verdict and category (drills.core.record), never from the words of a reason. The first
+SIGINT or SIGTERM stops the run (KeyboardInterrupt: pytest tears down, so every fault is reverted, the
+run lock released, the records written, every twin stopped); any later one is recorded, never raised,
+so that teardown finishes (drills.core.signals). The journal, not the console, says whether it did:
+`RunResult.open_entries`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +27,16 @@ from typing import Iterator
 
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
-from drills.core.journal import open_entries, revert_open
+from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, revert_open
 from drills.core.record import NOT_STARTED, Category, Outcome, Record
+from drills.core.signals import stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
+_PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED
 PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
@@ -66,6 +70,8 @@ class RunResult:
     run_dir: Path
     records: list[Record]
     errors: list[str]
+    interrupted: str | None = None  # the signal that stopped the run (SIGINT/SIGTERM), None if it ran to its end
+    open_entries: list[Entry] = field(default_factory=list)  # this run's journal entries still open (the truth)
 
 
 def run_drills(opts: RunOptions) -> RunResult:
@@ -80,15 +86,16 @@ def run_drills(opts: RunOptions) -> RunResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
-    with _sigterm_as_interrupt():
-        rc = _pytest(opts, run_id, run_dir)
-    records = _records(run_dir)
-    _link_latest(reports_root, run_id)
+    with stop_on_signal() as interrupts:
+        rc = _interruptible(lambda: _pytest(opts, run_id, run_dir))
+        records = _records(run_dir)
+        still_open = Journal(run_dir / JOURNAL_NAME).open_entries() if (run_dir / JOURNAL_NAME).exists() else []
+        with stop_on_signal() as later:  # the faults are settled: a signal now only cuts the report short
+            _interruptible(lambda: _finish(run_dir, reports_root, run_id, opts, profile.name, records))
+    interrupted = interrupts.first or later.first or ("SIGINT" if rc == _PYTEST_INTERRUPTED else None)
     errors = _not_started(records)
-    if records and len(errors) < len(records):  # nothing ran: the one-line error is the whole story
-        _report(run_dir, reports_root, opts, profile.name)
-    if rc == 2 and not records:
-        code = 130  # interrupted before any drill recorded
+    if interrupted:
+        code = 130
     elif errors and len(errors) == len(records):
         code = 2
     elif records and all(r.passed for r in records) and rc == 0:
@@ -97,9 +104,9 @@ def run_drills(opts: RunOptions) -> RunResult:
         code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
     else:
         code = 1
-    if any(r.category is Category.INTERRUPTED for r in records):
-        code = 130
-    return RunResult(code, run_dir, records, errors)
+    if interrupted is None and any(r.category is Category.INTERRUPTED for r in records):
+        interrupted, code = "SIGINT", 130
+    return RunResult(code, run_dir, records, errors, interrupted, still_open)
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
@@ -225,9 +232,23 @@ def _records(run_dir: Path) -> list[Record]:
 
 def _not_started(records: list[Record]) -> list[str]:
     """Reasons of drills that stopped before changing anything (bad input, unmet precondition, an injector that
-    refused before acting). A fault that was partly made and reverted (`details.reverts`) did start: exit 1."""
+    refused before acting). A fault that was partly made and reverted (`reverts`) did start: exit 1."""
     return [r.reason for r in records
-            if r.category in NOT_STARTED and r.injected is None and not r.details.get("reverts")]
+            if r.category in NOT_STARTED and r.injected is None and not r.reverts]
+
+
+def _interruptible(step):
+    """Run `step`; a KeyboardInterrupt (the first signal) ends it — stop_on_signal has recorded which signal."""
+    try:
+        return step()
+    except KeyboardInterrupt:
+        return _PYTEST_INTERRUPTED
+
+
+def _finish(run_dir: Path, reports_root: Path, run_id: str, opts: RunOptions, target: str, records: list[Record]) -> None:
+    _link_latest(reports_root, run_id)
+    if records and len(_not_started(records)) < len(records):  # nothing ran: the one-line error is the whole story
+        _report(run_dir, reports_root, opts, target)
 
 
 def _report(run_dir: Path, reports_root: Path, opts: RunOptions, target: str) -> None:
@@ -278,19 +299,6 @@ class _SameCluster:
         for reached in self._reached.values():
             if not isinstance(reached, BaseException):
                 reached.close()
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: pytest stops and tears down, so every fault is reverted."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

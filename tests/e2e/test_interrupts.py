@@ -1,0 +1,38 @@
+"""Interrupting `drills run` (issue 11, DESIGN §6): one trial per drill kind and signal, against a twin of our own.
+
+SIGTERM goes once the drill's fault is injected; SIGINT too, followed by a second SIGINT while the run tears
+down (the Ctrl-C an impatient operator adds). Every trial must exit 130, leave no journal entry open (so
+`drills revert` finds nothing), write the scenario's record, tell the truth on the console, and leave the twin
+as it was: nodes schedulable, uplinks up, the run Lease free, no fio or locust process. bench/signal_trials.py
+runs the same trial many times, at random moments, under CPU load.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import pytest
+
+from drills.profile.model import load_target
+from tests.e2e.drill_helpers import records
+from tests.e2e.interrupt_trial import KINDS, run_trial
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("signum, moment", [(signal.SIGTERM, "injected"), (signal.SIGINT, "twice")],
+                         ids=["SIGTERM", "SIGINT-twice"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_interrupted_run_exits_130_with_everything_reverted(kind, signum, moment, twin_factory, tmp_path):
+    twin = twin_factory(scale=load_target(None).cluster.twin.scale)
+    trial = run_trial(kind, signum, moment, tmp_path, "sig", twin=twin, rng=random.Random(f"{kind}-{moment}"),
+                      timeout=120)
+    assert not trial.missed, f"the run ended before the signal: {trial.stdout[-800:]}"
+    if moment == "twice":
+        assert len(trial.sent) == 2, f"the second SIGINT came after the run ended: {trial.sent}"
+    assert trial.ok, trial.describe() + "\n" + trial.stdout[-1500:] + trial.stderr[-1500:]
+    (rec,) = records(tmp_path / "sig")
+    assert rec["verdict"] == "fail" and rec["category"] == "interrupted", rec["reason"]
+    assert rec["details"]["reverts"] and all(r["ok"] for r in rec["details"]["reverts"])
+    assert "every fault injected so far was reverted" in trial.stderr
