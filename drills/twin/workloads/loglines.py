@@ -130,13 +130,17 @@ def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, ve
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:
-    """What a worker prints when its GPU fails (the NVRM line is the driver's, as seen in the container's dmesg)."""
-    driver, cuda = _XID.get(xid, _XID[48])
+    """What a worker prints when its GPU fails: the CUDA error PyTorch raises in the training step (the driver's
+    `NVRM: Xid` line goes to the node's kernel log, not to the container)."""
+    _, cuda = _XID.get(xid, _XID[48])
     return [
-        f"NVRM: Xid (PCI:0000:18:00): {xid}, pid={w.pid}, name=python, {driver}",
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 301, in train_step',
+        "    loss.backward()",
         f"RuntimeError: CUDA error: {cuda}",
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
         "might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
     ]
 
 

@@ -102,7 +102,7 @@ class Megatron(TrainLog):
                 f"    save-checkpoint ................................: ({ms * 0.9999:.2f}, {ms:.2f})"]
 
     def resume_started(self, k, path, t, rank):
-        return [f" loading checkpoint from {path} at iteration {k}", " checkpoint version 3.0"]
+        return [f" loading checkpoint from {path} at iteration {k}"]
 
     def resumed(self, k, path, t, load_s, rank):
         ms = load_s * 1000
