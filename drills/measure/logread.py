@@ -314,6 +314,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"^\s*(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d |Loading safetensors checkpoint shards|vllm"),
+    ("vllm", 1, r"^INFO:\s+(?:Started server process|Waiting for application startup|Application startup complete|"
+                r"Uvicorn running on)"),  # uvicorn, as vLLM's OpenAI server runs it
 ))
 # the rest of PyTorch's CUDA error message, printed after its exception line
 _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "

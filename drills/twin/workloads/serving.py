@@ -44,6 +44,7 @@ class ServingTruthController(Controller):
         self.pods.add_handler(self._on_pod)
         self.deployments.add_handler(self._on_deployment)
         self.logged: dict[str, set[str]] = {}  # pod uid → vLLM log parts written ("start", "ready")
+        self.serves: dict[tuple[str, str], object] = {}  # pod → the InferenceDeployment it serves
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
         meta = pod["metadata"]
@@ -77,13 +78,15 @@ class ServingTruthController(Controller):
         if _started_at(pod) is None:
             return
         if "start" not in done or ("ready" not in done and pod_ready(pod)):
-            self.enqueue(("vllm-log", pod["metadata"].get("namespace", ""), pod["metadata"]["name"]))
+            key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+            self.serves[key] = spec
+            self.enqueue(("vllm-log", *key))
 
     async def _write_log(self, ns: str, name: str) -> None:
         pod = self.pods.get(ns, name)
         if pod is None:
             return
-        spec = next((d for (dns, _), d in self.watched.items() if dns == ns), None)
+        spec = self.serves.get((ns, name))
         uid = pod["metadata"].get("uid", "")
         done = self.logged.setdefault(uid, set())
         started = _started_at(pod)
