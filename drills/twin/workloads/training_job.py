@@ -4,7 +4,7 @@ controller (training.py) feeds it pods, leaf views and times, and writes what it
 
 A run starts when every expected worker is Running; it ends when any of them stops (deleted, failed,
 evicted). The first run continues from the profile's initial progress; every later run resumes from
-the latest completed checkpoint in the store (`resumed from checkpoint step=N`), re-initialises NCCL
+the latest completed checkpoint in the store (printed in the profile's log format, `trainlogs`), re-initialises NCCL
 and takes its first step only after the checkpoint load and NCCL init.
 """
 
