@@ -305,6 +305,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("megatron", 5, r"^\s*iteration\s+\d+/\s*\d+ \||(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
     ("megatron", 5, r"loading checkpoint from \S+ at iteration|\(min, max\) time across ranks|latest_checkpointed_iteration"),
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
+    ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
@@ -313,7 +314,12 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"^\s*(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d |Loading safetensors checkpoint shards|vllm"),
+    ("vllm", 1, r"^INFO:\s+(?:Started server process|Waiting for application startup|Application startup complete|"
+                r"Uvicorn running on)"),  # uvicorn, as vLLM's OpenAI server runs it
 ))
+# the rest of PyTorch's CUDA error message, printed after its exception line
+_CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+                              r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version")
 _VLLM_PROCS = re.compile(r"^(?:VllmWorkerProcess|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
 _HOSTS = ("hf-trainer", "megatron", "lightning", "vllm", "twin")
@@ -411,6 +417,7 @@ class LogReader:
         self._pending_no_ckpt: _Resume | None = None
         self._last_at: datetime | None = None
         self._consumed = False
+        self._known = False
         self._steps_since_resume = 0
 
     # -- public ---------------------------------------------------------------------------------
@@ -422,7 +429,7 @@ class LogReader:
             if rec.at is not None:
                 self._last_at = rec.at
             events = self._record(rec)
-            if not events and rec.body.strip():
+            if not events and rec.body.strip() and not self._known:
                 self.unclassified += 1
             for e in events:
                 (step_events if e.kind == "step" else out).append(e)
@@ -481,10 +488,15 @@ class LogReader:
 
     def _record(self, rec: Record) -> list[TrainingEvent]:
         body = rec.body
-        self._score(rec)
+        signed = self._score(rec)
         self._consumed = False
+        in_traceback = self._tb is not None and not self._tb.closed
         out: list[TrainingEvent] = []
         out += self._traceback(rec)
+        # a record is classified when it yields a fact or is a known kind of line: NCCL's, a framework's
+        # signature, part of a traceback, or a line one of the recognisers took without an event
+        self._known = bool(signed or rec.nccl is not None or in_traceback or _TB_START.match(body)
+                           or _TB_FRAME.match(body) or _VERSION.search(body) or _CUDA_ERROR_TAIL.match(body))
         if rec.nccl is not None:
             self.nccl_lines += 1
             out += self._nccl(rec)
@@ -506,17 +518,24 @@ class LogReader:
         if any(e.kind == "step" for e in out):
             self._steps_since_resume += 1
             out += self._steps_started(rec)
+        self._known = self._known or self._consumed
         return out
 
-    def _score(self, rec: Record) -> None:
+    def _score(self, rec: Record) -> bool:
+        """Weigh the record's framework signatures; True when it carries any (vLLM, a framework, NCCL)."""
         body = rec.body
+        signed = False
         if rec.proc and _VLLM_PROCS.match(rec.proc):
             self.scores["vllm"] = self.scores.get("vllm", 0) + 5
+            signed = True
         for fw, weight, pattern in _SIGNS:
             if pattern.search(body):
                 self.scores[fw] = self.scores.get(fw, 0) + weight
+                signed = True
         if rec.nccl is None and _NCCL_SIGN.search(body):
             self.nccl_lines += 1
+            signed = True
+        return signed
 
     # NCCL transport
     def _proc(self, rec: Record) -> NcclProcess:

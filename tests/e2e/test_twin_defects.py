@@ -51,8 +51,8 @@ def test_slow_store_makes_checkpoint_saves_crawl(twin_factory):
                      "the checkpoint at step 8000")[0]
     assert saved["duration_s"] == pytest.approx(96 / 0.1, rel=0.1)  # 25× the healthy 38 s
     _, events = logs(core, job_pods(core)[0].metadata.name)
-    line = next(e for e in events if e.kind == "checkpoint_saved" and e.step == 8000)
-    assert line.duration_s > 10 * 96 / 2.5
+    seconds = max(e.duration_s or 0 for e in events if e.kind == "checkpoint_saved" and e.step == 8000)
+    assert seconds > 10 * 96 / 2.5  # Megatron's save-checkpoint timer
 
 
 def test_sparse_checkpoints_lose_more_steps_than_the_budget(twin_factory):

@@ -34,9 +34,9 @@ def test_logs_read_like_an_nccl_job_in_twin_time(training):
     text, events = wait_for(lambda: (got := logs(core, pods[0].metadata.name)) and
                             sum(e.kind == "step" for e in got[1]) >= 3 and got, "three step lines")
     transport = next(e for e in events if e.kind == "nccl_transport")
-    assert transport.transport == "IB" and transport.devices[0] == "mlx5_0:1/RoCE" and transport.is_rdma
-    saved = [e for e in events if e.kind == "checkpoint_saved"]
-    assert saved[0].step == 6000 and saved[0].path == f"/ckpt/{JOB}/step-6000" and saved[0].duration_s > 0
+    assert transport.transport == "RoCE" and transport.devices[0] == "mlx5_0:1/RoCE" and transport.is_rdma
+    saved = [e for e in events if e.kind == "checkpoint_saved"]  # Megatron-LM: the save line, then its timer
+    assert saved[0].step == 6000 and saved[0].path == f"/ckpt/{JOB}" and max(e.duration_s or 0 for e in saved) > 0
     steps = [e for e in events if e.kind == "step"]
     assert steps[0].step == 6150 and all(b.step > a.step for a, b in zip(steps, steps[1:]))
     assert all(abs(e.samples_per_s - 256) < 5 and e.step_time_s == pytest.approx(1.0, abs=0.01) for e in steps)
@@ -72,7 +72,7 @@ def test_drained_node_restarts_job_from_latest_checkpoint(training):
     _, events = wait_for(lambda: (got := logs(core, pods[0].metadata.name)) and
                          any(e.kind == "step" for e in got[1]) and got, "step lines from the new worker")
     resume = next(e for e in events if e.kind == "resumed")
-    assert resume.step == latest and resume.path == f"/ckpt/{JOB}/step-{latest}"
+    assert resume.step == latest and resume.path == f"/ckpt/{JOB}"  # Megatron-LM names its --load directory
     first_step = next(e for e in events if e.kind == "step")
     assert first_step.step == latest + 1
     assert first_step.at.timestamp() == pytest.approx(resumed["at"], abs=0.01)  # the line is the truth

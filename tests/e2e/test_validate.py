@@ -76,12 +76,12 @@ def test_missing_job_is_a_failed_line(healthy_twin, tmp_path):
 
 
 def test_wrong_log_format_names_the_preset_that_reads_the_logs(healthy_twin, tmp_path):
-    profile = _profile(tmp_path, workloads__training__log_format="megatron")
+    profile = _profile(tmp_path, workloads__training__log_format="hf-trainer")  # the twin prints Megatron-LM
     done = _validate("--twin-state", str(healthy_twin.state_dir), "--profile", profile, "-m", "training")
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = [ln for ln in _check_lines(done.stdout) if "training log format" in ln]
-    assert line.startswith("✗ training log format: megatron finds no step and checkpoint line"), line
-    assert line.endswith("set workloads.training.log_format: twin"), line
+    assert line.startswith("✗ training log format: hf-trainer finds no step line"), line
+    assert line.endswith("set workloads.training.log_format: megatron"), line
 
 
 def test_missing_pdb_is_only_a_warning(tmp_path_factory):

@@ -9,7 +9,7 @@ import paramiko
 import requests
 from kubernetes import client
 
-from drills.measure.logformats import parse_lines
+from drills.measure.logread import LogReader
 
 __all__ = ["wait_for", "truth", "records", "first", "twin_now", "job_pods", "logs", "events_of", "ssh_run",
            "leaf_of", "uplink_command", "NS", "JOB", "DEPLOY"]
@@ -55,13 +55,14 @@ def job_pods(core: client.CoreV1Api, job: str = JOB, ns: str = NS, running: bool
     return sorted(pods, key=lambda p: p.metadata.name)
 
 
-def logs(core: client.CoreV1Api, pod: str, ns: str = NS, fmt: str = "twin"):
+def logs(core: client.CoreV1Api, pod: str, ns: str = NS, fmt: str = "auto"):
     """(raw text with timestamps, parsed events) of a pod's current log; empty when the pod is gone."""
     try:
         text = core.read_namespaced_pod_log(pod, ns, timestamps=True)
     except client.ApiException:
         return "", []
-    return text, parse_lines(fmt, text)
+    reader = LogReader(fmt)  # the drills' reader: what the twin prints is read as a real cluster's log
+    return text, [e for line in text.splitlines() for e in reader.feed(line)] + reader.close()
 
 
 def events_of(core: client.CoreV1Api, ns: str, name: str) -> list:

@@ -7,6 +7,7 @@ import pytest
 
 from drills.core.clock import DilatedClock
 from drills.measure.logformats import parse_line
+from drills.measure.logread import read_log
 from drills.twin.workloads import loglines as L
 from drills.twin.workloads.progress import LeafView, Progress, StepFilter, log_every, net_phase
 from drills.twin.workloads.store import CheckpointStore
@@ -55,20 +56,15 @@ def test_isolated_leaf_stalls_the_job():
     assert (phase.name, phase.factor, phase.since) == ("isolated", 0.0, 50.0)
 
 
-def test_log_lines_parse_with_the_twin_preset():
-    init = [parse_line("twin", line) for line in L.nccl_init(W, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")]
-    transport = next(e for e in init if e is not None)
-    assert transport.transport == "IB" and transport.devices == ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")
-    sock = [e for e in map(lambda x: parse_line("twin", x), L.socket_fallback(W, "mlx5_0", "eth0", 16, "2.21.5")) if e]
-    assert [e.kind for e in sock][:3] == ["nccl_warn", "nccl_warn", "nccl_transport"]
-    assert all(e.transport == "Socket" for e in sock if e.kind == "nccl_transport")
-    step = parse_line("twin", L.step_line(6151, 1.9, 153.6, 1.667))
-    assert (step.kind, step.step, step.samples_per_s, step.step_time_s) == ("step", 6151, 153.6, 1.667)
-    saved = parse_line("twin", L.checkpoint_saved(8000, 38.4, "/ckpt/j/step-8000"))
-    assert (saved.kind, saved.step, saved.duration_s, saved.path) == ("checkpoint_saved", 8000, 38.4, "/ckpt/j/step-8000")
-    resumed = parse_line("twin", L.resumed(8000, "/ckpt/j/step-8000", 30))
-    assert (resumed.kind, resumed.step, resumed.path) == ("resumed", 8000, "/ckpt/j/step-8000")
-    assert parse_line("twin", L.saving_checkpoint(8000, "/ckpt/j/step-8000")) is None  # not a step, not a save
+def test_nccl_lines_give_the_transport_per_rank_and_a_socket_fallback():
+    w = L.Worker("gpu-train-01", 1, "10.128.0.5", "uid-1", gpus=8, nworkers=2)
+    init = read_log("\n".join(w.tag + x for x in L.nccl_init(w, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")))
+    assert init.transports == {"gpu-train-01": "RoCE"} and init.devices == ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")
+    assert {p.rank for p in init.processes} == {8}
+    fallback = L.socket_fallback(w, "10.128.0.6", "eth0", 16, "2.21.5")
+    assert sum("via NET/Socket/0" in x for x in fallback) == 4
+    read = read_log("\n".join(w.tag + x for x in L.nccl_init(w, "IB", ["mlx5_0"], "eth0", 16, "2.21.5") + fallback))
+    assert read.socket_fallback and [e.kind for e in read.errors] == ["ib_completion"]
 
 
 def test_only_a_real_nccl_timeout_reads_as_one():

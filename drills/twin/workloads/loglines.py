@@ -1,10 +1,10 @@
-"""The lines the twin's training workers print, in the `twin` preset of `drills.measure.logformats`.
+"""NCCL, PyTorch and driver lines the twin's training workers print, shaped after the real ones in
+`tests/data/real/logs/` (the framework's own lines — steps, saves, resumes — are in `trainlogs`).
 
 Pure functions: they only format. NCCL lines follow NCCL's `NCCL_DEBUG=INFO` shape
-(`host:pid:tid [dev] NCCL INFO …`), PyTorch's watchdog line its ProcessGroupNCCL message, and the
-training lines the twin preset exactly (`step=… loss=… samples_per_s=… step_time_s=…`,
-`checkpoint saved step=N duration_s=D path=P`, `resumed from checkpoint step=N path=P`). Warnings
-about a rerouted path never contain the word "timeout": only a real NCCL timeout does.
+(`host:pid:tid [dev] NCCL INFO …`, per-channel `Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0`),
+PyTorch's watchdog line its ProcessGroupNCCL message. Warnings about a rerouted path never contain the
+word "timeout": only a real NCCL timeout does.
 """
 
 from __future__ import annotations
@@ -13,81 +13,74 @@ import logging
 import zlib
 
 __all__ = [
-    "Worker", "nccl_init", "step_line", "checkpoint_saved", "resumed", "saving_checkpoint", "path_loss_warn",
-    "rerouted", "rebalanced", "isolated_warn", "watchdog_timeout", "socket_fallback", "peer_lost_warn",
-    "gpu_xid", "checkpoint_path", "resume_crash",
+    "Worker", "nccl_init", "path_loss_warn", "rerouted", "rebalanced", "isolated_warn", "watchdog_timeout",
+    "socket_fallback", "peer_lost_warn", "gpu_xid",
 ]
 
 log = logging.getLogger(__name__)
 
 
 class Worker:
-    """Who prints: host (node), rank, pod IP, and a pid stable for one container instance."""
+    """Who prints: host (node), worker index, pod IP, a pid stable for one container instance; each worker is
+    its node's local rank 0, so its global rank is `rank × gpus` and `nworkers` workers make the ring."""
 
-    def __init__(self, host: str, rank: int, ip: str, uid: str = ""):
+    def __init__(self, host: str, rank: int, ip: str, uid: str = "", gpus: int = 8, nworkers: int = 1):
         self.host, self.rank, self.ip = host, rank, ip or "10.128.0.2"
+        self.gpus, self.nworkers = max(1, gpus), max(1, nworkers)
         self.pid = 40 + zlib.crc32(uid.encode()) % 9000
 
-    def prefix(self, tid: int | None = None) -> str:
-        return f"{self.host}:{self.pid}:{self.pid if tid is None else tid} [0]"
+    @property
+    def grank(self) -> int:
+        return self.rank * self.gpus
 
+    @property
+    def tag(self) -> str:
+        """torchrun's per-rank prefix (`--tee 3`), on every line this worker prints."""
+        return f"[rank{self.grank}]:"
 
-def checkpoint_path(base: str, step: int) -> str:
-    return f"{base.rstrip('/')}/step-{step}"
+    def prefix(self, tid: int | None = None, src: str = "") -> str:
+        return f"{self.host}:{self.pid}:{self.pid if tid is None else tid} [0]" + (f" {src}" if src else "")
 
 
 def nccl_init(w: Worker, transport: str, hcas: list[str], socket_ifname: str, nranks: int, version: str,
-              rdma_kind: str = "RoCE") -> list[str]:
-    """What NCCL prints when a communicator comes up; `transport` is "IB" or "Socket"."""
-    p = w.prefix()
+              rdma_kind: str = "RoCE", bootstrap: bool = True) -> list[str]:
+    """What NCCL prints when a communicator comes up; `transport` is "IB" or "Socket" (shapes:
+    nccl-2.19-roce-ro-init.log, nccl-2.21-plugin-internal-eth0.log, nccl-launcher-prefix-socket-channels.log)."""
+    p, q = w.prefix(), w.prefix(w.pid + 72)
     oob = f"{socket_ifname}:{w.ip}<0>"
-    lines = [f"{p} NCCL INFO Bootstrap : Using {oob}"]
-    if w.rank == 0:
-        lines.append(f"NCCL version {version}+cuda12.4")
-    lines.append(f"{p} NCCL INFO NET/Plugin: No plugin found (libnccl-net.so), using internal implementation")
+    lines = []
+    if bootstrap:
+        lines += [f"{p} NCCL INFO Bootstrap : Using {oob}",
+                  f"{p} NCCL INFO NET/Plugin : No plugin found, using internal implementation",
+                  f"{p} NCCL INFO cudaDriverVersion 12040"]
+        if w.rank == 0:
+            lines.append(f"NCCL version {version}+cuda12.4")
     if transport == "IB":
         devices = " ".join(f"[{i}]{hca}:1/{rdma_kind}" for i, hca in enumerate(hcas))
-        lines.append(f"{p} NCCL INFO NET/IB : Using {devices} ; OOB {oob}")
-        lines.append(f"{p} NCCL INFO Using network IB")
+        lines += [f"{q} NCCL INFO NET/IB : Using {devices} [RO]; OOB {oob}",
+                  f"{q} NCCL INFO Using non-device net plugin version 0", f"{q} NCCL INFO Using network IB"]
     else:
-        lines.append(f"{p} NCCL INFO NET/Socket : Using [0]{oob}")
-        lines.append(f"{p} NCCL INFO Using network Socket")
-    lines.append(f"{p} NCCL INFO comm 0x{0x55d0_0000 + w.pid:x} rank {w.rank * 8} nranks {nranks} cudaDev 0 "
-                 f"nvmlDev 0 busId 18000 commId 0x{zlib.crc32(version.encode()):x} - Init COMPLETE")
-    return lines
+        lines += [f"{q} NCCL INFO NET/Socket : Using [0]{oob}", f"{q} NCCL INFO Using network Socket"]
+    comm = 0x55D0_0000_0000 + w.pid * 0x1000 + (0 if bootstrap else 0x800)
+    lines.append(f"{q} NCCL INFO comm 0x{comm:x} rank {w.grank} nranks {nranks} cudaDev 0 nvmlDev 0 busId 18000 "
+                 f"commId 0x{zlib.crc32((version + str(bootstrap)).encode()):x} - Init START")
+    return lines + channels(w, transport, len(hcas) if transport == "IB" else 2)
 
 
-def step_line(step: int, loss: float, samples_per_s: float, step_time_s: float) -> str:
-    return f"step={step} loss={loss:.4f} samples_per_s={samples_per_s:.1f} step_time_s={step_time_s:.3f}"
-
-
-def saving_checkpoint(step: int, path: str) -> str:
-    return f"saving checkpoint at step {step} to {path} (async)"
-
-
-def checkpoint_saved(step: int, duration_s: float, path: str) -> str:
-    return f"checkpoint saved step={step} duration_s={duration_s:.1f} path={path}"
-
-
-def resumed(step: int, path: str, load_s: float) -> str:
-    return f"resumed from checkpoint step={step} path={path} load_s={load_s:.1f}"
-
-
-def resume_crash(w: Worker, step: int, path: str) -> list[str]:
-    """A worker that tries to load its checkpoint and crashes (defect broken-resume): the attempt line, then
-    the Python traceback torch.load raises on a truncated file, as `torchrun` prefixes it."""
-    frames = [
-        ("/workspace/train.py", 412, "<module>", "main()"),
-        ("/workspace/train.py", 377, "main", "step = load_checkpoint(model, optimizer, args.load)"),
-        ("/workspace/checkpointing.py", 121, "load_checkpoint", "state_dict = torch.load(path, map_location=\"cpu\")"),
-        ("/usr/local/lib/python3.10/dist-packages/torch/serialization.py", 1025, "load",
-         "raise pickle.UnpicklingError(UNSAFE_MESSAGE + str(e)) from None"),
-    ]
-    out = [f"loading checkpoint step={step} path={path}", "Traceback (most recent call last):"]
-    for file, line, func, code in frames:
-        out += [f'  File "{file}", line {line}, in {func}', f"    {code}"]
-    out.append(f"_pickle.UnpicklingError: invalid load key, '\\x00'. ({path}/model_optim_rng.pt is truncated)")
-    return [f"[rank{w.rank}]:{line}" for line in out]
+def channels(w: Worker, transport: str, nchannels: int) -> list[str]:
+    """The per-channel ring connections to the previous and next node (none for a one-node job)."""
+    if w.nworkers < 2:
+        return []
+    r = w.prefix(w.pid + 75)
+    prev = ((w.rank - 1) % w.nworkers) * w.gpus
+    nxt = ((w.rank + 1) % w.nworkers) * w.gpus
+    n = max(1, nchannels)
+    dev = (lambda c: c % n) if transport == "IB" else (lambda c: 0)
+    out = [f"{r} NCCL INFO Channel {c:02d}/0 : {prev}[0] -> {w.grank}[0] [receive] via NET/{transport}/{dev(c)}"
+           for c in range(n)]
+    out += [f"{r} NCCL INFO Channel {c:02d}/0 : {w.grank}[0] -> {nxt}[0] [send] via NET/{transport}/{dev(c)}"
+            for c in range(n)]
+    return out + [f"{r} NCCL INFO Connected all rings"]
 
 
 def peer_lost_warn(w: Worker, peer: str) -> str:
@@ -115,36 +108,39 @@ def isolated_warn(w: Worker, hca: str, leaf: str) -> str:
 
 
 def watchdog_timeout(w: Worker, seq: int, timeout_s: float, ran_s: float) -> list[str]:
+    """PyTorch's NCCL watchdog (nccl-watchdog-*.log shapes)."""
     ms, ran = int(timeout_s * 1000), int(ran_s * 1000)
     return [
-        f"[rank{w.rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {w.rank}] Watchdog caught collective operation "
+        f"[E ProcessGroupNCCL.cpp:616] [Rank {w.grank}] Watchdog caught collective operation "
         f"timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=262144000, NumelOut=262144000, "
         f"Timeout(ms)={ms}) ran for {ran} milliseconds before timing out.",
-        f"{w.prefix(w.pid + 57)} NCCL WARN Timeout waiting for peers after {ran_s:.0f}s, aborting communicator",
-        f"[rank{w.rank}]:[E ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {w.rank}] Exception (either an "
+        f"[E ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {w.grank}] Exception (either an "
         f"error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq}.",
         "terminate called after throwing an instance of 'c10::DistBackendError'",
     ]
 
 
-def socket_fallback(w: Worker, hca: str, socket_ifname: str, nranks: int, version: str) -> list[str]:
-    """RoCE without PFC after a fabric event: IB completions fail and the communicator re-inits on sockets."""
-    p = w.prefix(w.pid + 57)
-    head = [f"{p} NCCL WARN NET/IB : Got completion from peer {w.ip}<41522> with error 12, opcode 0, len 0, "
-            f"vendor err 129 (Send) on {hca}:1 (lossy RoCE, no PFC)",
-            f"{p} NCCL WARN NET/IB : RDMA transport unusable, re-initializing communicator"]
-    again = nccl_init(w, "Socket", [], socket_ifname, nranks, version)
-    return head + [line for line in again if "Bootstrap" not in line and not line.startswith("NCCL version")]
+def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, version: str) -> list[str]:
+    """RoCE without PFC: the lossy fabric drops RDMA packets until the QP's retries run out (`status=12`, as in
+    nccl-ib-completion-status12-kubeflow.log), and the re-created communicator comes up on sockets."""
+    p = w.prefix(w.pid + 57, "transport/net_ib.cc:2244")
+    head = [f"{p} NCCL WARN NET/IB : Got completion from peer {peer_ip}<41522> with status=12 opcode=0 len=0 "
+            f"vendor err 129 (Recv) localGid ::ffff:{w.ip} remoteGids::ffff:{peer_ip}"]
+    return head + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False)
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:
-    """What a worker prints when its GPU fails (the NVRM line is the driver's, as seen in the container's dmesg)."""
-    driver, cuda = _XID.get(xid, _XID[48])
+    """What a worker prints when its GPU fails: the CUDA error PyTorch raises in the training step (the driver's
+    `NVRM: Xid` line goes to the node's kernel log, not to the container)."""
+    _, cuda = _XID.get(xid, _XID[48])
     return [
-        f"NVRM: Xid (PCI:0000:18:00): {xid}, pid={w.pid}, name=python, {driver}",
-        f"[rank{w.rank}]: RuntimeError: CUDA error: {cuda}",
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 301, in train_step',
+        "    loss.backward()",
+        f"RuntimeError: CUDA error: {cuda}",
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
         "might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
     ]
 
 

@@ -115,7 +115,7 @@ class TrainingController(Controller):
                 leaf_of = {p["spec"].get("nodeName", ""): self._leaf(p["spec"].get("nodeName", "")) for p in live}
                 sim.start_run(now, live[:expected], leaf_of, out)
                 sim.advance(now, out)
-        await self._flush(ns, out, pods)
+        await self._flush(ns, out, pods, sim.tags)
         wake = sim.next_wake(now)
         if wake is not None:
             self.enqueue_after(key, max(0.0, wake - now))
@@ -177,10 +177,11 @@ class TrainingController(Controller):
         return ((obj or {}).get("metadata", {}).get("labels") or {}).get(LEAF_LABEL)
 
     # -- writes ----------------------------------------------------------------------------------------
-    async def _flush(self, ns: str, out: Output, pods: list[dict]) -> None:
+    async def _flush(self, ns: str, out: Output, pods: list[dict], tags: dict[str, str]) -> None:
         containers = {p["metadata"]["name"]: p["spec"]["containers"][0]["name"] for p in pods}
         groups: dict[str, list[tuple[float, list[str]]]] = defaultdict(list)
         for t, pod, text in sorted(out.lines, key=lambda x: x[0]):
+            text = tags.get(pod, "") + text  # torchrun prefixes every line of a rank
             batches = groups[pod]
             if batches and abs(batches[-1][0] - t) < 1e-6:
                 batches[-1][1].append(text)

@@ -4,7 +4,7 @@ controller (training.py) feeds it pods, leaf views and times, and writes what it
 
 A run starts when every expected worker is Running; it ends when any of them stops (deleted, failed,
 evicted). The first run continues from the profile's initial progress; every later run resumes from
-the latest completed checkpoint in the store (`resumed from checkpoint step=N`), re-initialises NCCL
+the latest completed checkpoint in the store (printed in the profile's log format, `trainlogs`), re-initialises NCCL
 and takes its first step only after the checkpoint load and NCCL init.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drills.twin.workloads import loglines as L
+from drills.twin.workloads.trainlogs import for_format
 from drills.twin.workloads.progress import (
     RESTORED_RATIO, LeafView, NetPhase, Progress, StepFilter, log_every, net_phase,
 )
@@ -65,6 +66,8 @@ class JobSim:
         self.subject = f"{ns}/{name}"
         self.save_s, self.truth, self.store, self.rng = save_s, truth, store, rng
         self.base_path = spec.checkpoint.path.format(job=name)
+        self.fmt = for_format(spec.log_format)  # what the workers print (the profile's framework)
+        self.tags: dict[str, str] = {}  # pod → torchrun's `[rankN]:` prefix, kept for orphans of ended runs
         self.interval = spec.checkpoint.interval_steps
         self.filter = StepFilter(log_every(spec.step_time), self.interval)
         self.progress: Progress | None = None
@@ -117,8 +120,10 @@ class JobSim:
         pods = sorted(pods, key=lambda p: p["metadata"]["name"])
         names = [p["metadata"]["name"] for p in pods]
         workers = {p["metadata"]["name"]: L.Worker(p["spec"].get("nodeName", "node"), i,
-                                                   (p.get("status") or {}).get("podIP", ""), p["metadata"].get("uid", ""))
+                                                   (p.get("status") or {}).get("podIP", ""), p["metadata"].get("uid", ""),
+                                                   self.spec.gpus_per_worker, len(pods))
                    for i, p in enumerate(pods)}
+        self.tags.update({pod: w.tag for pod, w in workers.items()})
         nodes = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
         leaves = {n: leaf_of.get(nodes[n]) or "" for n in names}
         nccl, first = self.spec.nccl, self.runs == 0
@@ -149,10 +154,11 @@ class JobSim:
             out.add(init_at, [pod], self._init_lines(w, run.transport, nranks))
         if ckpt is not None:
             saved_at = now - behind
-            path = L.checkpoint_path(self.base_path, ckpt)
+            path = self.fmt.checkpoint_path(self.base_path, ckpt)
             if self.store.latest(self.ns, self.name) is None:
                 self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path)
-            out.add(saved_at, self.progress_pods(), L.checkpoint_saved(ckpt, self.save_s, path))
+            out.add(saved_at - self.save_s, self.progress_pods(), self.fmt.save_started(ckpt, path, saved_at - self.save_s))
+            out.add(saved_at, self.progress_pods(), self.fmt.save_done(ckpt, path, saved_at - self.save_s, saved_at))
             self.truth.record("training", self.subject, "checkpoint_saved", at=saved_at, step=ckpt,
                               duration_s=round(self.save_s, 3), initial=True)
         out.add(now, self.progress_pods(), self._step_text(step, now))
@@ -163,18 +169,21 @@ class JobSim:
         run, spec = self.run, self.spec
         latest = self.store.latest(self.ns, self.name)
         step = latest or 0
+        path = self.fmt.checkpoint_path(self.base_path, step)
         if latest is not None and not spec.checkpoint.loadable:
-            path = L.checkpoint_path(self.base_path, step)
             self.truth.record("training", self.subject, "resume_failed", at=now, step=step, run=run.rid)
-            texts = {pod: L.resume_crash(w, step, path) for pod, w in run.workers.items()}
+            texts = {pod: self.fmt.resume_crash(step, path, now, w.grank) for pod, w in run.workers.items()}
             self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="broken-resume")
             return False
         self.progress = Progress(float(step), now)
         self.truth.record("training", self.subject, "job_resumed", at=now, run=run.rid)
         resumed_at = now + load_s
-        path = L.checkpoint_path(self.base_path, step)
-        out.add(resumed_at, self.progress_pods(), L.resumed(step, path, load_s) if latest is not None
-                else f"no checkpoint found under {self.base_path}: starting from step 0")
+        for pod, w in run.workers.items():  # every rank loads its shard; the framework's lines come from each
+            if latest is None:
+                out.add(now, [pod], self.fmt.no_checkpoint(self.base_path, now))
+            else:
+                out.add(now, [pod], self.fmt.resume_started(step, path, now, w.grank))
+                out.add(resumed_at, [pod], self.fmt.resumed(step, path, resumed_at, load_s, w.grank))
         self.truth.record("training", self.subject, "resumed_from_checkpoint", at=resumed_at, step=step)
         for pod, w in run.workers.items():
             out.add(resumed_at, [pod], self._init_lines(w, run.transport, nranks))
@@ -322,11 +331,17 @@ class JobSim:
                 out.add(t, [pod], warn(w, hca, new.leaf) if warn else L.path_loss_warn(w, hca, new.leaf, new.up, new.total))
             rec("training", self.subject, "nccl_warn", at=t, leaf=new.leaf)
             if not self.fabric.pfc and run.transport == "IB":
+                # the ranks behind the lossy leaf lose RDMA; the job runs at the pace of its slowest rank
                 run.transport = "Socket"
                 nranks = len(run.pods) * max(1, self.spec.gpus_per_worker)
-                for pod, w in run.workers.items():
-                    out.add(t, [pod], L.socket_fallback(w, hca, self.spec.nccl.socket_ifname, nranks, self.spec.nccl.version))
-                rec("training", self.subject, "nccl_transport", at=t, transport="Socket", fallback=True)
+                names = sorted(run.workers)
+                for pod in on_leaf:
+                    w = run.workers[pod]
+                    peer = run.workers[names[(names.index(pod) + 1) % len(names)]]
+                    out.add(t, [pod], L.socket_fallback(w, peer.ip, self.spec.nccl.socket_ifname, nranks,
+                                                        self.spec.nccl.version))
+                rec("training", self.subject, "nccl_transport", at=t, transport="Socket", fallback=True,
+                    ranks=sorted(run.workers[pod].grank for pod in on_leaf))
         elif new.name == "rerouted":
             for pod in on_leaf:
                 out.add(t, [pod], L.rerouted(run.workers[pod], hca, new.leaf, self.fabric.convergence_delay, new.up, new.total))
@@ -377,24 +392,24 @@ class JobSim:
         duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
-        out.add(t, self.progress_pods(), L.saving_checkpoint(k, L.checkpoint_path(self.base_path, k)))
+        out.add(t, self.progress_pods(), self.fmt.save_started(k, self.fmt.checkpoint_path(self.base_path, k), start))
 
     def _finish_saves(self, now: float, out: Output) -> None:
         while self.saves and self.saves[0][2] <= now:
             k, start, done = self.saves.pop(0)
-            path = L.checkpoint_path(self.base_path, k)
+            path = self.fmt.checkpoint_path(self.base_path, k)
             self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path)
-            out.add(done, self.progress_pods(), L.checkpoint_saved(k, done - start, path))
+            out.add(done, self.progress_pods(), self.fmt.save_done(k, path, start, done))
             self.truth.record("training", self.subject, "checkpoint_saved", at=done, step=k,
                               duration_s=round(done - start, 3))
 
-    def _step_text(self, k: int, t: float) -> str:
+    def _step_text(self, k: int, t: float) -> list[str]:
         spec = self.spec
         ratio = max(self._ratio(t), 1e-3) if self.run and t >= self.run.compute_from else 1.0
         eff = ratio * self.baseline / spec.samples_per_second
         loss = spec.initial_loss * (max(k, 1) / max(spec.initial_step, 1)) ** -0.08 + self.rng.uniform(-0.01, 0.01)
         samples = spec.samples_per_second * eff * (1 + self.rng.uniform(-0.005, 0.005))
-        return L.step_line(k, loss, samples, spec.step_time / max(eff, 1e-3))
+        return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps)
 
     def _init_lines(self, w: L.Worker, transport: str, nranks: int) -> list[str]:
         n = self.spec.nccl

@@ -1,0 +1,61 @@
+"""The twin prints real training logs in the format its profile names, and the drills (log_format: auto)
+read each one: a healthy node-loss drill PASSes in every format, broken-resume FAILs with "resume failed"
+in every format, and roce-no-pfc FAILs the network drill naming the ranks that went to NET/Socket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drills.twin.profile import PROFILES_DIR
+from tests.e2e.drill_helpers import drills, records, write_profile
+
+pytestmark = pytest.mark.slow
+
+FORMATS = ["megatron", "hf-trainer", "deepspeed", "lightning"]
+SCALE = "600"
+
+
+def _profiles(tmp_path: Path, log_format: str) -> str:
+    """A twin profile (minimal, printing `log_format`) and a drills profile that runs it; returns the latter."""
+    minimal = (PROFILES_DIR / "minimal.yaml").read_text()
+    twin = minimal.replace("      log_format: megatron", f"      log_format: {log_format}")
+    assert twin != minimal or log_format == "megatron"
+    twin_path = write_profile(tmp_path / f"twin-{log_format}.yaml", twin)
+    base = (Path(__file__).resolve().parents[2] / "drills/profile/twin.yaml").read_text()
+    return write_profile(tmp_path / f"drills-{log_format}.yaml",
+                         base.replace("    profile: minimal ", f"    profile: {twin_path} ", 1))
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+def test_healthy_twin_passes_the_node_loss_drill_in_every_log_format(log_format, tmp_path):
+    done = drills("run", "--profile", _profiles(tmp_path, log_format), "-m", "training", "-k", "drain",
+                  "--scale", SCALE, "--no-html", "--reports", str(tmp_path / "r"), "--run-id", log_format)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (rec,) = records(tmp_path / "r" / log_format)
+    assert rec["verdict"] == "pass", rec["reason"]
+    assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+def test_broken_resume_fails_naming_the_failed_resume_in_every_log_format(log_format, tmp_path):
+    done = drills("run", "--profile", _profiles(tmp_path, log_format), "-m", "training", "-k", "drain",
+                  "--defect", "broken-resume", "--scale", SCALE, "--no-html", "--reports", str(tmp_path / "r"),
+                  "--run-id", log_format)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    (rec,) = records(tmp_path / "r" / log_format)
+    assert rec["verdict"] == "fail" and "resume failed" in rec["reason"] and "UnpicklingError" in rec["reason"], \
+        rec["reason"]
+
+
+def test_roce_without_pfc_fails_the_network_drill_naming_the_ranks_on_sockets(tmp_path):
+    done = drills("run", "-m", "network", "-k", "carrying and not sonic and not nxos", "--defect", "roce-no-pfc",
+                  "--scale", SCALE, "--no-html", "--reports", str(tmp_path), "--run-id", "nopfc")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (rec,) = records(tmp_path / "nopfc")
+    reason = rec["reason"]
+    assert rec["verdict"] == "fail" and "fell back to NET/Socket" in reason, reason
+    # only the worker behind the lossy leaf lost RDMA: one pod, named with its NCCL rank
+    assert reason.count("(rank ") == 1 and ("(rank 0)" in reason or "(rank 8)" in reason), reason

@@ -1,0 +1,85 @@
+"""What the twin prints is what the drills read from real clusters: every line of every training log
+format (and vLLM's startup) is classified by `drills.measure.logread`, the framework is detected, and the
+facts read back are the twin's own (step, checkpoint, resume, transport per rank, save duration)."""
+
+from __future__ import annotations
+
+import pytest
+
+from drills.measure.logread import LogReader, read_log
+from drills.twin.profile_model import InferenceDeployment
+from drills.twin.workloads import loglines as L
+from drills.twin.workloads import vllm_log
+from drills.twin.workloads.trainlogs import for_format
+
+T0 = 1_750_000_000.0
+BASE = "/ckpt/llm-finetune-8b"
+W0 = L.Worker("gpu-train-01", 0, "10.128.0.5", "uid-0", gpus=8, nworkers=2)
+W1 = L.Worker("gpu-train-02", 1, "10.128.0.6", "uid-1", gpus=8, nworkers=2)
+
+
+def _run(fmt_name: str, w: L.Worker, broken: bool = False) -> list[str]:
+    """One worker's log through a first start, a periodic save and a restart (resumed, or crashed)."""
+    f = for_format(fmt_name)
+    lines = L.nccl_init(w, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")
+    ck = f.checkpoint_path(BASE, 6000)
+    lines += f.save_started(6000, ck, T0 - 200) + f.save_done(6000, ck, T0 - 200, T0 - 160)
+    for k in range(6150, 6210, 10):
+        lines += f.step(k, T0 + k - 6150, 1.92, 256.0, 1.0, 100000)
+    ck8 = f.checkpoint_path(BASE, 8000)
+    lines += f.save_started(8000, ck8, T0 + 1850) + f.save_done(8000, ck8, T0 + 1850, T0 + 1888.4)
+    lines += f.step(8010, T0 + 1860, 1.9, 153.6, 1.667, 100000)  # slow steps (s/it in tqdm)
+    if broken:
+        lines += f.resume_crash(8000, ck8, T0 + 2000, w.grank)
+    else:
+        lines += f.resume_started(8000, ck8, T0 + 2000, w.grank) + f.resumed(8000, ck8, T0 + 2030, 30, w.grank)
+        lines += L.nccl_init(w, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")
+        lines += f.step(8001, T0 + 2051, 1.9, 256.0, 1.0, 100000)
+    return [w.tag + line for line in lines]
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf-trainer", "deepspeed", "lightning"])
+def test_every_line_of_a_format_is_classified_and_reads_back_the_twins_facts(fmt):
+    summary = read_log("\n".join(_run(fmt, W1)))
+    assert summary.unclassified == 0
+    assert summary.framework == fmt
+    assert summary.transports == {"gpu-train-02": "RoCE"} and {p.rank for p in summary.processes} == {8}
+    assert summary.resume == {"attempted": True, "succeeded": True, "step": 8000,
+                              "path": for_format(fmt).checkpoint_path(BASE, 8000), "reason": None}
+    assert [s["step"] for s in summary.checkpoint_saves] == [6000, 8000]
+    if fmt in ("megatron", "deepspeed"):  # the frameworks that print (or stamp) how long a save took
+        assert summary.checkpoint_saves[-1]["duration_s"] == pytest.approx(38.4, abs=0.01)
+    reader = LogReader()
+    steps = [e for line in _run(fmt, W1) for e in reader.feed(line) if e.kind == "step"]
+    assert [e.step for e in steps][-1] == 8001 and steps[-2].step_time_s == pytest.approx(1.667, rel=0.01)
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf-trainer", "deepspeed", "lightning"])
+def test_broken_resume_reads_as_a_failed_resume_in_every_format(fmt):
+    summary = read_log("\n".join(_run(fmt, W0, broken=True)))
+    assert summary.unclassified == 0
+    assert summary.resume["succeeded"] is False and summary.resume["step"] == 8000
+    assert "UnpicklingError" in summary.resume["reason"]
+
+
+def test_faults_print_classified_lines_naming_their_rank():
+    lines = L.nccl_init(W1, "IB", ["mlx5_0"], "eth0", 16, "2.21.5") + L.socket_fallback(W1, W0.ip, "eth0", 16, "2.21.5")
+    lines += L.watchdog_timeout(W1, 7, 600, 600.01) + L.gpu_xid(W1, 79)
+    summary = read_log("\n".join(W1.tag + line for line in lines))
+    assert summary.unclassified == 0
+    assert summary.transports == {"gpu-train-02": "Socket"} and summary.socket_fallback
+    assert [e.kind for e in summary.errors] == ["ib_completion", "watchdog_timeout", "dist_backend", "traceback"]
+    assert summary.errors[1].rank == 8 and "unspecified launch failure" in summary.errors[-1].detail
+
+
+def test_vllm_startup_is_classified_and_its_phases_add_up_to_the_model_load_delay():
+    spec = InferenceDeployment(name="llama-7b-infer", served_model_name="llama-7b")
+    lines = vllm_log.startup(spec, "vllm/vllm-openai:v0.6.3", T0, "uid")
+    batches = vllm_log.loaded(spec, T0, T0 + 60.0, "uid")
+    lines += [line for _, batch in batches for line in batch]
+    summary = read_log("\n".join(lines))
+    assert summary.unclassified == 0 and summary.framework == "vllm"
+    assert summary.vllm["version"] == "0.6.3" and summary.vllm["ready"] is True
+    assert summary.vllm["weights_load_s"] < summary.vllm["model_load_s"] < 60.0
+    assert summary.vllm["model_load_s"] + summary.vllm["cuda_graph_s"] <= 60.0
+    assert batches[-1][0] == T0 + 60.0 and all(a <= b for (a, _), (b, _) in zip(batches, batches[1:]))
