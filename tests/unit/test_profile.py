@@ -46,6 +46,10 @@ EFFECTS = {
     "error-200": lambda p: _infer(p).errors_as_200,
     "hanging-pod": lambda p: _infer(p).wedged_replacements,
     "not-in-endpoints": lambda p: _infer(p).endpoints_skip_replacements,
+    "crash-after-resume": lambda p: _job(p).after_resume.crash_after is not None,
+    "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
+    "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
+    "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
 }
 
 
