@@ -511,12 +511,13 @@ class TrainingMonitor:
         ended_at = self._state.job_left_running_at if self._ended(timeline.injected or start) else None
         end = min(now, ended_at) if ended_at and ended_at > start else now
         running = {u for u, at, _, _ in self._state.steps if u not in old and at >= start}
-        stopped = sorted(self._state.workers[u].name for u in running
-                         if self._state.workers.get(u) and self._state.workers[u].stopped_at is not None
-                         and self._state.workers[u].stopped_at >= start)
+        stopped = [self._state.workers[u].name for u in running
+                   if self._state.workers.get(u) and self._state.workers[u].stopped_at is not None
+                   and self._state.workers[u].stopped_at >= start]
         resumes = sorted({at for u, at, _ in self._state.resumes if u not in old and at > start})
         failed = sorted({at for u, at, _ in self._state.resume_failures if u not in old and at > start})
-        signs = ([f"{len(stopped)} worker(s) of the recovered run stopped ({', '.join(stopped)})"] if stopped else []) \
+        signs = ([f"workers stopped {len(stopped)} time(s) after it resumed ({', '.join(sorted(set(stopped)))})"]
+                 if stopped else []) \
             + ([f"{len(resumes)} further resume(s)"] if resumes else []) \
             + ([f"{len(failed)} failed resume(s)"] if failed else [])
         values = [s.value for s in self._samples if s.worker not in old and start <= s.at <= end and s.value]
