@@ -93,6 +93,7 @@ class TrainingRecovery:
     lost_workers: tuple[str, ...] = ()
     step_at_injection: int | None = None
     checkpoint_interval: int | None = None  # the job's real interval: steps between its last two saves
+    save_steps: int | None = None  # steps the job makes while its longest save is in flight (lost with it)
     interval_source: str | None = None  # "log (saves at 4000, 6000)" | "profile (…)"
     restarted_from: int | None = None  # no checkpoint loaded: the first step the new workers logged
     # the stability window after `recovered`
@@ -111,6 +112,7 @@ class TrainingRecovery:
         return {"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
+                "save_steps": self.save_steps,
                 "checkpoint_interval_source": self.interval_source,
                 "resumed_step": self.resumed_step, "resume_failed": self.resume_failed,
                 "restarted_from": self.restarted_from, "stability_s": self.stability_s,
@@ -277,7 +279,7 @@ class TrainingMonitor:
             step_at_injection=self._last_step(injected_at),
             lost_at=lost_at, lost_workers=tuple(sorted(self._state.workers[u].name for u in on_node
                                                        if self._state.workers[u].stopped_at is not None)),
-            checkpoint_interval=interval, interval_source=source,
+            checkpoint_interval=interval, interval_source=source, save_steps=self._save_steps(injected_at),
             restarted_from=None if resumed else self._restarted_from(injected_at, old),
             stability_s=stability_s, stable_for_s=window[0], restarts_after=window[1],
             job_reason=obj_get(state.job, "status", "state", "reason"),
@@ -490,6 +492,15 @@ class TrainingMonitor:
         declared = getattr(self.workload, "checkpoint_interval_steps", None)
         seen = f"only step {saved[-1]} saved" if saved else "no save"
         return declared, f"profile (the log shows {seen}: one interval cannot be read)" if declared else None
+
+    def _save_steps(self, before: datetime) -> int | None:
+        """Steps the job trains while its longest save before `before` is in flight: a node lost then loses
+        that save too, so the worst case is one interval plus these steps."""
+        seconds = [d for at, _, d in self.checkpoint_saves() if d is not None and at <= before]
+        steps = sorted((at, step) for _, at, step, _ in self._state.steps if at <= before)
+        span = (steps[-1][0] - steps[0][0]).total_seconds() if len(steps) >= 2 else 0.0
+        rate = (steps[-1][1] - steps[0][1]) / span if span > 0 else None
+        return int(round(max(seconds) * rate)) if seconds and rate else None
 
     def _restarted_from(self, injected_at: datetime, old: set[str]) -> int | None:
         """A restart that loaded no checkpoint: the first step the new workers logged, when it is behind

@@ -32,28 +32,32 @@ def judge_node_effect(rec: "TrainingRecovery", node: str) -> Verdict:
 
 
 def judge_lost_progress(rec: "TrainingRecovery", budget: float) -> Verdict:
-    """Pass iff the worst case (the job's real checkpoint interval) and the realised loss (from the step
-    it had reached when it lost the node back to the step it resumed from) are both within the budget."""
+    """Pass iff the worst case (the job's real checkpoint interval, plus the steps it makes while a save is
+    in flight: losing the node then loses that save too) and the realised loss (from the step it had
+    reached when it lost the node back to the step it resumed from) are both within the budget."""
     lost = lost_steps(rec.step_at_fault, rec.resumed_step)
     interval, source = rec.checkpoint_interval, rec.interval_source or "unknown"
+    in_flight = rec.save_steps or 0
+    worst = None if interval is None else interval + in_flight
+    plus = f" + {in_flight} steps while a save is in flight" if in_flight else ""
     realised = (f"{lost} steps lost (step {rec.step_at_fault} when the job lost the node, resumed from "
                 f"{rec.resumed_step})" if lost is not None else "the realised loss was not measured")
     if interval is None:
         return Verdict("lost steps", False, None if lost is None else float(lost), float(budget), "steps",
                        f"lost steps: the job's checkpoint interval is unknown (no saves in its log and none in "
                        f"the profile), so the worst case cannot be judged; {realised}")
-    if not within(interval, budget):
-        return Verdict("lost steps", False, float(interval), float(budget), "steps",
+    if not within(worst, budget):
+        return Verdict("lost steps", False, float(worst), float(budget), "steps",
                        f"lost steps: the job checkpoints every {interval} steps ({source}), so a node loss just "
-                       f"before a save loses up to {interval} steps, over the limit of {budget:g} steps "
-                       f"(this time: {realised})")
+                       f"before a save completes loses up to {worst} steps ({interval}{plus}), over the limit of "
+                       f"{budget:g} steps (this time: {realised})")
     if lost is None:
         return Verdict("lost steps", False, None, float(budget), "steps",
                        f"lost steps: not measured (no resume after the fault; limit {budget:g} steps)")
     ok = within(lost, budget)
     return Verdict("lost steps", ok, float(lost), float(budget), "steps",
                    f"lost steps: {realised}, {'within' if ok else 'over'} the limit of {budget:g} steps; worst "
-                   f"case one checkpoint interval, {interval} steps ({source})")
+                   f"case {worst} steps: one checkpoint interval of {interval} steps ({source}){plus}")
 
 
 def judge_transport_kept(rec: "TrainingRecovery") -> Verdict:

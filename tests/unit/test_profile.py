@@ -63,7 +63,7 @@ def test_minimal_profile_is_the_seed_cluster():
     assert set(p.queues) == {"training", "inference"}
     assert p.priority_classes["inference-high"].value > p.priority_classes["training-low"].value
     job = _job(p)
-    assert (job.replicas, job.gpus_per_worker, job.checkpoint.interval_steps) == (2, 8, 2000)
+    assert (job.replicas, job.gpus_per_worker, job.checkpoint.interval_steps) == (2, 8, 1500)
     assert job.initial_checkpoint < job.initial_step and job.effective_min_available == 2
     assert _infer(p).replicas == 2 and p.model_load_seconds(_infer(p)) == 60
     assert (p.timings.node_monitor_grace_period, p.timings.default_toleration_seconds) == (50, 300)
