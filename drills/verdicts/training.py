@@ -23,11 +23,11 @@ __all__ = ["judge_node_effect", "judge_lost_progress", "judge_transport_kept", "
 log = logging.getLogger(__name__)
 
 
-def judge_node_effect(rec: "TrainingRecovery", node: str) -> Verdict:
-    """The fault took effect iff a worker of the job on the lost node was evicted or stopped."""
-    observed = None
-    if rec.lost_workers:
-        observed = f"{', '.join(rec.lost_workers)} evicted or stopped on {node}"
+def judge_node_effect(rec: "TrainingRecovery", node: str, evicted: tuple[str, ...] = ()) -> Verdict:
+    """The fault took effect iff a worker of the job on the lost node was evicted or stopped: seen by the
+    monitor, or evicted by the injector itself (`evicted`: the job's pods among the drain's evictions)."""
+    lost = sorted(set(rec.lost_workers) | set(evicted))
+    observed = f"{', '.join(lost)} evicted or stopped on {node}" if lost else None
     return judge_effect(f"losing node {node}", observed)
 
 
