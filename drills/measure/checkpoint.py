@@ -13,7 +13,15 @@ timestamps, not from when it happened to look:
                (`drills.measure.logread`), never a resume
 - caught_up    the first step ≥ the step at the fault
 
-It only measures; `drills.verdicts.timeline` judges. A job that ends (Failed/Aborted/Completed) after the fault
+"The fault" for progress is the moment the job **lost the node**: the first of its workers on that node
+evicted (deletionTimestamp − grace) or stopped (its container's finishedAt), not the injection; the
+step there is extrapolated from the last step line at the job's own rate (at most one log cadence).
+After `recovered` the monitor keeps watching a **stability window** (until caught up, and at least
+`stability_s`): restarts, the job's phase, throughput of the new workers against the pre-fault
+baseline, and the NCCL transport each new worker initialised on. The job's real checkpoint interval
+is read from its saves in the log (the last two), else taken from the profile.
+
+It only measures; `drills.verdicts` judges. A job that ends (Failed/Aborted/Completed) after the fault
 stops the wait at once with that fact in `TrainingRecovery.ended`.
 """
 
@@ -29,11 +37,13 @@ from drills.profile.model import TrainingWorkload
 from drills.core.clock import Clock, parse_iso
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
+from drills.measure import throughput as tp
 from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
 from drills.verdicts.timeline import Timeline, Verdict
 
-__all__ = ["TrainingMonitor", "TrainingBaseline", "TrainingRecovery", "judge_left_node", "judge_resumed", "VOLCANO", "JOB_LABEL", "ENDED_PHASES"]
+__all__ = ["TrainingMonitor", "TrainingBaseline", "TrainingRecovery", "judge_left_node", "judge_resumed", "VOLCANO",
+           "JOB_LABEL", "ENDED_PHASES", "STABILITY_S"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,7 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 JOB_LABEL = "volcano.sh/job-name"
 ENDED_PHASES = ("Failed", "Aborted", "Completed", "Terminated")
 _EXCERPT = 60  # log lines kept for the report
+STABILITY_S = 300.0  # cluster seconds a recovered job is watched at least (longer while not caught up)
 
 
 @dataclass(frozen=True)
@@ -77,10 +88,38 @@ class TrainingRecovery:
     throughput: tuple[tuple[float, float], ...] = ()  # (cluster s since injection, samples/s)
     waited_s: float | None = None  # cluster seconds the monitor followed the job after the fault
     resume_failed: str | None = None  # "<pod>: <error>" of the first failed resume after the fault
+    # the fault's effect: when the job lost the node, and which of its workers there were evicted or stopped
+    lost_at: datetime | None = None
+    lost_workers: tuple[str, ...] = ()
+    step_at_injection: int | None = None
+    checkpoint_interval: int | None = None  # the job's real interval: steps between its last two saves
+    save_steps: int | None = None  # steps the job makes while its longest save is in flight (lost with it)
+    interval_source: str | None = None  # "log (saves at 4000, 6000)" | "profile (…)"
+    restarted_from: int | None = None  # no checkpoint loaded: the first step the new workers logged
+    # the stability window after `recovered`
+    stability_s: float = STABILITY_S
+    stable_for_s: float | None = None  # how long after `recovered` the job was watched
+    restarts_after: tuple[str, ...] = ()  # what showed a restart after the job had recovered
+    job_reason: str | None = None  # the Volcano job's state reason (MaxRetryExceeded)
+    throughput_baseline: float | None = None
+    throughput_after: float | None = None  # mean of the new workers' step lines over the window
+    throughput_unit: str = "samples/s"
+    transport_before: tuple[str, ...] = ()  # "NET/IB (mlx5_0)" labels of the old workers
+    sockets_after: tuple[str, ...] = ()  # new workers (ranks) that initialised NCCL on NET/Socket
+    transport_after: tuple[str, ...] = ()
 
     def details(self) -> dict:
-        return {"step_at_fault": self.step_at_fault, "latest_checkpoint": self.latest_checkpoint,
+        return {"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
+                "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
+                "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
+                "save_steps": self.save_steps,
+                "checkpoint_interval_source": self.interval_source,
                 "resumed_step": self.resumed_step, "resume_failed": self.resume_failed,
+                "restarted_from": self.restarted_from, "stability_s": self.stability_s,
+                "stable_for_s": self.stable_for_s, "restarts_after_recovery": list(self.restarts_after),
+                "job_reason": self.job_reason, "baseline_throughput": self.throughput_baseline,
+                "throughput_after": self.throughput_after, "throughput_unit": self.throughput_unit,
+                "transport_before": list(self.transport_before), "transport_after": list(self.transport_after),
                 "first_step_after_resume": self.first_step,
                 "new_nodes": list(self.new_nodes), "ended": self.ended, "job_phase": self.job_phase,
                 "retry_count": self.retry_count, "logs": list(self.logs),
@@ -97,6 +136,8 @@ class _Worker:
     ready_at: datetime | None = None
     terminating: bool = False
     terminating_seen: datetime | None = None  # cluster time we first saw it terminating or gone
+    stopped_at: datetime | None = None  # when it was evicted/deleted (deletionTimestamp − grace) or exited
+    unschedulable: str | None = None  # the scheduler's PodScheduled=False message while it is Pending
     gone: bool = False
 
 
@@ -123,6 +164,8 @@ class TrainingMonitor:
         self._state = _State()
         self._merger: EventMerger | None = None
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
+        self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
+        self._samples: list[tp.Sample] = []  # step lines with their throughput
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -166,8 +209,10 @@ class TrainingMonitor:
         missing = self._pump(lambda: ready() is None, start + timeout_s,
                              on_wait and (lambda: on_wait("baseline", self.cluster.clock.timestamp() - start)))
         if not missing:
+            pending = sorted({w.unschedulable for w in self._state.workers.values() if w.unschedulable and not w.gone})
+            why = f"; its pods are Pending: {'; '.join(pending)}" if pending else ""
             raise CheckFailed(f"precondition not met: training job {self.workload.namespace}/{self.workload.job} "
-                              f"is {ready()} after {timeout_s:.0f}s; check the job before drilling")
+                              f"is {ready()} after {timeout_s:.0f}s{why}; check the job before drilling")
         running = self._running()
         return TrainingBaseline(self.workload.job, self.workload.namespace,
                                 {w.name: w.node or "?" for w in running}, frozenset(w.uid for w in running),
@@ -199,18 +244,26 @@ class TrainingMonitor:
 
     def recovery(self, baseline: TrainingBaseline, injected_at: datetime, deadline_ts: float,
                  on_phase: Callable[[str, datetime], None] | None = None,
-                 on_wait: Callable[[str, float], None] | None = None) -> TrainingRecovery:
-        """Follow the job until it caught up, ended, or the cluster-time deadline passed."""
+                 on_wait: Callable[[str, float], None] | None = None, node: str | None = None,
+                 stability_s: float = STABILITY_S) -> TrainingRecovery:
+        """Follow the job until it caught up and stayed healthy for `stability_s` after recovering, it
+        ended, or the cluster-time deadline passed (a recovery near the deadline is still watched for
+        its whole stability window)."""
         old = set(baseline.uids)
+        on_node = {u for u in old if self._state.workers.get(u) and self._state.workers[u].node == node} if node else old
         reported: set[str] = set()
 
         def phases() -> Timeline:
-            return self._timeline(injected_at, old, len(baseline.workers))
+            return self._timeline(injected_at, old, len(baseline.workers), on_node)
 
         def done() -> bool:
             timeline = phases()
             timeline.announce(reported, on_phase)
-            return timeline.caught_up is not None or self._ended(injected_at) is not None
+            if self._ended(injected_at) is not None:
+                return True
+            stable_until = timeline.recovered and timeline.recovered.timestamp() + stability_s
+            return (timeline.caught_up is not None and stable_until is not None
+                    and self.cluster.clock.timestamp() >= stable_until)
 
         def tick() -> None:
             if on_wait:
@@ -220,11 +273,32 @@ class TrainingMonitor:
 
         self._pump(done, deadline_ts, tick)
         timeline = phases()
+        if timeline.recovered is not None and self._ended(injected_at) is None:
+            self._pump(done, max(deadline_ts, timeline.recovered.timestamp() + stability_s), tick)
+            timeline = phases()
         resumed = self._resume_after(injected_at, old)
         first = self._first_step_after(resumed, old)
         state = self._state
+        lost_at = self._lost_at(on_node)
+        interval, source = self._interval(lost_at or injected_at)
+        window = self._window(timeline, old, deadline_ts)
         return TrainingRecovery(
-            timeline=timeline, step_at_fault=self._last_step(injected_at),
+            timeline=timeline, step_at_fault=self._step_at_loss(injected_at, old, on_node),
+            step_at_injection=self._last_step(injected_at),
+            lost_at=lost_at, lost_workers=tuple(sorted(self._state.workers[u].name for u in on_node
+                                                       if self._state.workers[u].stopped_at is not None)),
+            checkpoint_interval=interval, interval_source=source, save_steps=self._save_steps(injected_at),
+            restarted_from=None if resumed else self._restarted_from(injected_at, old),
+            stability_s=stability_s, stable_for_s=window[0], restarts_after=window[1],
+            job_reason=obj_get(state.job, "status", "state", "reason"),
+            throughput_baseline=_round(tp.baseline(self._samples_of(old), injected_at)),
+            throughput_after=_round(window[2]), throughput_unit=self._unit(),
+            transport_before=tuple(sorted({_label(e) for u, e in self._nccl if u in old and e.kind == "nccl_transport"
+                                           and e.at <= injected_at})),
+            transport_after=tuple(sorted({_label(e) for u, e in self._nccl if u not in old
+                                          and e.kind == "nccl_transport"})),
+            sockets_after=tuple(sorted({self._who(u, e) for u, e in self._nccl if u not in old
+                                        and e.kind == "nccl_transport" and not e.is_rdma})),
             latest_checkpoint=self._latest_checkpoint(injected_at),
             resumed_step=resumed[2] if resumed else None, first_step=first[2] if first else None,
             new_nodes=tuple(sorted({w.node for w in self._new(old) if w.node and not w.gone})),
@@ -245,6 +319,8 @@ class TrainingMonitor:
             if event is None:
                 if tick:
                     tick()
+                if done():  # a condition on time alone (a stability window) holds between events too
+                    return True
                 continue
             self._take(event)
             if done():
@@ -276,6 +352,9 @@ class TrainingMonitor:
         conditions = {c.get("type"): c for c in obj_get(pod, "status", "conditions", default=None) or []}
         if conditions.get("PodScheduled", {}).get("status") == "True" and worker.node:
             worker.scheduled_at = _parse(conditions["PodScheduled"].get("lastTransitionTime")) or worker.scheduled_at
+        scheduled = conditions.get("PodScheduled", {})
+        worker.unschedulable = (scheduled.get("message") or scheduled.get("reason") or "Unschedulable") \
+            if scheduled.get("status") == "False" and not worker.node else None
         ready = conditions.get("Ready", {})
         worker.ready_at = _parse(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
         if obj_get(pod, "metadata", "deletionTimestamp") or worker.phase in ("Failed", "Succeeded"):
@@ -284,6 +363,8 @@ class TrainingMonitor:
             worker.gone = worker.terminating = True
         if worker.terminating and worker.terminating_seen is None:
             worker.terminating_seen = _cluster_time(self.cluster, event.wall)
+        if worker.terminating and worker.stopped_at is None:
+            worker.stopped_at = _stopped_at(pod) or worker.terminating_seen
         if worker.phase == "Running" and not worker.gone and self._merger is not None:
             self._merger.follow_log(f"log:{uid}", self.cluster.core, worker.name, self.workload.namespace,
                                     self.workload.container)
@@ -313,6 +394,10 @@ class TrainingMonitor:
             self._state.resumes.append((uid, at, event.step))
         elif event.kind == "resume_failed":
             self._state.resume_failures.append((uid, at, event.text or "resume failed"))
+        if event.kind in ("nccl_transport", "nccl_warn"):
+            self._nccl.append((uid, event))
+        elif event.kind == "step" and event.step is not None:
+            self._samples.append(tp.Sample(event.at, event.step, event.samples_per_s, event.step_time_s, uid))
 
     # -- derived facts ---------------------------------------------------------------------------
 
@@ -355,7 +440,8 @@ class TrainingMonitor:
             return f"Volcano job phase {phase}"
         return None
 
-    def _timeline(self, injected_at: datetime, old: set[str], replicas: int) -> Timeline:
+    def _timeline(self, injected_at: datetime, old: set[str], replicas: int,
+                  on_node: set[str] | None = None) -> Timeline:
         events: list[tuple[str, datetime]] = [("injected", injected_at)]
         signs = [self._state.job_left_running_at] + [self._state.workers[u].terminating_seen for u in old
                                                        if u in self._state.workers]
@@ -373,13 +459,100 @@ class TrainingMonitor:
         first = self._first_step_after(resumed, old)
         if first:
             events.append(("recovered", first[1]))
-            target = self._last_step(injected_at)
+            target = self._step_at_loss(injected_at, old, old if on_node is None else on_node)
             uids = {w.uid for w in new}
             caught = [at for uid, at, step, _ in self._state.steps
                       if uid in uids and at >= first[1] and target is not None and step >= target]
             if caught:
                 events.append(("caught_up", min(caught)))
         return Timeline.from_events(events)
+
+    def _lost_at(self, on_node: set[str]) -> datetime | None:
+        """When the job lost the node: the first of its workers there evicted or stopped."""
+        stops = [self._state.workers[u].stopped_at for u in on_node if u in self._state.workers]
+        stops = [s for s in stops if s is not None]
+        return min(stops) if stops else None
+
+    def _step_at_loss(self, injected_at: datetime, old: set[str], on_node: set[str]) -> int | None:
+        """The step the job had reached when it lost the node: its last step line before then, carried
+        forward at the job's own rate to that moment (at most one log cadence: a stalled job is not
+        credited with steps it never made). Without a loss: the last step before the injection."""
+        lost_at = self._lost_at(on_node)
+        if lost_at is None:
+            return self._last_step(injected_at)
+        lines = sorted((at, step) for u, at, step, _ in self._state.steps if u in old and at <= lost_at)
+        if not lines:
+            return None
+        at, step = lines[-1]
+        if len(lines) < 2 or lines[-2][0] >= at:
+            return step
+        (at0, step0) = lines[-2]
+        rate = (step - step0) / (at - at0).total_seconds()
+        ahead = min(rate * (lost_at - at).total_seconds(), step - step0)
+        return step + int(ahead)
+
+    def _interval(self, before: datetime) -> tuple[int | None, str | None]:
+        """The job's real checkpoint interval: the steps between its last two saves in the log; else the
+        profile's declared one."""
+        saved = sorted({s for _, at, s in self._state.checkpoints if at <= before})
+        if len(saved) >= 2:
+            return saved[-1] - saved[-2], f"log (saves at steps {saved[-2]} and {saved[-1]})"
+        declared = getattr(self.workload, "checkpoint_interval_steps", None)
+        seen = f"only step {saved[-1]} saved" if saved else "no save"
+        return declared, f"profile (the log shows {seen}: one interval cannot be read)" if declared else None
+
+    def _save_steps(self, before: datetime) -> int | None:
+        """Steps the job trains while its longest save before `before` is in flight: a node lost then loses
+        that save too, so the worst case is one interval plus these steps."""
+        seconds = [d for at, _, d in self.checkpoint_saves() if d is not None and at <= before]
+        steps = sorted((at, step) for _, at, step, _ in self._state.steps if at <= before)
+        span = (steps[-1][0] - steps[0][0]).total_seconds() if len(steps) >= 2 else 0.0
+        rate = (steps[-1][1] - steps[0][1]) / span if span > 0 else None
+        return int(round(max(seconds) * rate)) if seconds and rate else None
+
+    def _restarted_from(self, injected_at: datetime, old: set[str]) -> int | None:
+        """A restart that loaded no checkpoint: the first step the new workers logged, when it is behind
+        the latest checkpoint (they trained again from the beginning)."""
+        steps = sorted((at, step) for u, at, step, _ in self._state.steps if u not in old and at >= injected_at)
+        latest = self._latest_checkpoint(injected_at)
+        if steps and latest is not None and steps[0][1] < latest:
+            return steps[0][1]
+        return None
+
+    def _window(self, timeline: Timeline, old: set[str],
+                deadline_ts: float) -> tuple[float | None, tuple[str, ...], float | None]:
+        """The stability window after `recovered`: how long it was watched, what showed a restart in it
+        (new workers stopping, resumes after the first, retries), the new workers' mean throughput."""
+        if timeline.recovered is None:
+            return None, (), None
+        start = timeline.recovered
+        now = self.cluster.clock.now()
+        ended_at = self._state.job_left_running_at if self._ended(timeline.injected or start) else None
+        end = min(now, ended_at) if ended_at and ended_at > start else now
+        running = {u for u, at, _, _ in self._state.steps if u not in old and at >= start}
+        stopped = [self._state.workers[u].name for u in running
+                   if self._state.workers.get(u) and self._state.workers[u].stopped_at is not None
+                   and self._state.workers[u].stopped_at >= start]
+        resumes = sorted({at for u, at, _ in self._state.resumes if u not in old and at > start})
+        failed = sorted({at for u, at, _ in self._state.resume_failures if u not in old and at > start})
+        signs = ([f"workers stopped {len(stopped)} time(s) after it resumed ({', '.join(sorted(set(stopped)))})"]
+                 if stopped else []) \
+            + ([f"{len(resumes)} further resume(s)"] if resumes else []) \
+            + ([f"{len(failed)} failed resume(s)"] if failed else [])
+        values = [s.value for s in self._samples if s.worker not in old and start <= s.at <= end and s.value]
+        mean = sum(values) / len(values) if values else None
+        return max(0.0, (end - start).total_seconds()), tuple(signs), mean
+
+    def _samples_of(self, uids: set[str]) -> list[tp.Sample]:
+        return [s for s in self._samples if s.worker in uids]
+
+    def _unit(self) -> str:
+        return "samples/s" if any(s.samples_per_s is not None for s in self._samples) else "steps/s"
+
+    def _who(self, uid: str, event: TrainingEvent) -> str:
+        worker = self._state.workers.get(uid)
+        name = worker.name if worker else uid
+        return name if event.rank is None else f"{name} (rank {event.rank})"
 
     def _excerpt(self, injected_at: datetime) -> tuple[str, ...]:
         lines = sorted(self._state.lines)
@@ -398,6 +571,28 @@ def _cluster_time(cluster: Cluster, wall_monotonic: float) -> datetime:
     """The cluster time of a moment seen on this machine's monotonic clock."""
     ago = time.monotonic() - wall_monotonic
     return datetime.fromtimestamp(cluster.clock.timestamp() - cluster.clock.cluster_seconds(ago), timezone.utc)
+
+
+def _stopped_at(pod: dict) -> datetime | None:
+    """When a pod was taken away (deletionTimestamp minus its grace period: the eviction's own time) or
+    its container exited (finishedAt), from the object itself."""
+    from datetime import timedelta
+
+    deleting = _parse(obj_get(pod, "metadata", "deletionTimestamp"))
+    if deleting is not None:
+        return deleting - timedelta(seconds=float(obj_get(pod, "metadata", "deletionGracePeriodSeconds") or 0))
+    ends = [_parse(obj_get(cs, "state", "terminated", "finishedAt"))
+            for cs in obj_get(pod, "status", "containerStatuses", default=None) or []]
+    ends = [e for e in ends if e is not None]
+    return min(ends) if ends else None
+
+
+def _label(event: TrainingEvent) -> str:
+    return f"NET/{event.transport or '?'}" + (f" ({', '.join(event.devices)})" if event.devices else "")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def _parse(text: str | None) -> datetime | None:
@@ -429,6 +624,12 @@ def judge_resumed(recovery: TrainingRecovery) -> Verdict:
     from drills.verdicts.timeline import format_duration, judge_resume
 
     verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
+    if recovery.resumed_step is None and recovery.restarted_from is not None:
+        start = "step 0" if recovery.restarted_from <= 100 else f"step {recovery.restarted_from}"
+        return replace(verdict, never_reached=False,
+                       reason=f"restarted from {start} (no checkpoint loaded): the new workers trained again from "
+                              f"{start} although the latest checkpoint was {recovery.latest_checkpoint} (are "
+                              f"checkpoints written to storage that outlives the pods?)")
     if recovery.resumed_step is None and recovery.resume_failed:
         ended = f"; {recovery.ended}" if recovery.ended else ""
         return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and crashed "

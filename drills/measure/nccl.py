@@ -121,11 +121,6 @@ class UplinkRecovery:
 class NcclMonitor(TrainingMonitor):
     """A TrainingMonitor that also keeps NCCL lines and step throughput per worker."""
 
-    def __init__(self, cluster, workload) -> None:
-        super().__init__(cluster, workload)
-        self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event)
-        self._samples: list[tp.Sample] = []
-
     def fabric_baseline(self, min_workers: int, timeout_s: float,
                         on_wait: Callable[[str, float], None] | None = None) -> FabricBaseline:
         """Wait until the job runs on ≥ min_workers, every worker has logged its NCCL transport and
@@ -196,21 +191,10 @@ class NcclMonitor(TrainingMonitor):
             ended=self._ended(injected_at), logs=self._excerpt(injected_at),
             overlay=tuple(tp.overlay(self._samples, injected_at)))
 
-    # -- intake --------------------------------------------------------------------------------
-    def _take_event(self, uid: str, event: TrainingEvent) -> None:
-        super()._take_event(uid, event)
-        if event.kind in ("nccl_transport", "nccl_warn"):
-            self._nccl.append((uid, event))
-        elif event.kind == "step" and event.step is not None:
-            self._samples.append(tp.Sample(event.at, event.step, event.samples_per_s, event.step_time_s, uid))
-
     # -- derived ---------------------------------------------------------------------------------
     def _name(self, uid: str) -> str:
         worker = self._state.workers.get(uid)
         return worker.name if worker else uid
-
-    def _unit(self) -> str:
-        return "samples/s" if any(s.samples_per_s is not None for s in self._samples) else "steps/s"
 
     def _transports_before(self, uids, before: datetime) -> dict[str, TransportSeen]:
         out: dict[str, TransportSeen] = {}

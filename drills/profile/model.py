@@ -239,6 +239,8 @@ class SloConfig(_Strict):
     inference_error_budget: float = Field(0.01, ge=0, le=1)
     throughput_recovery_ratio: Ratio = 0.9
     throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
+    training_stability_s: Seconds = 300.0  # a resumed job is watched this long (and until caught up): no restart,
+    # not Failed, throughput and transport as before — or it has not recovered
     p99_latency_factor: float = Field(2.0, ge=1)
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 

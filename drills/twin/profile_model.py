@@ -20,7 +20,7 @@ from drills.twin.stages import Stage
 
 __all__ = [
     "NodeInfo", "NodePool", "NodeSpec", "Timings",
-    "Policy", "NcclSpec", "CheckpointSpec", "TrainingJob", "InferenceDeployment", "Queue",
+    "Policy", "NcclSpec", "CheckpointSpec", "AfterResume", "TrainingJob", "InferenceDeployment", "Queue",
     "PriorityClass", "Storage", "Workloads", "TwinProfile",
 ]
 
@@ -141,6 +141,20 @@ class CheckpointSpec(Strict):
     path: str = "/ckpt/{job}"
     load_duration: Duration = 30.0
     loadable: bool = True  # False (defect broken-resume): loading it crashes the job
+    persistent: bool = True  # False (defect ephemeral-checkpoints): saves go to node-local disk, lost on restart
+
+
+class AfterResume(Strict):
+    """How a job behaves once it resumed after a restart (defects; a healthy job behaves as before).
+
+    `crash_after`: every resumed run crashes this long after its first step (a bad replacement node, an
+    OOM from a changed layout), so Volcano restarts it until maxRetry. `throughput_factor`: a resumed run
+    trains at this fraction of its throughput (a straggler, a throttled GPU). `transport: socket`: the
+    re-initialised communicator comes up on NET/Socket (a replacement node without working RDMA)."""
+
+    crash_after: Duration | None = None
+    throughput_factor: Fraction = 1.0
+    transport: Literal["same", "socket"] = "same"
 
 
 class TrainingJob(Strict):
@@ -165,13 +179,14 @@ class TrainingJob(Strict):
     node_selector: dict[str, str] = {"gpu-drills.io/role": "training"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
     checkpoint: CheckpointSpec = CheckpointSpec()
-    step_time: Duration = 1.0
+    step_time: Duration = 0.25  # a checkpoint interval (2000 steps) is ~8 minutes of work: a job catches up in minutes
     samples_per_second: float = Field(default=256.0, gt=0)
     initial_step: int = Field(default=6150, ge=0)
     initial_checkpoint: int | None = Field(default=6000, ge=0)
     initial_loss: float = 1.92
     total_steps: int = Field(default=100000, ge=1)
     nccl: NcclSpec = NcclSpec()
+    after_resume: AfterResume = AfterResume()
     # the framework whose log lines the workers print (drills.twin.workloads.trainlogs); `twin` is the legacy
     # private format, kept for old profiles only
     log_format: Literal["megatron", "hf-trainer", "deepspeed", "lightning", "twin"] = "megatron"

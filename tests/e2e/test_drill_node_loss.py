@@ -41,6 +41,13 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
         assert list(rec["phases"]) == ["injected", "detected", "rescheduled", "ready", "recovered", "caught_up"]
         assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]
         assert rec["details"]["lost_node"] not in rec["details"]["new_nodes"]
+        # recovered = resumed, then stable through the window (no restart, RDMA, throughput) and caught up in time
+        assert {c["name"]: c["verdict"] for c in rec["details"]["checks"]} == {
+            "fault effect": "pass", "rescheduled": "pass", "resumed checkpoint": "pass", "lost steps": "pass",
+            "transport": "pass", "throughput": "pass", "recovery": "pass"}
+        caught_up = _ts(rec["phases"]["caught_up"]) - _ts(rec["phases"]["injected"])
+        assert caught_up <= TARGET_S and rec["details"]["stable_for_s"] >= rec["details"]["stability_s"]
+        assert rec["details"]["checkpoint_interval"] == 1500 and not rec["details"]["restarts_after_recovery"]
         assert rec["run_id"] == "healthy" and rec["drill"] == "gpu-node-loss" and rec["severity"] == "critical"
         # the built-in profile sets no SLO: the feature's numbers are judged (the one rule for targets)
         assert {t["source"] for t in rec["details"]["targets"].values()} == {"feature"}
@@ -76,14 +83,14 @@ def test_allure_shows_steps_parameters_attachments_and_labels(healthy_run):
         assert {("epic", "Training resilience"), ("feature", "GPU node loss"), ("severity", "critical")} <= labels
         assert ("story", result["name"]) in labels
         assert [s["name"].split(" ", 1)[0] for s in result["steps"]] == ["Given", "And", "When", "Then", "And", "And",
-                                                                        "And"]
+                                                                        "And", "And", "And"]
         params = {p["name"] for p in result["parameters"]}
         assert {"measured recovery", "target", "verdict", "recovery", "lost steps"} <= params
         attachments = {a["name"] for a in result["attachments"]}
         assert {"drill record (JSON)", "timeline", "logs excerpt"} <= attachments
         # step parameters are what the Gherkin line said, never fixture reprs (profiles, monitors, functions)
         step_params = {p["name"]: p["value"] for s in result["steps"] for p in s.get("parameters", [])}
-        assert {"count", "mode", "budget", "limit"} <= set(step_params), step_params
+        assert {"count", "mode", "budget", "percent", "limit"} <= set(step_params), step_params
         assert not any("object at 0x" in v or "Profile(" in v or len(v) > 80 for v in step_params.values())
 
 

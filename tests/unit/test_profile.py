@@ -48,6 +48,10 @@ EFFECTS = {
     "error-200": lambda p: _infer(p).errors_as_200,
     "hanging-pod": lambda p: _infer(p).wedged_replacements,
     "not-in-endpoints": lambda p: _infer(p).endpoints_skip_replacements,
+    "crash-after-resume": lambda p: _job(p).after_resume.crash_after is not None,
+    "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
+    "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
+    "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
 }
 
 
@@ -61,7 +65,7 @@ def test_minimal_profile_is_the_seed_cluster():
     assert set(p.queues) == {"training", "inference"}
     assert p.priority_classes["inference-high"].value > p.priority_classes["training-low"].value
     job = _job(p)
-    assert (job.replicas, job.gpus_per_worker, job.checkpoint.interval_steps) == (2, 8, 2000)
+    assert (job.replicas, job.gpus_per_worker, job.checkpoint.interval_steps) == (2, 8, 1500)
     assert job.initial_checkpoint < job.initial_step and job.effective_min_available == 2
     assert _infer(p).replicas == 2 and p.model_load_seconds(_infer(p)) == 60
     assert (p.timings.node_monitor_grace_period, p.timings.default_toleration_seconds) == (50, 300)

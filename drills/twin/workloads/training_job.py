@@ -54,6 +54,8 @@ class Run:
     transport: str  # IB | Socket
     phase: NetPhase
     seq: int = 0  # NCCL work sequence, for the watchdog line
+    resumed: bool = False  # a run after a restart (the defects of `spec.after_resume` apply to it)
+    crash_at: float | None = None  # defect crash-after-resume: when this run's workers crash
 
 
 class JobSim:
@@ -103,7 +105,8 @@ class JobSim:
         run = self.run
         if run is None or t < run.compute_from:
             return 0.0
-        return self.phase_at(t).factor * self.transport_factor(run.transport)
+        after = self.spec.after_resume.throughput_factor if run.resumed else 1.0
+        return self.phase_at(t).factor * self.transport_factor(run.transport) * after
 
     def phase_at(self, t: float) -> NetPhase:
         f = self.fabric
@@ -131,8 +134,11 @@ class JobSim:
         init_s = nccl.init_duration
         load_s = 0.0 if first else self.spec.checkpoint.load_duration
         compute_from = now + (0.0 if first else load_s + init_s)
+        after = self.spec.after_resume
+        transport = "Socket" if not first and after.transport == "socket" else self.configured_transport
         self.run = Run(self.runs, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods}, workers, nodes,
-                       leaves, now, compute_from, self.configured_transport, NetPhase("healthy", 1.0, now))
+                       leaves, now, compute_from, transport, NetPhase("healthy", 1.0, now), resumed=not first,
+                       crash_at=None if first or after.crash_after is None else compute_from + after.crash_after)
         # the first advance announces whatever the fabric is doing to this new communicator
         nranks = len(pods) * max(1, self.spec.gpus_per_worker)
         if first:
@@ -152,6 +158,12 @@ class JobSim:
         init_at = now - behind - (self.save_s if ckpt is not None else 0.0) - spec.nccl.init_duration
         for pod, w in run.workers.items():
             out.add(init_at, [pod], self._init_lines(w, run.transport, nranks))
+        previous = ckpt - self.interval if ckpt is not None else 0
+        if previous > 0:  # a job under way has saved before: its log shows the interval between saves
+            at = now - behind - self.interval * spec.step_time
+            path = L.checkpoint_path(self.base_path, previous)
+            out.add(at - self.save_s, self.progress_pods(), L.saving_checkpoint(previous, path))
+            out.add(at, self.progress_pods(), L.checkpoint_saved(previous, self.save_s, path))
         if ckpt is not None:
             saved_at = now - behind
             path = self.fmt.checkpoint_path(self.base_path, ckpt)
@@ -167,7 +179,7 @@ class JobSim:
     def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> bool:
         """Resume from the latest checkpoint; False when loading it crashed the job (defect broken-resume)."""
         run, spec = self.run, self.spec
-        latest = self.store.latest(self.ns, self.name)
+        latest = self.store.latest(self.ns, self.name) if spec.checkpoint.persistent else None
         step = latest or 0
         path = self.fmt.checkpoint_path(self.base_path, step)
         if latest is not None and not spec.checkpoint.loadable:
@@ -228,6 +240,9 @@ class JobSim:
         run, prog = self.run, self.progress
         if run is None or prog is None:
             return
+        crash = run.crash_at is not None and now >= run.crash_at
+        if crash:
+            now = run.crash_at
         self._net_transitions(now, out)
         prog.segments = self._segments(prog.t, now)
         for k, t in prog.advance(now, self.filter):
@@ -237,6 +252,11 @@ class JobSim:
                 out.add(t, self.progress_pods(), self._step_text(k, t))
             self._step_truth(k, t)
         self._finish_saves(now, out)
+        if crash:  # defect crash-after-resume: the resumed run dies on its own, every time
+            texts = {pod: L.gpu_xid(w, 31) for pod, w in run.workers.items()}
+            self.truth.record("training", self.subject, "crash_after_resume", at=now, run=run.rid)
+            self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="crash-after-resume")
+            return
         self._check_stall(now, out)
         self._update_truth()
 
@@ -247,6 +267,8 @@ class JobSim:
         if run is None or prog is None:
             return min(orphans) if orphans else None
         times = [done for _, _, done in self.saves] + orphans
+        if run.crash_at is not None:
+            times.append(run.crash_at)
         if now < run.compute_from:
             times.append(run.compute_from)
         phase = run.phase

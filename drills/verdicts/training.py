@@ -1,0 +1,136 @@
+"""The GPU-node-loss drill's judges: did the fault take effect, how much progress the promise risks,
+and whether the job really recovered — resumed, then healthy through a stability window (no restart,
+not Failed, throughput ≥ the ratio of its baseline, NCCL still on RDMA) and caught up with the step it
+had reached when it lost the node, within the target (DESIGN §5).
+
+Pure: each takes the measured `TrainingRecovery` (drills.measure.checkpoint) and numbers, and returns a
+`Verdict` whose fields say what its sentence says.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from drills.verdicts.timeline import Verdict, format_duration, judge_effect, judge_recovery, lost_steps, within
+
+if TYPE_CHECKING:
+    from drills.measure.checkpoint import TrainingRecovery
+
+__all__ = ["judge_node_effect", "judge_lost_progress", "judge_transport_kept", "judge_throughput_kept",
+           "judge_recovered"]
+
+log = logging.getLogger(__name__)
+
+
+def judge_node_effect(rec: "TrainingRecovery", node: str, evicted: tuple[str, ...] = ()) -> Verdict:
+    """The fault took effect iff a worker of the job on the lost node was evicted or stopped: seen by the
+    monitor, or evicted by the injector itself (`evicted`: the job's pods among the drain's evictions)."""
+    lost = sorted(set(rec.lost_workers) | set(evicted))
+    observed = f"{', '.join(lost)} evicted or stopped on {node}" if lost else None
+    return judge_effect(f"losing node {node}", observed)
+
+
+def judge_lost_progress(rec: "TrainingRecovery", budget: float) -> Verdict:
+    """Pass iff the worst case (the job's real checkpoint interval, plus the steps it makes while a save is
+    in flight: losing the node then loses that save too) and the realised loss (from the step it had
+    reached when it lost the node back to the step it resumed from) are both within the budget."""
+    lost = lost_steps(rec.step_at_fault, rec.resumed_step)
+    interval, source = rec.checkpoint_interval, rec.interval_source or "unknown"
+    in_flight = rec.save_steps or 0
+    worst = None if interval is None else interval + in_flight
+    plus = f" + {in_flight} steps while a save is in flight" if in_flight else ""
+    realised = (f"{lost} steps lost (step {rec.step_at_fault} when the job lost the node, resumed from "
+                f"{rec.resumed_step})" if lost is not None else "the realised loss was not measured")
+    if interval is None:
+        return Verdict("lost steps", False, None if lost is None else float(lost), float(budget), "steps",
+                       f"lost steps: the job's checkpoint interval is unknown (no saves in its log and none in "
+                       f"the profile), so the worst case cannot be judged; {realised}")
+    if not within(worst, budget):
+        return Verdict("lost steps", False, float(worst), float(budget), "steps",
+                       f"lost steps: the job checkpoints every {interval} steps ({source}), so a node loss just "
+                       f"before a save completes loses up to {worst} steps ({interval}{plus}), over the limit of "
+                       f"{budget:g} steps (this time: {realised})")
+    if lost is None:
+        return Verdict("lost steps", False, None, float(budget), "steps",
+                       f"lost steps: not measured (no resume after the fault; limit {budget:g} steps)")
+    ok = within(lost, budget)
+    return Verdict("lost steps", ok, float(lost), float(budget), "steps",
+                   f"lost steps: {realised}, {'within' if ok else 'over'} the limit of {budget:g} steps; worst "
+                   f"case {worst} steps: one checkpoint interval of {interval} steps ({source}){plus}")
+
+
+def judge_transport_kept(rec: "TrainingRecovery") -> Verdict:
+    """Pass iff every new worker initialised NCCL on RDMA (no NET/Socket after the restart)."""
+    before = ", ".join(rec.transport_before) or "unknown"
+    if rec.sockets_after:
+        return Verdict("transport", False, None, None, "",
+                       f"NCCL re-initialised on NET/Socket after the restart on {', '.join(rec.sockets_after)} "
+                       f"(before the fault: {before}): the recovered job trains over TCP sockets, not RDMA "
+                       "(check the replacement nodes' RDMA devices and NCCL_IB_HCA)")
+    if not rec.transport_after:
+        if rec.timeline.recovered is None:
+            return Verdict("transport", False, None, None, "", "transport: the job never trained again after the "
+                           "fault, so its NCCL transport after the restart is unknown")
+        return Verdict("transport", False, None, None, "", "transport unknown: the restarted workers logged no NCCL "
+                       "transport line (run the job with NCCL_DEBUG=INFO)")
+    return Verdict("transport", True, None, None, "",
+                   f"NCCL re-initialised on {', '.join(rec.transport_after)} (before the fault: {before})")
+
+
+def judge_throughput_kept(rec: "TrainingRecovery", required_ratio: float) -> Verdict:
+    """Pass iff the new workers' mean throughput over the stability window is ≥ required_ratio × baseline."""
+    unit, base = rec.throughput_unit, rec.throughput_baseline
+    if not base:
+        return Verdict("throughput", False, None, required_ratio * 100, "%",
+                       "throughput: no baseline before the fault (no step lines with samples/s or step time)")
+    need = f"{required_ratio:.0%} of the {base:.1f} {unit} baseline"
+    if rec.throughput_after is None:
+        return Verdict("throughput", False, None, required_ratio * 100, "%",
+                       f"throughput: the job logged no training step after recovering, so it never got back to {need}",
+                       never_reached=True)
+    ratio = rec.throughput_after / base
+    ok = within(required_ratio, ratio)
+    return Verdict("throughput", ok, round(ratio * 100, 1), required_ratio * 100, "%",
+                   f"throughput after recovery {rec.throughput_after:.1f} {unit}, {ratio:.0%} of the {base:.1f} {unit} "
+                   f"baseline ({'at least' if ok else 'below'} the required {required_ratio:.0%}) over "
+                   f"{format_duration(rec.stable_for_s)} after it resumed", baseline=base)
+
+
+def judge_recovered(rec: "TrainingRecovery", target_s: float) -> Verdict:
+    """Recovered = resumed (the first step after it) within the target, then no restart and not ended
+    through the stability window, and caught up with the step at the loss within the target."""
+    base = judge_recovery(rec.timeline, target_s, subject="the job", verb="resume")
+    injected = rec.timeline.injected
+    target = format_duration(target_s)
+    ended = rec.ended and f"{rec.ended}{f' ({rec.job_reason})' if rec.job_reason else ''}"
+    if rec.timeline.recovered is not None and (ended or rec.restarts_after):
+        what = "; ".join(rec.restarts_after) or "no restart seen"
+        after = format_duration((rec.timeline.recovered - injected).total_seconds()) if injected else "?"
+        tail = f" and ended: {ended}" if ended else ""
+        return Verdict("recovery", False, base.measured, float(target_s), "s",
+                       f"not recovered: the job resumed {after} after the fault, then did not stay healthy "
+                       f"({what}){tail}, {rec.retry_count or 0} Volcano retries")
+    if ended:
+        return Verdict("recovery", False, base.measured, float(target_s), "s",
+                       f"never recovered: the job ended ({ended}) after {rec.retry_count or 0} Volcano retries",
+                       never_reached=True)
+    if not base.passed:
+        return base
+    if rec.timeline.caught_up is None:
+        return Verdict("recovery", False, base.measured, float(target_s), "s",
+                       f"not recovered: the job resumed in {format_duration(base.measured)} but did not catch up "
+                       f"with step {rec.step_at_fault} (where it lost the node) within the {target} target",
+                       never_reached=True)
+    caught = (rec.timeline.caught_up - injected).total_seconds() if injected else None
+    if not within(caught, target_s):
+        return Verdict("recovery", False, base.measured, float(target_s), "s",
+                       f"not recovered in time: resumed in {format_duration(base.measured)} but caught up with step "
+                       f"{rec.step_at_fault} only {format_duration(caught)} after the fault, over the {target} target")
+    if rec.stable_for_s is not None and rec.stable_for_s + 1.0 < rec.stability_s:
+        return Verdict("recovery", False, base.measured, float(target_s), "s",
+                       f"not recovered: watched only {format_duration(rec.stable_for_s)} of the "
+                       f"{format_duration(rec.stability_s)} stability window after it resumed")
+    return Verdict("recovery", True, base.measured, float(target_s), "s",
+                   f"{base.reason}; caught up with step {rec.step_at_fault} after {format_duration(caught)}, no restart "
+                   f"for {format_duration(rec.stable_for_s)} after resuming")

@@ -1,0 +1,99 @@
+"""Verdict integrity of the GPU-node-loss drill (issue 12): each broken platform is built on the twin
+(a defect, a profile knob, a fault aimed where it changes nothing) and the real `drills run` must FAIL
+(exit 1) or be inconclusive, with the right reason and category in records.jsonl — never PASS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from tests.e2e.drill_helpers import REPO, drills, records
+
+pytestmark = pytest.mark.slow
+
+SCALE = 600.0
+JOB = "llm-finetune-8b"
+
+
+def _run(tmp_path: Path, run_id: str, *args: str) -> tuple:
+    done = drills("run", "-m", "training", "-k", "cordon", "--no-html", "--reports", str(tmp_path),
+                  "--run-id", run_id, *args)
+    recs = records(tmp_path / run_id)
+    assert len(recs) == 1, done.stdout + done.stderr
+    return done, recs[0]
+
+
+def _check(rec: dict, name: str) -> dict:
+    return next(c for c in rec["details"]["checks"] if c["name"] == name)
+
+
+@pytest.mark.parametrize("defect, check, expected, category", [
+    # 1: resumes, then crash-loops until maxRetry: the job ended Failed, so it did not recover
+    ("crash-after-resume", "recovery", "did not stay healthy", "slo_breach"),
+    # 2: trains again, at 19 % of its throughput (a straggler replacement)
+    ("degraded-after-recovery", "throughput", "19% of the", "slo_breach"),
+    # 2: trains again, on NET/Socket
+    ("socket-after-recovery", "transport", "NCCL re-initialised on NET/Socket after the restart", "socket_fallback"),
+    # 9: no checkpoint survived the restart: it trained again from step 0
+    ("ephemeral-checkpoints", "resumed checkpoint", "restarted from step 0 (no checkpoint loaded)",
+     "stale_checkpoint"),
+])
+def test_a_broken_recovery_fails_for_its_reason(defect, check, expected, category, twin_factory, tmp_path):
+    twin = twin_factory(defects=[defect], scale=SCALE)
+    done, rec = _run(tmp_path, defect, "--twin-state", str(twin.state_dir))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and expected in rec["reason"], rec["reason"]
+    assert _check(rec, check)["verdict"] == "fail" and rec["category"] == category, (rec["category"], rec["reason"])
+    if defect == "crash-after-resume":
+        assert "MaxRetryExceeded" in rec["reason"] and rec["details"]["job_phase"] == "Failed"
+        assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]  # it did resume, then broke
+
+
+def test_checkpoints_too_sparse_for_the_budget_fail_even_when_the_fault_lands_after_a_save(twin_factory, tmp_path):
+    """3: every 20,000 steps, the fault a few hundred steps after a save: the realised loss is small, the
+    promise (one interval) is ten times the budget. The interval is read from the job's saves in its log."""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    job = profile["workloads"]["training"][JOB]
+    job.update(checkpoint={**job["checkpoint"], "interval_steps": 20000}, initial_step=40050,
+               initial_checkpoint=40000)
+    path = tmp_path / "sparse.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    twin = twin_factory(profile=str(path), scale=60.0)  # slow enough that the fault lands soon after the save
+    done, rec = _run(tmp_path, "sparse", "--twin-state", str(twin.state_dir))
+    assert done.returncode == 1, done.stdout + done.stderr
+    details = rec["details"]
+    assert details["step_at_fault"] - details["resumed_step"] < 2000, details  # the realised loss alone would pass
+    assert details["checkpoint_interval"] == 20000 and "log (saves at steps 20000 and 40000)" in rec["reason"]
+    assert "checkpoints every 20000 steps" in rec["reason"] and rec["category"] == "stale_checkpoint", rec["reason"]
+
+
+def test_a_node_fault_with_no_effect_is_inconclusive(twin_factory, tmp_path):
+    """5: the profile aims the fault at a training node the job does not run on: nothing is lost, nothing
+    is proved."""
+    twin = twin_factory(scale=SCALE)
+    pods = requests.get(f"{twin.url}/api/v1/namespaces/ai-platform/pods",
+                        params={"labelSelector": f"volcano.sh/job-name={JOB}"}, timeout=5).json()["items"]
+    used = {p["spec"].get("nodeName") for p in pods}
+    nodes = requests.get(f"{twin.url}/api/v1/nodes", timeout=5).json()["items"]
+    idle = next(n["metadata"]["name"] for n in nodes
+                if n["metadata"]["name"].startswith("gpu-train") and n["metadata"]["name"] not in used)
+    text = (REPO / "drills/profile/twin.yaml").read_text()
+    assert "\nfaults:\n" in text
+    site = tmp_path / "site.yaml"
+    site.write_text(text.replace("\nfaults:\n", f"\nfaults:\n  node: {idle}\n"))
+    done, rec = _run(tmp_path, "idle", "--twin-state", str(twin.state_dir), "--profile", str(site))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", (rec["verdict"], rec["reason"])
+    assert f"losing node {idle} had no observable effect" in rec["reason"], rec["reason"]
+
+
+def test_a_job_that_cannot_be_scheduled_names_the_cause(twin_factory, tmp_path):
+    """9: without a toleration for the GPU nodes' taint the job never runs: the precondition says why."""
+    twin = twin_factory(defects=["no-tolerations-for-gpu-taint"], scale=SCALE)
+    done, rec = _run(tmp_path, "tolerations", "--twin-state", str(twin.state_dir))
+    assert done.returncode == 2, done.stdout + done.stderr  # nothing was injected
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "precondition_not_met", rec["reason"]
+    assert "untolerated taint {nvidia.com/gpu: present}" in rec["reason"], rec["reason"]
