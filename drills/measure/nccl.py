@@ -27,7 +27,6 @@ from drills.measure import throughput as tp
 from drills.measure.checkpoint import TrainingBaseline, TrainingMonitor
 from drills.core.errors import CheckFailed
 from drills.core.kube import obj_get
-from drills.measure.logformats import TrainingEvent
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
 
 __all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_transport",

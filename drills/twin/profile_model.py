@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from drills.twin.profile_fabric import Fabric
 from drills.twin.profile_types import Duration, Fraction, Named, Strict, Taint, Toleration
