@@ -186,6 +186,8 @@ class Switches(_Strict):
     inventory: str | None = None  # a YAML list of switches; read into `devices` by load_target
     devices: list[SwitchConfig] = []
     accept_unknown_host_keys: bool = False
+    connect_timeout_s: Seconds = 5.0  # TCP connect, SSH banner and login, each
+    command_timeout_s: Seconds = 10.0  # one command's answer (exec status or shell prompt)
 
 
 class Saturation(_Strict):

@@ -15,14 +15,41 @@ Feature: Training survives the loss of a leaf uplink
     And throughput is back to at least 90 % of its baseline
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
-    Given the training job runs on at least 2 nodes with a steady throughput
+    Given the switch inventory has a <dialect> leaf
+    And the training job runs on at least 2 nodes with a steady throughput
     When one uplink of the <dialect> leaf carrying the job is shut over an SSH <transport> session
     Then NCCL keeps RDMA and never falls back to sockets
     And the job reroutes around the failed uplink or restarts from its latest checkpoint
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
 
-    Examples:
+    # One block per switch OS, tagged with it (`-m eos`). An Example whose OS no switch in the inventory
+    # speaks is skipped, naming it; the twin's `fabric-dialects` profile has a leaf of each under the job.
+    @sonic
+    Examples: SONiC
       | dialect | transport |
       | sonic   | exec      |
+      | sonic   | shell     |
+
+    @nxos
+    Examples: NX-OS
+      | dialect | transport |
       | nxos    | shell     |
+      | nxos    | exec      |
+
+    @eos
+    Examples: EOS
+      | dialect | transport |
+      | eos     | shell     |
+      | eos     | exec      |
+
+    @cumulus
+    Examples: Cumulus NVUE
+      | dialect | transport |
+      | cumulus | shell     |
+      | cumulus | exec      |
+
+    @onyx
+    Examples: Onyx
+      | dialect | transport |
+      | onyx    | shell     |

@@ -194,18 +194,20 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec") -> Plan:
     """Read-only: a known dialect and transport; the port the guard checks against the allowlist."""
     _check_names(switch, interface)  # before anything reaches a session or the journal
-    accept = profile.switches.accept_unknown_host_keys
-    undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=accept)
+    sw = profile.switches
+    timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
+    undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
-                f"{transport}", undo, Reach(ports=((switch.name, interface),)), spec=(switch, interface, transport, accept))
+                f"{transport}", undo, Reach(ports=((switch.name, interface),)),
+                spec=(switch, interface, transport, sw.accept_unknown_host_keys, timeouts))
 
 
 def inject(target, plan: Plan) -> UplinkRecord:
     """Shut the planned port and verify it (cluster time on the record when the target has a clock)."""
-    switch, interface, transport, accept = plan.spec
+    switch, interface, transport, accept, timeouts = plan.spec
     clock = target.clock if target is not None else None
-    return inject_port(switch, interface, transport, accept_unknown_host_keys=accept, clock=clock)
+    return inject_port(switch, interface, transport, accept_unknown_host_keys=accept, clock=clock, **timeouts)
 
 
 def revert(target, undo: dict, record: dict | None = None) -> str:
