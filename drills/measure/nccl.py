@@ -30,8 +30,8 @@ from drills.core.kube import obj_get
 from drills.measure.logformats import TrainingEvent
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
 
-__all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_transport",
-           "judge_job_health", "judge_throughput"]
+__all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_uplink_effect",
+           "judge_transport", "judge_job_health", "judge_throughput"]
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,33 @@ class NcclMonitor(TrainingMonitor):
         return Timeline.from_events(events)
 
 
+def judge_uplink_effect(uplink, detected: datetime | None = None) -> Verdict:
+    """Did shutting the uplink touch the job? From the switch's own counters when it shows them (the port
+    carried traffic until the shutdown), else from the job (NCCL warned or throughput dipped: `detected`).
+    No traffic on the port is "inconclusive: the fault had no effect" — recovery from it proves nothing."""
+    port = f"{uplink.switch} {uplink.interface}"
+    if uplink.carried_packets is not None:
+        rate = f", {_bits(uplink.carried_bps)}" if uplink.carried_bps is not None else ""
+        if uplink.carried_packets > 0 or (uplink.carried_bps or 0) > 0:
+            after = ("" if uplink.packets_after is None else
+                     f"; {uplink.packets_after} packet(s) once it was down")
+            return Verdict("fault effect", True, float(uplink.carried_packets), None, "packets",
+                           f"{port} carried traffic until the shutdown ({uplink.carried_packets} packets between "
+                           f"two reads of its counters{rate}){after}")
+        return Verdict("fault effect", False, 0.0, None, "packets",
+                       f"inconclusive: the fault had no effect: {port} carried no traffic before the shutdown "
+                       f"(0 packets between two reads of its counters{rate}), so the job's traffic does not cross "
+                       "it and its recovery was not tested; drop an uplink that carries the job (check the leaf's "
+                       "ECMP group and faults.uplink)", inconclusive=True)
+    if detected is not None:
+        return Verdict("fault effect", True, None, None, "",
+                       f"{port}: its counters are not readable, but the job saw the drop (NCCL warning or "
+                       "throughput dip)")
+    return Verdict("fault effect", False, None, None, "",
+                   f"inconclusive: the fault had no effect: {port} shows no readable counters and the job saw "
+                   "nothing (no NCCL warning, no throughput dip), so recovery was not tested", inconclusive=True)
+
+
 def judge_transport(rec: UplinkRecovery) -> Verdict:
     """Pass iff every worker was on RDMA before the fault and no NET/Socket appeared after it."""
     if not rec.before:
@@ -302,6 +329,13 @@ def judge_throughput(rec: UplinkRecovery, required_ratio: float) -> Verdict:
                    f"throughput back to {rec.recovered:.1f} {rec.unit}, {ratio:.0%} of the {rec.baseline:.1f} "
                    f"{rec.unit} baseline ({'at least' if ok else 'below'} the required {required_ratio:.0%}), "
                    f"sustained for {format_duration(rec.sustain_s)}")
+
+
+def _bits(bps: float | None) -> str:
+    for unit, div in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if bps is not None and bps >= div:
+            return f"{bps / div:.1f} {unit}"
+    return f"{bps or 0:.0f} b/s"
 
 
 def _round(value: float | None) -> float | None:

@@ -210,6 +210,7 @@ class JobSim:
                           latest_checkpoint=self.store.latest(self.ns, self.name), run=self.run.rid)
         self.saves.clear()
         self.run = None
+        self._carry(now)
         self.awaiting_resume = True
         self._update_truth()
 
@@ -229,6 +230,7 @@ class JobSim:
             self._step_truth(k, t)
         self._finish_saves(now, out)
         self._check_stall(now, out)
+        self._carry(now)
         self._update_truth()
 
     def next_wake(self, now: float) -> float | None:
@@ -281,6 +283,19 @@ class JobSim:
             return []
         views = self.leaf_views
         return [views[leaf] for leaf in set(run.leaves.values()) if leaf and leaf in views]
+
+    def _carry(self, now: float) -> None:
+        """Tell the fabric what crosses the leaves' uplinks now: each worker's share of the collective's bus
+        bandwidth at the current throughput, when the run spans several leaves (else nothing leaves them)."""
+        run, loads = self.run, {}
+        if run is not None and len({leaf for leaf in run.leaves.values() if leaf}) > 1:
+            rate = self.spec.nccl.bus_bandwidth_gbs * 1e9 * self.factor(now)
+            for leaf in run.leaves.values():
+                if leaf:
+                    loads[leaf] = loads.get(leaf, 0.0) + rate
+        carry = getattr(self.leaf_views, "carry", None)  # the hub's LeafViews; a bare dict in unit tests
+        if carry is not None:
+            carry(self.subject, loads)
 
     def _segments(self, t0: float, t1: float) -> list[tuple[float, float]]:
         run = self.run
