@@ -31,7 +31,7 @@ from drills.measure.logformats import TrainingEvent
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
 
 __all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_uplink_effect",
-           "judge_transport", "judge_job_health", "judge_throughput"]
+           "judge_transport", "judge_job_health", "judge_throughput", "with_nccl_cause"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,8 @@ class UplinkRecovery:
     ended: str | None
     logs: tuple[str, ...] = ()
     overlay: tuple[tuple[float, float], ...] = ()
+    window_s: float = 0.0  # the stability window watched after recovery
+    watched_until: datetime | None = None  # the cluster time the watch ended (recovery + window, or earlier)
 
     @property
     def sockets(self) -> list[TransportSeen]:
@@ -115,7 +117,9 @@ class UplinkRecovery:
                 "throughput_unit": self.unit, "throughput_recovery_ratio": self.ratio,
                 "throughput_sustain_s": self.sustain_s, "resumed_step": self.resumed_step,
                 "latest_checkpoint": self.latest_checkpoint, "ended": self.ended, "logs": list(self.logs),
-                "overlay": [list(p) for p in self.overlay], "overlay_label": self.unit}
+                "overlay": [list(p) for p in self.overlay], "overlay_label": self.unit,
+                "stability_window_s": self.window_s,
+                "watched_until": self.watched_until.isoformat() if self.watched_until else None}
 
 
 class NcclMonitor(TrainingMonitor):
@@ -155,8 +159,10 @@ class NcclMonitor(TrainingMonitor):
 
     def uplink_recovery(self, base: FabricBaseline, injected_at: datetime, deadline_ts: float, ratio: float,
                         sustain_s: float, on_phase: Callable[[str, datetime], None] | None = None,
-                        on_wait: Callable[[str, float], None] | None = None) -> UplinkRecovery:
-        """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed."""
+                        on_wait: Callable[[str, float], None] | None = None, window_s: float = 0.0) -> UplinkRecovery:
+        """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed; after
+        a recovery, keep watching its NCCL transport through the stability window (`window_s` cluster seconds
+        from the recovery), stopping early at a fallback to NET/Socket or the job's end."""
         old = set(base.training.uids)
         baseline = tp.baseline(self._samples, injected_at) or base.throughput
         reported: set[str] = set()
@@ -179,6 +185,17 @@ class NcclMonitor(TrainingMonitor):
 
         self._pump(done, deadline_ts, tick)
         timeline, rec = phases(), found[0]
+        if timeline.recovered is not None and window_s > 0:
+            def unstable() -> bool:
+                return any(t.transport == "Socket" for t in self._transports_after(base.taken_at, old)) \
+                    or self._ended(injected_at) is not None
+
+            def watching() -> None:
+                if on_wait:
+                    on_wait("stable", self.cluster.clock.timestamp() - timeline.recovered.timestamp())
+
+            self._pump(unstable, timeline.recovered.timestamp() + max(window_s, sustain_s), watching)
+        watched_until = self.cluster.clock.now()
         restarted = self._restarted(injected_at, old)
         path = "restarted" if restarted else ("rerouted" if rec is not None else None)
         warns = [(uid, e) for uid, e in self._nccl if e.kind == "nccl_warn" and e.at > base.taken_at]
@@ -194,7 +211,7 @@ class NcclMonitor(TrainingMonitor):
             resumed_step=resumed[2] if resumed else None,
             latest_checkpoint=self._latest_checkpoint(injected_at) if restarted else None,
             ended=self._ended(injected_at), logs=self._excerpt(injected_at),
-            overlay=tuple(tp.overlay(self._samples, injected_at)))
+            overlay=tuple(tp.overlay(self._samples, injected_at)), window_s=window_s, watched_until=watched_until)
 
     # -- intake --------------------------------------------------------------------------------
     def _take_event(self, uid: str, event: TrainingEvent) -> None:
@@ -289,11 +306,17 @@ def judge_transport(rec: UplinkRecovery) -> Verdict:
         pods = ", ".join(sorted({t.who for t in rec.sockets}))
         since = format_duration(max(0.0, (first.at - rec.timeline.injected).total_seconds())) if rec.timeline.injected else "?"
         when = "at its re-init after the restart" if first.after_restart else f"{since} after the fault"
+        recovered = rec.timeline.recovered
+        if recovered is not None and first.at > recovered and not first.after_restart:
+            when += (f", {format_duration((first.at - recovered).total_seconds())} after throughput had recovered "
+                     f"(inside the {format_duration(rec.window_s)} stability window)")
         return Verdict("transport", False, None, None, "",
                        f"NCCL fell back to NET/Socket {when} on {pods} (before: {before}): RDMA was lost and "
                        "training runs over TCP sockets (socket fallback; check PFC/ECN on the RoCE fabric)")
     again = sorted({t.label for t in rec.after})
     tail = f"; re-initialised on {', '.join(again)}" if again else ""
+    if rec.timeline.recovered is not None and rec.window_s:
+        tail += f"; watched through the {format_duration(rec.window_s)} stability window after recovery"
     return Verdict("transport", True, None, None, "", f"NCCL stayed on RDMA: {before}{tail}")
 
 
@@ -329,6 +352,18 @@ def judge_throughput(rec: UplinkRecovery, required_ratio: float) -> Verdict:
                    f"throughput back to {rec.recovered:.1f} {rec.unit}, {ratio:.0%} of the {rec.baseline:.1f} "
                    f"{rec.unit} baseline ({'at least' if ok else 'below'} the required {required_ratio:.0%}), "
                    f"sustained for {format_duration(rec.sustain_s)}")
+
+
+def with_nccl_cause(verdict: Verdict, rec: UplinkRecovery) -> Verdict:
+    """A failed recovery or throughput check names what NCCL did meanwhile: timeouts that killed the job
+    (a leaf cut off from the spines) are the cause, not a detail of a passing check."""
+    if verdict.passed or verdict.inconclusive or not (rec.timeouts or rec.restarts):
+        return verdict
+    cause = (f"NCCL timed out {rec.timeouts} time(s) and the job restarted {rec.restarts} time(s)" if rec.timeouts
+             else f"the job restarted {rec.restarts} time(s)")
+    first = f" (first: {rec.warn_lines[0]})" if rec.warn_lines else ""
+    return replace(verdict, reason=f"{verdict.reason}; {cause}{first}: the job's leaf had no path left to the other "
+                                   "leaves, so it could not reroute")
 
 
 def _bits(bps: float | None) -> str:

@@ -241,6 +241,7 @@ class SloConfig(_Strict):
     inference_error_budget: float = Field(0.01, ge=0, le=1)
     throughput_recovery_ratio: Ratio = 0.9
     throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
+    stability_window_s: Seconds = 300.0  # after recovery the job is still watched this long (NCCL transport, job alive)
     p99_latency_factor: float = Field(2.0, ge=1)
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 
