@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from drills.faults.switch.dialect import SwitchDialect, clean_output
-from drills.faults.switch.parse import StateUnreadable, _ntc, _short
+from drills.faults.switch.parse import StateUnreadable, _blocks, _ntc, _short
 
 __all__ = ["PortTraffic", "read_counters", "COUNTER_PARSERS"]
 
@@ -60,7 +60,8 @@ def _nxos(text: str, iface: str) -> PortTraffic:
                        _num(r["BANDWIDTH_OUTPUT_RATE"]))
 
 
-def _eos(text: str, _iface: str) -> PortTraffic:
+def _eos(text: str, iface: str) -> PortTraffic:
+    text = _block(text, r"^\S+ is ", iface)
     rx = re.search(r"^\s*(\d+) packets input,", text, re.M)
     tx = re.search(r"^\s*(\d+) packets output,", text, re.M)
     if not rx or not tx:
@@ -69,7 +70,8 @@ def _eos(text: str, _iface: str) -> PortTraffic:
     return PortTraffic(int(rx[1]), int(tx[1]), rates.get("input"), rates.get("output"))
 
 
-def _onyx(text: str, _iface: str) -> PortTraffic:
+def _onyx(text: str, iface: str) -> PortTraffic:
+    text = _block(text, r"^\S+:\s*$", iface)
     rx = re.search(r"^\s*Rx:\s*\n\s*(\d+)\s+packets", text, re.M)
     tx = re.search(r"^\s*Tx:\s*\n\s*(\d+)\s+packets", text, re.M)
     if not rx or not tx:
@@ -110,6 +112,12 @@ COUNTER_PARSERS: dict[str, Callable[[str, str], PortTraffic]] = {
 }
 
 _UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+
+
+def _block(text: str, header: str, iface: str) -> str:
+    """The part of a multi-port output about `iface` (the whole text when it shows one port)."""
+    blocks = {_short(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
+    return blocks.get(_short(iface), text) if len(blocks) > 1 else text
 
 
 def _unit(value: str, unit: str) -> float:
