@@ -133,7 +133,7 @@ def test_switch_defect_fails_the_drill_naming_the_port(defect, expected, twin_fa
 
 def test_uplink_is_up_again_after_a_pass(twin_factory, tmp_path):
     twin = twin_factory(scale=float(SCALE))
-    done = drills("run", "-m", "network", "-k", "nxos", "--twin-state", str(twin.state_dir), "--no-html",
+    done = drills("run", "-m", "network", "-k", "nxos and shell", "--twin-state", str(twin.state_dir), "--no-html",
                   "--reports", str(tmp_path), "--run-id", "pass")
     assert done.returncode == 0, done.stdout + done.stderr
     (rec,) = records(tmp_path / "pass")
