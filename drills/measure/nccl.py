@@ -29,8 +29,8 @@ from drills.core.errors import CheckFailed
 from drills.core.kube import obj_get
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
 
-__all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_transport",
-           "judge_job_health", "judge_throughput"]
+__all__ = ["NcclMonitor", "FabricBaseline", "UplinkRecovery", "TransportSeen", "judge_uplink_effect",
+           "judge_transport", "judge_job_health", "judge_throughput", "with_nccl_cause"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,8 @@ class UplinkRecovery:
     ended: str | None
     logs: tuple[str, ...] = ()
     overlay: tuple[tuple[float, float], ...] = ()
+    window_s: float = 0.0  # the stability window watched after recovery
+    watched_until: datetime | None = None  # the cluster time the watch ended (recovery + window, or earlier)
 
     @property
     def sockets(self) -> list[TransportSeen]:
@@ -114,7 +116,9 @@ class UplinkRecovery:
                 "throughput_unit": self.unit, "throughput_recovery_ratio": self.ratio,
                 "throughput_sustain_s": self.sustain_s, "resumed_step": self.resumed_step,
                 "latest_checkpoint": self.latest_checkpoint, "ended": self.ended, "logs": list(self.logs),
-                "overlay": [list(p) for p in self.overlay], "overlay_label": self.unit}
+                "overlay": [list(p) for p in self.overlay], "overlay_label": self.unit,
+                "stability_window_s": self.window_s,
+                "watched_until": self.watched_until.isoformat() if self.watched_until else None}
 
 
 class NcclMonitor(TrainingMonitor):
@@ -149,8 +153,10 @@ class NcclMonitor(TrainingMonitor):
 
     def uplink_recovery(self, base: FabricBaseline, injected_at: datetime, deadline_ts: float, ratio: float,
                         sustain_s: float, on_phase: Callable[[str, datetime], None] | None = None,
-                        on_wait: Callable[[str, float], None] | None = None) -> UplinkRecovery:
-        """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed."""
+                        on_wait: Callable[[str, float], None] | None = None, window_s: float = 0.0) -> UplinkRecovery:
+        """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed; after
+        a recovery, keep watching its NCCL transport through the stability window (`window_s` cluster seconds
+        from the recovery), stopping early at a fallback to NET/Socket or the job's end."""
         old = set(base.training.uids)
         baseline = tp.baseline(self._samples, injected_at) or base.throughput
         reported: set[str] = set()
@@ -173,6 +179,17 @@ class NcclMonitor(TrainingMonitor):
 
         self._pump(done, deadline_ts, tick)
         timeline, rec = phases(), found[0]
+        if timeline.recovered is not None and window_s > 0:
+            def unstable() -> bool:
+                return any(t.transport == "Socket" for t in self._transports_after(base.taken_at, old)) \
+                    or self._ended(injected_at) is not None
+
+            def watching() -> None:
+                if on_wait:
+                    on_wait("stable", self.cluster.clock.timestamp() - timeline.recovered.timestamp())
+
+            self._pump(unstable, timeline.recovered.timestamp() + max(window_s, sustain_s), watching)
+        watched_until = self.cluster.clock.now()
         restarted = self._restarted(injected_at, old)
         path = "restarted" if restarted else ("rerouted" if rec is not None else None)
         warns = [(uid, e) for uid, e in self._nccl if e.kind == "nccl_warn" and e.at > base.taken_at]
@@ -188,7 +205,7 @@ class NcclMonitor(TrainingMonitor):
             resumed_step=resumed[2] if resumed else None,
             latest_checkpoint=self._latest_checkpoint(injected_at) if restarted else None,
             ended=self._ended(injected_at), logs=self._excerpt(injected_at),
-            overlay=tuple(tp.overlay(self._samples, injected_at)))
+            overlay=tuple(tp.overlay(self._samples, injected_at)), window_s=window_s, watched_until=watched_until)
 
     # -- derived ---------------------------------------------------------------------------------
     def _name(self, uid: str) -> str:
@@ -229,6 +246,33 @@ class NcclMonitor(TrainingMonitor):
         return Timeline.from_events(events)
 
 
+def judge_uplink_effect(uplink, detected: datetime | None = None) -> Verdict:
+    """Did shutting the uplink touch the job? From the switch's own counters when it shows them (the port
+    carried traffic until the shutdown), else from the job (NCCL warned or throughput dipped: `detected`).
+    No traffic on the port is "inconclusive: the fault had no effect" — recovery from it proves nothing."""
+    port = f"{uplink.switch} {uplink.interface}"
+    if uplink.carried_packets is not None:
+        rate = f", {_bits(uplink.carried_bps)}" if uplink.carried_bps is not None else ""
+        if uplink.carried_packets > 0 or (uplink.carried_bps or 0) > 0:
+            after = ("" if uplink.packets_after is None else
+                     f"; {uplink.packets_after} packet(s) once it was down")
+            return Verdict("fault effect", True, float(uplink.carried_packets), None, "packets",
+                           f"{port} carried traffic until the shutdown ({uplink.carried_packets} packets between "
+                           f"two reads of its counters{rate}){after}")
+        return Verdict("fault effect", False, 0.0, None, "packets",
+                       f"inconclusive: the fault had no effect: {port} carried no traffic before the shutdown "
+                       f"(0 packets between two reads of its counters{rate}), so the job's traffic does not cross "
+                       "it and its recovery was not tested; drop an uplink that carries the job (check the leaf's "
+                       "ECMP group and faults.uplink)", inconclusive=True)
+    if detected is not None:
+        return Verdict("fault effect", True, None, None, "",
+                       f"{port}: its counters are not readable, but the job saw the drop (NCCL warning or "
+                       "throughput dip)")
+    return Verdict("fault effect", False, None, None, "",
+                   f"inconclusive: the fault had no effect: {port} shows no readable counters and the job saw "
+                   "nothing (no NCCL warning, no throughput dip), so recovery was not tested", inconclusive=True)
+
+
 def judge_transport(rec: UplinkRecovery) -> Verdict:
     """Pass iff every worker was on RDMA before the fault and no NET/Socket appeared after it."""
     if not rec.before:
@@ -245,11 +289,17 @@ def judge_transport(rec: UplinkRecovery) -> Verdict:
         pods = ", ".join(sorted({t.who for t in rec.sockets}))
         since = format_duration(max(0.0, (first.at - rec.timeline.injected).total_seconds())) if rec.timeline.injected else "?"
         when = "at its re-init after the restart" if first.after_restart else f"{since} after the fault"
+        recovered = rec.timeline.recovered
+        if recovered is not None and first.at > recovered and not first.after_restart:
+            when += (f", {format_duration((first.at - recovered).total_seconds())} after throughput had recovered "
+                     f"(inside the {format_duration(rec.window_s)} stability window)")
         return Verdict("transport", False, None, None, "",
                        f"NCCL fell back to NET/Socket {when} on {pods} (before: {before}): RDMA was lost and "
                        "training runs over TCP sockets (socket fallback; check PFC/ECN on the RoCE fabric)")
     again = sorted({t.label for t in rec.after})
     tail = f"; re-initialised on {', '.join(again)}" if again else ""
+    if rec.timeline.recovered is not None and rec.window_s:
+        tail += f"; watched through the {format_duration(rec.window_s)} stability window after recovery"
     return Verdict("transport", True, None, None, "", f"NCCL stayed on RDMA: {before}{tail}")
 
 
@@ -285,6 +335,25 @@ def judge_throughput(rec: UplinkRecovery, required_ratio: float) -> Verdict:
                    f"throughput back to {rec.recovered:.1f} {rec.unit}, {ratio:.0%} of the {rec.baseline:.1f} "
                    f"{rec.unit} baseline ({'at least' if ok else 'below'} the required {required_ratio:.0%}), "
                    f"sustained for {format_duration(rec.sustain_s)}")
+
+
+def with_nccl_cause(verdict: Verdict, rec: UplinkRecovery) -> Verdict:
+    """A failed recovery or throughput check names what NCCL did meanwhile: timeouts that killed the job
+    (a leaf cut off from the spines) are the cause, not a detail of a passing check."""
+    if verdict.passed or verdict.inconclusive or not (rec.timeouts or rec.restarts):
+        return verdict
+    cause = (f"NCCL timed out {rec.timeouts} time(s) and the job restarted {rec.restarts} time(s)" if rec.timeouts
+             else f"the job restarted {rec.restarts} time(s)")
+    first = f" (first: {rec.warn_lines[0]})" if rec.warn_lines else ""
+    return replace(verdict, reason=f"{verdict.reason}; {cause}{first}: the job's leaf had no path left to the other "
+                                   "leaves, so it could not reroute")
+
+
+def _bits(bps: float | None) -> str:
+    for unit, div in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if bps is not None and bps >= div:
+            return f"{bps / div:.1f} {unit}"
+    return f"{bps or 0:.0f} b/s"
 
 
 def _round(value: float | None) -> float | None:

@@ -186,6 +186,8 @@ class Switches(_Strict):
     inventory: str | None = None  # a YAML list of switches; read into `devices` by load_target
     devices: list[SwitchConfig] = []
     accept_unknown_host_keys: bool = False
+    connect_timeout_s: Seconds = 5.0  # TCP connect, SSH banner and login, each
+    command_timeout_s: Seconds = 10.0  # one command's answer (exec status or shell prompt)
 
 
 class Saturation(_Strict):
@@ -241,6 +243,7 @@ class SloConfig(_Strict):
     throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
     training_stability_s: Seconds = 300.0  # a resumed job is watched this long (and until caught up): no restart,
     # not Failed, throughput and transport as before — or it has not recovered
+    stability_window_s: Seconds = 300.0  # network: after recovery NCCL is still watched this long (transport, job alive)
     p99_latency_factor: float = Field(2.0, ge=1)
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 

@@ -85,6 +85,7 @@ class PortFaults(Strict):
 
     oper_stays_up: bool = False  # `shutdown` accepted, admin down, but the link stays oper up
     cli_rejects_shutdown: bool = False  # the CLI refuses `shutdown` with the OS's own error text
+    idle_uplinks: int = Field(default=0, ge=0)  # each leaf's first N uplinks are up but outside ECMP: no traffic
 
 
 class Fabric(Strict):
@@ -97,6 +98,9 @@ class Fabric(Strict):
     degraded_throughput_factor: Fraction = 0.6  # after convergence, before rebalance
     rebalanced_throughput_factor: Fraction = 0.95
     pfc: bool = True  # lossless RoCE; without it NCCL re-inits on NET/Socket after a fabric event
+    # defect late-socket-fallback: after the job recovered from a fabric event, NCCL re-inits on NET/Socket
+    # this long later (a RoCE path that came back half-configured); None: it stays on RDMA
+    socket_fallback_after_recovery: Duration | None = None
     ecn: bool = True
     mtu: int = Field(default=9100, ge=1280)
     port_faults: PortFaults = PortFaults()

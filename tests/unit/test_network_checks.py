@@ -7,12 +7,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from drills.measure.nccl import TransportSeen, UplinkRecovery, judge_job_health, judge_throughput, judge_transport
+from drills.measure.nccl import (TransportSeen, UplinkRecovery, judge_job_health, judge_throughput, judge_transport,
+                                 with_nccl_cause)
 from drills.measure.throughput import Sample, baseline, find_recovery, overlay
 from drills.profile.model import SwitchConfig, parse_profile
 from drills.core.errors import CheckFailed, InvalidProfile
 from drills.faults.switch.target import leaf_uplink, switch_inventory
-from drills.verdicts.timeline import Timeline
+from drills.verdicts.timeline import Timeline, judge_recovery
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RDMA = ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")
@@ -159,3 +160,21 @@ def test_named_switch_and_uplink_and_the_twin_inventory():
     assert switch_inventory(twin, {"switches": entries}) == [SwitchConfig.model_validate(entries[0])]
     with pytest.raises(InvalidProfile, match="no switch inventory"):
         switch_inventory(twin, {})
+
+
+def test_a_fallback_after_recovery_names_the_stability_window():
+    late = judge_transport(_rec(after=(TransportSeen("w0", at(310), "Socket", ()),), window_s=300.0))
+    assert not late.passed
+    assert "fell back to NET/Socket 3m30s after the fault, 1m30s after throughput had recovered (inside the 5m " \
+           "stability window) on w0" in late.reason
+    assert "watched through the 5m stability window" in judge_transport(_rec(window_s=300.0)).reason
+
+
+def test_a_failed_recovery_names_the_nccl_timeouts_that_caused_it():
+    rec = _rec(timeline=Timeline(injected=at(100)), path="restarted", timeouts=4, restarts=1,
+               warn_lines=("w0: NET/IB : mlx5_0:1 no route to any peer",))
+    failed = with_nccl_cause(judge_recovery(rec.timeline, 900.0), rec)
+    assert not failed.passed and "NCCL timed out 4 time(s) and the job restarted 1 time(s)" in failed.reason
+    assert "(first: w0: NET/IB : mlx5_0:1 no route to any peer)" in failed.reason
+    passed = judge_recovery(Timeline(injected=at(100), recovered=at(200)), 900.0)
+    assert with_nccl_cause(passed, rec) == passed  # a pass is not reworded

@@ -33,6 +33,8 @@ EFFECTS = {
     "no-pdb": lambda p: _infer(p).pdb_min_available is None,
     "roce-no-pfc": lambda p: p.fabric.pfc is False,
     "port-stays-oper-up": lambda p: p.fabric.port_faults.oper_stays_up is True,
+    "idle-uplink": lambda p: p.fabric.port_faults.idle_uplinks == 1,
+    "late-socket-fallback": lambda p: p.fabric.socket_fallback_after_recovery == 90,
     "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "single-uplink": lambda p: all(len(p.fabric.switches[leaf].uplinks) == 1 for leaf in p.fabric.leaves),
     "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5

@@ -67,6 +67,13 @@ class Commands(_Strict):
     preflight: list[Preflight] = []
 
 
+class CounterRead(_Strict):
+    """How to read a port's traffic counters (drills/faults/switch/counters.py names the parsers)."""
+
+    command: list[str]
+    parser: str
+
+
 class Errors(_Strict):
     unknown_interface: list[str]
     any: list[str]
@@ -84,6 +91,7 @@ class SwitchDialect(_Strict):
     commands: Commands
     errors: Errors
     state: str  # parser name (parse.py): "ntc:<template>" or one of ours
+    counters: CounterRead | None = None  # None: the drill cannot see the port's traffic on this OS
 
     @field_validator("interface_names")
     @classmethod
@@ -109,6 +117,10 @@ class SwitchDialect(_Strict):
         """The command lines of `which` (show / shutdown / startup / abort) for `iface`, each built from
         its arguments: a placeholder is one whole argument, filled with a validated name."""
         values = self.check_interface(iface)
+        if which == "counters":
+            if self.counters is None:
+                raise ValueError(f"dialect {self.name} has no counters command")
+            return [self.line(self.counters.command, values)]
         spec = getattr(self.commands, which)
         lines = [spec] if which == "show" else spec
         return [self.line(tokens, values) for tokens in lines]

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from drills.profile.model import SwitchConfig, TargetProfile
 from drills.core.errors import CheckFailed, InvalidProfile
+from drills.faults.switch.dialect import load_switch_dialect
 
-__all__ = ["switch_inventory", "leaf_uplink", "node_labels"]
+__all__ = ["switch_inventory", "leaf_uplink", "node_labels", "speaks"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labe
                               "inventory; add it to switches.inventory")
         candidates = [by_name[leaf] for leaf in leaves]
     if dialect is not None:
-        speaking = [s for s in candidates if s.dialect == dialect]
+        speaking = [s for s in candidates if speaks(s, dialect)]
         if not speaking:
             have = ", ".join(f"{s.name} ({s.dialect})" for s in candidates)
             raise CheckFailed(f"precondition not met: no leaf carrying the job speaks {dialect} (the job's leaves: "
@@ -67,6 +68,11 @@ def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labe
     if not switch.uplinks:
         raise InvalidProfile(f"switch {switch.name} lists no uplinks in the inventory; add its uplink interfaces")
     return switch, switch.uplinks[0]
+
+
+def speaks(switch: SwitchConfig, dialect: str) -> bool:
+    """Whether the switch's OS is `dialect`, by name or alias (an inventory's `nvue` is `cumulus`)."""
+    return load_switch_dialect(switch.dialect).name == load_switch_dialect(dialect).name
 
 
 def node_labels(cluster, nodes: list[str]) -> dict[str, dict[str, str]]:

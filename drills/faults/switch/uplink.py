@@ -27,6 +27,7 @@ from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
 from drills.faults import Plan, Reach
 from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
+from drills.faults.switch.counters import PortTraffic, read_counters
 from drills.faults.switch.parse import PortState, StateUnreadable, read_state
 from drills.faults.switch.session import TRANSPORTS, SwitchSession
 
@@ -65,6 +66,10 @@ class UplinkRecord:
     admin_after: str
     oper_after: str
     injected_at: str  # ISO 8601 UTC ms: middle of the shutdown's round trip (cluster time when a clock is given)
+    # The port's traffic, from the switch's counters (None: this switch's counters could not be read):
+    carried_packets: int | None = None  # packets (rx+tx) counted between the login and the shutdown
+    carried_bps: float | None = None  # the rate the switch printed just before the shutdown (None: not printed)
+    packets_after: int | None = None  # packets counted between two reads once the port was down
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +93,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     sent = False
     try:
         with SwitchSession(switch_cfg, error=InjectionFailed, **opts) as session:
+            first = _counters(session, interface)
             before = _state(session, interface, InjectionFailed)
             if not before.admin_up:
                 raise InjectionFailed(f"switch {name}: {interface} is already admin down: refusing to take it over "
@@ -101,6 +107,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                 if not res.ok or (check.expect_empty and res.output.strip()):
                     raise InjectionFailed(f"switch {name} {check.reason} (`{line}`: {res.words})")
             command = session.dialect.command("shutdown", interface)
+            last = _counters(session, interface)
             try:
                 at = _now_dt(clock)
                 sent = True
@@ -117,6 +124,8 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                     raise _NotActing(f"switch {name} accepted `{res.command}` but {interface} is still oper up "
                                      f"{settle_s:g} s later (admin down): the port did not go down, so the drill "
                                      "would test nothing; check the switch (a known SONiC defect) and its logs")
+                down = _counters(session, interface)
+                still = _counters(session, interface) if down is not None else None
             except BaseException as err:
                 _restore(session, switch_cfg, interface, opts, err)
                 if isinstance(err, _NotActing):
@@ -127,7 +136,9 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
             err.changed = False  # nothing was sent to the switch: nothing of ours to undo
         raise
     record = UplinkRecord(name, switch_cfg.host, switch_cfg.port, session.dialect.name, interface, transport,
-                          before.admin, before.oper, after.admin, after.oper, _iso(shut_at))
+                          before.admin, before.oper, after.admin, after.oper, _iso(shut_at),
+                          last.packets - first.packets if first and last else None, last.bps if last else None,
+                          still.packets - down.packets if down and still else None)
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record
@@ -194,18 +205,20 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec") -> Plan:
     """Read-only: a known dialect and transport; the port the guard checks against the allowlist."""
     _check_names(switch, interface)  # before anything reaches a session or the journal
-    accept = profile.switches.accept_unknown_host_keys
-    undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=accept)
+    sw = profile.switches
+    timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
+    undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
-                f"{transport}", undo, Reach(ports=((switch.name, interface),)), spec=(switch, interface, transport, accept))
+                f"{transport}", undo, Reach(ports=((switch.name, interface),)),
+                spec=(switch, interface, transport, sw.accept_unknown_host_keys, timeouts))
 
 
 def inject(target, plan: Plan) -> UplinkRecord:
     """Shut the planned port and verify it (cluster time on the record when the target has a clock)."""
-    switch, interface, transport, accept = plan.spec
+    switch, interface, transport, accept, timeouts = plan.spec
     clock = target.clock if target is not None else None
-    return inject_port(switch, interface, transport, accept_unknown_host_keys=accept, clock=clock)
+    return inject_port(switch, interface, transport, accept_unknown_host_keys=accept, clock=clock, **timeouts)
 
 
 def revert(target, undo: dict, record: dict | None = None) -> str:
@@ -246,6 +259,20 @@ def _settle(session: SwitchSession, interface: str, error: type[DrillError], *, 
             return state
         wall = clock.wall_seconds(within) if clock is not None and hasattr(clock, "wall_seconds") else within
         time.sleep(min(_POLL_S, max(wall / 20, 0.01)))
+
+
+def _counters(session: SwitchSession, interface: str) -> PortTraffic | None:
+    """The port's counters, or None when this switch does not show them readably: they tell whether the
+    fault had an effect (judged later), never whether the port may be shut."""
+    if session.dialect.counters is None:
+        return None
+    command = session.dialect.command("counters", interface)[0]
+    res = session.run(command)
+    try:
+        return read_counters(session.dialect, res.output, interface) if res.ok else None
+    except StateUnreadable as why:
+        log.warning("switch %s: cannot read the counters of %s from `%s` (%s)", session.cfg.name, interface, command, why)
+        return None
 
 
 def _state(session: SwitchSession, interface: str, error: type[DrillError]) -> PortState:

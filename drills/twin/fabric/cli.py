@@ -34,7 +34,8 @@ class SwitchCli:
     """One switch's CLI; thread-safe (each SSH session runs in its own thread)."""
 
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
-                 hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False) -> None:
+                 hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False,
+                 traffic: Any | None = None) -> None:
         self.fabric = fabric
         self.switch = switch
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
@@ -44,6 +45,7 @@ class SwitchCli:
         self._pending: dict[str, bool] = {}
         self._rev = 1
         self.rejects_shutdown = rejects_shutdown  # defect cli-rejects-shutdown: the OS's own refusal
+        self.traffic = traffic  # drills.twin.fabric.traffic.Traffic: the ports' counters (None: all zero)
         self._log: list[str] = []
 
     def record(self, line: str) -> None:
@@ -129,7 +131,9 @@ class SwitchCli:
             eos_link="administratively down" if not st.admin else ("up" if st.oper else "down"),
             onyx_admin="Enabled" if st.admin else "Disabled",
             onyx_oper="Up" if st.oper else "Down",
+            portstat_state="X" if not st.admin else ("U" if st.oper else "D"),
         )
+        ctx.update(_counter_values(self.traffic.counters(self.switch, iface) if self.traffic is not None else None))
         return ctx
 
 
@@ -270,6 +274,38 @@ def _tokens(line: str, dialect: Dialect) -> list[tuple[int, str]]:
             out.append(raw[i])
             i += 1
     return out
+
+
+def _counter_values(c: Any | None) -> dict[str, Any]:
+    """Counter fields as the dialects print them: totals, rates, and SONiC's comma-grouped / unit forms."""
+    zero = c is None
+    vals = {k: 0 if zero else getattr(c, k) for k in ("in_packets", "out_packets", "in_bytes", "out_bytes")}
+    rates = {k: 0.0 if zero else getattr(c, k) for k in ("in_bps", "out_bps", "in_pps", "out_pps")}
+    out: dict[str, Any] = {**vals, **{k: int(round(v)) for k, v in rates.items()}}
+    for k in vals:
+        out[f"{k}_grouped"] = f"{vals[k]:,}"
+    for side in ("in", "out"):
+        bps = rates[f"{side}_bps"]
+        out[f"{side}_rate_bytes"] = int(round(bps / 8))
+        out[f"{side}_sonic_bps"] = _sonic_rate(bps / 8)
+        out[f"{side}_eos_rate"] = _eos_rate(bps)
+        out[f"{side}_util"] = f"{min(100.0, bps / 4e11 * 100):.2f}%"  # of a 400G port
+    return out
+
+
+def _sonic_rate(bytes_per_s: float) -> str:
+    """sonic-utilities' ns_brate: B/s, KB/s, MB/s with two decimals."""
+    for unit, div in (("MB/s", 1e6), ("KB/s", 1e3)):
+        if bytes_per_s >= div:
+            return f"{bytes_per_s / div:.2f} {unit}"
+    return f"{bytes_per_s:.2f} B/s"
+
+
+def _eos_rate(bps: float) -> str:
+    for unit, div in (("Gbps", 1e9), ("Mbps", 1e6), ("kbps", 1e3)):
+        if bps >= div:
+            return f"{bps / div:.1f} {unit}"
+    return f"{bps:.0f} bps"
 
 
 def _updown(flag: bool) -> str:

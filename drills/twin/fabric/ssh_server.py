@@ -220,7 +220,7 @@ class _Session(paramiko.ServerInterface):
         except (OSError, EOFError, paramiko.SSHException) as err:
             log.debug("switch %s exec channel ended: %s", cli.switch, err)
         finally:
-            channel.close()
+            _close_quietly(channel)
 
     def _reply_barrier(self) -> None:
         """Wait until paramiko has answered the exec request before we close the channel.
@@ -290,4 +290,12 @@ class _Session(paramiko.ServerInterface):
         except (OSError, EOFError, paramiko.SSHException) as err:
             log.debug("switch %s shell channel ended: %s", cli.switch, err)
         finally:
-            channel.close()
+            _close_quietly(channel)  # a client that logged out may have dropped the connection already
+
+
+def _close_quietly(channel: paramiko.Channel) -> None:
+    """Close our end; the client hanging up first (netmiko drops the line right after `exit`) is normal."""
+    try:
+        channel.close()
+    except (OSError, EOFError, paramiko.SSHException) as err:
+        log.debug("channel close after the client left: %s", err)

@@ -23,6 +23,7 @@ from drills.twin.fabric.cli import SwitchCli
 from drills.twin.fabric.spec import fabric_specs, spec_extra
 from drills.twin.fabric.ssh_server import SwitchServer
 from drills.twin.fabric.topology import Fabric
+from drills.twin.fabric.traffic import Traffic
 
 __all__ = ["FabricHandle", "start_fabric", "ensure_key", "CLIENT_KEY", "PASSWORD_ENV"]
 
@@ -44,6 +45,7 @@ class FabricHandle:
     known_hosts: Path
     inventory_file: Path
     servers: dict[str, SwitchServer] = field(default_factory=dict)
+    traffic: Traffic | None = None  # the ports' counters (jobs report their load through it)
 
     def __repr__(self) -> str:
         return f"FabricHandle({len(self.servers)} switches in {self.state_dir})"
@@ -78,28 +80,30 @@ def start_fabric(
     password_env: str = PASSWORD_ENV,
     oper_stays_up: bool = False,
     cli_rejects_shutdown: bool = False,
+    idle_uplinks: int = 0,
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
     `password` (optional) enables password auth too; it is never logged nor written: the inventory
     only names the environment variable (`password_env`) a client should read it from.
-    `oper_stays_up` / `cli_rejects_shutdown` are the fabric defects of the same names (twin profile
-    `fabric.port_faults`).
+    `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
+    (twin profile `fabric.port_faults`).
     """
     specs = fabric_specs(fabric_spec)
-    fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up)
+    fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
+    traffic = Traffic(fabric)
     state = Path(state_dir).resolve()
     (state / "hostkeys").mkdir(parents=True, exist_ok=True)
     key_file = state / CLIENT_KEY
     client_key = ensure_key(key_file, "ed25519", comment="drills-twin-switch-client")
     known_hosts = state / "known_hosts"
     inventory_file = state / "switches.yaml"
-    handle = FabricHandle(fabric, [], state, key_file, known_hosts, inventory_file)
+    handle = FabricHandle(fabric, [], state, key_file, known_hosts, inventory_file, traffic=traffic)
     try:
         for s in specs:
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
-            cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown)
+            cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()

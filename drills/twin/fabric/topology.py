@@ -146,11 +146,15 @@ class _Switch:
 class Fabric:
     """The link-state model. All methods are safe to call from any thread."""
 
-    def __init__(self, switch_specs: Iterable[Any], clock: Any | None = None, oper_stays_up: bool = False) -> None:
+    def __init__(self, switch_specs: Iterable[Any], clock: Any | None = None, oper_stays_up: bool = False,
+                 idle_uplinks: int = 0) -> None:
         specs = [SwitchSpec.from_obj(s) for s in switch_specs]
         self._switches = _build(specs)
         self._clock = clock
         self.oper_stays_up = oper_stays_up  # defect port-stays-oper-up: admin down does not take the link down
+        # defect idle-uplink: each leaf's first `idle_uplinks` uplinks are cabled and up but outside the ECMP
+        # group (no BGP session): they carry nothing, and losing one costs the leaf nothing
+        self.idle_uplinks = idle_uplinks
         self._lock = threading.RLock()
         self._subs: list[Callable[[FabricEvent], None]] = []
         self._seq = 0
@@ -181,6 +185,19 @@ class Fabric:
         with self._lock:
             return [self._state(switch, i) for i in self._switch(switch).ifaces]
 
+    def now(self) -> float:
+        return self._clock.timestamp() if self._clock is not None else time.time()
+
+    def lock(self) -> threading.RLock:
+        """The fabric's lock, for readers that must see link state and their own derived state at once."""
+        return self._lock
+
+    def active_uplinks(self, leaf: str) -> list[str]:
+        """The leaf's uplinks in its ECMP group (all but the idle ones), whatever their state."""
+        sw = self._switch(leaf)
+        ups = [u.iface for u in sw.spec.uplinks] if sw.spec.role == "leaf" else []
+        return ups[min(self.idle_uplinks, max(len(ups) - 1, 0)):]  # one uplink always carries the leaf
+
     def leaf_uplinks_up(self, leaf: str) -> int:
         return self.redundancy(leaf).up
 
@@ -210,7 +227,7 @@ class Fabric:
             leaf = self._leaf_of(switch, iface)
             event = FabricEvent(
                 seq=self._seq,
-                at=self._clock.timestamp() if self._clock is not None else time.time(),
+                at=self.now(),
                 switch=switch,
                 iface=iface,
                 admin=st.admin,
@@ -286,7 +303,7 @@ class Fabric:
         sw = self._switch(leaf)
         if sw.spec.role != "leaf":
             raise UnknownInterface(f"switch {leaf!r} is a {sw.spec.role}, not a leaf")
-        ups = [u.iface for u in sw.spec.uplinks]
+        ups = self.active_uplinks(leaf)
         return LeafRedundancy(leaf, sum(1 for i in ups if self._state(leaf, i).oper), len(ups))
 
 

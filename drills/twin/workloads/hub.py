@@ -16,11 +16,22 @@ from drills.twin.workloads.progress import LeafView
 from drills.twin.workloads.store import CheckpointStore
 from drills.twin.workloads.truth import Truth
 
-__all__ = ["WorkloadHub", "hub_for"]
+__all__ = ["WorkloadHub", "LeafViews", "hub_for"]
 
 log = logging.getLogger(__name__)
 
 LeafListener = Callable[[str, LeafView], None]
+
+
+class LeafViews(dict):
+    """leaf → LeafView, live; jobs also report through it the traffic they put across each leaf's
+    uplinks (`carry`), which the switches count (drills.twin.fabric.traffic). No fabric: nothing counts."""
+
+    traffic = None
+
+    def carry(self, owner: str, loads: dict[str, float]) -> None:
+        if self.traffic is not None:
+            self.traffic.carry(owner, loads)
 
 
 class WorkloadHub:
@@ -36,7 +47,7 @@ class WorkloadHub:
         self.storage = profile.storage if profile is not None else None
         self.mount = None  # StoreMount once the store component mounted the modelled store
         self._store: CheckpointStore | None = None
-        self.leaves: dict[str, LeafView] = {}
+        self.leaves = LeafViews()
         self.fabric = None  # FabricHandle once the fabric component started
         self._listeners: list[LeafListener] = []
 
@@ -102,6 +113,7 @@ class WorkloadHub:
     def attach_fabric(self, handle: Any, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
         """Adopt a started fabric: seed leaf states, and hop every link event onto `loop`."""
         self.fabric = handle
+        self.leaves.traffic = getattr(handle, "traffic", None)
         now = self.twin.clock.timestamp()
         for leaf in handle.fabric.leaves():
             r = handle.fabric.redundancy(leaf)

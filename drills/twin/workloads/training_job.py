@@ -83,6 +83,7 @@ class JobSim:
         self.orphans: dict[str, tuple[str, L.Worker, float]] = {}  # survivors of an ended run: uid, worker, watchdog
         self.awaiting_resume = False
         self.awaiting_restore = False  # a fabric event hurt throughput; not yet back to ≥ 90 %
+        self.late_fallback_at: float | None = None  # defect late-socket-fallback: when NCCL drops RDMA
         self.first_after_resume: int | None = None
         self.saves: list[tuple[int, float, float]] = []  # (step, started, done_at) in flight
         self.last_save_step = spec.initial_checkpoint or 0
@@ -231,6 +232,7 @@ class JobSim:
                           latest_checkpoint=self.store.latest(self.ns, self.name), run=self.run.rid)
         self.saves.clear()
         self.run = None
+        self._carry(now)
         self.awaiting_resume = True
         self._update_truth()
 
@@ -258,6 +260,8 @@ class JobSim:
             self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="crash-after-resume")
             return
         self._check_stall(now, out)
+        self._late_fallback(now, out)
+        self._carry(now)
         self._update_truth()
 
     def next_wake(self, now: float) -> float | None:
@@ -276,6 +280,8 @@ class JobSim:
             times.append(phase.ends)
         if phase.name == "isolated":
             times.append(max(phase.since, run.compute_from) + self.spec.nccl.timeout)
+        if self.late_fallback_at is not None:
+            times.append(self.late_fallback_at)
         prog.segments = self._segments(prog.t, prog.t + 10 * 86400)
         reach = prog.time_to(self.filter.next_after(prog.step))
         if reach is not None:
@@ -312,6 +318,34 @@ class JobSim:
             return []
         views = self.leaf_views
         return [views[leaf] for leaf in set(run.leaves.values()) if leaf and leaf in views]
+
+    def _late_fallback(self, now: float, out: Output) -> None:
+        """Defect late-socket-fallback: well after the recovery, every rank re-inits on NET/Socket."""
+        run, at = self.run, self.late_fallback_at
+        if run is None or at is None or now < at:
+            return
+        self.late_fallback_at = None
+        if run.transport != "IB":
+            return
+        run.transport = "Socket"
+        hca, nranks = (self.spec.nccl.hcas or ["mlx5_0"])[0], len(run.pods) * max(1, self.spec.gpus_per_worker)
+        for pod, w in run.workers.items():
+            out.add(at, [pod], L.socket_fallback(w, hca, self.spec.nccl.socket_ifname, nranks, self.spec.nccl.version))
+        self.truth.record("training", self.subject, "nccl_transport", at=at, transport="Socket", fallback=True,
+                          late=True)
+
+    def _carry(self, now: float) -> None:
+        """Tell the fabric what crosses the leaves' uplinks now: each worker's share of the collective's bus
+        bandwidth at the current throughput, when the run spans several leaves (else nothing leaves them)."""
+        run, loads = self.run, {}
+        if run is not None and len({leaf for leaf in run.leaves.values() if leaf}) > 1:
+            rate = self.spec.nccl.bus_bandwidth_gbs * 1e9 * self.factor(now)
+            for leaf in run.leaves.values():
+                if leaf:
+                    loads[leaf] = loads.get(leaf, 0.0) + rate
+        carry = getattr(self.leaf_views, "carry", None)  # the hub's LeafViews; a bare dict in unit tests
+        if carry is not None:
+            carry(self.subject, loads)
 
     def _segments(self, t0: float, t1: float) -> list[tuple[float, float]]:
         run = self.run
@@ -382,6 +416,9 @@ class JobSim:
             path = "restarted" if restarted else "rerouted"
             self.truth.record("training", self.subject, "throughput_restored", at=t, ratio=round(self._ratio(t), 3),
                               path=path)
+            late = self.fabric.socket_fallback_after_recovery
+            if late is not None and self.run.transport == "IB":
+                self.late_fallback_at = t + late
 
     def _ratio(self, t: float) -> float:
         return self.factor(t) * self.spec.samples_per_second / self.baseline if self.baseline else 0.0

@@ -1,0 +1,132 @@
+"""A port's traffic as the switch counts it: packet totals and the rate lines of `show interface`.
+
+`read_counters(dialect, output, iface)` → `PortTraffic`; the uplink drill reads it before and after
+the shutdown over the same login, to tell a fault that hit the job's traffic from one on an idle port
+(drills/faults/switch/uplink.py). NX-OS through ntc-templates; SONiC's portstat table, EOS's counter
+lines, Onyx's Rx/Tx blocks and NVUE's counters JSON are small readers of their own (no upstream
+template reads their counters).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from drills.faults.switch.dialect import SwitchDialect, clean_output
+from drills.faults.switch.parse import StateUnreadable, _blocks, _ntc, _short
+
+__all__ = ["PortTraffic", "read_counters", "COUNTER_PARSERS"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PortTraffic:
+    """Packet totals since the last clear, and the rate the switch prints (bits/s; None: not printed)."""
+
+    rx_packets: int
+    tx_packets: int
+    rx_bps: float | None = None
+    tx_bps: float | None = None
+
+    @property
+    def packets(self) -> int:
+        return self.rx_packets + self.tx_packets
+
+    @property
+    def bps(self) -> float | None:
+        return None if self.rx_bps is None and self.tx_bps is None else (self.rx_bps or 0.0) + (self.tx_bps or 0.0)
+
+
+def read_counters(dialect: SwitchDialect, output: str, iface: str) -> PortTraffic:
+    """The port's counters from the dialect's counters command; StateUnreadable says what is missing."""
+    if dialect.counters is None:
+        raise StateUnreadable(f"dialect {dialect.name} has no counters command")
+    parser = COUNTER_PARSERS.get(dialect.counters.parser)
+    if parser is None:
+        raise StateUnreadable(f"no counters parser named {dialect.counters.parser!r}")
+    return parser(clean_output(output), iface)
+
+
+def _nxos(text: str, iface: str) -> PortTraffic:
+    rows = [r for r in _ntc("cisco_nxos_show_interface", text) if _short(r["INTERFACE"]) == _short(iface)]
+    if not rows or not rows[0]["INPUT_PACKETS"] or not rows[0]["OUTPUT_PACKETS"]:
+        raise StateUnreadable(f"no input/output packet totals for {iface}")
+    r = rows[0]
+    return PortTraffic(int(r["INPUT_PACKETS"]), int(r["OUTPUT_PACKETS"]), _num(r["BANDWIDTH_INPUT_RATE"]),
+                       _num(r["BANDWIDTH_OUTPUT_RATE"]))
+
+
+def _eos(text: str, iface: str) -> PortTraffic:
+    text = _block(text, r"^\S+ is ", iface)
+    rx = re.search(r"^\s*(\d+) packets input,", text, re.M)
+    tx = re.search(r"^\s*(\d+) packets output,", text, re.M)
+    if not rx or not tx:
+        raise StateUnreadable("no `packets input` / `packets output` lines")
+    rates = {m[1]: _unit(m[2], m[3]) for m in re.finditer(r"^\s*\d+ \w+ (input|output) rate ([\d.]+) (\w+)", text, re.M)}
+    return PortTraffic(int(rx[1]), int(tx[1]), rates.get("input"), rates.get("output"))
+
+
+def _onyx(text: str, iface: str) -> PortTraffic:
+    text = _block(text, r"^\S+:\s*$", iface)
+    rx = re.search(r"^\s*Rx:\s*\n\s*(\d+)\s+packets", text, re.M)
+    tx = re.search(r"^\s*Tx:\s*\n\s*(\d+)\s+packets", text, re.M)
+    if not rx or not tx:
+        raise StateUnreadable("no Rx/Tx packet counts")
+    rates = {m[1]: float(m[2]) for m in re.finditer(r"^\s*\d+ seconds (ingress|egress) rate\s*:\s*(\d+) bits/sec", text, re.M)}
+    return PortTraffic(int(rx[1]), int(tx[1]), rates.get("ingress"), rates.get("egress"))
+
+
+def _nvue(text: str, _iface: str) -> PortTraffic:
+    start = text.find("{")
+    try:
+        data = json.loads(text[start:]) if start >= 0 else None
+    except json.JSONDecodeError as err:
+        raise StateUnreadable(f"not valid JSON ({err.msg})") from None
+    if not isinstance(data, dict) or "in-pkts" not in data or "out-pkts" not in data:
+        raise StateUnreadable("no in-pkts / out-pkts in the counters")
+    return PortTraffic(int(data["in-pkts"]), int(data["out-pkts"]))
+
+
+_PORTSTAT = re.compile(r"^\s*(?P<iface>\S+)\s+[UDX]\s+(?P<rx>[\d,]+)\s+(?P<rxr>[\d.,]+) (?P<rxu>[KMG]?B)/s\s+\S+\s+\S+\s+\S+\s+\S+"
+                       r"\s+(?P<tx>[\d,]+)\s+(?P<txr>[\d.,]+) (?P<txu>[KMG]?B)/s", re.M)
+
+
+def _sonic(text: str, iface: str) -> PortTraffic:
+    """portstat: IFACE STATE RX_OK RX_BPS RX_UTIL RX_ERR RX_DRP RX_OVR TX_OK TX_BPS … (RX_BPS in bytes/s)."""
+    for m in _PORTSTAT.finditer(text):
+        if m["iface"] == iface:
+            return PortTraffic(_int(m["rx"]), _int(m["tx"]), 8 * _unit(m["rxr"], m["rxu"]), 8 * _unit(m["txr"], m["txu"]))
+    raise StateUnreadable(f"no portstat row for {iface}")
+
+
+COUNTER_PARSERS: dict[str, Callable[[str, str], PortTraffic]] = {
+    "ntc:cisco_nxos_show_interface": _nxos,
+    "eos_show_interfaces_counters": _eos,
+    "onyx_show_interfaces_counters": _onyx,
+    "nvue_json_counters": _nvue,
+    "sonic_portstat": _sonic,
+}
+
+_UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+
+
+def _block(text: str, header: str, iface: str) -> str:
+    """The part of a multi-port output about `iface` (the whole text when it shows one port)."""
+    blocks = {_short(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
+    return blocks.get(_short(iface), text) if len(blocks) > 1 else text
+
+
+def _unit(value: str, unit: str) -> float:
+    return float(value.replace(",", "")) * _UNITS.get(unit.lower(), 1.0)
+
+
+def _num(value: str | None) -> float | None:
+    return float(value) if value and re.fullmatch(r"[\d.]+", value) else None
+
+
+def _int(value: str) -> int:
+    return int(value.replace(",", ""))

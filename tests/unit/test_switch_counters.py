@@ -1,0 +1,106 @@
+"""Interface counters: read from real outputs (values written by hand from the files), the twin's
+counters read back through the same parsers, and the judgement of the uplink drop's effect."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from drills.faults.switch.counters import read_counters
+from drills.faults.switch.dialect import load_switch_dialect
+from drills.measure.nccl import judge_uplink_effect
+from drills.twin.fabric import leaf_spine
+from drills.twin.fabric.cli import SwitchCli
+from drills.twin.fabric.topology import Fabric
+from drills.twin.fabric.traffic import PACKET_BYTES, Traffic
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "switch"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def timestamp(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("file, dialect, iface, expected", [
+    ("nxos-show_interface-1.txt", "nxos", "Ethernet1/1", (68448, 754962, 80.0, 256.0)),
+    ("eos-show_interfaces-1.txt", "eos", "Ethernet1", (292, 203, 0.0, 0.0)),
+    ("eos-show_interfaces-1.txt", "eos", "Ethernet2", (0, 32, 0.0, 0.0)),
+])
+def test_real_outputs_read_right(file, dialect, iface, expected):
+    text = (REAL / file).read_text().split("\n", 1)[1]
+    c = read_counters(load_switch_dialect(dialect), text, iface)
+    assert (c.rx_packets, c.tx_packets, c.rx_bps, c.tx_bps) == expected
+
+
+@pytest.fixture
+def fabric():
+    clock = Clock()
+    specs = leaf_spine(leaves=5, spines=2, downlinks=1, dialects=("sonic", "nxos", "nvue", "eos", "onyx"))
+    fab = Fabric(specs, clock=clock)
+    return fab, Traffic(fab), clock, [s for s in specs if s.role == "leaf"]
+
+
+def _read(fab, traffic, spec, iface):
+    cli = SwitchCli(fab, spec.name, spec.dialect, traffic=traffic)
+    session = cli.session()
+    session.mode = "enable" if spec.dialect == "onyx" else session.mode
+    dialect = load_switch_dialect(spec.dialect)
+    return read_counters(dialect, session.execute(dialect.command("counters", iface)[0]).output, iface)
+
+
+def test_every_dialect_shows_the_twins_counters_and_they_stop_when_the_port_is_down(fabric):
+    fab, traffic, clock, leaves = fabric
+    traffic.carry("job", {s.name: 8 * PACKET_BYTES * 1000 for s in leaves})  # 8000 packets/s per leaf
+    clock.t += 10
+    for spec in leaves:
+        c = _read(fab, traffic, spec, spec.uplinks[0].iface)
+        assert (c.rx_packets, c.tx_packets) == (40000, 40000), spec.dialect  # half of the leaf's load each
+        # NVUE prints no rate; SONiC rounds MB/s to two decimals
+        assert c.bps is None or c.bps == pytest.approx(2 * 4000 * PACKET_BYTES * 8, rel=1e-3), spec.dialect
+    fab.set_admin(leaves[0].name, leaves[0].uplinks[0].iface, False)
+    clock.t += 10
+    spec = leaves[0]
+    down, other = _read(fab, traffic, spec, spec.uplinks[0].iface), _read(fab, traffic, spec, spec.uplinks[1].iface)
+    assert (down.rx_packets, down.bps) == (40000, 0.0)  # counted until the shutdown, nothing since
+    assert other.rx_packets == 40000 + 80000  # the whole leaf's load moved to the other uplink
+
+
+def test_an_idle_uplink_carries_nothing_and_losing_it_costs_the_leaf_nothing():
+    clock = Clock()
+    specs = leaf_spine(leaves=2, spines=2, downlinks=1, dialects=("sonic",))
+    fab = Fabric(specs, clock=clock, idle_uplinks=1)
+    traffic = Traffic(fab)
+    traffic.carry("job", {"leaf1": 1e9, "leaf2": 1e9})
+    clock.t += 5
+    idle, busy = (u.iface for u in specs[0].uplinks)
+    assert traffic.counters("leaf1", idle).in_packets == 0 and traffic.counters("leaf1", busy).in_packets > 0
+    before = fab.redundancy("leaf1")
+    fab.set_admin("leaf1", idle, False)
+    assert fab.redundancy("leaf1") == before and not fab.redundancy("leaf1").isolated
+
+
+@dataclass
+class Uplink:
+    switch: str = "leaf-1"
+    interface: str = "Ethernet240"
+    carried_packets: int | None = None
+    carried_bps: float | None = None
+    packets_after: int | None = None
+
+
+def test_effect_is_judged_from_the_counters_else_from_the_job():
+    ok = judge_uplink_effect(Uplink(carried_packets=1200, carried_bps=2e11, packets_after=0))
+    assert ok.passed and "200.0 Gb/s" in ok.reason and "0 packet(s) once it was down" in ok.reason
+    idle = judge_uplink_effect(Uplink(carried_packets=0, carried_bps=0.0))
+    assert idle.inconclusive and idle.verdict == "inconclusive"
+    assert idle.reason.startswith("inconclusive: the fault had no effect: leaf-1 Ethernet240 carried no traffic")
+    seen = judge_uplink_effect(Uplink(), detected=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert seen.passed and "the job saw the drop" in seen.reason
+    assert judge_uplink_effect(Uplink()).inconclusive
