@@ -86,13 +86,16 @@ class _Strict(BaseModel):
 class TwinConfig(_Strict):
     profile: str = "minimal"
     defects: list[str] = []
-    scale: float = Field(60.0, gt=0)
+    scale: float = Field(60.0, gt=0, le=10_000, allow_inf_nan=False)  # twin seconds per wall second
 
 
 class ClusterConfig(_Strict):
     mode: Literal["twin", "kubeconfig", "in-cluster"] = "twin"
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
     context: str | None = None  # None: the kubeconfig's current context
+    # kubeconfig contexts drills may use (exact names). Empty: any. A context not listed — given with
+    # --target, set above, or the kubeconfig's current one — is refused before anything connects.
+    allowed_contexts: list[str] = []
     twin: TwinConfig = TwinConfig()
 
 
@@ -309,6 +312,8 @@ def load_target(path: str | os.PathLike | None) -> TargetProfile:
         raise InvalidProfile(f"profile {path}: file not found (pass --profile with an existing YAML file)") from None
     except OSError as err:
         raise InvalidProfile(f"profile {path}: cannot read it ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise InvalidProfile(_not_utf8(f"profile {path}", err)) from None
     return parse_profile(text, source=str(path), base_dir=file.resolve().parent)
 
 
@@ -373,8 +378,13 @@ def _inventory(path: str, base_dir: Path | None) -> list:
     """A switch inventory file: a YAML list of switches (or a mapping with a `switches:` list)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError:
+    except FileNotFoundError:
         raise InvalidProfile(f"switch inventory {path}: file not found (switches.inventory)") from None
+    except OSError as err:
+        raise InvalidProfile(f"switch inventory {path}: cannot read it ({err.strerror}); fix switches.inventory") \
+            from None
+    except UnicodeDecodeError as err:
+        raise InvalidProfile(_not_utf8(f"switch inventory {path}", err)) from None
     data = _yaml(text, f"switch inventory {path}")
     if isinstance(data, dict) and "switches" in data:
         data = data["switches"]
@@ -387,3 +397,8 @@ def _inventory(path: str, base_dir: Path | None) -> list:
         return str(expanded if expanded.is_absolute() else inv_dir / expanded)
 
     return [_fix_switch(d, fix) for d in data]
+
+
+def _not_utf8(what: str, err: UnicodeDecodeError) -> str:
+    line = err.object[:err.start].count(b"\n") + 1
+    return f"{what}: not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); save it as UTF-8"
