@@ -226,8 +226,23 @@ class StorageConfig(_Strict):
     probe_shards: int = Field(4, gt=0)
     probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
     saturation: Saturation = Saturation()
-    fio_options: dict[str, str | int | float | bool] = {}  # extra fio options, name → value
+    # Extra fio job options, name → value, from an allowlist (drills/profile/fio_options.py): rate,
+    # rate_min, rate_iops, rate_iops_min, rate_process, ioengine (sync, psync, libaio, io_uring, …), bs,
+    # bssplit, blockalign, size, io_size, nrfiles, loops, numjobs, iodepth (+ batch options), rw,
+    # rwmixread, rwmixwrite, direct, buffered, invalidate, thread, refill_buffers, runtime, time_based,
+    # ramp_time, startdelay, group_reporting, norandommap, randrepeat, randseed, random_distribution,
+    # fsync, fdatasync, end_fsync, fsync_on_close, buffer_compress_percentage, dedupe_percentage,
+    # file_service_type. Options that run commands or write elsewhere (exec_prerun, exec_postrun,
+    # filename, directory, opendir, write_*_log, write_iolog, ioscheduler, cgroup, …) are refused.
+    fio_options: dict[str, str | int | float | bool] = {}
     bandwidth_target_mb_s: float | None = Field(None, gt=0)
+
+    @field_validator("fio_options")
+    @classmethod
+    def _fio_allowlist(cls, options: dict) -> dict:
+        from drills.profile.fio_options import check_fio_options
+
+        return check_fio_options(options)
 
 
 class SloConfig(_Strict):
