@@ -89,8 +89,10 @@ def _main(argv: list[str] | None) -> int:
         click = _click_exceptions()
         if type(err).__name__ == "NoArgsIsHelpError":  # help is already on screen
             return 2
-        if isinstance(err, click.ClickException):
-            err.show()
+        if isinstance(err, click.ClickException):  # one line, like every other refusal
+            message = " ".join(err.format_message().split())
+            hint = f" (see `drills {err.ctx.info_name} --help`)" if getattr(err, "ctx", None) is not None else ""
+            print(f"drills: {message}{hint}", file=sys.stderr)
             return err.exit_code
         if isinstance(err, (typer.Abort, getattr(click, "Abort", typer.Abort))):
             return 130

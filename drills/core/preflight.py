@@ -40,6 +40,9 @@ def check_run(opts, profile) -> None:
     _check_load_workers(opts.load_workers)
     _check_run_id(opts.run_id, Path(opts.reports_root))
     on_twin = bool(opts.twin_state) or (opts.target == "twin" and profile.cluster.mode == "twin")
+    if opts.target != "twin" and profile.cluster.mode == "twin" and not opts.twin_state:
+        raise DrillError(f"--target {opts.target} is a kubeconfig context, but the profile drills the twin "
+                         f"(cluster.mode twin); pass --profile with cluster.mode kubeconfig, or drop --target")
     if opts.scale is not None:
         _check_scale(opts.scale, "--scale")
     if opts.twin_state:

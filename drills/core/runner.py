@@ -44,7 +44,7 @@ PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.g
            "fixtures.steps")
 
 
-_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow"}
+_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow", Outcome.ABORTED: "magenta"}
 
 
 @dataclass

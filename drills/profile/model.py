@@ -42,6 +42,7 @@ __all__ = [
     "Allowlist",
     "BlastRadius",
     "SafetyConfig",
+    "StopCondition",
     "load_target",
     "parse_profile",
     "parse_duration",
@@ -288,8 +289,19 @@ class BlastRadius(_Strict):
     max_ports: int = Field(1, ge=0)
 
 
+class StopCondition(_Strict):
+    """A guard over the steady state, watched while a fault is in (drills/core/stop.py): a breach — the
+    metric above `above` for `for_s` cluster seconds — reverts every fault at once and aborts the drill."""
+
+    metric: Literal["not_ready_nodes", "unschedulable_nodes", "inference_error_rate"]
+    above: float = Field(ge=0, allow_inf_nan=False)
+    for_s: Annotated[float, BeforeValidator(parse_duration), Field(ge=0)] = 0.0
+
+
 class SafetyConfig(_Strict):
     allow: Allowlist = Allowlist()
+    # e.g. [{metric: not_ready_nodes, above: 1}, {metric: inference_error_rate, above: 0.5, for_s: 30s}]
+    stop_conditions: list[StopCondition] = []
     blast_radius: BlastRadius = BlastRadius()
     dry_run: bool = False
     lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
