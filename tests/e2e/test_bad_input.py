@@ -260,7 +260,21 @@ FILESYSTEM = [
     Case("disk-full", [], "MB free", patch=lambda mp, tmp: _full_disk(mp)),
 ]
 
-CASES = CLI + PROFILE + INVENTORY + FEATURE + ENVIRONMENT + FILESYSTEM
+def _twin_fails_to_start(monkeypatch) -> None:
+    """A twin child that really exits while starting (an argument its CLI refuses)."""
+    from drills.twin import launcher
+
+    real = launcher.start_twin
+    monkeypatch.setattr(launcher, "start_twin", lambda *a, **kw: real(*a, **{**kw, "extra_args": ["--no-such-flag"]}))
+
+
+SETUP = [
+    Case("twin-fails-to-start", ["features/training/gpu_node_loss.feature", "-k", "cordon"],
+         "the twin (profile minimal) exited with code 2 while starting", run_folder=True,
+         patch=lambda mp, tmp: _twin_fails_to_start(mp)),
+]
+
+CASES = SETUP + CLI + PROFILE + INVENTORY + FEATURE + ENVIRONMENT + FILESYSTEM
 
 
 def test_the_corpus_is_big_enough():
