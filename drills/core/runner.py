@@ -1,11 +1,12 @@
 """`drills run` and `drills revert`: prepare a run, drive the features through pytest-bdd, report.
 
-A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
-unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
-`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
+A run: validate the profile and every option (drills.core.preflight: one line if anything is wrong, before
+the run folder exists) → probe a real cluster (one line if unreachable) → `reports/<run-id>/` (on the
+twin, `fixtures.target` starts a fresh twin per scenario) → `pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
 (summary, timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill
 passed; 2 when no drill could start (bad input, the fault could not be injected, or a precondition
-failed: nothing was injected); otherwise 1 when any drill failed or was inconclusive (an inconclusive
+failed: nothing was injected; a collection error, an unknown step or a fixture error before any record —
+drills.core.runwatch); otherwise 1 when any drill failed or was inconclusive (an inconclusive
 drill proved nothing, so it is not a pass); 130 whenever the run was interrupted. Decided from the
 records' typed verdict and category (drills.core.record), never from the words of a reason. The first
 SIGINT or SIGTERM stops the run (KeyboardInterrupt: pytest tears down, so every fault is reverted, the
