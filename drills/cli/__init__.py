@@ -14,7 +14,7 @@ import typer
 from drills.core.errors import DrillError
 from drills.core.log import setup_logging
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "os_error_line"]
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +80,19 @@ def _main(argv: list[str] | None) -> int:
         return 130
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    except OSError as err:  # disk full, a folder not writable: the file and what to do, not a traceback
+        if debug:
+            log.exception("drills failed")
+        print(f"drills: {os_error_line(err)}", file=sys.stderr)
+        return 2
     except Exception as err:  # click usage errors and the unexpected: still one line unless --debug
         click = _click_exceptions()
         if type(err).__name__ == "NoArgsIsHelpError":  # help is already on screen
             return 2
-        if isinstance(err, click.ClickException):
-            err.show()
+        if isinstance(err, click.ClickException):  # one line, like every other refusal
+            message = " ".join(err.format_message().split())
+            hint = f" (see `drills {err.ctx.info_name} --help`)" if getattr(err, "ctx", None) is not None else ""
+            print(f"drills: {message}{hint}", file=sys.stderr)
             return err.exit_code
         if isinstance(err, (typer.Abort, getattr(click, "Abort", typer.Abort))):
             return 130
@@ -95,6 +102,19 @@ def _main(argv: list[str] | None) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def os_error_line(err: OSError) -> str:
+    """One line for a filesystem error: which file, what the system said, what to do."""
+    import errno
+
+    where = f" writing {err.filename}" if err.filename else ""
+    advice = {errno.ENOSPC: "free some space or pass --reports on another disk",
+              errno.EDQUOT: "free some space or pass --reports on another disk",
+              errno.EACCES: "fix its permissions or pass another --reports",
+              errno.EROFS: "pass a --reports folder on a writable file system"}.get(err.errno or 0,
+                                                                                  "check the path and retry")
+    return f"{err.strerror or type(err).__name__}{where}; {advice}"
 
 
 def _click_exceptions():

@@ -43,7 +43,7 @@ def run(
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
                                    reports_root=reports, html=not no_html, twin_state=twin_state))
-    if result.errors and len(result.errors) == len(result.records) and not result.interrupted:
+    if result.errors and result.exit_code == 2:  # nothing ran: the reasons are the whole story
         for line in dict.fromkeys(result.errors):  # one line per distinct problem
             print(f"drills: {line}", file=sys.stderr)
         raise typer.Exit(result.exit_code)

@@ -10,6 +10,7 @@ __all__ = [
     "UnsafeTarget",
     "TargetUnreachable",
     "TargetGone",
+    "StopConditionBreached",
 ]
 
 
@@ -58,3 +59,8 @@ class TargetUnreachable(DrillError):
 
 class TargetGone(TargetUnreachable):
     """The target no longer exists (a twin whose process ended): its faults ended with it."""
+
+
+class StopConditionBreached(DrillError):
+    """A stop condition over the steady state tripped during the fault (drills.core.stop): the guard
+    reverted the scenario's faults at once; the drill is aborted, not judged."""

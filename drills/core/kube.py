@@ -127,8 +127,15 @@ def connect(profile: TargetProfile, *, twin_info: dict | None = None, kubeconfig
         return connect_twin(twin_info["kubeconfig"], twin_info["url"], state_dir=_twin_state_dir(twin_info))
     if mode == "in-cluster":
         return connect_in_cluster()
-    return connect_kubeconfig(kubeconfig or profile.cluster.kubeconfig, context or profile.cluster.context,
-                              name=context or profile.name)
+    context = context or profile.cluster.context
+    allowed = profile.cluster.allowed_contexts
+    if allowed:
+        chosen = context or _current_context(kubeconfig or profile.cluster.kubeconfig)
+        if chosen not in allowed:
+            raise UnsafeTarget(f"kubeconfig context {chosen!r} is not in the profile's cluster.allowed_contexts "
+                               f"({', '.join(allowed)}); pass --target with an allowed context or add it there")
+        context = chosen
+    return connect_kubeconfig(kubeconfig or profile.cluster.kubeconfig, context, name=context or profile.name)
 
 
 def connect_twin(kubeconfig: str, twin_url: str, *, state_dir: str | None = None) -> Cluster:
@@ -288,6 +295,16 @@ def _read_uid(cluster: Cluster) -> str | None:
     except Exception as err:  # urllib3 connection errors come in many types
         raise TargetUnreachable(f"cannot reach the Kubernetes API at {cluster.url}: {short_reason(err)}; "
                                 "check --target/kubeconfig") from None
+
+
+def _current_context(kubeconfig: str | None) -> str | None:
+    """The kubeconfig's current context name (None when it cannot be read: connecting then says why)."""
+    from kubernetes import config
+
+    try:
+        return config.list_kube_config_contexts(config_file=_kubeconfig_paths(kubeconfig))[1]["name"]
+    except (config.ConfigException, OSError, KeyError, TypeError):
+        return None
 
 
 def _kubeconfig_paths(kubeconfig: str | None) -> str:

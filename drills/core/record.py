@@ -22,8 +22,8 @@ from typing import Any, Mapping
 
 from drills.core.clock import Clock, parse_iso
 from drills.core.errors import (
-    CheckFailed, DrillError, InjectionFailed, InvalidProfile, RevertFailed, SloViolated, TargetUnreachable,
-    UnsafeTarget,
+    CheckFailed, DrillError, InjectionFailed, InvalidProfile, RevertFailed, SloViolated, StopConditionBreached,
+    TargetUnreachable, UnsafeTarget,
 )
 
 __all__ = ["PHASES", "Outcome", "Category", "Check", "Record", "category_of_error", "NOT_STARTED"]
@@ -39,6 +39,7 @@ class Outcome(str, enum.Enum):
     PASS = "pass"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
+    ABORTED = "aborted"  # a stop condition tripped: the faults were reverted at once, recovery was not judged
 
 
 class Category(str, enum.Enum):
@@ -55,11 +56,14 @@ class Category(str, enum.Enum):
     REVERT_FAILED = "revert_failed"  # RevertFailed, or a revert the guard reported as failed
     CHECK_FAILED = "check_failed"  # after injecting: a check could not measure, or failed outside a judged verdict
     INTERRUPTED = "interrupted"  # SIGINT / SIGTERM (KeyboardInterrupt)
+    ABORTED = "aborted"  # StopConditionBreached: a stop condition over the steady state tripped
     ERROR = "error"  # any other exception: a bug, not a verdict on the platform
 
     @property
     def outcome(self) -> Outcome:
         """The verdict this category implies for a drill that did not pass."""
+        if self is Category.ABORTED:
+            return Outcome.ABORTED
         return Outcome.INCONCLUSIVE if self in _INCONCLUSIVE else Outcome.FAIL
 
 
@@ -74,6 +78,8 @@ def category_of_error(error: BaseException, injected: bool) -> Category:
     """The category of an exception that stopped a drill; `injected`: a fault was in place by then."""
     if isinstance(error, KeyboardInterrupt):
         return Category.INTERRUPTED
+    if isinstance(error, StopConditionBreached):
+        return Category.ABORTED
     if isinstance(error, (InvalidProfile, UnsafeTarget)):
         return Category.BAD_INPUT
     if isinstance(error, InjectionFailed):

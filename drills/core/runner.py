@@ -1,11 +1,12 @@
 """`drills run` and `drills revert`: prepare a run, drive the features through pytest-bdd, report.
 
-A run: validate the profile (one line if it is wrong) → `reports/<run-id>/` → probe a real cluster (one line if
-unreachable; on the twin, `fixtures.target` starts a fresh twin per scenario under the run) →
-`pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
+A run: validate the profile and every option (drills.core.preflight: one line if anything is wrong, before
+the run folder exists) → probe a real cluster (one line if unreachable) → `reports/<run-id>/` (on the
+twin, `fixtures.target` starts a fresh twin per scenario) → `pytest.main` in this process on the features (Allure results, JUnit XML, the drill plugins) → report
 (summary, timeline charts, Allure HTML) → `reports/latest` → the final table. Exit 0 iff every drill
 passed; 2 when no drill could start (bad input, the fault could not be injected, or a precondition
-failed: nothing was injected); otherwise 1 when any drill failed or was inconclusive (an inconclusive
+failed: nothing was injected; a collection error, an unknown step or a fixture error before any record —
+drills.core.runwatch); otherwise 1 when any drill failed or was inconclusive (an inconclusive
 drill proved nothing, so it is not a pass); 130 whenever the run was interrupted. Decided from the
 records' typed verdict and category (drills.core.record), never from the words of a reason. The first
 SIGINT or SIGTERM stops the run (KeyboardInterrupt: pytest tears down, so every fault is reverted, the
@@ -29,6 +30,8 @@ from drills.profile.model import load_target
 from drills.core.errors import DrillError
 from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, revert_open
 from drills.core.record import NOT_STARTED, Category, Outcome, Record
+from drills.core.preflight import check_run, feature_selection
+from drills.core.runwatch import RunWatch
 from drills.core.signals import stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
@@ -36,13 +39,13 @@ __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "fina
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-_PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED
-PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
+_PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (also what it returns for collection errors: RunWatch tells)
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
 
 
-_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow"}
+_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow", Outcome.ABORTED: "magenta"}
 
 
 @dataclass
@@ -78,25 +81,28 @@ def run_drills(opts: RunOptions) -> RunResult:
     """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
     _check_selection(opts)
     profile = load_target(opts.profile)
+    check_run(opts, profile)
+    collect, named = feature_selection(opts.features, REPO / "features")
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     reports_root = Path(opts.reports_root).resolve()
     run_dir = reports_root / run_id
-    if (run_dir / "records.jsonl").exists():
+    if run_dir.exists():
         raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
-    run_dir.mkdir(parents=True, exist_ok=True)
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
+    _make_run_dir(run_dir)
+    watch = RunWatch()
     with stop_on_signal() as interrupts:
-        rc = _interruptible(lambda: _pytest(opts, run_id, run_dir))
+        rc = _interruptible(lambda: _pytest(opts, run_id, run_dir, collect, named, watch))
         records = _records(run_dir)
         still_open = Journal(run_dir / JOURNAL_NAME).open_entries() if (run_dir / JOURNAL_NAME).exists() else []
         with stop_on_signal() as later:  # the faults are settled: a signal now only cuts the report short
             _interruptible(lambda: _finish(run_dir, reports_root, run_id, opts, profile.name, records))
-    interrupted = interrupts.first or later.first or ("SIGINT" if rc == _PYTEST_INTERRUPTED else None)
-    errors = _not_started(records)
+    interrupted = interrupts.first or later.first or ("SIGINT" if watch.interrupted else None)
+    errors = [*watch.errors, *_not_started(records)]
     if interrupted:
         code = 130
-    elif errors and len(errors) == len(records):
+    elif watch.errors or (errors and len(errors) == len(records)):
         code = 2
     elif records and all(r.passed for r in records) and rc == 0:
         code = 0
@@ -161,14 +167,15 @@ def final_table(records: list[Record], width: int = 100):
     return table
 
 
-def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
+def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], named: list[str],
+            watch: "RunWatch") -> int:
     import sys
 
     import pytest
 
     if str(REPO) not in sys.path:  # fixtures/ (the pytest layer) lives in the repo, it is not an installed package
         sys.path.insert(0, str(REPO))
-    features = [str(Path(f).resolve()) for f in opts.features] or [str(REPO / "features")]
+    features = collect or [str(REPO / "features")]
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
@@ -196,9 +203,18 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path) -> int:
     args += ["--tb=short", "-rfE"] if opts.debug else ["-p", "no:terminal"]
     if opts.load_workers:  # an option, not the environment: a second run in this process must not inherit it
         args += ["--drills-load-workers", str(opts.load_workers)]
+    for path in named:  # a folder of .feature files or one file: its binder is collected, filtered to these
+        args += ["--drills-feature", path]
     log.debug("pytest %s", " ".join(args))
     with _cwd(REPO):
-        return int(pytest.main(args))
+        return int(pytest.main(args, plugins=[watch]))
+
+
+def _make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as err:
+        raise DrillError(f"cannot create the run folder {run_dir}: {err.strerror}; pass a writable --reports") from None
 
 
 def _check_selection(opts: RunOptions) -> None:

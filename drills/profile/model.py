@@ -42,6 +42,7 @@ __all__ = [
     "Allowlist",
     "BlastRadius",
     "SafetyConfig",
+    "StopCondition",
     "load_target",
     "parse_profile",
     "parse_duration",
@@ -86,13 +87,16 @@ class _Strict(BaseModel):
 class TwinConfig(_Strict):
     profile: str = "minimal"
     defects: list[str] = []
-    scale: float = Field(60.0, gt=0)
+    scale: float = Field(60.0, gt=0, le=10_000, allow_inf_nan=False)  # twin seconds per wall second
 
 
 class ClusterConfig(_Strict):
     mode: Literal["twin", "kubeconfig", "in-cluster"] = "twin"
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
     context: str | None = None  # None: the kubeconfig's current context
+    # kubeconfig contexts drills may use (exact names). Empty: any. A context not listed — given with
+    # --target, set above, or the kubeconfig's current one — is refused before anything connects.
+    allowed_contexts: list[str] = []
     twin: TwinConfig = TwinConfig()
 
 
@@ -225,8 +229,23 @@ class StorageConfig(_Strict):
     probe_shards: int = Field(4, gt=0)
     probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
     saturation: Saturation = Saturation()
-    fio_options: dict[str, str | int | float | bool] = {}  # extra fio options, name → value
+    # Extra fio job options, name → value, from an allowlist (drills/profile/fio_options.py): rate,
+    # rate_min, rate_iops, rate_iops_min, rate_process, ioengine (sync, psync, libaio, io_uring, …), bs,
+    # bssplit, blockalign, size, io_size, nrfiles, loops, numjobs, iodepth (+ batch options), rw,
+    # rwmixread, rwmixwrite, direct, buffered, invalidate, thread, refill_buffers, runtime, time_based,
+    # ramp_time, startdelay, group_reporting, norandommap, randrepeat, randseed, random_distribution,
+    # fsync, fdatasync, end_fsync, fsync_on_close, buffer_compress_percentage, dedupe_percentage,
+    # file_service_type. Options that run commands or write elsewhere (exec_prerun, exec_postrun,
+    # filename, directory, opendir, write_*_log, write_iolog, ioscheduler, cgroup, …) are refused.
+    fio_options: dict[str, str | int | float | bool] = {}
     bandwidth_target_mb_s: float | None = Field(None, gt=0)
+
+    @field_validator("fio_options")
+    @classmethod
+    def _fio_allowlist(cls, options: dict) -> dict:
+        from drills.profile.fio_options import check_fio_options
+
+        return check_fio_options(options)
 
 
 class SloConfig(_Strict):
@@ -275,8 +294,19 @@ class BlastRadius(_Strict):
     max_ports: int = Field(1, ge=0)
 
 
+class StopCondition(_Strict):
+    """A guard over the steady state, watched while a fault is in (drills/core/stop.py): a breach — the
+    metric above `above` for `for_s` cluster seconds — reverts every fault at once and aborts the drill."""
+
+    metric: Literal["not_ready_nodes", "unschedulable_nodes", "inference_error_rate"]
+    above: float = Field(ge=0, allow_inf_nan=False)
+    for_s: Annotated[float, BeforeValidator(parse_duration), Field(ge=0)] = 0.0
+
+
 class SafetyConfig(_Strict):
     allow: Allowlist = Allowlist()
+    # e.g. [{metric: not_ready_nodes, above: 1}, {metric: inference_error_rate, above: 0.5, for_s: 30s}]
+    stop_conditions: list[StopCondition] = []
     blast_radius: BlastRadius = BlastRadius()
     dry_run: bool = False
     lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
@@ -314,6 +344,8 @@ def load_target(path: str | os.PathLike | None) -> TargetProfile:
         raise InvalidProfile(f"profile {path}: file not found (pass --profile with an existing YAML file)") from None
     except OSError as err:
         raise InvalidProfile(f"profile {path}: cannot read it ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise InvalidProfile(_not_utf8(f"profile {path}", err)) from None
     return parse_profile(text, source=str(path), base_dir=file.resolve().parent)
 
 
@@ -378,8 +410,13 @@ def _inventory(path: str, base_dir: Path | None) -> list:
     """A switch inventory file: a YAML list of switches (or a mapping with a `switches:` list)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError:
+    except FileNotFoundError:
         raise InvalidProfile(f"switch inventory {path}: file not found (switches.inventory)") from None
+    except OSError as err:
+        raise InvalidProfile(f"switch inventory {path}: cannot read it ({err.strerror}); fix switches.inventory") \
+            from None
+    except UnicodeDecodeError as err:
+        raise InvalidProfile(_not_utf8(f"switch inventory {path}", err)) from None
     data = _yaml(text, f"switch inventory {path}")
     if isinstance(data, dict) and "switches" in data:
         data = data["switches"]
@@ -392,3 +429,8 @@ def _inventory(path: str, base_dir: Path | None) -> list:
         return str(expanded if expanded.is_absolute() else inv_dir / expanded)
 
     return [_fix_switch(d, fix) for d in data]
+
+
+def _not_utf8(what: str, err: UnicodeDecodeError) -> str:
+    line = err.object[:err.start].count(b"\n") + 1
+    return f"{what}: not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); save it as UTF-8"

@@ -107,8 +107,8 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise DrillError(f"the twin (profile {profile}) exited with code {proc.returncode} while starting:\n"
-                             f"{handle.stderr_tail()}")
+            raise DrillError(f"the twin (profile {profile}) exited with code {proc.returncode} while starting: "
+                             f"{_last_line(handle.stderr_tail())} (its stderr: {stderr_path})")
         info = read_twin_info(state)
         if info and info.get("pid") == proc.pid:
             handle.info = info
@@ -116,8 +116,8 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
             return handle
         time.sleep(0.05)
     handle.stop()
-    raise DrillError(f"the twin (profile {profile}) was not ready after {timeout:.0f}s; its stderr ends with:\n"
-                     f"{handle.stderr_tail()}")
+    raise DrillError(f"the twin (profile {profile}) was not ready after {timeout:.0f}s: "
+                     f"{_last_line(handle.stderr_tail()) or 'no error printed'} (its stderr: {stderr_path})")
 
 
 def read_twin_info(state_dir: str | Path) -> dict | None:
@@ -126,3 +126,9 @@ def read_twin_info(state_dir: str | Path) -> dict | None:
         return json.loads((Path(state_dir) / TWIN_JSON).read_text())
     except (OSError, ValueError):
         return None
+
+
+def _last_line(text: str) -> str:
+    """The last non-empty line of a child's stderr: the error of a Python traceback, or its own one line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -90,8 +90,10 @@ def test_category_of_an_error_is_its_type(error, injected, category):
 def test_outcomes_and_the_runs_that_never_started():
     assert Category.NO_EFFECT.outcome is Outcome.INCONCLUSIVE
     assert Category.PRECONDITION_NOT_MET.outcome is Outcome.INCONCLUSIVE
+    assert Category.ABORTED.outcome is Outcome.ABORTED  # a tripped stop condition: not judged
     assert all(c.outcome is Outcome.FAIL for c in Category if c not in (Category.NO_EFFECT,
-                                                                         Category.PRECONDITION_NOT_MET))
+                                                                         Category.PRECONDITION_NOT_MET,
+                                                                         Category.ABORTED))
     assert NOT_STARTED == {Category.BAD_INPUT, Category.INJECTOR_FAILED, Category.PRECONDITION_NOT_MET}
 
 
@@ -164,3 +166,10 @@ def test_a_failed_revert_wins_over_everything():
 def test_the_recorders_line_reads_back_as_the_same_record():
     record = _record([judge_resume(4000, 6000)])
     assert Record.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+def test_a_tripped_stop_condition_is_aborted():
+    from drills.core.errors import StopConditionBreached
+    from drills.core.record import category_of_error
+
+    assert category_of_error(StopConditionBreached("aborted: …"), injected=True) is Category.ABORTED
