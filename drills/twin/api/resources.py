@@ -43,7 +43,8 @@ def _core(plural: str, kind: str, **kw) -> ResourceType:
 
 
 RESOURCES: tuple[ResourceType, ...] = (
-    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), subresources=("status",), categories=()),
+    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), subresources=("status", "finalize"),
+          categories=()),
     _core("nodes", "Node", namespaced=False, short_names=("no",), subresources=("status",), categories=()),
     _core("pods", "Pod", short_names=("po",), subresources=("status", "log", "eviction", "binding")),
     _core("events", "Event", short_names=("ev",), categories=()),
