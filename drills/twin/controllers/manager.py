@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 CONTROLLERS: list[str] = [
     "drills.twin.controllers.replicaset:ReplicaSetController",
     "drills.twin.controllers.deployment:DeploymentController",
+    "drills.twin.controllers.daemonset:DaemonSetController",
     "drills.twin.controllers.volcano:VolcanoJobController",
     "drills.twin.controllers.endpoints:EndpointsController",
     "drills.twin.controllers.disruption:DisruptionController",
