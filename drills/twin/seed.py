@@ -9,12 +9,14 @@ labels, capacity with `nvidia.com/gpu`, nodeInfo from the profile); the API serv
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from pathlib import Path
 
 import yaml
 
+from drills.twin.api.rbac import DEFAULT_POLICY
 from drills.twin.profile_model import InferenceDeployment, NodePool, NodeSpec, TrainingJob, TwinProfile
 
 __all__ = [
@@ -57,6 +59,7 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
         out.append(_lease(node.name, profile.timings.lease_duration, now))
     if any(pool.gpus for pool in profile.node_pools.values()):
         out.extend(_system_daemonsets(set(profile.namespaces)))
+    out.extend(copy.deepcopy(DEFAULT_POLICY))
     out.append({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default",

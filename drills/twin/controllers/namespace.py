@@ -4,6 +4,7 @@ The API server only marks the namespace (deletionTimestamp, phase Terminating, s
 ["kubernetes"]) and refuses new content in it; this controller deletes every namespaced object in it
 (pods terminate gracefully, finalizers hold their objects), requeues until nothing is left, then
 clears spec.finalizers through `PUT namespaces/{name}/finalize`, which removes the namespace.
+A live namespace gets its `default` ServiceAccount (the serviceaccounts controller's job).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = ["NamespaceController"]
 log = logging.getLogger(__name__)
 
 NAMESPACES = by_kind("v1", "Namespace")
+SERVICE_ACCOUNTS = by_kind("v1", "ServiceAccount")
 _RECHECK_S = 1.0  # twin seconds between sweeps of a namespace still holding objects
 
 
@@ -31,13 +33,16 @@ class NamespaceController(Controller):
         self.namespaces.add_handler(self._on_namespace)
 
     def _on_namespace(self, etype: str, ns: dict, old: dict | None) -> None:
-        if etype != "DELETED" and ns["metadata"].get("deletionTimestamp"):
+        if etype == "ADDED" or (etype == "MODIFIED" and ns["metadata"].get("deletionTimestamp")):
             self.enqueue(ns["metadata"]["name"])
 
     async def reconcile(self, key: Hashable) -> None:
         name = str(key)
         ns = await self.ctx.client.get(NAMESPACES, None, name)
-        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+        if ns is None:
+            return
+        if not ns["metadata"].get("deletionTimestamp"):
+            await self._default_account(name)
             return
         left = 0
         for rt in RESOURCES:
@@ -59,3 +64,12 @@ class NamespaceController(Controller):
             if err.status != 404:
                 raise
         log.info("namespace %s is empty: finalized", name)
+
+    async def _default_account(self, namespace: str) -> None:
+        if await self.ctx.client.get(SERVICE_ACCOUNTS, namespace, "default") is not None:
+            return
+        try:
+            await self.ctx.client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "default", "namespace": namespace}})
+        except ApiError as err:
+            if err.status not in (403, 409):  # 403: it began terminating meanwhile
+                raise
