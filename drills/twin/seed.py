@@ -9,9 +9,14 @@ labels, capacity with `nvidia.com/gpu`, nodeInfo from the profile); the API serv
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
+from pathlib import Path
 
+import yaml
+
+from drills.twin.api.rbac import DEFAULT_POLICY
 from drills.twin.profile_model import InferenceDeployment, NodePool, NodeSpec, TrainingJob, TwinProfile
 
 __all__ = [
@@ -24,6 +29,7 @@ log = logging.getLogger(__name__)
 LEAF_LABEL = "network.gpu-drills.io/leaf"
 ROLE_LABEL = "gpu-drills.io/role"
 POOL_LABEL = "gpu-drills.io/pool"
+SYSTEM_DAEMONSETS = Path(__file__).parent / "system" / "gpu-daemonsets.yaml"
 _SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
@@ -51,6 +57,9 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
         out.append(node_object(profile, node, now))
     for node in profile.nodes():
         out.append(_lease(node.name, profile.timings.lease_duration, now))
+    if any(pool.gpus for pool in profile.node_pools.values()):
+        out.extend(_system_daemonsets(set(profile.namespaces)))
+    out.extend(copy.deepcopy(DEFAULT_POLICY))
     out.append({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default",
@@ -254,6 +263,12 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
 
 
 # -- helpers ------------------------------------------------------------------------------------
+def _system_daemonsets(namespaces: set[str]) -> list[dict]:
+    """The GPU node agents (device plugin, DCGM exporter, RDMA device plugin) and their namespaces."""
+    data = yaml.safe_load(SYSTEM_DAEMONSETS.read_text())
+    return [*(_namespace(ns) for ns in data["namespaces"] if ns not in namespaces), *data["daemonsets"]]
+
+
 def _namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}

@@ -22,6 +22,7 @@ import requests
 
 from drills.schedule.cronjob import REPORTS_DIR, ScheduleOptions, render
 from tests.e2e.drill_helpers import REPO, node, schedulable, wait_for_injection
+from tests.e2e.test_twin_rbac import apply_as_admin, schedule_rbac
 
 pytestmark = [pytest.mark.slow]
 
@@ -41,6 +42,7 @@ def profile(tmp_path) -> Path:
 
 def test_sigkilled_in_cluster_run_is_reverted_by_the_cronjobs_command(twin_factory, profile, tmp_path):
     twin = twin_factory(scale=SLOW_SCALE, tls=True)
+    apply_as_admin(twin, schedule_rbac(profile))  # what a cluster admin installs from `drills schedule`
     reports = tmp_path / "reports"
     run = _drill(profile, reports, in_cluster(twin))
     try:
@@ -77,6 +79,8 @@ def test_sigkilled_in_cluster_run_is_reverted_by_the_cronjobs_command(twin_facto
 def test_revert_refuses_another_cluster_and_leaves_the_entries_open(twin_factory, profile, tmp_path):
     drilled = twin_factory(scale=SLOW_SCALE, tls=True)
     other = twin_factory(scale=SLOW_SCALE, tls=True)
+    for twin in (drilled, other):
+        apply_as_admin(twin, schedule_rbac(profile))
     reports = tmp_path / "reports"
     run = _drill(profile, reports, in_cluster(drilled))
     try:

@@ -158,13 +158,16 @@ def test_drain_evicts_but_a_pdb_blocks_it_with_a_clear_message(kubectl):
                   f"      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: main, image: busybox}}\n")
     kubectl.apply(f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: {NS}\nspec:\n"
                   f"  selector:\n    matchLabels: {{app: agent}}\n  template:\n    metadata:\n"
-                  f"      labels: {{app: agent}}\n    spec:\n      containers:\n      - {{name: main, image: busybox}}\n")
+                  f"      labels: {{app: agent}}\n    spec:\n      tolerations: [{{operator: Exists}}]\n"
+                  f"      containers:\n      - {{name: main, image: busybox}}\n")
     owner = _owned_by(kubectl, "ReplicaSet", "web")
     scratch = "  volumes:\n  - name: scratch\n    emptyDir: {}\n"
     for name in ("web-1", "web-2"):
         kubectl.apply(_pod(name, node, owner=owner, volumes=scratch))
-    kubectl.apply(_pod("agent-x", node, labels="app: agent", owner=_owned_by(kubectl, "DaemonSet", "agent")))
-    _make_ready(kubectl, "web-1", "web-2", "agent-x")
+    # the DaemonSet controller runs its pod there (the agent tolerates every taint)
+    agent = _until_output(kubectl, "-n", NS, "get", "pods", "-l", "app=agent", "--field-selector",
+                          f"spec.nodeName={node}", "-o", "name")
+    _make_ready(kubectl, "web-1", "web-2")
     kubectl.apply(f"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\n  namespace: {NS}\n"
                   f"spec:\n  minAvailable: 2\n  selector:\n    matchLabels: {{app: web}}\n")
 
@@ -178,11 +181,19 @@ def test_drain_evicts_but_a_pdb_blocks_it_with_a_clear_message(kubectl):
     drained = kubectl.run("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s")
     assert "evicted" in drained.stdout + drained.stderr and f"node/{node} drained" in drained.stdout
     assert kubectl("-n", NS, "get", "pods", "--field-selector", f"spec.nodeName={node}", "-o", "name").split() \
-        == ["pod/agent-x"]  # the DaemonSet pod stays, like on a real node
+        == [agent]  # the DaemonSet pod stays, like on a real node
     assert "SchedulingDisabled" in kubectl("get", "node", node)
     kubectl("uncordon", node)
     kubectl("-n", NS, "delete", "pdb", "web")
-    kubectl("-n", NS, "delete", "pod", "agent-x")
+    kubectl("-n", NS, "delete", "daemonset", "agent")
+
+
+def _until_output(kubectl: Kubectl, *args: str, deadline_s: float = 30) -> str:
+    deadline = time.monotonic() + deadline_s
+    while not (out := kubectl(*args).strip()):
+        assert time.monotonic() < deadline, f"kubectl {' '.join(args)} printed nothing"
+        time.sleep(0.05)
+    return out
 
 
 def test_drain_refuses_unmanaged_pods_without_force(kubectl):

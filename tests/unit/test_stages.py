@@ -88,7 +88,26 @@ def test_pull_events_say_cached_or_pulled(profile):
 def test_deleted_pods_go(profile):
     pod = _pod()
     pod["metadata"]["deletionTimestamp"] = NOW
-    assert _step(profile, pod, _ctx(True)) == ("pod-terminate", None)
+    assert _step(profile, pod, {**_ctx(True), "termination": 2.0}) == ("pod-terminate", None)
+    unscheduled = _pod(node=None)
+    unscheduled["metadata"]["deletionTimestamp"] = NOW
+    assert _step(profile, unscheduled, _ctx(True)) == ("pod-delete-unscheduled", None)
+
+
+def test_a_deleted_ready_pod_leaves_ready_at_once_then_stops_after_its_termination_time(profile):
+    ctx, pod = _ctx(True), _pod()
+    while get_path(pod, ".status.conditions[type=Ready].status") != "True":
+        pod = _step(profile, pod, ctx)[1]
+    pod["metadata"]["deletionTimestamp"] = NOW
+    name, pod = _step(profile, pod, {**ctx, "termination": 30.0})
+    assert name == "pod-terminating"
+    assert get_path(pod, ".status.conditions[type=Ready].status") == "False"
+    assert get_path(pod, ".status.conditions[type=Ready].reason") == "PodTerminating"
+    stage = profile.stages["pod-terminate"]
+    assert stage.matches(pod, ctx) and stage.delay.seconds(profile.timings, {"termination": 30.0}) == 30.0
+    assert stage.render_enter_events(pod, ctx)[0] == {
+        "type": "Normal", "reason": "Killing", "message": "Stopping container vllm", "source": "kubelet"}
+    assert _step(profile, pod, {**ctx, "termination": 30.0}) == ("pod-terminate", None)
     unscheduled = _pod(node=None)
     unscheduled["metadata"]["deletionTimestamp"] = NOW
     assert _step(profile, unscheduled, _ctx(True)) == ("pod-delete-unscheduled", None)

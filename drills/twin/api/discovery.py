@@ -37,6 +37,7 @@ SUBRESOURCE_KINDS: dict[str, tuple[str | None, str | None, str | None, tuple[str
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "binding": ("", "v1", "Binding", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
+    "finalize": (None, None, None, ("update",)),
 }
 
 

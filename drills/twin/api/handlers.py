@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import yaml
 from aiohttp import web
 
-from drills.twin.api import status as st
+from drills.twin.api import protobuf, status as st
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -73,6 +73,11 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
     request["target"] = target
     if target.sub:
         return await subresources.dispatch(request, store, target)
+    if target.rt.group == "authorization.k8s.io":
+        if method != "POST" or target.name is not None:
+            raise st.method_not_allowed("the server does not allow this method on the requested resource")
+        request["verb"] = "create"
+        return json_response(access_review(request, store, await read_body(request, target.rt)), status=201)
     if method == "GET":
         if legacy_watch or request.query.get("watch") in _TRUE:
             request["verb"] = "watch"
@@ -118,12 +123,17 @@ async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str 
     raw = await request.read()
     expected_kind = kind or (rt.kind if rt else "")
     ctype = request.content_type or ""
-    if "protobuf" in ctype or "cbor" in ctype:
-        raise st.ApiError(415, "UnsupportedMediaType", f"the twin's API server accepts JSON or YAML bodies, not "
-                          f"{ctype} (kubectl create <generator> sends protobuf: use `kubectl create ... "
-                          f"--dry-run=client -o yaml | kubectl apply -f -`)")
+    if "protobuf" in ctype:
+        try:
+            obj = protobuf.decode(raw)
+        except protobuf.ProtobufError as err:
+            raise st.ApiError(415, "UnsupportedMediaType", str(err)) from None
+        ctype, raw = "application/json", json.dumps(obj).encode()
+    if "cbor" in ctype:
+        raise st.ApiError(415, "UnsupportedMediaType", f"the twin's API server accepts JSON, YAML or protobuf bodies, "
+                          f"not {ctype}")
     try:
-        if "yaml" in (request.content_type or ""):
+        if "yaml" in ctype:
             obj = yaml.safe_load(raw)
         else:
             obj = json.loads(raw) if raw else None
@@ -212,6 +222,35 @@ def list_body(rt: ResourceType, entries: list[Entry], rv: str) -> bytes:
     head = json.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                        "metadata": {"resourceVersion": rv}}, separators=(",", ":")).encode()
     return head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
+
+
+def access_review(request: web.Request, store: Store, review: dict) -> dict:
+    """A (Self)SubjectAccessReview answered by the RBAC authorizer; the admin listener's user may do anything."""
+    from drills.twin.api import rbac
+
+    spec = review.get("spec") or {}
+    if review.get("kind") == "SubjectAccessReview":
+        user = rbac.User(spec.get("user") or "", tuple(spec.get("groups") or ()))
+    else:
+        user = request.get("user")
+    ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if ra:
+        attrs = rbac.Attributes(verb=ra.get("verb", ""), api_group=ra.get("group", ""), resource=ra.get("resource", ""),
+                                subresource=ra.get("subresource", ""), namespace=ra.get("namespace", ""),
+                                name=ra.get("name", ""))
+    elif nra:
+        attrs = rbac.Attributes(verb=nra.get("verb", ""), path=nra.get("path", ""))
+    else:
+        raise st.invalid(review.get("kind", "SelfSubjectAccessReview"), "", [
+            ("spec.resourceAttributes", "Invalid value: exactly one of nonResourceAttributes or resourceAttributes "
+                                        "must be specified")], "authorization.k8s.io")
+    allowed = user is None or rbac.authorize(store, user, attrs)
+    status = {"allowed": allowed}
+    if allowed:
+        status["reason"] = "the twin's admin listener" if user is None else "RBAC: allowed by a binding"
+    out = {"apiVersion": "authorization.k8s.io/v1", "kind": review.get("kind") or "SelfSubjectAccessReview",
+           "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+    return out
 
 
 # -- verbs ------------------------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ def _core(plural: str, kind: str, **kw) -> ResourceType:
 
 
 RESOURCES: tuple[ResourceType, ...] = (
-    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), subresources=("status",), categories=()),
+    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), subresources=("status", "finalize"),
+          categories=()),
     _core("nodes", "Node", namespaced=False, short_names=("no",), subresources=("status",), categories=()),
     _core("pods", "Pod", short_names=("po",), subresources=("status", "log", "eviction", "binding")),
     _core("events", "Event", short_names=("ev",), categories=()),
@@ -62,6 +63,10 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False, categories=()),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False,
                  categories=()),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+                 namespaced=False, categories=(), verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                 namespaced=False, categories=(), verbs=("create",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
                  subresources=("status",), categories=()),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False,

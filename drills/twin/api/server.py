@@ -9,22 +9,26 @@ service-account bearer token (401 otherwise), as a pod talks to a real API serve
 
 from __future__ import annotations
 
+import base64
 import hmac
 import json
 import logging
 
 from aiohttp import web
 
-from drills.twin.api import discovery, status as st, twin_routes, watch
+from drills.twin.api import discovery, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, dispatch, resolve
+from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
-from drills.twin.api.tls import TlsFiles, server_context
+from drills.twin.api.tls import NAMESPACE as SERVICE_ACCOUNT_NAMESPACE, TlsFiles, server_context
 
 __all__ = ["build_app", "ApiServer"]
 
 log = logging.getLogger(__name__)
 
+_SECRETS = by_path("", "v1", "secrets")
+SERVICE_ACCOUNT_NAME = "gpu-drills"  # the TLS token's service account (what `drills schedule` creates)
 _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -127,13 +131,64 @@ async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
 
 @web.middleware
 async def _authenticated(request: web.Request, handler) -> web.StreamResponse:
-    """Over HTTPS, the service-account bearer token or 401 (the plain listener is the twin's own, open)."""
+    """Over HTTPS, a service-account bearer token or 401, then RBAC or 403 (the plain listener is the twin's
+    own and the admin's: open). Tokens: the one the TLS service-account dir holds, and those of
+    service-account token Secrets. The twin's own `/twin/` routes are not part of the simulated API."""
     token = request.app[_TOKEN]
     if token and request.secure:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        user = _user_of(request, given.strip()) if scheme.lower() == "bearer" else None
+        if user is None:
             raise st.ApiError(401, "Unauthorized", "Unauthorized")
+        request["user"] = user
+        if not request.path.startswith(TWIN_PREFIX):
+            attrs = request_attributes(request)
+            if not rbac.authorize(request.app["store"], user, attrs):
+                raise rbac.forbidden(user, attrs)
     return await handler(request)
+
+
+def _user_of(request: web.Request, given: str) -> rbac.User | None:
+    token = request.app[_TOKEN]
+    if hmac.compare_digest(given.encode(), token.encode()):
+        return rbac.service_account_user(SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_NAME)
+    store: Store = request.app["store"]
+    for secret in store.list(_SECRETS)[0]:
+        if secret.get("type") != "kubernetes.io/service-account-token":
+            continue
+        stored = ((secret.get("data") or {}).get("token") or "")
+        try:
+            stored = base64.b64decode(stored).decode()
+        except ValueError:
+            continue
+        if stored and hmac.compare_digest(given.encode(), stored.encode()):
+            meta = secret["metadata"]
+            return rbac.service_account_user(meta["namespace"], (meta.get("annotations") or {}).get(
+                "kubernetes.io/service-account.name", ""))
+    return None
+
+
+def request_attributes(request: web.Request) -> rbac.Attributes:
+    """What RBAC judges: the verb and resource of an API path, or the path of a non-resource request."""
+    parts = [p for p in request.path.split("/") if p]
+    resource_path = (len(parts) >= 3 and parts[0] == "api") or (len(parts) >= 4 and parts[0] == "apis")
+    if not resource_path:
+        return rbac.Attributes(verb=request.method.lower().replace("head", "get"), path=request.path)
+    group, version, tail = ("", parts[1], "/".join(parts[2:])) if parts[0] == "api" else \
+        (parts[1], parts[2], "/".join(parts[3:]))
+    target, legacy_watch = resolve(group, version, tail)
+    method = request.method
+    if method in ("GET", "HEAD"):
+        if legacy_watch or request.query.get("watch") in ("1", "true", "True"):
+            verb = "watch"
+        else:
+            verb = "get" if target.name else "list"
+    elif method == "DELETE":
+        verb = "delete" if target.name else "deletecollection"
+    else:
+        verb = _VERB_BY_METHOD.get(method, method.lower())
+    return rbac.Attributes(verb=verb, api_group=target.rt.group, resource=target.rt.plural,
+                           subresource=target.sub or "", namespace=target.namespace or "", name=target.name or "")
 
 
 @web.middleware

@@ -102,6 +102,9 @@ class Store:
         self.logs = PodLogs(self.clock)
         # Off: pods go at once. A kubelet component that finishes deletions (DELETE with grace 0) turns it on.
         self.graceful_pods = False
+        # Off: a deleted namespace takes its contents at once. A namespace controller that empties it and
+        # finalizes it (PUT namespaces/{name}/finalize) turns it on: the namespace is Terminating meanwhile.
+        self.graceful_namespaces = False
 
     # -- reads -------------------------------------------------------------------------------------
     @property
@@ -204,7 +207,11 @@ class Store:
             raise st.conflict(rt.plural, name, rt.group)
         if meta.get("uid") not in (None, "", old["metadata"]["uid"]):
             raise st.conflict(rt.plural, name, rt.group, "Precondition failed: UID in object meta does not match")
-        if subresource == "status":
+        if subresource == "finalize":  # a namespace's spec.finalizers, and nothing else
+            new = copy.copy(old)
+            new["metadata"] = dict(old["metadata"])
+            new["spec"] = dict(old.get("spec") or {}, finalizers=list((obj.get("spec") or {}).get("finalizers") or []))
+        elif subresource == "status":
             new = copy.copy(old)
             new["metadata"] = dict(old["metadata"])
             if "status" in obj:
@@ -266,6 +273,13 @@ class Store:
             new["metadata"] = dict(meta, deletionTimestamp=to_iso(self.clock.timestamp() + grace),
                                    deletionGracePeriodSeconds=grace)
             return self._commit_update(rt, entry, new, dry_run)
+        if rt is _NAMESPACES and self.graceful_namespaces and (old.get("spec") or {}).get("finalizers"):
+            if old["metadata"].get("deletionTimestamp"):
+                return old
+            new = copy.copy(old)
+            new["metadata"] = dict(old["metadata"], deletionTimestamp=self.now_iso(), deletionGracePeriodSeconds=0)
+            new["status"] = dict(old.get("status") or {}, phase="Terminating")
+            return self._commit_update(rt, entry, new, dry_run)
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionGracePeriodSeconds"):
                 return old
@@ -318,8 +332,16 @@ class Store:
             raise st.bad_request("the namespace of the provided object does not match the namespace sent on the request")
         ns = namespace or body_ns or "default"
         meta["namespace"] = ns
-        if self.find(_NAMESPACES, None, ns) is None:
+        space = self.find(_NAMESPACES, None, ns)
+        if space is None:
             raise st.not_found("namespaces", ns)
+        if space["metadata"].get("deletionTimestamp"):
+            raise st.ApiError(403, "Forbidden", f'{rt.plural} "{meta.get("name") or meta.get("generateName", "")}" '
+                              f"is forbidden: unable to create new content in namespace {ns} because it is being "
+                              f"terminated", {"name": meta.get("name", ""), "kind": rt.plural,
+                                              "causes": [{"reason": "NamespaceTerminating",
+                                                          "message": f"namespace {ns} is being terminated",
+                                                          "field": "metadata.namespace"}]})
         return ns
 
     def _pod_grace(self, rt: ResourceType, pod: dict, requested: int | None) -> int:
@@ -345,9 +367,11 @@ class Store:
         meta = new["metadata"]
         if _same(old, new):
             return old  # a no-op write keeps its resourceVersion and makes no event, like the real server
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+        if meta.get("deletionTimestamp") and not _finalizers(rt, new) and not meta.get("deletionGracePeriodSeconds"):
             if dry_run:
                 return new
+            if rt is _NAMESPACES:
+                self._delete_namespace_contents(meta["name"])
             return self._remove(rt, old_entry)
         if dry_run:
             return new
@@ -398,6 +422,14 @@ class Store:
 
 def _ns(rt: ResourceType, namespace: str | None) -> str:
     return (namespace or "") if rt.namespaced else ""
+
+
+def _finalizers(rt: ResourceType, obj: dict) -> list:
+    """What still holds a deleted object: metadata.finalizers, and a namespace's spec.finalizers."""
+    held = list(obj["metadata"].get("finalizers") or ())
+    if rt is _NAMESPACES:
+        held += (obj.get("spec") or {}).get("finalizers") or ()
+    return held
 
 
 def _spec_of(obj: dict) -> dict:

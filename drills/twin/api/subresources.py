@@ -71,6 +71,14 @@ async def _patch_status(request: web.Request, store: Store, target: Target) -> w
     return json_response(await patch_object(request, store, target, sub="status"))
 
 
+async def _put_finalize(request: web.Request, store: Store, target: Target) -> web.Response:
+    """PUT namespaces/{name}/finalize: the namespace controller clears spec.finalizers once the namespace is empty."""
+    request["verb"] = "update"
+    obj = await read_body(request, target.rt)
+    return json_response(store.replace(target.rt, target.namespace, target.name, obj, subresource="finalize",
+                                       dry_run=is_dry_run(request)))
+
+
 # -- scale -------------------------------------------------------------------------------------------------
 def _scale(obj: dict) -> dict:
     meta = obj["metadata"]
@@ -231,6 +239,7 @@ _ROUTES = {
     ("status", "GET"): _get_status,
     ("status", "PUT"): _put_status,
     ("status", "PATCH"): _patch_status,
+    ("finalize", "PUT"): _put_finalize,
     ("scale", "GET"): _get_scale,
     ("scale", "PUT"): _put_scale,
     ("scale", "PATCH"): _patch_scale,

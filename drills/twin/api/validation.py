@@ -19,6 +19,11 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 
 def validate_name(rt: ResourceType, name: str) -> None:
+    if rt.group == "rbac.authorization.k8s.io":  # RBAC names are path segments (`system:discovery`)
+        if name in (".", "..") or "/" in name or "%" in name:
+            raise st.invalid(rt.kind, name, [("metadata.name", f'Invalid value: "{name}": may not contain '
+                                              "'/' or '%' and may not be '.' or '..'")], rt.group)
+        return
     if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
         raise st.invalid(rt.kind, name, [(
             "metadata.name",

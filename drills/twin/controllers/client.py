@@ -118,6 +118,11 @@ class TwinClient:
                 return False
             raise
 
+    async def replace(self, rt: ResourceType, namespace: str | None, name: str, obj: dict, *,
+                      sub: str | None = None) -> dict:
+        """PUT the whole object (or its `sub`resource, e.g. a namespace's `finalize`)."""
+        return await self._request("PUT", self.path(rt, namespace, name, sub), json_body=obj)
+
     async def post(self, path: str, body: Any, *, content_type: str = "application/json") -> Any:
         return await self._request("POST", path, json_body=body, content_type=content_type)
 

@@ -7,8 +7,11 @@
   else the profile's `timings.pod_startup`) and `delay` (the stage's actual delay).
 - A node whose kubelet is stopped (node annotation `twin.gpu-drills.io/kubelet: stopped`, see
   `twin_node_routes`) runs no stages; when it starts again its pods are picked up where they were.
-- Deletion: the API server removes pods at once; the kubelet then records `Killing`. A pod that
-  still carries a deletionTimestamp (finalizers) goes through the `pod-terminate` stage.
+- Deletion: the API server marks a running pod (deletionTimestamp = now + grace); the
+  `pod-terminating` stage takes it out of Ready at once, `pod-terminate` stops its containers after
+  `termination` twin seconds — the process's own stop time (pod annotation `twin.gpu-drills.io/stop-s`,
+  else `timings.container_stop`), at most what is left of the grace period — and removes it with
+  grace 0. A pod removed at once (`--force --grace-period=0`) only gets its `Killing` event.
 - Container exit: set the pod annotation `twin.gpu-drills.io/exit` to JSON
   `{"code": 1, "reason": "Error", "message": "...", "container": "name"}` (or
   `POST /twin/v1/namespaces/{ns}/pods/{name}/exit` with that body, which writes it). The kubelet
@@ -25,13 +28,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Hashable
 
-from drills.core.clock import to_iso
+from drills.core.clock import parse_iso, to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import (
-    EXIT_ANNOTATION, STARTUP_ANNOTATION, kubelet_stopped, node_ip, pod_ip,
+    EXIT_ANNOTATION, STARTUP_ANNOTATION, STOP_ANNOTATION, kubelet_stopped, node_ip, pod_ip,
 )
 from drills.twin.stages import Stage
 
@@ -138,7 +141,9 @@ class Kubelet(Controller):
         if stage is None:
             self._planned.pop(key, None)
             return
-        now, uid = self.ctx.clock.timestamp(), pod["metadata"].get("uid", "")
+        # a second DELETE may shorten the grace period: the termination plan follows deletionTimestamp
+        now = self.ctx.clock.timestamp()
+        uid = pod["metadata"].get("uid", "") + pod["metadata"].get("deletionTimestamp", "")
         plan = self._planned.get(key)
         if plan is None or plan.stage != stage.name or plan.uid != uid:
             delay = stage.delay.seconds(self.timings, ctx, self.ctx.rng)
@@ -192,7 +197,20 @@ class Kubelet(Controller):
         except (KeyError, ValueError):
             readiness = float(getattr(self.timings, "pod_startup", 2.0))
         return {"now": to_iso(self.ctx.clock.now()), "host_ip": node_ip(node), "pod_ip": pod_ip(node, pod),
-                "image_cached": image in self._node_images(node), "readiness": readiness, "delay": 0.0}
+                "image_cached": image in self._node_images(node), "readiness": readiness, "delay": 0.0,
+                "termination": self._termination(pod)}
+
+    def _termination(self, pod: dict) -> float:
+        """Twin seconds until a deleted pod's containers are gone: their stop time, cut off by the grace period."""
+        meta = pod["metadata"]
+        if not meta.get("deletionTimestamp"):
+            return 0.0
+        try:
+            stop = float((meta.get("annotations") or {})[STOP_ANNOTATION])
+        except (KeyError, ValueError):
+            stop = float(getattr(self.timings, "container_stop", 2.0))
+        left = parse_iso(meta["deletionTimestamp"]).timestamp() - self.ctx.clock.timestamp()
+        return max(0.0, min(stop, left))
 
     def _node_images(self, node: dict) -> set[str]:
         name = node["metadata"]["name"]

@@ -25,11 +25,14 @@ log = logging.getLogger(__name__)
 CONTROLLERS: list[str] = [
     "drills.twin.controllers.replicaset:ReplicaSetController",
     "drills.twin.controllers.deployment:DeploymentController",
+    "drills.twin.controllers.daemonset:DaemonSetController",
     "drills.twin.controllers.volcano:VolcanoJobController",
     "drills.twin.controllers.endpoints:EndpointsController",
     "drills.twin.controllers.disruption:DisruptionController",
     "drills.twin.controllers.batchjob:BatchJobController",
     "drills.twin.controllers.gc:GarbageCollector",
+    "drills.twin.controllers.podgc:PodGC",
+    "drills.twin.controllers.namespace:NamespaceController",
     "drills.twin.controllers.scheduler:Scheduler",
     "drills.twin.controllers.kubelet:Kubelet",
     "drills.twin.controllers.nodeagent:NodeAgent",
@@ -74,5 +77,8 @@ class ControllerManager:
 def install(twin: "Twin") -> None:
     """Component provider (see runtime.COMPONENT_PROVIDERS)."""
     manager = ControllerManager(twin)
+    # a kubelet now finishes deletions (DELETE with grace 0): running pods terminate gracefully
+    twin.store.graceful_pods = True
+    twin.store.graceful_namespaces = True  # and the namespace controller empties and finalizes namespaces
     twin.controller_manager = manager  # type: ignore[attr-defined]
     twin.add_component("controllers", manager.start, manager.stop)

@@ -15,7 +15,8 @@ from drills.core.clock import parse_iso
 
 __all__ = [
     "KUBELET_ANNOTATION", "KUBELET_STOPPED_AT", "GPU_HEALTH_ANNOTATION", "GPU_XID_ANNOTATION",
-    "GPU_UNHEALTHY_COUNT", "GPU_UNHEALTHY_AT", "EXIT_ANNOTATION", "STARTUP_ANNOTATION", "GROUP_ANNOTATION",
+    "GPU_UNHEALTHY_COUNT", "GPU_UNHEALTHY_AT", "EXIT_ANNOTATION", "STARTUP_ANNOTATION",
+    "STOP_ANNOTATION", "GROUP_ANNOTATION",
     "GPU", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "UNSCHEDULABLE_TAINT",
     "parse_quantity", "pod_requests", "tolerates", "toleration_seconds", "untolerated", "matches_node_selector",
     "kubelet_stopped", "stopped_at", "condition", "is_terminal", "node_ip", "pod_ip", "gpu_unhealthy",
@@ -32,6 +33,7 @@ GPU_UNHEALTHY_COUNT = _P + "gpu-unhealthy"      # how many of the node's GPUs ar
 GPU_UNHEALTHY_AT = _P + "gpu-unhealthy-at"      # twin RFC 3339
 EXIT_ANNOTATION = _P + "exit"                   # JSON {"code", "reason", "message", "container"}: make it exit
 STARTUP_ANNOTATION = _P + "startup-s"           # readiness delay in twin seconds (model load)
+STOP_ANNOTATION = _P + "stop-s"                 # twin seconds the process takes to exit on SIGTERM
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 GPU = "nvidia.com/gpu"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -1,0 +1,184 @@
+"""DaemonSet controller: one pod per eligible node, like kube-controller-manager's.
+
+A node is eligible when the pod template's nodeSelector / required node affinity match it and its
+NoSchedule/NoExecute taints are tolerated — counting the tolerations the real controller adds to
+every daemon pod (not-ready, unreachable, disk/memory/pid pressure, unschedulable, and
+network-unavailable for hostNetwork pods), so a cordoned node keeps its daemons. Pods are created
+with a required node affinity on `metadata.name` (the scheduler binds them, as since Kubernetes
+1.12) and the labels `controller-revision-hash` / `pod-template-generation`; a pod on a node that is
+no longer eligible, or gone, is deleted. Status carries the counts `kubectl get ds` prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Hashable
+
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.base import Controller
+from drills.twin.controllers.client import ApiError
+from drills.twin.controllers.events import record_event
+from drills.twin.controllers.nodeutil import matches_node_selector, untolerated
+from drills.twin.controllers.podutil import OwnerIndex, controller_ref, is_available, is_ready, is_terminating, \
+    pod_from_template
+
+__all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
+
+log = logging.getLogger(__name__)
+
+PODS = by_kind("v1", "Pod")
+NODES = by_kind("v1", "Node")
+DAEMONSETS = by_kind("apps/v1", "DaemonSet")
+
+_AUTO_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule"),
+)
+
+
+def daemon_tolerations(pod_spec: dict) -> list[dict]:
+    """The template's tolerations plus those the DaemonSet controller adds (util.AddOrUpdateDaemonPodTolerations)."""
+    out = list(pod_spec.get("tolerations") or [])
+    wanted = list(_AUTO_TOLERATIONS)
+    if pod_spec.get("hostNetwork"):
+        wanted.append(("node.kubernetes.io/network-unavailable", "NoSchedule"))
+    for key, effect in wanted:
+        if not any(t.get("key") == key and t.get("effect") == effect for t in out):
+            out.append({"key": key, "operator": "Exists", "effect": effect})
+    return out
+
+
+def eligible(ds: dict, node: dict) -> bool:
+    """Should this DaemonSet run a pod on this node (selector, affinity, taints)?"""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    probe = {"spec": {**spec, "tolerations": daemon_tolerations(spec)}}
+    if not matches_node_selector(probe, node):
+        return False
+    return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"]) is None
+
+
+class DaemonSetController(Controller):
+    name = "daemonset"
+
+    def setup(self) -> None:
+        inf = self.ctx.informers
+        self.pods, self.nodes, self.sets = inf.informer(PODS), inf.informer(NODES), inf.informer(DAEMONSETS)
+        self.index = OwnerIndex()
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+        self.sets.add_handler(self._on_set)
+        self._creating: dict[tuple, set[str]] = {}  # DaemonSet key → nodes with a create in flight
+
+    def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
+        if etype != "DELETED":
+            self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
+
+    def _on_node(self, etype: str, node: dict, old: dict | None) -> None:
+        if old is not None and etype == "MODIFIED" and _placement(old) == _placement(node):
+            return  # heartbeats do not change where daemons belong
+        for ds in self.sets.items():
+            self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
+
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        self.index.update(etype, pod)
+        ref = controller_ref(pod)
+        if ref and ref.get("kind") == "DaemonSet":
+            self.enqueue((pod["metadata"]["namespace"], ref["name"]))
+
+    async def reconcile(self, key: Hashable) -> None:
+        ns, name = key
+        ds = self.sets.get(ns, name)
+        if ds is None or ds["metadata"].get("deletionTimestamp"):
+            return
+        pods = [p for p in (self.pods.get(*k) for k in self.index.keys(ds["metadata"]["uid"])) if p is not None]
+        by_node: dict[str, list[dict]] = {}
+        for pod in pods:
+            if not is_terminating(pod):
+                by_node.setdefault(_node_of(pod), []).append(pod)
+        nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
+        wanted = {n for n, node in nodes.items() if eligible(ds, node)}
+        creating = self._creating.setdefault(key, set())
+        for node_name in sorted(wanted - set(by_node) - creating):
+            creating.add(node_name)
+            try:
+                created = await self.ctx.client.create(PODS, self._pod(ds, node_name))
+            except ApiError as err:
+                creating.discard(node_name)
+                await record_event(self.ctx.client, ds, "FailedCreate", f"Error creating: {err.message}", "Warning",
+                                   "daemonset-controller", clock=self.ctx.clock)
+                continue
+            await record_event(self.ctx.client, ds, "SuccessfulCreate", f'Created pod: {created["metadata"]["name"]}',
+                               component="daemonset-controller", clock=self.ctx.clock)
+        creating.intersection_update(wanted - set(by_node))
+        for node_name, on_node in by_node.items():
+            extra = on_node if node_name not in wanted else on_node[1:]
+            for pod in extra:
+                await self.ctx.client.delete(PODS, ns, pod["metadata"]["name"], uid=pod["metadata"]["uid"])
+                await record_event(self.ctx.client, ds, "SuccessfulDelete", f'Deleted pod: {pod["metadata"]["name"]}',
+                                   component="daemonset-controller", clock=self.ctx.clock)
+        await self._write_status(ds, by_node, wanted)
+
+    def _pod(self, ds: dict, node_name: str) -> dict:
+        template = (ds.get("spec") or {}).get("template") or {}
+        generation = str(ds["metadata"].get("generation", 1))
+        pod = pod_from_template(template, ds, extra_labels={"controller-revision-hash": _revision(template),
+                                                            "pod-template-generation": generation})
+        spec = pod["spec"]
+        spec["tolerations"] = daemon_tolerations(spec)
+        affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+        return pod
+
+    async def _write_status(self, ds: dict, by_node: dict[str, list[dict]], wanted: set[str]) -> None:
+        now = self.ctx.clock.timestamp()
+        min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        scheduled = [n for n in by_node if n]
+        current = [n for n in scheduled if n in wanted]
+        daemons = [by_node[n][0] for n in current]
+        revision = _revision((ds.get("spec") or {}).get("template") or {})
+        status = {
+            "currentNumberScheduled": len(current),
+            "numberMisscheduled": len([n for n in scheduled if n not in wanted]),
+            "desiredNumberScheduled": len(wanted),
+            "numberReady": sum(1 for p in daemons if is_ready(p)),
+            "observedGeneration": ds["metadata"].get("generation", 1),
+            "updatedNumberScheduled": sum(1 for p in daemons if (p["metadata"].get("labels") or {}).get(
+                "controller-revision-hash") == revision),
+            "numberAvailable": sum(1 for p in daemons if is_available(p, min_ready, now)),
+        }
+        unavailable = len(wanted) - status["numberAvailable"]
+        if unavailable > 0:
+            status["numberUnavailable"] = unavailable
+        cur = ds.get("status") or {}
+        if any(cur.get(k) != v for k, v in status.items()) or ("numberUnavailable" in cur and unavailable <= 0):
+            await self.ctx.client.replace(DAEMONSETS, ds["metadata"]["namespace"], ds["metadata"]["name"],
+                                          {**ds, "status": status}, sub="status")
+        if min_ready > 0 and status["numberReady"] > status["numberAvailable"]:
+            self.enqueue_after((ds["metadata"]["namespace"], ds["metadata"]["name"]), min_ready / 2)
+
+
+def _node_of(pod: dict) -> str:
+    """The node a daemon pod is on, or is meant for (its node affinity) while it waits for the scheduler."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    for term in terms:
+        for field in term.get("matchFields") or ():
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return ""
+
+
+def _placement(node: dict) -> tuple:
+    return (json.dumps((node["metadata"].get("labels") or {}), sort_keys=True),
+            json.dumps((node.get("spec") or {}).get("taints") or [], sort_keys=True))
+
+
+def _revision(template: dict) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
