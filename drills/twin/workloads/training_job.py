@@ -162,9 +162,9 @@ class JobSim:
         previous = ckpt - self.interval if ckpt is not None else 0
         if previous > 0:  # a job under way has saved before: its log shows the interval between saves
             at = now - behind - self.interval * spec.step_time
-            path = L.checkpoint_path(self.base_path, previous)
-            out.add(at - self.save_s, self.progress_pods(), L.saving_checkpoint(previous, path))
-            out.add(at, self.progress_pods(), L.checkpoint_saved(previous, self.save_s, path))
+            path = self.fmt.checkpoint_path(self.base_path, previous)
+            out.add(at - self.save_s, self.progress_pods(), self.fmt.save_started(previous, path, at - self.save_s))
+            out.add(at, self.progress_pods(), self.fmt.save_done(previous, path, at - self.save_s, at))
         if ckpt is not None:
             saved_at = now - behind
             path = self.fmt.checkpoint_path(self.base_path, ckpt)
