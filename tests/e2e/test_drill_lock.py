@@ -43,7 +43,7 @@ def _read_lease(twin) -> dict:
 
 
 def _run(twin, tmp_path, run_id: str):
-    return drills("run", "-m", "training", "-k", "cordon", "--twin-state", str(twin.state_dir), "--scale", "600",
+    return drills("run", "-m", "training", "-k", "cordon", "--twin-state", str(twin.state_dir),
                   "--no-html", "--reports", str(tmp_path), "--run-id", run_id)
 
 

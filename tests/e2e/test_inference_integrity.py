@@ -106,7 +106,7 @@ def test_a_kill_that_reaches_no_container_is_inconclusive(twin_factory, tmp_path
     path = write_profile(tmp_path / "target.yaml", yaml.safe_dump(target))
     done, rec = _run(tmp_path, "no-effect", ALL, "--profile", path, "--twin-state", str(twin.state_dir))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert rec["verdict"] == "inconclusive" and rec["category"] == "inconclusive", rec
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", rec
     assert "inconclusive: the fault had no effect on 2 of 2 killed pods" in rec["reason"], rec["reason"]
     assert rec["details"]["fault_effect"] == {"had_effect": False, "unaffected": sorted(rec["details"]["killed_pods"])}
 

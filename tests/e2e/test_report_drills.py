@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from drills.core.record import Record
+
 from drills.core.errors import DrillError
 from drills.report.allure_build import allure_bin
 from drills.report.browser import chromium_path, dom_text, rendered_dom, report_leaves
@@ -116,7 +118,7 @@ def test_failed_real_drill_shows_its_category_and_failed_step_with_the_reason(ru
 def test_failed_real_drill_gets_a_postmortem_naming_the_check_and_the_cause(runs):
     _, run_dir = runs["failed"]
     [rec] = records(run_dir)
-    note = (run_dir / "postmortem" / note_name(rec)).read_text(encoding="utf-8")
+    note = (run_dir / "postmortem" / note_name(Record.from_json(rec))).read_text(encoding="utf-8")
     failing = note[note.index("## Failing check"):note.index("## Likely cause")]
     assert "**lost steps** (fail)" in failing and rec["reason"] in failing
     cause = note[note.index("## Likely cause"):]
