@@ -74,9 +74,14 @@ def test_a_node_fault_with_no_effect_is_inconclusive(twin_factory, tmp_path):
     """5: the profile aims the fault at a training node the job does not run on: nothing is lost, nothing
     is proved."""
     twin = twin_factory(scale=SCALE)
-    pods = requests.get(f"{twin.url}/api/v1/namespaces/ai-platform/pods",
-                        params={"labelSelector": f"volcano.sh/job-name={JOB}"}, timeout=5).json()["items"]
-    used = {p["spec"].get("nodeName") for p in pods}
+
+    def placed() -> set | None:  # the job's nodes, once every worker is bound to one
+        pods = requests.get(f"{twin.url}/api/v1/namespaces/ai-platform/pods",
+                            params={"labelSelector": f"volcano.sh/job-name={JOB}"}, timeout=5).json()["items"]
+        nodes = {p["spec"].get("nodeName") for p in pods}
+        return nodes if pods and None not in nodes else None
+
+    used = wait_until(placed, 30.0)
     nodes = requests.get(f"{twin.url}/api/v1/nodes", timeout=5).json()["items"]
     idle = next(n["metadata"]["name"] for n in nodes
                 if n["metadata"]["name"].startswith("gpu-train") and n["metadata"]["name"] not in used)
@@ -97,3 +102,14 @@ def test_a_job_that_cannot_be_scheduled_names_the_cause(twin_factory, tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr  # nothing was injected
     assert rec["verdict"] == "inconclusive" and rec["category"] == "precondition_not_met", rec["reason"]
     assert "untolerated taint {nvidia.com/gpu: present}" in rec["reason"], rec["reason"]
+
+
+def wait_until(probe, timeout_s: float):
+    """The probe's first truthy answer within `timeout_s` of wall time (test setup: the job gets bound)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (found := probe()) is None:
+        assert time.monotonic() < deadline, "the training job's workers were never bound to nodes"
+        time.sleep(0.2)
+    return found
