@@ -32,9 +32,8 @@ def run(
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""
-    from rich.console import Console
-
-    from drills.core.runner import RunOptions, final_table, run_drills
+    from drills.core.runner import RunOptions, run_drills
+    from drills.core.signals import deferred_signals
 
     if not debug:  # the drills' own progress is the console; library chatter only with --debug
         logging.getLogger().setLevel(logging.WARNING)
@@ -43,10 +42,21 @@ def run(
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
                                    reports_root=reports, html=not no_html, twin_state=twin_state))
+    with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
+        _say(result, reports)
+    raise typer.Exit(result.exit_code)
+
+
+def _say(result, reports: Path) -> None:
+    """The run's last words: the refusal lines, or the final table, the report path and what is left open."""
+    from rich.console import Console
+
+    from drills.core.runner import final_table
+
     if result.errors and result.exit_code == 2:  # nothing ran: the reasons are the whole story
         for line in dict.fromkeys(result.errors):  # one line per distinct problem
             print(f"drills: {line}", file=sys.stderr)
-        raise typer.Exit(result.exit_code)
+        return
     if result.records:
         console = Console(soft_wrap=False)
         console.print(final_table(result.records, width=console.width))
@@ -55,7 +65,6 @@ def run(
         print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)
     elif result.open_entries:
         print(f"drills: {_faults_left(result, reports)}", file=sys.stderr)
-    raise typer.Exit(result.exit_code)
 
 
 def revert(

@@ -46,7 +46,7 @@ def trend_png(runs: list[Run], path: Path, lang: str = "en") -> Path:
     ax.set_xlabel(words["run_axis"])
     ax.set_ylabel(words["recovery_axis"])
     ax.set_ylim(bottom=0)
-    if series:
+    if ax.get_legend_handles_labels()[1]:  # a series may have no point with a recovery time
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title(words["trend"], fontsize=10)
     return save_figure(fig, path)
