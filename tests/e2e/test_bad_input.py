@@ -298,6 +298,10 @@ def test_bad_input_gets_the_contract(case: Case, tmp_path, capsys, monkeypatch, 
             monkeypatch.setenv(key, value.format(**fill))
     if case.patch is not None:
         case.patch(monkeypatch, tmp)
+    scratch = tmp / "scratch"  # this case's temp dir: a twin it started would show here, not another test's
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
     reports = tmp / "reports"
     args = [a.format(**fill) if "{" in a else a for a in case.args]
     if "--reports" not in args:
@@ -305,7 +309,7 @@ def test_bad_input_gets_the_contract(case: Case, tmp_path, capsys, monkeypatch, 
     if "--run-id" not in args:
         args += ["--run-id", RUN]
     before = _files(tmp, reports)
-    twins_before, children_before = _twin_dirs(), _children()
+    twins_before, children_before = _twin_dirs(scratch), _children()
     audit_before = len(audit_of(twin)) if twin else 0
 
     rc = main(["run", "--no-html", *args])
@@ -319,17 +323,18 @@ def test_bad_input_gets_the_contract(case: Case, tmp_path, capsys, monkeypatch, 
     assert _files(tmp, reports) == before  # nothing written outside --reports
     run_dirs = [p for p in reports.iterdir() if p.name == RUN] if reports.is_dir() else []
     assert case.run_folder or run_dirs == [], "a run folder for a refused run"
-    assert _twin_dirs() == twins_before and _children() <= children_before  # no twin, no process left
+    assert _twin_dirs(scratch) == twins_before and _children() <= children_before  # no twin, no process left
     if twin:
         assert drill_mutations(audit_of(twin)[audit_before:]) == []
 
 
 def _files(tmp: Path, reports: Path) -> set[str]:
-    return {str(p.relative_to(tmp)) for p in tmp.rglob("*") if reports not in p.parents and p != reports}
+    return {str(p.relative_to(tmp)) for p in tmp.rglob("*")
+            if reports not in p.parents and p != reports and not p.is_relative_to(tmp / "scratch")}
 
 
-def _twin_dirs() -> set[str]:
-    return {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("drills-twin-*")}
+def _twin_dirs(scratch: Path) -> set[str]:
+    return {p.name for p in scratch.iterdir()}  # a refused run leaves no temp file (twin state dir) behind
 
 
 def _children() -> set[int]:

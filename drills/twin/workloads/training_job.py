@@ -358,6 +358,17 @@ class JobSim:
         return [(p, self.factor(p) * rate) for p in sorted(p for p in points if p >= t0 and p <= t1)]
 
     def _net_transitions(self, now: float, out: Output) -> None:
+        """Announce every phase the fabric went through since the last tick, in order: a late tick (a busy
+        CPU at a high time scale) must not skip the fabric event itself (converging) and what it causes."""
+        f, since = self.fabric, self.run.phase.since
+        edges = {p for v in self._views() if v.up < v.total
+                 for p in (v.changed_at, v.changed_at + f.convergence_delay,
+                           v.changed_at + max(f.rebalance_after, f.convergence_delay))}
+        for t in sorted(p for p in edges if since < p < now):
+            self._net_transition(t, out)
+        self._net_transition(now, out)
+
+    def _net_transition(self, now: float, out: Output) -> None:
         run = self.run
         old, new = run.phase, self.phase_at(now)
         if (old.name, old.since, old.up) == (new.name, new.since, new.up):
