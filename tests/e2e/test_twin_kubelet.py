@@ -62,14 +62,14 @@ def test_cold_image_cache_defect_makes_every_pull_slow(twin_factory):
 
 
 def test_startup_annotation_delays_readiness(twin_factory):
-    handle = twin_factory(scale=600)
+    handle = twin_factory(scale=60)  # 1 s of a starved CPU is 60 twin seconds late here, 600 at 600×
     core = core_of(handle)
     core.create_namespaced_pod(NS, gpu_pod("model", gpus=1, node="gpu-train-03",
                                            annotations={"twin.gpu-drills.io/startup-s": "120"}))
     pod = wait_for(lambda: _ready(core, "model"), "model Ready")
     started = ts(pod.status.container_statuses[0].state.running.started_at)
     loading = ts(condition(pod, "Ready").last_transition_time) - started
-    assert 100 <= loading <= 140, loading
+    assert 100 <= loading <= 240, loading  # never early; late only by the host's scheduling lag
 
 
 def test_container_exit_fails_a_never_restart_pod(twin_factory):
