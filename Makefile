@@ -6,8 +6,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
+# Test workers: the e2e tests mostly wait on twins' dilated clocks, so more workers than cores pays off;
+# a file's tests stay on one worker (module twins are set up once).
+TEST_WORKERS ?= 4
 
-.PHONY: bootstrap system-deps node-deps drill test twin revert clean bench
+.PHONY: bootstrap system-deps node-deps drill test check twin revert clean bench
 
 bootstrap: system-deps $(STAMP) node-deps
 
@@ -32,7 +35,12 @@ drill: bootstrap
 	$(BIN)/drills run $(ARGS)
 
 test: bootstrap
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+
+# The edit-test loop: unit tests and one smoke drill per kind against the twin (under a minute).
+check: bootstrap
+	$(BIN)/python -m pytest -n 2 -q tests/unit -m "not slow" $(ARGS)
+	$(BIN)/python -m pytest -q -m smoke tests/e2e $(ARGS)
 
 twin: bootstrap
 	$(BIN)/drills twin up $(ARGS)

@@ -113,6 +113,7 @@ def test_defect_fails_for_the_right_reason_and_the_node_is_schedulable_again(def
     assert schedulable(node(twin, rec["details"]["lost_node"]))  # reverted after a failed check
 
 
+@pytest.mark.smoke
 def test_node_is_schedulable_again_after_a_pass(twin_factory, tmp_path):
     twin = twin_factory(scale=float(SCALE))
     done = drills("run", "-m", "training", "-k", "taint", "--twin-state", str(twin.state_dir), "--no-html",
