@@ -52,4 +52,4 @@ bench: bootstrap
 	$(BIN)/python bench/twin_api.py
 
 clean:
-	rm -rf $(VENV) node_modules reports/twin
+	rm -rf $(VENV) node_modules

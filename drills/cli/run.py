@@ -70,18 +70,23 @@ def _say(result, reports: Path) -> None:
 def revert(
     run_id: Optional[str] = typer.Option(None, "--run", help="Only this run's journal (default: every run)."),
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
+    accept_new_host_key: bool = typer.Option(
+        False, "--accept-new-host-key",
+        help="Revert switch faults even when the switch now presents another SSH host key than at inject "
+             "(only once you have checked it is the same switch, re-keyed)."),
 ) -> None:
     """Revert every fault still open in the journals (after a crash or SIGKILL).
 
-    Refuses, leaving them open: faults of a run that is still alive, and faults whose recorded cluster
-    (UID, API URL) is not the one their recorded connection reaches now.
+    Refuses, leaving them open: faults of a run that is still alive, faults whose recorded cluster
+    (UID, API URL) is not the one their recorded connection reaches now, and switch faults whose switch
+    presents another SSH host key than when the fault was injected (unless --accept-new-host-key).
     """
     from drills.core.journal import raise_for_failures
     from drills.core.runner import revert_runs
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
         logging.getLogger().setLevel(logging.CRITICAL)
-    outcomes = revert_runs(reports, run_id)
+    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")
     for outcome in outcomes:

@@ -11,9 +11,11 @@
 
 `connection` is `Cluster.describe()` (drills.core.kube): how the run connected (twin state dir,
 kubeconfig + pinned context, or in-cluster service account) and the cluster it reached (API URL and
-`kube-system` UID); no secrets. `pid`, `host`, `pid_start` (the process start time in clock ticks,
-/proc/<pid>/stat field 22) and `boot_id` say which process wrote the entry, so a pid reused after the
-run died is not mistaken for the run (`Entry.run_alive()`).
+`kube-system` UID); no secrets. `pid`, `host`, `pid_start` and `boot_id` say which process wrote the
+entry (drills.core.liveness), so a pid reused after the run died is not mistaken for the run
+(`Entry.run_alive()`). A fault's own identity travels in its record: a switch fault's `injected` record
+carries the SSH host key the switch presented (`host_key`), and its revert refuses a switch that now
+presents another one (drills.faults.switch.uplink).
 
 An entry is open from its `open` line until its `close` line. After a crash (even SIGKILL) the
 journal is the truth: `revert_open` finds open entries in one journal, one run or every run under
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import uuid
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from drills.core.errors import RevertFailed, TargetGone, UnsafeTarget
+from drills.core.liveness import ProcessIdentity
 
 __all__ = [
     "JOURNAL_NAME",
@@ -89,22 +91,18 @@ class Entry:
     def is_open(self) -> bool:
         return not self.closed
 
+    @property
+    def writer(self) -> ProcessIdentity:
+        """The process that opened this entry."""
+        return ProcessIdentity(self.pid, self.host, self.pid_start, self.boot_id)
+
     def run_alive(self) -> bool:
-        """The process that opened this entry still runs: same host and boot, its pid alive with the same
-        start time. False when that cannot be known (another host, an entry without these fields)."""
-        if self.pid is None or self.host is None or self.host != socket.gethostname():
-            return False
-        if self.boot_id and self.boot_id != _boot_id():
-            return False
-        started = _process_start(self.pid)
-        if started is None:
-            return False
-        return self.pid_start is None or started == self.pid_start
+        """The process that opened this entry still runs (False when that cannot be known)."""
+        return self.writer.alive()
 
     def of_this_process(self) -> bool:
         """Opened by the calling process itself (a run reverting its own faults)."""
-        return self.pid == os.getpid() and self.host == socket.gethostname() and (
-            self.pid_start is None or self.pid_start == _process_start(os.getpid()))
+        return self.writer.is_current()
 
 
 Reverter = Callable[[Entry], Any]
@@ -149,7 +147,7 @@ class Journal:
         entry_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         self._append({"op": "open", "id": entry_id, "kind": kind, "target": target, "revert": dict(revert_spec),
                       "connection": dict(connection) if connection is not None else None,
-                      "run_id": self.run_id, **_this_process()})
+                      "run_id": self.run_id, **ProcessIdentity.current().to_dict()})
         log.debug("journal %s: opened %s (%s on %s)", self.path, entry_id, kind, target)
         return entry_id
 
@@ -176,7 +174,7 @@ class Journal:
                 connection = op.get("connection") or (spec.get("cluster") if isinstance(spec, dict) else None)
                 found[entry_id] = {"id": entry_id, "kind": op.get("kind", "?"), "target": op.get("target", "?"),
                                    "revert_spec": spec, "journal": self.path,
-                                   "run_id": op.get("run_id", self.run_id), 
+                                   "run_id": op.get("run_id", self.run_id),
                                    "opened_at": op.get("at"), "errors": (), "connection": connection or None,
                                    "pid": op.get("pid"), "host": op.get("host"), "pid_start": op.get("pid_start"),
                                    "boot_id": op.get("boot_id")}
@@ -351,47 +349,6 @@ def _journals(where: Journal | str | os.PathLike, run_id: str | None) -> list[Jo
     if run_id is not None:
         return [Journal.for_run(path, run_id)]
     return [Journal(p) for p in find_journals(path)]
-
-
-def _this_process() -> dict[str, Any]:
-    """Who writes the entry: pid, host, the pid's start time and the boot it belongs to."""
-    pid = os.getpid()
-    return {"pid": pid, "host": socket.gethostname(), "pid_start": _process_start(pid), "boot_id": _boot_id()}
-
-
-def _process_start(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); None if it is gone.
-
-    Without /proc (not Linux) a live pid reports 0: alive, start time unknown.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return 0
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
-    if not fields or fields[0] in ("Z", "X"):  # a zombie is a dead run whose parent has not reaped it yet
-        return None
-    try:
-        return int(fields[19])  # fields[0] is field 3 (state)
-    except (IndexError, ValueError):
-        return None
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -115,21 +115,25 @@ def run_drills(opts: RunOptions) -> RunResult:
     return RunResult(code, run_dir, records, errors, interrupted, still_open)
 
 
-def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
+def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_host_key: bool = False) -> list:
     """Revert every open journal entry (one run, or all runs under reports_root) and return the outcomes.
 
-    Entries of live runs and of another cluster than the one their connection reaches now are refused
-    (left open); `raise_for_failures(outcomes)` turns what was not reverted into one error line.
+    Entries of live runs, of another cluster than the one their connection reaches now, and of a switch
+    that presents another host key than at inject (unless `accept_new_host_key`) are refused (left open);
+    `raise_for_failures(outcomes)` turns what was not reverted into one error line.
     """
     root = Path(reports_root)
     if run_id is not None and not (root / run_id).is_dir():
         raise DrillError(f"no run {run_id} under {root}; `ls {root}` shows the runs")
     if not open_entries(root, run_id):
         return []
+    from functools import partial
+
     from drills.faults import reverter
 
     with _SameCluster() as check:
-        return revert_open(root, run_id, reverter, check_target=check)
+        return revert_open(root, run_id, partial(reverter, accept_new_host_key=accept_new_host_key),
+                           check_target=check)
 
 
 def final_table(records: list[Record], width: int = 100):

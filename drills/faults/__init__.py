@@ -67,10 +67,13 @@ class Plan:
 
 class Target:
     """How faults reach the platform: the cluster connection (made lazily from a journal's description
-    when `drills revert` needs one), its clock, and where run artifacts go."""
+    when `drills revert` needs one), its clock, and where run artifacts go. `accept_new_host_key` is the
+    operator's explicit override (`drills revert --accept-new-host-key`): a switch that presents another
+    host key than the one recorded at inject is reverted anyway (the same switch, re-keyed)."""
 
     def __init__(self, cluster=None, *, connection: Mapping[str, Any] | None = None, entry_id: str | None = None,
-                 run_dir=None) -> None:
+                 run_dir=None, accept_new_host_key: bool = False) -> None:
+        self.accept_new_host_key = accept_new_host_key
         self._cluster = cluster
         self._connection = dict(connection) if connection else None
         self._entry_id = entry_id
@@ -117,12 +120,14 @@ def fault_module(kind: str) -> ModuleType:
         raise KeyError(f"unknown fault kind {kind!r} (kinds: {', '.join(KINDS)})") from None
 
 
-def revert_entry(entry, target: Target | None = None) -> str:
+def revert_entry(entry, target: Target | None = None, *, accept_new_host_key: bool = False) -> str:
     """Undo one journal entry with its kind's `revert` (teardown passes the live target; `drills revert`
-    reconnects the way the run connected). Returns the outcome word; raises RevertFailed."""
+    reconnects the way the run connected). Returns the outcome word; raises RevertFailed, or UnsafeTarget
+    when the entry's target is not the one reached now."""
     module = fault_module(entry.kind)
     own = target is None
-    target = target or Target(connection=getattr(entry, "connection", None), entry_id=getattr(entry, "id", None))
+    target = target or Target(connection=getattr(entry, "connection", None), entry_id=getattr(entry, "id", None),
+                              accept_new_host_key=accept_new_host_key)
     try:
         return module.revert(target, dict(entry.revert_spec), dict(entry.record) if entry.record else None) \
             or REVERTED
@@ -131,7 +136,10 @@ def revert_entry(entry, target: Target | None = None) -> str:
             target.close()
 
 
-def reverter(entry) -> "Callable":
-    """The journal's resolver (`revert_open(..., resolver=reverter)`): every kind reverts through `revert_entry`."""
+def reverter(entry, *, accept_new_host_key: bool = False) -> "Callable":
+    """The journal's resolver (`revert_open(..., resolver=reverter)`): every kind reverts through `revert_entry`
+    (`functools.partial(reverter, accept_new_host_key=True)` carries `drills revert`'s override)."""
     fault_module(entry.kind)  # an unknown kind fails here, with the kinds named
+    if accept_new_host_key:
+        return lambda e: revert_entry(e, accept_new_host_key=True)
     return revert_entry

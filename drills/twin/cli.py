@@ -1,9 +1,15 @@
-"""`drills twin …` — run the embedded GPU-cluster twin in the foreground."""
+"""`drills twin …` — run the embedded GPU-cluster twin in the foreground, stop it, list its defects.
+
+`drills twin up` keeps its state (kubeconfig, twin.json, audit log, private keys) in a folder of its own
+under `$XDG_STATE_HOME/gpu-drills/twins/` unless `--state-dir` names one (drills.twin.statedir), and
+prints it; `drills run --twin-state DIR` drills that twin, `drills twin down [--state-dir DIR]` stops it.
+"""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -18,7 +24,10 @@ twin_app = typer.Typer(no_args_is_help=True)
 def up(
     profile: str = typer.Option("minimal", "--profile", help="Profile name or YAML path."),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0 = a free port)."),
-    state_dir: Path = typer.Option(Path("reports/twin"), "--state-dir", help="Where kubeconfig, twin.json and the audit log go."),
+    state_dir: Optional[Path] = typer.Option(
+        None, "--state-dir", "--state",
+        help="Where kubeconfig, twin.json, the audit log and the twin's private keys go (default: a new folder "
+             "under $XDG_STATE_HOME/gpu-drills/twins, printed on start)."),
     scale: float = typer.Option(None, "--scale", help="Twin seconds per wall second (default: the profile's, else 60)."),
     defect: list[str] = typer.Option([], "--defect", help="Named defect to apply (repeatable)."),
     watch_history: int = typer.Option(20000, "--watch-history", hidden=True,
@@ -28,12 +37,18 @@ def up(
     tls: bool = typer.Option(False, "--tls", help="Also serve HTTPS with a service-account token, as a pod sees the "
                                                   "API (twin.json `tls`: url, ca, serviceaccount_dir)."),
 ) -> None:
-    """Run the twin in the foreground until Ctrl-C (or SIGTERM)."""
+    """Run the twin in the foreground until Ctrl-C (or SIGTERM, `drills twin down`)."""
     from drills.twin.runtime import run_twin
+    from drills.twin.statedir import new_state_dir, prepare_state_dir
+
+    state_dir = prepare_state_dir(state_dir) if state_dir is not None else new_state_dir()
 
     def ready(info: dict) -> None:
         kubeconfig = Path(info["kubeconfig"]).resolve()
+        state = Path(info["state_dir"])
         typer.echo(f"twin ready at {info['url']} (profile {info['profile']}, scale {info['scale']:g}x)", err=True)
+        typer.echo(f"  state: {state} (drill it: drills run --twin-state {state}; stop it: drills twin down "
+                   f"--state-dir {state})", err=True)
         typer.echo(f"  export KUBECONFIG={kubeconfig}", err=True)
         if info.get("tls"):
             host, _, port = info["tls"]["url"].removeprefix("https://").rpartition(":")
@@ -44,6 +59,21 @@ def up(
 
     run_twin(state_dir, profile=profile, defects=defect, scale=scale, port=port, on_ready=ready,
              watch_history=watch_history, parent_pid=parent_pid, tls=tls)
+
+
+@twin_app.command("down")
+def down(
+    state_dir: Optional[Path] = typer.Option(
+        None, "--state-dir", "--state", help="The twin's state dir (default: the newest `drills twin up`'s)."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds to wait for it to exit."),
+) -> None:
+    """Stop a running twin (SIGTERM, then wait until it has exited); its state dir stays."""
+    from drills.twin.launcher import stop_running_twin
+    from drills.twin.statedir import latest_state_dir
+
+    state = state_dir if state_dir is not None else latest_state_dir()
+    info = stop_running_twin(state, timeout)
+    typer.echo(f"stopped the twin at {info.get('url')} (pid {info.get('pid')}); its state stays in {state}")
 
 
 @twin_app.command("defects")

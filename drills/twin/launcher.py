@@ -1,6 +1,7 @@
-"""Start a twin as a subprocess (tests, `drills run`) and wait until it is ready.
+"""Start a twin as a subprocess (tests, `drills run`) and wait until it is ready; stop a running one.
 
 Ready means `STATE_DIR/twin.json` exists and names the child's pid (the runtime writes it last).
+`stop_running_twin` (`drills twin down`) stops a twin another process started, found by its state dir.
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +20,7 @@ from typing import Iterable
 
 from drills.core.errors import DrillError
 
-__all__ = ["TwinHandle", "start_twin", "read_twin_info", "TWIN_JSON"]
+__all__ = ["TwinHandle", "start_twin", "read_twin_info", "stop_running_twin", "TWIN_JSON"]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,40 @@ def read_twin_info(state_dir: str | Path) -> dict | None:
         return json.loads((Path(state_dir) / TWIN_JSON).read_text())
     except (OSError, ValueError):
         return None
+
+def stop_running_twin(state_dir: str | Path, timeout: float = 30.0) -> dict:
+    """SIGTERM the twin whose twin.json is in `state_dir` and wait until it has exited; its twin.json.
+
+    The process is held by a pidfd and checked against twin.json's identity (pid, host, start time)
+    before the signal, so a pid reused after the twin died is never signalled. DrillError (one line)
+    when no twin runs there or it does not stop within `timeout` seconds.
+    """
+    from drills.core.liveness import ProcessIdentity
+
+    state = Path(state_dir)
+    info = read_twin_info(state)
+    if info is None:
+        raise DrillError(f"no running twin in {state} (no {TWIN_JSON}): nothing to stop; `drills twin up` prints "
+                         "the state dir of the twin it starts")
+    ident = ProcessIdentity.from_dict({"host": socket.gethostname(), **info})
+    try:
+        pidfd = os.pidfd_open(int(info["pid"]))
+    except (ProcessLookupError, KeyError, TypeError, ValueError):
+        pidfd = None
+    try:
+        if pidfd is None or not ident.alive():
+            raise DrillError(f"the twin recorded in {state / TWIN_JSON} (pid {info.get('pid')}) is not running any "
+                             f"more: nothing to stop; remove {state} once its audit log is no longer needed")
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        exited, _, _ = select.select([pidfd], [], [], timeout)  # readable once the process has exited
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    if not exited:
+        raise DrillError(f"the twin at {info.get('url')} (pid {info['pid']}) did not stop within {timeout:g}s of "
+                         f"SIGTERM: look at it (`ps {info['pid']}`), then stop it with `kill -KILL {info['pid']}`")
+    return info
+
 
 
 def _last_line(text: str) -> str:

@@ -28,6 +28,7 @@ import yaml
 
 from drills.core.clock import DilatedClock, to_iso
 from drills.core.errors import DrillError
+from drills.core.liveness import ProcessIdentity
 from drills.twin.api.audit import AuditLog
 from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer
@@ -104,7 +105,8 @@ class Twin:
         await self.server.start()
         write_kubeconfig(self.kubeconfig, self.url)
         self.info = {
-            "url": self.url, "pid": os.getpid(), "scale": self.scale, "kubeconfig": str(self.kubeconfig),
+            "url": self.url, **ProcessIdentity.current().to_dict(), "scale": self.scale,
+            "kubeconfig": str(self.kubeconfig),
             "state_dir": str(self.state_dir.resolve()),
             "profile": self.profile_name, "defects": list(self.defects),
             "started": time.time(), "twinStarted": self.clock.timestamp(),

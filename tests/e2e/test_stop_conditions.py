@@ -1,5 +1,7 @@
 """Stop conditions (DESIGN §6, drills/core/stop.py): a guard over the steady state that trips during the
-fault reverts every fault at once and records the verdict `aborted` with the guard's reading."""
+fault reverts every fault at once and records the verdict `aborted` with the guard's reading. One guard trips
+on a threshold the drill's own fault crosses (a cordon counted as unschedulable); one on a real defect
+(`stale-endpoints`: the users' error rate while a replica should absorb the kill)."""
 
 from __future__ import annotations
 
@@ -51,3 +53,48 @@ def test_a_guard_that_holds_changes_nothing(twin_factory, tmp_path):
     (rec,) = records(tmp_path / "r" / "holds")
     assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
     assert "stop_condition" not in rec["details"]
+
+
+SERVING_GUARD = "[{metric: inference_error_rate, above: 0.2, for_s: 10s}]"
+
+
+@pytest.fixture(scope="module", params=["stale-endpoints", "healthy"])
+def serving_guarded(request, tmp_path_factory):
+    """The inference drill (1 of 2 replicas killed under load) with a guard on the users' error rate, on a
+    twin with the `stale-endpoints` defect (the gateway keeps routing to the killed replica for 45 s: about
+    half the requests fail) and on a healthy one. Scale 10: the 45 s of stale routing are 4.5 s of wall time,
+    many polls of the guard (every 0.2 s wall), so the trip does not hang on one poll under load."""
+    tmp = tmp_path_factory.mktemp("serving")
+    defect = [] if request.param == "healthy" else ["--defect", request.param]
+    done = drills("run", "-m", "inference", "-k", "not all", *defect, "--scale", "10", "--profile",
+                  _profile(tmp, SERVING_GUARD), "--no-html", "--reports", str(tmp / "r"), "--run-id", "guarded",
+                  timeout=400)
+    return request.param, done, tmp / "r" / "guarded"
+
+
+def test_serving_errors_from_a_real_defect_abort_the_drill(serving_guarded):
+    """No synthetic threshold: the defect's errors trip the guard while the fault should be absorbed; the
+    run stops waiting for recovery, reverts at once (the load stops, the kill has nothing to undo) and
+    records `aborted` with the reading; the healthy twin under the same guard passes."""
+    case, done, run_dir = serving_guarded
+    (rec,) = records(run_dir)
+    if case == "healthy":
+        assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
+        assert "stop_condition" not in rec["details"]
+        return
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "aborted" and rec["category"] == "aborted", rec["reason"]
+    reading = rec["details"]["stop_condition"]
+    assert reading["metric"] == "inference_error_rate" and reading["value"] > 0.2, reading
+    assert rec["reason"].startswith("aborted: stop condition inference_error_rate > 0.2 for 10s tripped (read ")
+    assert {r["kind"] for r in rec["details"]["reverts"]} == {"pods", "load"}
+    assert all(r["ok"] for r in rec["details"]["reverts"]), rec["details"]["reverts"]
+    injected = _ts(rec["phases"]["injected"])
+    assert _ts(reading["at"]) - injected < 45.0, (reading, rec["phases"])  # while the stale routing still hurt users
+    assert "recovered" not in rec["phases"] or rec["phases"]["recovered"] is None  # it stopped waiting
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert {e["id"] for e in journal if e["op"] == "open"} == {e["id"] for e in journal if e["op"] == "close"}
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

@@ -83,3 +83,57 @@ def test_a_twin_does_not_outlive_a_killed_parent(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_twin_up_keeps_state_and_keys_in_a_private_dir_and_twin_down_stops_it(tmp_path):
+    """Without --state-dir: a fresh folder under $XDG_STATE_HOME/gpu-drills/twins (0700, keys 0600, none under
+    reports/), printed on start; `--twin-state` drills it; `drills twin down` (the newest by default) stops it."""
+    import os
+    import stat
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg"), PYTHONPATH=str(repo))  # this tree's drills
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "drills.cli", *args], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=240)
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    with open(tmp_path / "up.err", "w") as err:  # a file: a full stderr pipe would block the twin
+        proc = subprocess.Popen([sys.executable, "-m", "drills.cli", "twin", "up", "--scale", "100"], cwd=work,
+                                env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        root = tmp_path / "xdg" / "gpu-drills" / "twins"
+        [state] = [p for p in root.iterdir() if p.name != "latest"]
+        assert (root / "latest").resolve() == state and read_twin_info(state)["url"] == url
+        assert mode(state) == mode(state / "hostkeys") == mode(root) == 0o700
+        keys = [state / "switch_id_ed25519", *(state / "hostkeys").iterdir()]
+        assert len(keys) > 4 and all(mode(key) == 0o600 for key in keys)
+        assert not (work / "reports").exists()
+
+        dry = cli("run", "-m", "training", "--dry-run", "--twin-state", str(state), "--no-html",
+                  "--reports", str(tmp_path / "r"), "--run-id", "dry")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert not list((tmp_path / "r").rglob("*_ed25519*"))  # no key reaches the reports
+
+        down = cli("twin", "down")
+        assert down.returncode == 0, down.stderr
+        assert down.stdout.strip() == f"stopped the twin at {url} (pid {proc.pid}); its state stays in {state}"
+        assert proc.wait(30) == 0 and read_twin_info(state) is None
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+    printed = (tmp_path / "up.err").read_text()
+    assert f"  state: {state} (drill it: drills run --twin-state {state}; stop it: drills twin down --state-dir " \
+           f"{state})" in printed
+    again = cli("twin", "down", "--state-dir", str(state))
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"drills: no running twin in {state} (no twin.json): nothing to stop; `drills twin up` prints the state dir "
+        "of the twin it starts"]

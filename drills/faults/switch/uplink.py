@@ -6,7 +6,10 @@ The fault contract (drills/faults/__init__.py): `plan(target, profile, switch=, 
 validates the dialect and transport and names the port (the guard checks it against the allowlist);
 `inject(target, plan)` checks the interface exists and is up, shuts it, reads the state back and only
 then returns an `UplinkRecord` (admin down verified); `revert(target, undo, record)` brings it up and
-verifies it, idempotently. A switch that refuses answers `InjectionFailed` / `RevertFailed` with its
+verifies it, idempotently. The record keeps the host key the switch presented (`host_key`, the
+switch's identity in the journal): a revert refuses (UnsafeTarget, nothing sent) a switch that now
+presents another key — a different device at that address — unless the target says to accept a
+new key (`drills revert --accept-new-host-key`). A switch that refuses answers `InjectionFailed` / `RevertFailed` with its
 own words; a switch that does not answer is `TargetUnreachable`. An error raised before the shutdown
 was sent carries `changed=False` (nothing of ours on the switch: the guard closes the entry as not
 injected); if anything fails after it, the port is brought back up before the error is raised, and
@@ -29,7 +32,7 @@ from drills.faults import Plan, Reach
 from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
 from drills.faults.switch.counters import PortTraffic, read_counters
 from drills.faults.switch.parse import PortState, StateUnreadable, read_state
-from drills.faults.switch.session import TRANSPORTS, SwitchSession
+from drills.faults.switch.session import TRANSPORTS, HostKey, SwitchSession
 
 __all__ = [
     "KIND",
@@ -70,6 +73,7 @@ class UplinkRecord:
     carried_packets: int | None = None  # packets (rx+tx) counted between the login and the shutdown
     carried_bps: float | None = None  # the rate the switch printed just before the shutdown (None: not printed)
     packets_after: int | None = None  # packets counted between two reads once the port was down
+    host_key: str | None = None  # the key the switch presented at inject ("ssh-ed25519 SHA256:…"): its identity
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +142,8 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     record = UplinkRecord(name, switch_cfg.host, switch_cfg.port, session.dialect.name, interface, transport,
                           before.admin, before.oper, after.admin, after.oper, _iso(shut_at),
                           last.packets - first.packets if first and last else None, last.bps if last else None,
-                          still.packets - down.packets if down and still else None)
+                          still.packets - down.packets if down and still else None,
+                          str(session.host_key) if session.host_key else None)
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record
@@ -146,10 +151,12 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 
 def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport: str | None = None, *,
            accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0, command_timeout: float = 10.0,
-           oper_timeout: float = SETTLE_S, clock: Any | None = None) -> PortState:
+           oper_timeout: float = SETTLE_S, clock: Any | None = None,
+           expect_host_key: HostKey | None = None) -> PortState:
     """Bring the port up and verify it is admin up (already up is fine); then wait up to `oper_timeout`
     cluster seconds for the link itself to be oper up (one that does not come up is a RevertFailed: the
-    drill must not report a pass over a fabric it left degraded)."""
+    drill must not report a pass over a fabric it left degraded). With `expect_host_key`, a switch that
+    presents another key is refused before any command (UnsafeTarget)."""
     interface = record if isinstance(record, str) else record.interface
     _check_names(switch_cfg, interface)
     if isinstance(record, UplinkRecord) and record.switch != switch_cfg.name:
@@ -157,7 +164,8 @@ def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport:
     transport = transport or (record.transport if isinstance(record, UplinkRecord) else "exec")
     name = switch_cfg.name
     with SwitchSession(switch_cfg, transport, error=RevertFailed, accept_unknown_host_keys=accept_unknown_host_keys,
-                       connect_timeout=connect_timeout, command_timeout=command_timeout) as session:
+                       connect_timeout=connect_timeout, command_timeout=command_timeout,
+                       expect_host_key=expect_host_key) as session:
         state = _state(session, interface, RevertFailed)
         if state.admin_up:
             log.info("switch %s: %s is already admin up (nothing to revert)", name, interface)
@@ -224,13 +232,19 @@ def inject(target, plan: Plan) -> UplinkRecord:
 def revert(target, undo: dict, record: dict | None = None) -> str:
     """Bring the port up again from the undo spec alone (after a crash too). Without an injected record
     (a crash between the entry and the shutdown's verification) the port is brought up as well: inject
-    refuses ports that are already down, so up is how we found it."""
+    refuses ports that are already down, so up is how we found it. The record's host key must be the one
+    the switch presents now (UnsafeTarget otherwise), unless `target.accept_new_host_key`; an entry
+    without a record has none to compare (known_hosts still applies)."""
     cfg = SwitchConfig.model_validate(undo["switch"])
     port: UplinkRecord | str = UplinkRecord.from_dict(record) if record else undo["interface"]
     _check_names(cfg, port if isinstance(port, str) else port.interface)  # a journal is input too
+    expect = None
+    if isinstance(port, UplinkRecord) and port.host_key and not getattr(target, "accept_new_host_key", False):
+        expect = HostKey.parse(port.host_key)
     revert_port(cfg, port, undo.get("transport", "exec"), accept_unknown_host_keys=bool(undo.get("accept_unknown_host_keys")),
                 connect_timeout=float(undo.get("connect_timeout", 5.0)),
-                command_timeout=float(undo.get("command_timeout", 10.0)))  # wall clock: revert needs no cluster
+                command_timeout=float(undo.get("command_timeout", 10.0)),  # wall clock: revert needs no cluster
+                expect_host_key=expect)
     return "reverted"
 
 
@@ -305,7 +319,8 @@ def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: di
             _abort(session)
             res = session.run_lines(startup)
         except DrillError:  # this login is unusable (timed out, dropped): a fresh one
-            with SwitchSession(cfg, error=RevertFailed, dialect=session.dialect, **opts) as fresh:
+            with SwitchSession(cfg, error=RevertFailed, dialect=session.dialect, expect_host_key=session.host_key,
+                               **opts) as fresh:
                 res = fresh.run_lines(startup)
         if not res.ok:
             raise RevertFailed(f"the switch answered {res.words!r}")

@@ -93,7 +93,8 @@ def start_fabric(
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
     traffic = Traffic(fabric)
     state = Path(state_dir).resolve()
-    (state / "hostkeys").mkdir(parents=True, exist_ok=True)
+    (state / "hostkeys").mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(state / "hostkeys", 0o700)  # private keys only (mkdir's mode passes through the umask)
     key_file = state / CLIENT_KEY
     client_key = ensure_key(key_file, "ed25519", comment="drills-twin-switch-client")
     known_hosts = state / "known_hosts"
