@@ -42,89 +42,14 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from drills.measure.logformats import LogFormat, TrainingEvent, preset, split_timestamp
+from drills.measure.logformats import LogFormat, TrainingEvent, preset
+from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
+from drills.measure.vllm_startup import VllmStartup
 
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
            "detect_framework", "FRAMEWORKS"]
 
 FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "vllm", "twin", "nccl")
-
-# -- prefixes -------------------------------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
-_MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
-_TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
-_BRACKET = re.compile(r"\[(\d+)\] ")
-_PROC = re.compile(r"\((\w+) pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
-_SLURM = re.compile(r"(\d{1,5}): ")
-_PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.]*-\d+): (?!\d)")
-_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                   r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
-# a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
-_GLUE = re.compile(r"(?<=\])(?=\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\||\[[EWI]\d* [\w.:]+\.cpp:\d+\]|"
-                   r"\[[EWI]\d{3,4} \d|\[rank\d+\]:|\[\d{4}-\d\d-\d\d \d\d:)")
-
-
-@dataclass(frozen=True)
-class Record:
-    """One log record after its prefixes are peeled off."""
-
-    body: str  # the message (for NCCL lines: after `NCCL INFO `/`NCCL WARN `)
-    at: datetime | None = None  # Kubernetes timestamp
-    rank: int | None = None  # from a launcher prefix
-    host: str | None = None  # NCCL host:pid:tid prefix
-    pid: int | None = None
-    dev: int | None = None
-    nccl: str | None = None  # INFO | WARN | … for NCCL lines
-    proc: str | None = None  # Ray / vLLM process prefix name (EngineCore, VllmWorkerProcess …)
-    raw: str = ""
-
-
-def split_records(line: str) -> list[Record]:
-    """The records one raw line holds (tqdm `\\r` redraws and glued log records split), prefixes peeled."""
-    line = line.rstrip("\r\n")
-    at, rest = split_timestamp(line)
-    out: list[Record] = []
-    for part in rest.split("\r"):
-        if not part.strip():
-            continue
-        for piece in _GLUE.split(part):
-            if piece.strip():
-                out.append(_peel(piece, at, line))
-    return out
-
-
-def _peel(text: str, at: datetime | None, raw: str) -> Record:
-    text = _ANSI.sub("", text)
-    rank = None
-    rank_strength = 0
-    proc = None
-    changed = True
-    while changed:
-        changed = False
-        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0)):
-            m = pattern.match(text)
-            if m:
-                if strength and strength >= rank_strength:
-                    rank, rank_strength = int(m.group(1)), strength
-                text = text[m.end():]
-                changed = True
-        m = _PROC.match(text)
-        if m:
-            proc = m.group(1)
-            text = text[m.end():]
-            changed = True
-        if at is None:
-            stamped, rest = split_timestamp(text)
-            if stamped is not None:
-                at, text = stamped, rest
-                changed = True
-    m = _NCCL.match(text)
-    if m:
-        return Record(m.group("msg"), at, rank, m.group("host"), int(m.group("pid")), int(m.group("dev")),
-                      m.group("level"), proc, raw)
-    return Record(text, at, rank, proc=proc, raw=raw)
-
 
 # -- NCCL ---------------------------------------------------------------------------------------
 
@@ -279,21 +204,6 @@ _HF_SAVE = re.compile(r"Saving model checkpoint to (?P<path>\S+)")
 _LIGHTNING_SAVE = re.compile(r"saving model to '?(?P<path>[^'\s]+)'?")
 _STEP_IN_PATH = re.compile(r"(?:checkpoint-|global_step|iter_0*|step[=_-]?)(?P<step>\d+)")
 
-# -- vLLM ---------------------------------------------------------------------------------------
-
-_VLLM = (
-    ("version", re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[\w.+-]*?)\)"
-                           r"|vLLM version (?P<v3>\d[\w.+-]*)")),
-    ("download_s", re.compile(r"Time spent downloading weights for \S+: (?P<s>[\d.]+) seconds")),
-    ("weights_load_s", re.compile(r"Loading weights took (?P<s>[\d.]+) (?:seconds|s)\b")),
-    ("model_load", re.compile(r"Model loading took (?P<gb>[\d.]+) Gi?B(?: memory)? and (?P<s>[\d.]+) (?:seconds|s)\b")),
-    ("model_load_gb", re.compile(r"Loading model weights took (?P<gb>[\d.]+) Gi?B")),
-    ("compile_s", re.compile(r"torch\.compile takes (?P<s>[\d.]+) s in total")),
-    ("cuda_graph_s", re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs?")),
-    ("engine_init_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) (?:seconds|s)\b")),
-    ("ready", re.compile(r"Application startup complete|Uvicorn running on")),
-)
-
 # -- framework signatures -----------------------------------------------------------------------
 
 _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(p)) for fw, w, p in (
@@ -313,7 +223,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
                      r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|Initializing distributed: GLOBAL_RANK"),
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
-    ("vllm", 3, r"^\s*(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d |Loading safetensors checkpoint shards|vllm"),
+    ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
+                r"Loading safetensors checkpoint shards|vllm"),
     ("vllm", 1, r"^INFO:\s+(?:Started server process|Waiting for application startup|Application startup complete|"
                 r"Uvicorn running on)"),  # uvicorn, as vLLM's OpenAI server runs it
 ))
@@ -406,7 +317,7 @@ class LogReader:
         self.errors: list[LogError] = []
         self.saves: list[_Save] = []
         self.resumes: list[_Resume] = []
-        self.vllm: dict = {}
+        self.startup = VllmStartup()
         self.scores: dict[str, int] = {}
         self.nccl_lines = 0
         self.unclassified = 0
@@ -479,7 +390,7 @@ class LogReader:
         saves = tuple({"step": s.step, "path": s.path, "duration_s": s.duration_s} for s in self.saves if s.done)
         return LogSummary(self.framework, self.version, tuple(self.procs.values()), labels,
                           ("Socket" in labels.values()) if labels else None, tuple(devices), tuple(self.errors),
-                          resume, saves, dict(self.vllm), self.unclassified, self.steps)
+                          resume, saves, self.startup.summary(), self.unclassified, self.steps)
 
     # -- one record -------------------------------------------------------------------------------
     def _ev(self, kind: str, rec: Record | None, **kw) -> TrainingEvent:
@@ -503,7 +414,8 @@ class LogReader:
         out += self._errors(rec)
         out += self._resume(rec)
         out += self._save(rec)
-        out += self._vllm(rec)
+        if self.startup.record(rec):
+            out.append(self._ev("vllm_phase", rec))
         m = _VERSION.search(body)
         if m and self.version is None:
             self.version = m.group("v")
@@ -880,31 +792,6 @@ class LogReader:
         r.step = ev.step if ev.step is not None else r.step
         r.path = ev.path or r.path
         return [replace(ev, step=r.step, path=r.path)]
-
-    # vLLM
-    def _vllm(self, rec: Record) -> list[TrainingEvent]:
-        body = rec.body
-        out: list[TrainingEvent] = []
-        for name, pattern in _VLLM:
-            m = pattern.search(body)
-            if not m:
-                continue
-            g = {k: v for k, v in m.groupdict().items() if v is not None}
-            if name == "version":
-                self.vllm.setdefault("version", g.get("v") or g.get("v2") or g.get("v3"))
-            elif name == "model_load":
-                self.vllm.setdefault("model_load_s", float(g["s"]))
-                self.vllm.setdefault("model_load_gb", float(g["gb"]))
-            elif name == "model_load_gb":
-                self.vllm.setdefault("model_load_gb", float(g["gb"]))
-            elif name == "ready":
-                self.vllm.setdefault("ready", True)
-            else:
-                self.vllm.setdefault(name, float(g["s"]))
-            out.append(self._ev("vllm_phase", rec, text=name, duration_s=float(g["s"]) if "s" in g else None))
-            break
-        return out
-
 
 def read_log(text: str, fmt: LogFormat | str = "auto") -> LogSummary:
     """Read a whole log (a file's text; lines starting with `# source:` are skipped)."""
