@@ -2,7 +2,8 @@
 
 - **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
   rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `, Ray/vLLM
-  `(Worker pid=N) `), stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix.
+  `(Worker pid=N) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
+  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix.
 - **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
   (`…3.53it/s][INFO|trainer.py:2103] …`, `…v_num=95nc][E ProcessGroupNCCL.cpp:458] …`) are split.
 """
@@ -38,6 +39,8 @@ _BRACKET = re.compile(r"\[(\d+)\] ")
 _PROC = re.compile(r"\((\w+) pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
 _SLURM = re.compile(r"(\d{1,5}): ")
 _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.]*-\d+): (?!\d)")
+# a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `)
+_SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
 _NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
                    r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
 # a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
@@ -82,7 +85,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
     changed = True
     while changed:
         changed = False
-        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0)):
+        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0)):
             m = pattern.match(text)
             if m:
                 if strength and strength >= rank_strength:

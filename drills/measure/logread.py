@@ -122,7 +122,7 @@ _RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
 _DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError'|(?:torch\.distributed\.)?DistBackendError: ")
 _SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
-_NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: Got async event|"
+_NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: (?:\S+:\d+ )?(?:Got async event : (?!port active)|async fatal event)|"
                         r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv")
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -530,7 +530,7 @@ class LogReader:
         elif (m := _SOCKET_CLOSED.search(body)) and (rec.nccl in (None, "WARN")):
             err = LogError("socket_closed", body.strip(), rec.at, rec.host, rec.rank, peer=m.group("peer"))
         elif rec.nccl == "WARN" and _NCCL_ROOT.search(body):
-            if body.strip() in self._seen_root:
+            if body.strip() in self._seen_root:  # the same root cause from several processes is one error
                 return []
             self._seen_root.add(body.strip())
             err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
