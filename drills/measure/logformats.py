@@ -38,8 +38,10 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Literal, Mapping
+
+from drills.measure.logprefix import split_timestamp
 
 __all__ = [
     "EventKind",
@@ -177,8 +179,6 @@ PRESETS["auto"] = {kind: tuple(p for name in ("twin", "hf-trainer", "lightning",
                                for p in PRESETS[name].get(kind, ()))
                    for kind in ("step", "checkpoint_saved", "resumed", "resume_attempt")}
 
-_K8S_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})) ")
-
 
 def preset(name: str) -> LogFormat:
     """The built-in format `name` (twin, hf-trainer, megatron, deepspeed), NCCL patterns included."""
@@ -231,19 +231,6 @@ def parse_lines(fmt: LogFormat | str, lines) -> list[TrainingEvent]:
     if isinstance(lines, str):
         lines = lines.splitlines()
     return [event for event in (parse_line(fmt, line) for line in lines) if event is not None]
-
-
-def split_timestamp(line: str) -> tuple[datetime | None, str]:
-    """Split a Kubernetes `timestamps=true` prefix (RFC 3339, nanoseconds allowed) from the message."""
-    match = _K8S_STAMP.match(line)
-    if not match:
-        return None, line
-    stamp = match.group(1).replace("Z", "+00:00")
-    head, _, rest = stamp.partition(".")
-    if rest:  # Python keeps microseconds: cut nanoseconds, keep the offset
-        digits = re.match(r"\d+", rest).group(0)
-        stamp = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
-    return datetime.fromisoformat(stamp).astimezone(timezone.utc), line[match.end():]
 
 
 def _compile(name: str, kinds: Mapping[str, tuple[str, ...]]) -> LogFormat:

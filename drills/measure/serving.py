@@ -15,7 +15,9 @@ counts only when Ready, in the Endpoints and seen serving; a kill that took no p
 (`unaffected`), so the drill can say the fault had no effect instead of judging a recovery.
 
 Per replacement pod it also splits the startup into scheduling, image pull, container start and
-model load (events Pulling/Pulled, startedAt, the Ready condition), so a slow recovery names its
+server startup (events Pulling/Pulled, startedAt, the Ready condition), and splits the server startup
+by the replica's own vLLM log (`drills.measure.vllm_startup`: model load, torch.compile, CUDA graph
+capture, API server start — finished, or in progress when the watch ends), so a slow recovery names its
 slow phase. It only measures; `drills.verdicts.timeline` judges.
 """
 
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -33,16 +34,21 @@ from drills.core.clock import Clock, parse_iso
 from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
-from drills.load.buckets import Bucket, first_sustained_success, kind_counts, rebin, served_by, window
+from drills.load.buckets import Bucket, first_sustained_success, served_by
+from drills.measure.logprefix import split_records
+from drills.measure.vllm_startup import PHASE_LABELS, VllmStartup
 from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, ready_addresses, replacement_states
 from drills.verdicts.timeline import Timeline, Verdict, format_duration
 
-__all__ = ["ServingMonitor", "ServingBaseline", "ServingRecovery", "PodStartup", "LoadMeasure", "measure_load",
-           "load_overlay", "wait_for_load", "to_cluster", "to_wall", "with_slowest_phase", "STARTUP_PHASES"]
+__all__ = ["ServingMonitor", "ServingBaseline", "ServingRecovery", "PodStartup", "to_cluster", "to_wall",
+           "with_slowest_phase", "STARTUP_PHASES"]
 
 log = logging.getLogger(__name__)
 
-STARTUP_PHASES = ("scheduling", "image pull", "container start", "model load")
+# from the pod's events and conditions; "server startup" (container start → Ready) is split by the vLLM
+# log into PHASE_LABELS' phases, what they do not cover stays "server startup"
+STARTUP_PHASES = ("scheduling", "image pull", "container start", "server startup", *PHASE_LABELS.values())
+VLLM_DETAILS = ("model_load_s", "weights_load_s", "compile_s", "graph_capture_s", "engine_init_s")
 
 
 @dataclass(frozen=True)
@@ -65,9 +71,29 @@ class PodStartup:
     phases: dict[str, float]
     ready: bool
     pull_message: str | None = None
+    vllm: dict = field(default_factory=dict)  # VllmStartup.summary() of its log (empty: not read or not vLLM)
+    server_phases: dict[str, float] = field(default_factory=dict)  # PHASE_LABELS label → seconds, from its log
+
+    def attributed(self) -> dict[str, float]:
+        """The pod's phases with its server startup split by its vLLM log (the rest stays "server startup")."""
+        if not self.server_phases or "server startup" not in self.phases:
+            return dict(self.phases)
+        out = {k: v for k, v in self.phases.items() if k != "server startup"}
+        total = self.phases["server startup"]
+        parts = {k: min(v, total) for k, v in self.server_phases.items()}
+        out.update(parts)
+        out["server startup"] = max(0.0, total - sum(parts.values()))
+        return out
 
     def slowest(self) -> tuple[str, float] | None:
-        return max(self.phases.items(), key=lambda kv: kv[1]) if self.phases else None
+        phases = self.attributed()
+        return max(phases.items(), key=lambda kv: kv[1]) if phases else None
+
+    @property
+    def from_log(self) -> bool:
+        """Its slowest phase was read from its vLLM log, not from pod events."""
+        slow = self.slowest()
+        return slow is not None and slow[0] in self.server_phases
 
 
 @dataclass(frozen=True)
@@ -96,34 +122,30 @@ class ServingRecovery:
 
     def details(self) -> dict:
         slow = self.slowest()
-        return {"killed_pods": list(self.killed), "survivors": self.survivors, "desired_replicas": self.desired,
+        pod = next((s for s in self.startups if slow and s.pod == slow[2]), None)
+        return {**self.vllm_details(), "killed_pods": list(self.killed), "survivors": self.survivors, "desired_replicas": self.desired,
                 "ready_replicas": self.ready_replicas, "replaced": self.replaced,
                 "replacements": {r.pod: r.to_dict() for r in self.replacements},
                 "fault_effect": {"had_effect": not self.unaffected, "unaffected": list(self.unaffected)},
-                "startup": {s.pod: {k: round(v, 1) for k, v in s.phases.items()} for s in self.startups},
-                "slowest_phase": None if slow is None else {"phase": slow[0], "seconds": round(slow[1], 1),
-                                                           "pod": slow[2]}}
+                "startup": {s.pod: {k: round(v, 1) for k, v in s.attributed().items()} for s in self.startups},
+                "vllm_startup": {s.pod: s.vllm for s in self.startups if s.vllm},
+                "slowest_phase": None if slow is None else {
+                    "phase": slow[0], "seconds": round(slow[1], 1), "pod": slow[2],
+                    "source": "vllm log" if pod is not None and pod.from_log else "pod events"}}
 
-
-@dataclass(frozen=True)
-class LoadMeasure:
-    """The load's figures around the fault (rates 0..1, latencies ms; None where nothing completed)."""
-
-    requests: int
-    failures: int
-    baseline_rps: float | None
-    baseline_p99_ms: float | None
-    after_p99_ms: float | None  # once serving again and Ready (the Deployment whole again)
-    outage_error_rate: float | None  # from the fault to the endpoint serving again
-    budget_error_rate: float | None  # while at least one replica survived / served
-    budget_window: str
-    serving_p99_ms: float | None = None  # over the budget window: what users saw while a replica served
-    budget_errors: dict[str, int] = field(default_factory=dict)  # most frequent errors in that window
-    failure_kinds: dict[str, int] = field(default_factory=dict)  # failures per kind over the whole load
-    client_timeout_s: float | None = None  # cluster seconds a request may take before it counts as hung
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
+    def vllm_details(self) -> dict:
+        """The vLLM phases of the replacement that took longest to start (model_load_s, graph_capture_s, …,
+        startup_s: its container start → Ready, or until the watch ended); empty when no log was read."""
+        logged = [s for s in self.startups if s.vllm]
+        if not logged:
+            return {}
+        top = max(logged, key=lambda s: s.phases.get("server startup", 0.0))
+        out = {k: top.vllm[k] for k in VLLM_DETAILS if k in top.vllm}
+        out["startup_s"] = round(top.phases.get("server startup", 0.0), 3)
+        out["vllm_ready"] = bool(top.vllm.get("ready"))
+        if "in_progress" in top.vllm:
+            out["vllm_in_progress"] = PHASE_LABELS.get(top.vllm["in_progress"]["phase"], top.vllm["in_progress"]["phase"])
+        return out
 
 
 class ServingMonitor:
@@ -311,10 +333,10 @@ class ServingMonitor:
         started = _ts(obj_get(running[0] if running else {}, "state", "running", "startedAt"))
         ready = _cond_time(pod, "Ready", "True") if _ready(pod) else None
         if restart_mode:
-            points = [("container start", _cond_time(pod, "Ready", "False"), started), ("model load", started, ready)]
+            points = [("container start", _cond_time(pod, "Ready", "False"), started), ("server startup", started, ready)]
         else:
             points = [("scheduling", created, scheduled), ("image pull", scheduled, pulled or None),
-                      ("container start", pulled, started), ("model load", started, ready)]
+                      ("container start", pulled, started), ("server startup", started, ready)]
         phases: dict[str, float] = {}
         for phase, begin, end in points:  # an unfinished phase runs until `until`; later ones never began
             if begin is None:
@@ -323,7 +345,33 @@ class ServingMonitor:
             if end is None:
                 break
         message = next((e.get("message") for e in reversed(events) if e.get("reason") in ("Pulled", "Pulling")), None)
-        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message)
+        vllm, server = ({}, {})
+        if started is not None:
+            now = datetime.fromtimestamp(ready if ready is not None else until, timezone.utc)
+            startup = self._vllm_log(pod, now)
+            if startup is not None and startup.lines:
+                vllm = startup.summary(now=now)
+                server = {PHASE_LABELS[k]: v for k, v in startup.breakdown(now=now).items()}
+        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message, vllm, server)
+
+    def _vllm_log(self, pod: dict, until: datetime) -> VllmStartup | None:
+        """The replica's startup as its vLLM log told it by `until` (the log is read later, with Kubernetes
+        timestamps: lines printed after the watch ended are left out); None if unreadable."""
+        containers = obj_get(pod, "spec", "containers", default=None) or [{}]
+        kwargs = {"container": containers[0]["name"]} if containers[0].get("name") else {}
+        try:
+            resp = self.cluster.core.read_namespaced_pod_log(_name(pod), self.workload.namespace, timestamps=True,
+                                                             _preload_content=False, **kwargs)
+            text = resp.data.decode("utf-8", "replace")
+        except Exception as err:  # noqa: BLE001 — attribution is best effort; the verdict still stands
+            log.warning("log of pod %s not read: %s", _name(pod), err)
+            return None
+        startup = VllmStartup()
+        for line in text.splitlines():
+            for rec in split_records(line):
+                if rec.at is None or rec.at <= until:
+                    startup.record(rec)
+        return startup
 
     def _events(self, pod: str) -> list[dict]:
         try:
@@ -336,55 +384,6 @@ class ServingMonitor:
         return sorted(items, key=lambda e: _event_ts(e) or 0.0)
 
 
-def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock, baseline_s: float,
-                 client_timeout_s: float | None = None) -> LoadMeasure:
-    """Load figures from the buckets and the recovery's wall anchors (windows are wall seconds)."""
-    w = recovery.wall
-    inj, end = w["injected"], w["end"]
-    # The baseline stops a bucket before the one the fault's stamp fell in: that bucket holds answers given
-    # after the fault, and the stamp is the middle of the kill request, whose effect may come earlier (at a
-    # high twin scale, or on a loaded machine, a bucket is many cluster seconds).
-    cut = (math.floor(inj / buckets[0].w) - 1) * buckets[0].w if buckets else inj
-    base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
-    back = w.get("recovered")
-    settled = max(back, w["ready"]) if back is not None and "ready" in w else None
-    after = window(buckets, settled, end) if settled is not None else None
-    outage = window(buckets, inj, back if back is not None else end)
-    if recovery.survivors:
-        since, label = inj, f"from the fault on ({recovery.survivors} replica(s) survived)"
-    elif back is not None:
-        since, label = back, "since the endpoint served again (no replica survived)"
-    else:
-        since, label = None, "the endpoint never served again"
-    budget = window(buckets, since, end) if since is not None else None
-    return LoadMeasure(
-        requests=sum(b.n for b in buckets), failures=sum(b.fail for b in buckets),
-        baseline_rps=_num(base.rps),
-        baseline_p99_ms=_num(base.p99_ms), after_p99_ms=_num(after.p99_ms) if after else None,
-        outage_error_rate=_num(outage.failure_rate), budget_error_rate=_num(budget.failure_rate) if budget else None,
-        budget_window=label, serving_p99_ms=_num(budget.p99_ms) if budget else None,
-        budget_errors=_top_errors(buckets, since, end) if since is not None else {},
-        failure_kinds=kind_counts(buckets), client_timeout_s=client_timeout_s)
-
-
-def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, width_s: float = 0.25) -> list[list[float]]:
-    """(cluster seconds since the fault, requests per cluster second) points for the timeline chart."""
-    return [[round(clock.cluster_seconds(b.t - injected_wall), 2), round(b.n / clock.cluster_seconds(width_s), 3)]
-            for b in rebin(buckets, width_s)]
-
-
-def wait_for_load(buckets: Callable[[], list[Bucket]], clock: Clock, baseline_s: float, timeout_s: float = 120.0) -> None:
-    """Until the load's buckets span `baseline_s` cluster seconds (the baseline before a fault)."""
-    deadline = time.monotonic() + timeout_s
-    span = clock.wall_seconds(baseline_s)
-    while time.monotonic() < deadline:
-        got = buckets()
-        if got and got[-1].end - got[0].t >= span:
-            return
-        time.sleep(0.05)
-    raise CheckFailed(f"the load did not run for a {format_duration(baseline_s)} baseline within {timeout_s:.0f}s")
-
-
 def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
     """A failed recovery verdict names the slow phase: "…; slowest phase: image pull 5m2s (pod …)"."""
     slow = recovery.slowest()
@@ -393,6 +392,10 @@ def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
     phase, seconds, pod = slow
     startup = next((s for s in recovery.startups if s.pod == pod), None)
     state = "" if startup is None or startup.ready else ", still not Ready"
+    if startup is not None and startup.from_log:
+        running = startup.vllm.get("in_progress", {}).get("phase")
+        state += ", still in it" if running and PHASE_LABELS.get(running) == phase else ""
+        state += f", from its vLLM log; server startup {format_duration(startup.phases.get('server startup', 0.0))}"
     return replace(verdict, reason=f"{verdict.reason}; slowest phase: {phase} {format_duration(seconds)} "
                                    f"(pod {pod}{state})")
 
@@ -436,16 +439,3 @@ def _event_ts(event: dict) -> float | None:
 
 def _ts(text: str | None) -> float | None:
     return parse_iso(text).timestamp() if text else None
-
-
-def _top_errors(buckets: list[Bucket], start: float, end: float, top: int = 3) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for b in buckets:
-        if start <= b.t < end:
-            for message, n in b.errors.items():
-                counts[message] = counts.get(message, 0) + n
-    return dict(sorted(counts.items(), key=lambda kv: -kv[1])[:top])
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 4)

@@ -217,6 +217,9 @@ class InferenceDeployment(Strict):
     served_model_name: str | None = None
     model_params_b: float = Field(default=7.0, gt=0)
     model_load: Duration | None = None  # default: timings.model_load_base + per-billion × params
+    # CUDA graph capture after the model load (a defect sets it: vLLM once took hours with LoRA, vllm#16961);
+    # None: its share of the startup. When set, it adds to the startup delay.
+    graph_capture: Duration | None = None
     queue: str | None = "inference"
     priority_class: str | None = "inference-high"
     scheduler_name: str = "volcano"
@@ -358,10 +361,11 @@ class TwinProfile(Strict):
         return out
 
     def model_load_seconds(self, deployment: InferenceDeployment) -> float:
+        """A replica's startup delay (container start → Ready): the model load, plus a set graph capture."""
         t = self.timings
-        if deployment.model_load is not None:
-            return deployment.model_load
-        return t.model_load_base + t.model_load_per_billion_params * deployment.model_params_b
+        load = deployment.model_load if deployment.model_load is not None else \
+            t.model_load_base + t.model_load_per_billion_params * deployment.model_params_b
+        return load + (deployment.graph_capture or 0.0)
 
     def checkpoint_save_seconds(self, job: TrainingJob) -> float:
         return job.checkpoint.size_gib / self.storage.save_bandwidth_gibs

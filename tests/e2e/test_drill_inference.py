@@ -45,7 +45,7 @@ def healthy_run(tmp_path_factory) -> tuple:
     return done, reports / "healthy"
 
 
-@pytest.fixture(scope="module", params=["cold-image-cache", "slow-model-load"])
+@pytest.fixture(scope="module", params=["cold-image-cache", "slow-model-load", "slow-graph-capture"])
 def defect_run(request, tmp_path_factory) -> tuple:
     reports = tmp_path_factory.mktemp("reports")
     args = ["run", "-m", "inference", "-k", "all", "--defect", request.param, "--scale", FAST_SCALE, "--no-html",
@@ -90,6 +90,11 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     assert len(one["details"]["killed_pods"]) == 1 and one["details"]["survivors"] == 1
     assert len(every["details"]["killed_pods"]) == 2 and every["details"]["survivors"] == 0
     assert every["recovery_s"] > 30  # a model load (60 s) stands between the kill and serving again
+    for rec in recs:  # the replacements' vLLM logs (0.6.3: the model load from the stamps) split their startup
+        d = rec["details"]
+        assert d["vllm_ready"] is True and d["model_load_s"] > 30 and 0 < d["graph_capture_s"] < d["model_load_s"]
+        assert d["model_load_s"] + d["graph_capture_s"] <= d["startup_s"] <= 1.3 * 60
+        assert all(s["version"] == "0.6.3" for s in d["vllm_startup"].values())
     assert 0.3 < every["details"]["load"]["outage_error_rate"] <= 1.0  # every request failed while none served
     for rec in recs:  # latencies are the twin's modelled ones (x-twin-latency-ms): the headroom is wide
         assert rec["details"]["load"]["serving_p99_ms"] <= 1.5 * rec["details"]["load"]["baseline_p99_ms"]
@@ -134,10 +139,17 @@ def test_defects_fail_the_target_naming_the_slow_phase(defect_run):
     defect, done, run_dir = defect_run
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(run_dir)
-    phase = {"cold-image-cache": "image pull", "slow-model-load": "model load"}[defect]
+    # pod events alone see a slow start in both load defects; the replica's vLLM log tells which phase
+    phase, source = {"cold-image-cache": ("image pull", "pod events"), "slow-model-load": ("model load", "vllm log"),
+                     "slow-graph-capture": ("CUDA graph capture", "vllm log")}[defect]
     assert rec["verdict"] == "fail" and rec["category"] == "slo_breach"
     assert f"slowest phase: {phase}" in rec["reason"], rec["reason"]
-    assert rec["details"]["slowest_phase"]["phase"] == phase
+    assert rec["details"]["slowest_phase"]["phase"] == phase and rec["details"]["slowest_phase"]["source"] == source
+    if source == "vllm log":  # still in that phase when the wait ended (10 minutes of it, a 5-minute target)
+        assert "still not Ready, still in it, from its vLLM log" in rec["reason"], rec["reason"]
+        assert rec["details"]["vllm_in_progress"] == phase and rec["details"]["vllm_ready"] is False
+    if defect == "slow-graph-capture":  # the weights loaded in the usual time; the capture did not end
+        assert rec["details"]["model_load_s"] < 70 and "graph_capture_s" not in rec["details"]
     assert rec["recovery_s"] is None or rec["recovery_s"] > TARGET_S
     assert not locust_processes(str(run_dir))
     if defect == "cold-image-cache":  # --load-workers 2: a master and two workers wrote buckets

@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from drills.measure.serving import ServingRecovery, measure_load
+from drills.measure.serving import ServingRecovery
+from drills.measure.serving_load import measure_load
 from drills.core.clock import WallClock
 from drills.load.buckets import BucketAccumulator
 from drills.verdicts.timeline import Timeline

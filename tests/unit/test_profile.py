@@ -30,6 +30,7 @@ EFFECTS = {
     "cold-image-cache": lambda p: all(not pool.cached_images for pool in p.node_pools.values())
     and p.timings.image_pull_cold >= 120,
     "slow-model-load": lambda p: p.model_load_seconds(_infer(p)) >= 300,
+    "slow-graph-capture": lambda p: (_infer(p).graph_capture or 0) >= 300 and p.model_load_seconds(_infer(p)) >= 300,
     "no-pdb": lambda p: _infer(p).pdb_min_available is None,
     "roce-no-pfc": lambda p: p.fabric.pfc is False,
     "port-stays-oper-up": lambda p: p.fabric.port_faults.oper_stays_up is True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from drills.measure.logread import LogReader, read_log
+from drills.measure.vllm_startup import read_startup
 from drills.twin.profile_model import InferenceDeployment
 from drills.twin.workloads import loglines as L
 from drills.twin.workloads import vllm_log
@@ -72,14 +73,30 @@ def test_faults_print_classified_lines_naming_their_rank():
     assert summary.errors[1].rank == 8 and "unspecified launch failure" in summary.errors[-1].detail
 
 
-def test_vllm_startup_is_classified_and_its_phases_add_up_to_the_model_load_delay():
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.6.3", "vllm/vllm-openai:v0.8.5"])
+def test_vllm_startup_is_classified_and_its_phases_add_up_to_the_model_load_delay(image):
     spec = InferenceDeployment(name="llama-7b-infer", served_model_name="llama-7b")
-    lines = vllm_log.startup(spec, "vllm/vllm-openai:v0.6.3", T0, "uid")
-    batches = vllm_log.loaded(spec, T0, T0 + 60.0, "uid")
-    lines += [line for _, batch in batches for line in batch]
+    batches = vllm_log.plan(spec, image, T0, T0 + 60.0, "uid")
+    lines = [line for _, batch in batches for line in batch]
     summary = read_log("\n".join(lines))
     assert summary.unclassified == 0 and summary.framework == "vllm"
-    assert summary.vllm["version"] == "0.6.3" and summary.vllm["ready"] is True
-    assert summary.vllm["weights_load_s"] < summary.vllm["model_load_s"] < 60.0
-    assert summary.vllm["model_load_s"] + summary.vllm["cuda_graph_s"] <= 60.0
+    assert summary.vllm["version"] == image.rsplit(":v", 1)[1] and summary.vllm["ready"] is True
+    if image.endswith("0.8.5"):  # ≥ 0.8 prints the weights' and the model's load times
+        assert summary.vllm["weights_load_s"] < summary.vllm["model_load_s"] < 60.0
+        assert "[model_runner.py:" in "\n".join(lines)
+    else:  # ≤ 0.7 prints the size only: the time comes from the stamps (whole seconds)
+        assert 45.0 <= summary.vllm["model_load_s"] < 60.0 and " model_runner.py:" in "\n".join(lines)
+    assert summary.vllm["model_load_s"] + summary.vllm["graph_capture_s"] <= 60.0
     assert batches[-1][0] == T0 + 60.0 and all(a <= b for (a, _), (b, _) in zip(batches, batches[1:]))
+
+
+def test_a_set_graph_capture_is_the_phase_the_log_shows_longest():
+    spec = InferenceDeployment(name="llama-7b-infer", served_model_name="llama-7b")
+    batches = vllm_log.plan(spec, spec.image, T0, T0 + 660.0, "uid", graph_capture_s=600.0)
+    startup = read_startup("\n".join(line for _, batch in batches for line in batch))
+    parts = startup.breakdown()
+    assert max(parts, key=parts.get) == "graph_capture" and parts["graph_capture"] == 600.0
+    assert parts["model_load"] < 60.0
+    # the replica read before its capture ended: the capture is in progress
+    early = read_startup("\n".join(line for at, batch in batches if at < T0 + 300 for line in batch))
+    assert early.in_progress() is not None and early.in_progress()[0] == "graph_capture"

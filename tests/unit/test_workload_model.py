@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from drills.core.clock import DilatedClock
-from drills.measure.logformats import parse_line
 from drills.measure.logread import read_log
 from drills.twin.workloads import loglines as L
 from drills.twin.workloads.progress import LeafView, Progress, StepFilter, log_every, net_phase
@@ -68,11 +67,18 @@ def test_nccl_lines_give_the_transport_per_rank_and_a_socket_fallback():
 
 
 def test_only_a_real_nccl_timeout_reads_as_one():
-    reroute = [L.path_loss_warn(W, "mlx5_0", "leaf-1", 1, 2), L.isolated_warn(W, "mlx5_0", "leaf-1"),
-               L.peer_lost_warn(W, "gpu-train-02")]
-    assert all(not parse_line("twin", line).is_timeout for line in reroute)
-    watchdog = [e for e in (parse_line("twin", x) for x in L.watchdog_timeout(W, 7, 600, 600.01)) if e]
+    fabric = [L.async_event(W, "mlx5_0", "port error", "2.21.5"), L.async_event(W, "mlx5_0", "port active", "2.21.5"),
+              L.retry_exceeded(W, "10.128.0.6"), L.peer_lost_warn(W, "gpu-train-02")]
+    events = [e for line in fabric for e in _reader_events(line) if e.kind == "nccl_warn"]
+    assert len(events) == 4 and not any(e.is_timeout for e in events)
+    watchdog = [e for line in L.watchdog_timeout(W, 7, 600, 600.01) for e in _reader_events(line) if e.kind == "nccl_warn"]
     assert watchdog and all(e.is_timeout for e in watchdog)
+
+
+def _reader_events(line: str):
+    from drills.measure.logread import LogReader
+
+    return LogReader().feed(line)
 
 
 def test_checkpoint_store_keeps_completed_markers(tmp_path):

@@ -3,18 +3,21 @@
 
 Pure functions: they only format. NCCL lines follow NCCL's `NCCL_DEBUG=INFO` shape
 (`host:pid:tid [dev] NCCL INFO …`, per-channel `Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0`),
-PyTorch's watchdog line its ProcessGroupNCCL message. Warnings about a rerouted path never contain the
-word "timeout": only a real NCCL timeout does.
+PyTorch's watchdog line its ProcessGroupNCCL message. Fabric events print what NCCL prints for them: a link
+on the path down or back (IB async events `port error` / `port active`), retries exhausted (completion
+`status=12`), a dead peer (socket closed); a reroute or an ECMP rebalance prints nothing (NCCL does not log
+them). Only a real NCCL timeout says "timeout".
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 
 __all__ = [
-    "Worker", "nccl_init", "path_loss_warn", "rerouted", "rebalanced", "isolated_warn", "watchdog_timeout",
-    "socket_fallback", "peer_lost_warn", "gpu_xid",
+    "Worker", "nccl_init", "async_event", "retry_exceeded", "watchdog_timeout", "socket_fallback", "peer_lost_warn",
+    "gpu_xid",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,27 +87,25 @@ def channels(w: Worker, transport: str, nchannels: int) -> list[str]:
 
 
 def peer_lost_warn(w: Worker, peer: str) -> str:
-    return (f"{w.prefix(w.pid + 57)} NCCL WARN NET/IB : Connection closed by remote peer {peer}<52140>; "
-            f"communicator aborted, waiting for the job to be restarted")
+    """A peer's process died: its socket closes (nccl-socketprogress-closed-by-peer.log, nccl-tests#166)."""
+    return f"{w.prefix(w.pid + 17, 'misc/socket.cc:49')} NCCL WARN socketProgress: Connection closed by remote peer {peer}<55693>"
 
 
-def path_loss_warn(w: Worker, hca: str, leaf: str, up: int, total: int) -> str:
-    return (f"{w.prefix(w.pid + 57)} NCCL WARN NET/IB : {hca}:1 packet loss on the path through {leaf} "
-            f"({up}/{total} uplinks up), hardware retransmission in progress")
+def async_event(w: Worker, hca: str, event: str, version: str) -> str:
+    """A port event on the worker's path (`port error` when a link on it goes down, `port active` when traffic
+    flows again), as NCCL's IB async thread warns of every event but COMM_EST: `NET/IB : Got async event : port
+    error` up to 2.20 (tests/data/real/nccl/nccl-async-event-port-error.log, lit-llama#380), `NET/IB : mlx5_1:1 …`
+    with the device and port from 2.21 (nccl-2.21-fatal-event-then-completion.log, nccl#1905)."""
+    where = f"{hca}:1 " if _vtuple(version) >= (2, 21) else ""
+    return f"{w.prefix(w.pid + 57, 'transport/net_ib.cc:93')} NCCL WARN NET/IB : {where}Got async event : {event}"
 
 
-def rerouted(w: Worker, hca: str, leaf: str, after_s: float, up: int, total: int) -> str:
-    return (f"{w.prefix(w.pid + 57)} NCCL INFO NET/IB : {hca}:1 traffic rerouted around the failed uplink of "
-            f"{leaf} after {after_s:.1f}s ({up}/{total} uplinks up)")
-
-
-def rebalanced(w: Worker, leaf: str, up: int, total: int) -> str:
-    return f"{w.prefix(w.pid + 57)} NCCL INFO NET/IB : traffic rebalanced over {up}/{total} uplinks of {leaf}"
-
-
-def isolated_warn(w: Worker, hca: str, leaf: str) -> str:
-    return (f"{w.prefix(w.pid + 57)} NCCL WARN NET/IB : {hca}:1 no route to any peer: every uplink of {leaf} "
-            f"is down, collective stalled")
+def retry_exceeded(w: Worker, peer_ip: str) -> str:
+    """No path left to a peer: the QP's retries run out (`status=12`, transport retry counter exceeded;
+    nccl-ib-completion-status12-kubeflow.log, nccl-ib-completion-newest-hca.log)."""
+    return (f"{w.prefix(w.pid + 57, 'transport/net_ib.cc:2244')} NCCL WARN NET/IB : Got completion from peer "
+            f"{peer_ip}<41522> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:{w.ip} "
+            f"remoteGids::ffff:{peer_ip}")
 
 
 def watchdog_timeout(w: Worker, seq: int, timeout_s: float, ran_s: float) -> list[str]:
@@ -123,10 +124,7 @@ def watchdog_timeout(w: Worker, seq: int, timeout_s: float, ran_s: float) -> lis
 def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, version: str) -> list[str]:
     """RoCE without PFC: the lossy fabric drops RDMA packets until the QP's retries run out (`status=12`, as in
     nccl-ib-completion-status12-kubeflow.log), and the re-created communicator comes up on sockets."""
-    p = w.prefix(w.pid + 57, "transport/net_ib.cc:2244")
-    head = [f"{p} NCCL WARN NET/IB : Got completion from peer {peer_ip}<41522> with status=12 opcode=0 len=0 "
-            f"vendor err 129 (Recv) localGid ::ffff:{w.ip} remoteGids::ffff:{peer_ip}"]
-    return head + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False)
+    return [retry_exceeded(w, peer_ip)] + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False)
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:
@@ -154,3 +152,7 @@ _XID = {  # NVIDIA's XID catalogue: driver message, what CUDA reports to the pro
     94: ("Contained: SM (0x1). RST: No, D-RST: No", "uncorrectable ECC error encountered"),
     95: ("Uncontained: FBHUB. RST: Yes, D-RST: No", "uncorrectable ECC error encountered"),
 }
+
+
+def _vtuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])

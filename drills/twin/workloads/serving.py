@@ -4,9 +4,9 @@ Counts Ready pods (Ready condition True, not terminating) that match the Deploym
 against its desired replicas, from the shared pod and Deployment informers; records `all_ready` /
 `not_all_ready` transitions in the hub's Truth.
 
-Each replica also prints vLLM's startup log (`vllm_log`): the engine lines when its container starts,
-and the load phases when it turns Ready, stamped so that they add up to the twin's model-load delay
-(container start → Ready).
+Each replica also prints vLLM's startup log (`vllm_log`) as it goes: the engine lines when its container
+starts, each load phase's lines when their time comes, and uvicorn's lines when it turns Ready — so a
+replica still loading shows the phase it is in, and the phases add up to the twin's startup delay.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ class ServingTruthController(Controller):
         self.deployments = ctx.informers.informer(DEPLOYMENTS)
         self.pods.add_handler(self._on_pod)
         self.deployments.add_handler(self._on_deployment)
-        self.logged: dict[str, set[str]] = {}  # pod uid → vLLM log parts written ("start", "ready")
+        self.plans: dict[str, list] = {}  # pod uid → its vLLM log batches (time, lines)
+        self.written: dict[str, int] = {}  # pod uid → batches printed so far
+        self.finished: set[str] = set()  # pod uids whose log reached the server-ready lines
         self.serves: dict[tuple[str, str], object] = {}  # pod → the InferenceDeployment it serves
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
@@ -74,43 +76,53 @@ class ServingTruthController(Controller):
 
     def _maybe_log(self, pod: dict, spec) -> None:
         uid = pod["metadata"].get("uid", "")
-        done = self.logged.setdefault(uid, set())
-        if _started_at(pod) is None:
+        if _started_at(pod) is None or uid in self.finished:
             return
-        if "start" not in done or ("ready" not in done and pod_ready(pod)):
-            key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
-            self.serves[key] = spec
-            self.enqueue(("vllm-log", *key))
+        key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        self.serves[key] = spec
+        self.enqueue(("vllm-log", *key))
 
     async def _write_log(self, ns: str, name: str) -> None:
+        """Print the replica's vLLM lines whose time has come; the rest when it turns Ready (clamped to then)."""
         pod = self.pods.get(ns, name)
-        if pod is None:
-            return
         spec = self.serves.get((ns, name))
+        started = _started_at(pod) if pod is not None else None
+        if pod is None or spec is None or started is None:
+            return
         uid = pod["metadata"].get("uid", "")
-        done = self.logged.setdefault(uid, set())
-        started = _started_at(pod)
-        if spec is None or started is None:
+        if uid in self.finished:
             return
         container = pod["spec"]["containers"][0]
-        image = container.get("image", "")
-        batches: list[tuple[float, list[str]]] = []
-        if "start" not in done:
-            done.add("start")
-            batches.append((started, vllm_log.startup(spec, image, started, uid)))
+        if uid not in self.plans:  # planned for the expected startup; the kubelet's jitter moves Ready a little
+            expected = started + self.ctx.profile.model_load_seconds(spec)
+            self.plans[uid] = vllm_log.plan(spec, container.get("image", ""), started, expected, uid, spec.graph_capture)
+            self.written[uid] = 0
+        batches, done = self.plans[uid], self.written[uid]
         ready_at = _ready_at(pod)
-        if "ready" not in done and ready_at is not None:
-            done.add("ready")
-            batches += vllm_log.loaded(spec, started, ready_at, uid)
+        now = self.ctx.clock.timestamp()
+        if ready_at is not None:
+            due = [(min(at, ready_at), lines) for at, lines in batches[done:-1]] + [(ready_at, batches[-1][1])]
+        else:
+            due = [(at, lines) for at, lines in batches[done:-1] if at <= now]
+        for at, lines in due:
+            if not await self._append(ns, name, container["name"], at, lines):
+                return
+            self.written[uid] += 1
+        if ready_at is not None:
+            self.finished.add(uid)
+            self.plans.pop(uid, None)
+        elif self.written[uid] < len(batches) - 1:
+            self.enqueue_after(("vllm-log", ns, name), batches[self.written[uid]][0] - now)
+
+    async def _append(self, ns: str, name: str, container: str, at: float, lines: list[str]) -> bool:
         client = self.ctx.client
         url = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{name}/log"
-        for at, lines in batches:
-            async with client.session.post(url, params={"at": f"{at:.6f}", "container": container["name"]},
-                                           data="\n".join(lines) + "\n",
-                                           headers={"Content-Type": "text/plain"}) as resp:
-                if resp.status >= 400:
-                    log.debug("vLLM log append to %s/%s: HTTP %s", ns, name, resp.status)
-                    return
+        async with client.session.post(url, params={"at": f"{at:.6f}", "container": container},
+                                       data="\n".join(lines) + "\n", headers={"Content-Type": "text/plain"}) as resp:
+            if resp.status >= 400:
+                log.debug("vLLM log append to %s/%s: HTTP %s", ns, name, resp.status)
+                return False
+        return True
 
     async def reconcile(self, key: Hashable) -> None:
         if key[0] == "vllm-log":  # type: ignore[index]

@@ -392,10 +392,12 @@ class JobSim:
                 self.fabric_fault_at = t
             rec("training", self.subject, "fabric_fault", at=t, leaf=new.leaf, uplinks_up=new.up, uplinks=new.total,
                 step=math.floor(self.progress.step))
-            warn = L.isolated_warn if new.name == "isolated" else None
+            names = sorted(run.workers)
             for pod in on_leaf:
                 w = run.workers[pod]
-                out.add(t, [pod], warn(w, hca, new.leaf) if warn else L.path_loss_warn(w, hca, new.leaf, new.up, new.total))
+                peer = run.workers[names[(names.index(pod) + 1) % len(names)]]
+                out.add(t, [pod], L.retry_exceeded(w, peer.ip) if new.name == "isolated"
+                        else L.async_event(w, hca, "port error", self.spec.nccl.version))
             rec("training", self.subject, "nccl_warn", at=t, leaf=new.leaf)
             if not self.fabric.pfc and run.transport == "IB":
                 # the ranks behind the lossy leaf lose RDMA; the job runs at the pace of its slowest rank
@@ -410,13 +412,10 @@ class JobSim:
                 rec("training", self.subject, "nccl_transport", at=t, transport="Socket", fallback=True,
                     ranks=sorted(run.workers[pod].grank for pod in on_leaf))
         elif new.name == "rerouted":
-            for pod in on_leaf:
-                out.add(t, [pod], L.rerouted(run.workers[pod], hca, new.leaf, self.fabric.convergence_delay, new.up, new.total))
+            for pod in on_leaf:  # traffic flows on the remaining uplinks: the path is up again
+                out.add(t, [pod], L.async_event(run.workers[pod], hca, "port active", self.spec.nccl.version))
             rec("training", self.subject, "rerouted", at=t, leaf=new.leaf, factor=new.factor)
             rec("training", self.subject, "throughput_degraded", at=t, ratio=round(self._ratio(t), 3))
-        elif new.name == "rebalanced":
-            for pod in on_leaf:
-                out.add(t, [pod], L.rebalanced(run.workers[pod], new.leaf, new.up, new.total))
         self._maybe_restored(t)
 
     def _maybe_restored(self, t: float) -> None:

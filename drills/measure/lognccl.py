@@ -1,0 +1,254 @@
+"""NCCL's network and the errors a training log prints, read record by record (a part of `LogReader`).
+
+- **Transport** from every shape NCCL prints (`NET/IB : Using [0]mlx5_0:1/RoCE`, `Using network IBext`,
+  `P2P plugin IBext`, per-channel `via NET/Socket/3`, `NET/IB : No device found.`), per process (host:pid)
+  and rank. NCCL 2.4 printed `NET/Socket : Using` for its bootstrap even over IB, so that line alone decides
+  nothing when the log says NCCL < 2.5. Any rank on Socket is a fallback.
+- **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
+  wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
+  `nccl_error` (a root-cause NCCL WARN: CUDA failure, SHARP/CollNet setup, IB async events such as `port
+  error` — not `port active`, the link back — and `async fatal event on QP`). A watchdog timeout repeated for
+  the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from drills.measure.logformats import TrainingEvent
+from drills.measure.logprefix import Record
+
+__all__ = ["NcclProcess", "LogError", "NcclReading"]
+
+
+_NET_USING = re.compile(r"^NET/(?!Plugin)(?P<name>\w+)\s*: Using (?P<rest>.*)$")
+_USING_NETWORK = re.compile(r"^Using network (?P<name>\S.*?)\s*$")
+_P2P_PLUGIN = re.compile(r"^P2P plugin (?:v\d+ )?(?P<name>\w+)")
+_VIA_NET = re.compile(r"(?:^|\s)(?P<a>\d+)\[[0-9a-fx]+\] -> (?P<b>\d+)\[[0-9a-fx]+\].*?via NET/(?P<name>[^/\s]+)/\d+")
+_NO_IB = re.compile(r"^NET/IB\s*: No device found")
+_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
+_SHARP_DEV = re.compile(r"Sharp rank \d+/\d+ initialized on (?P<dev>\S+)")
+_HCA = re.compile(r"\bhca (?P<dev>mlx5_\w+)")
+
+
+def _devices(rest: str) -> tuple[str, ...]:
+    """`[0]mlx5_10:1/RoCE [1]mlx5_11:1/RoCE [RO]; OOB eth0:…` → ("mlx5_10:1/RoCE", "mlx5_11:1/RoCE")."""
+    head = rest.split(";")[0]
+    out = []
+    for token in head.split():
+        if re.fullmatch(r"\[[A-Z]+\]", token):  # flags such as [RO]
+            continue
+        token = re.sub(r"^\[\d+\]", "", token)
+        if token:
+            out.append(token)
+    return tuple(out)
+
+
+@dataclass
+class NcclProcess:
+    """What one NCCL process (host:pid) said about its network."""
+
+    host: str
+    pid: int | None
+    rank: int | None = None  # its global rank, from a launcher prefix or its channel lines
+    name: str | None = None  # strong: Using network / P2P plugin / channel lines / NET/IB : Using
+    weak_socket: bool = False  # `NET/Socket : Using` (decides only when the NCCL version is ≥ 2.5 or unknown)
+    no_ib: bool = False  # `NET/IB : No device found.`
+    bootstrap: bool = False  # printed `Bootstrap : Using` (NCCL ≥ 2.5)
+    channel_socket: bool = False  # a channel went via NET/Socket
+    devices: tuple[str, ...] = ()
+
+    def transport(self, version: tuple[int, ...] | None) -> str | None:
+        """IB | RoCE | IBext | Socket | … (the NET plugin NCCL uses), None when the lines do not say."""
+        if self.channel_socket:
+            return "Socket"
+        name = self.name
+        if name is None:
+            if self.no_ib or (self.weak_socket and (self.bootstrap or version is None or version >= (2, 5))):
+                return "Socket"
+            return None
+        if name == "IB" and self.devices and all(d.split("/")[1:2] == ["RoCE"] for d in self.devices if "/" in d) \
+                and any("/" in d for d in self.devices):
+            return "RoCE"
+        return name
+
+    @property
+    def label(self) -> str:
+        if self.host:
+            return self.host
+        return f"rank{self.rank}" if self.rank is not None else f"pid{self.pid}"
+
+
+_IB_COMPLETION = re.compile(
+    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:status=(?P<status>\d+)|error (?P<error>\d+)),?"
+    r"\s*opcode[= ](?P<opcode>\d+),?\s*len[= ](?P<len>\d+),?\s*vendor err (?P<vendor>\d+)(?: \((?P<dir>\w+)\))?")
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\((?P<args>.*?)\)\s*ran for "
+                       r"(?P<ran>\d+) milliseconds")
+_RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+_COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
+_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError'|(?:torch\.distributed\.)?DistBackendError: ")
+_SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
+_NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: (?:\S+:\d+ )?(?:Got async event : (?!port active)|async fatal event)|"
+                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv")
+_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
+_TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
+                       r"The above exception was the direct cause of the following exception:)")
+_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Warning)|"
+                       r"[A-Za-z_][\w.]*\.\w*Error|AssertionError|KeyError|StopIteration)(?::\s?(?P<msg>.*))?$")
+
+
+@dataclass
+class LogError:
+    """One classified error; fields the message does not carry are None."""
+
+    kind: str  # ib_completion | watchdog_timeout | comm_aborted | dist_backend | socket_closed | nccl_error | traceback
+    text: str
+    at: datetime | None = None
+    host: str | None = None
+    rank: int | None = None
+    seq: int | None = None
+    op_type: str | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+    status: int | None = None  # IB completion status / error
+    vendor_err: int | None = None
+    peer: str | None = None
+    frames: tuple[str, ...] = ()  # traceback: function names, outermost first
+    exception: str | None = None  # traceback: the exception line, when printed
+
+    @property
+    def detail(self) -> str:
+        if self.kind == "traceback":
+            return self.exception or f"traceback through {' -> '.join(self.frames[-3:]) or '?'} (exception line not in the log)"
+        return self.text
+
+
+class NcclReading:
+    """The NCCL and error part of `LogReader` (its state lives on the reader: procs, version, errors, …; an
+    error while a resume is pending fails it, through `CheckpointReading._fail`)."""
+
+    def _proc(self, rec: Record) -> NcclProcess:
+        key = (rec.host or "", rec.pid)
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = NcclProcess(rec.host or "", rec.pid, rec.rank)
+        elif rec.rank is not None:
+            p.rank = rec.rank
+        return p
+
+    def _nccl(self, rec: Record) -> list[TrainingEvent]:
+        msg = rec.body
+        p = self._proc(rec)
+        before = p.transport(_version_tuple(self.version))
+        if rec.nccl == "INFO":
+            if m := _NET_USING.match(msg):
+                devices = _devices(m.group("rest"))
+                if m.group("name") == "Socket":
+                    p.weak_socket = True
+                else:
+                    p.name = p.name if p.name not in (None, "IB") or m.group("name") != "IB" else "IB"
+                    if p.name is None:
+                        p.name = m.group("name")
+                    p.devices = tuple(dict.fromkeys(p.devices + devices))
+            elif m := _USING_NETWORK.match(msg):
+                p.name = m.group("name")
+            elif m := _P2P_PLUGIN.match(msg):
+                p.name = m.group("name")
+            elif _NO_IB.match(msg):
+                p.no_ib = True
+            elif msg.startswith("Bootstrap : Using") or msg.startswith("Bootstrap: Using"):
+                p.bootstrap = True
+            elif m := _VIA_NET.search(msg):
+                if m.group("name") == "Socket":
+                    p.channel_socket = True
+                elif p.name is None or p.name == "Socket":
+                    p.name = m.group("name")
+                if p.rank is None:
+                    local = m.group("b") if "[receive]" in msg else m.group("a")
+                    p.rank = int(local)
+            elif m := _SHARP_DEV.search(msg):
+                if m.group("dev") not in p.devices:
+                    p.devices = p.devices + (m.group("dev"),)
+        elif rec.nccl == "WARN":
+            if m := _HCA.search(msg):
+                if m.group("dev") not in p.devices:
+                    p.devices = p.devices + (m.group("dev"),)
+        after = p.transport(_version_tuple(self.version))
+        if after is not None and (after != before or _is_transport_line(msg)):
+            return [self._ev("nccl_transport", rec, transport=after, devices=p.devices,
+                             text=f"{p.host}:{p.pid}" if p.pid is not None else p.host, rank=p.rank)]
+        if rec.nccl == "WARN":
+            return [self._ev("nccl_warn", rec, text=msg.strip(), rank=p.rank)]
+        return []
+
+    # errors
+    def _errors(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        err: LogError | None = None
+        if m := _IB_COMPLETION.search(body):
+            err = LogError("ib_completion", body.strip(), rec.at, rec.host, rec.rank,
+                           status=int(m.group("status") or m.group("error")), vendor_err=int(m.group("vendor")),
+                           peer=m.group("peer"))
+        elif (m := _COMM_ABORTED.search(body)) and "Connection closed" not in body:
+            err = LogError("comm_aborted", body.strip(), rec.at, rec.host,
+                           int(m.group("rank")) if m.group("rank") else rec.rank)
+            w = _WATCHDOG.search(body)
+            if w:
+                _fill_watchdog(err, w, body)
+        elif _DIST_BACKEND.search(body):
+            err = LogError("dist_backend", body.strip(), rec.at, rec.host, rec.rank)
+        elif m := _WATCHDOG.search(body):
+            err = LogError("watchdog_timeout", body.strip(), rec.at, rec.host, rec.rank)
+            _fill_watchdog(err, m, body)
+            key = (err.rank, err.seq, err.op_type, err.timeout_ms)
+            if key in self._seen_watchdog:
+                return []
+            self._seen_watchdog.add(key)
+        elif (m := _SOCKET_CLOSED.search(body)) and (rec.nccl in (None, "WARN")):
+            err = LogError("socket_closed", body.strip(), rec.at, rec.host, rec.rank, peer=m.group("peer"))
+        elif rec.nccl == "WARN" and _NCCL_ROOT.search(body):
+            if body.strip() in self._seen_root:  # the same root cause from several processes is one error
+                return []
+            self._seen_root.add(body.strip())
+            err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
+        if err is None:
+            return []
+        if err.kind == "comm_aborted" and err.seq is not None:
+            self._seen_watchdog.add((err.rank, err.seq, err.op_type, err.timeout_ms))
+        return self._add_error(err, rec)
+
+    def _add_error(self, err: LogError, rec: Record | None) -> list[TrainingEvent]:
+        self.errors.append(err)
+        out = [self._ev("error", rec, text=f"{err.kind}: {err.detail}", error=err.kind, rank=err.rank)]
+        if err.kind in ("watchdog_timeout", "ib_completion", "socket_closed", "comm_aborted", "nccl_error") \
+                and rec is not None and rec.nccl != "WARN":  # a WARN line is already an nccl_warn
+            out.append(self._ev("nccl_warn", rec, text=err.text, rank=err.rank))
+        for r in self.resumes:  # an error while a resume is pending: the resume failed
+            if r.state == "pending" and err.kind != "traceback":
+                out += self._fail(r, f"{err.kind}: {err.detail}", rec)
+        return out
+
+
+def _is_transport_line(msg: str) -> bool:
+    return bool(_NET_USING.match(msg) or _USING_NETWORK.match(msg) or _P2P_PLUGIN.match(msg) or _NO_IB.match(msg))
+
+
+def _fill_watchdog(err: LogError, m: re.Match[str], body: str) -> None:
+    args = dict(re.findall(r"(\w+(?:\(ms\))?)=([^,\s)]+)", m.group("args")))
+    err.seq = int(args["SeqNum"]) if "SeqNum" in args else None
+    err.op_type = args.get("OpType")
+    err.timeout_ms = int(args["Timeout(ms)"]) if "Timeout(ms)" in args else None
+    err.ran_ms = int(m.group("ran"))
+    ranks = [int(x.group("rank")) for x in _RANK_IN.finditer(body[: m.start()])]
+    if ranks:
+        err.rank = ranks[-1]
+
+
+def _is_nccl_exception(line: str) -> bool:
+    return bool(_COMM_ABORTED.search(line) or _DIST_BACKEND.search(line) or _WATCHDOG.search(line))
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    return tuple(int(x) for x in version.split(".")) if version else None

@@ -1,0 +1,109 @@
+"""Log records as launchers and Kubernetes print them: prefixes peeled, several records per line split.
+
+- **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
+  rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `, Ray/vLLM
+  `(Worker pid=N) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
+  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix.
+- **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
+  (`…3.53it/s][INFO|trainer.py:2103] …`, `…v_num=95nc][E ProcessGroupNCCL.cpp:458] …`) are split.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+__all__ = ["Record", "split_records", "split_timestamp"]
+
+_K8S_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})) ")
+
+
+def split_timestamp(line: str) -> tuple[datetime | None, str]:
+    """Split a Kubernetes `timestamps=true` prefix (RFC 3339, nanoseconds allowed) from the message."""
+    match = _K8S_STAMP.match(line)
+    if not match:
+        return None, line
+    stamp = match.group(1).replace("Z", "+00:00")
+    head, _, rest = stamp.partition(".")
+    if rest:  # Python keeps microseconds: cut nanoseconds, keep the offset
+        digits = re.match(r"\d+", rest).group(0)
+        stamp = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
+    return datetime.fromisoformat(stamp).astimezone(timezone.utc), line[match.end():]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
+_MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
+_TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
+_BRACKET = re.compile(r"\[(\d+)\] ")
+_PROC = re.compile(r"\((\w+) pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
+_SLURM = re.compile(r"(\d{1,5}): ")
+_PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.]*-\d+): (?!\d)")
+# a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `)
+_SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
+_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                   r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
+# a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
+_GLUE = re.compile(r"(?<=\])(?=\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\||\[[EWI]\d* [\w.:]+\.cpp:\d+\]|"
+                   r"\[[EWI]\d{3,4} \d|\[rank\d+\]:|\[\d{4}-\d\d-\d\d \d\d:)")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One log record after its prefixes are peeled off."""
+
+    body: str  # the message (for NCCL lines: after `NCCL INFO `/`NCCL WARN `)
+    at: datetime | None = None  # Kubernetes timestamp
+    rank: int | None = None  # from a launcher prefix
+    host: str | None = None  # NCCL host:pid:tid prefix
+    pid: int | None = None
+    dev: int | None = None
+    nccl: str | None = None  # INFO | WARN | … for NCCL lines
+    proc: str | None = None  # Ray / vLLM process prefix name (EngineCore, VllmWorkerProcess …)
+    raw: str = ""
+
+
+def split_records(line: str) -> list[Record]:
+    """The records one raw line holds (tqdm `\\r` redraws and glued log records split), prefixes peeled."""
+    line = line.rstrip("\r\n")
+    at, rest = split_timestamp(line)
+    out: list[Record] = []
+    for part in rest.split("\r"):
+        if not part.strip():
+            continue
+        for piece in _GLUE.split(part):
+            if piece.strip():
+                out.append(_peel(piece, at, line))
+    return out
+
+
+def _peel(text: str, at: datetime | None, raw: str) -> Record:
+    text = _ANSI.sub("", text)
+    rank = None
+    rank_strength = 0
+    proc = None
+    changed = True
+    while changed:
+        changed = False
+        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0)):
+            m = pattern.match(text)
+            if m:
+                if strength and strength >= rank_strength:
+                    rank, rank_strength = int(m.group(1)), strength
+                text = text[m.end():]
+                changed = True
+        m = _PROC.match(text)
+        if m:
+            proc = m.group(1)
+            text = text[m.end():]
+            changed = True
+        if at is None:
+            stamped, rest = split_timestamp(text)
+            if stamped is not None:
+                at, text = stamped, rest
+                changed = True
+    m = _NCCL.match(text)
+    if m:
+        return Record(m.group("msg"), at, rank, m.group("host"), int(m.group("pid")), int(m.group("dev")),
+                      m.group("level"), proc, raw)
+    return Record(text, at, rank, proc=proc, raw=raw)

@@ -1,0 +1,394 @@
+"""Checkpoint resumes and saves, and the tracebacks that fail a resume (a part of `LogReader`).
+
+- **Resume**: an attempt (Megatron `loading checkpoint from … at iteration N`, HF `Loading model from …`,
+  Lightning `Restoring states from the checkpoint path at …`, DeepSpeed `loading checkpoint …`) counts only
+  when it succeeded: the framework's success line (Megatron `successfully loaded`, HF `Continuing training
+  from global step N`, Lightning `Restored all states`, DeepSpeed `successfully loaded … ZeRO state_dicts` /
+  `[Torch] Loaded checkpoint`). An attempt followed by an error or a traceback, a traceback through the
+  framework's load function, Megatron's `will not load any checkpoints and will start from random`, or
+  training steps without the success line where the framework prints one, is `resume_failed` with the
+  error as its text.
+- **Saves**, one per checkpoint: Megatron `saving …`/`successfully saved …` with its `save-checkpoint`
+  timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
+  save ends when its last shard is written), HF `Saving model checkpoint to …` (a final save without a
+  step too), Lightning `saving model to …`.
+- **Tracebacks**: a Python traceback (chained ones as one) is an error with its exception line when printed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from drills.measure.logformats import TrainingEvent
+from drills.measure.lognccl import _EXC_LINE, _TB_CHAIN, _TB_FRAME, _TB_START, LogError, _is_nccl_exception
+from drills.measure.logprefix import Record
+
+__all__ = ["CheckpointReading"]
+
+
+_RESUME_ATTEMPT = (  # (framework, pattern); groups: path, step
+    ("megatron", re.compile(r"loading (?:\w+ )?checkpoint from (?P<path>\S+).*?at iteration\s+(?P<step>\d+)")),
+    ("megatron", re.compile(r"global rank \d+ is loading checkpoint (?P<path>\S+)")),
+    ("hf-trainer", re.compile(r"Loading model from (?P<path>\S*/\S*?)\.?\s*$")),
+    ("hf-trainer", re.compile(r"Continuing training from checkpoint, will skip to saved global_step")),
+    ("lightning", re.compile(r"Restoring states from the checkpoint(?: path)? at (?P<path>\S+)")),
+    ("deepspeed", re.compile(r"_load_checkpoint\] (?:rank: \d+ |\[Rank \d+\] )?loading checkpoint:? (?P<path>\S+)")),
+    ("deepspeed", re.compile(r"\[Torch\] Loading checkpoint from (?P<path>\S+?)(?:\.\.\.)?$")),
+    ("twin", re.compile(r"loading checkpoint step=(?P<step>\d+)(?: path=(?P<path>\S+))?")),
+)
+_RESUME_OK = (
+    ("megatron", re.compile(r"successfully loaded checkpoint from (?P<path>\S+).*?at iteration\s+(?P<step>\d+)")),
+    ("megatron", re.compile(r"^\s*successfully loaded (?P<path>\S+\.pt)\s*$")),
+    ("hf-trainer", re.compile(r"Continuing training from global step (?P<step>\d+)")),
+    ("lightning", re.compile(r"Restored all states from the checkpoint(?: file| path)? at (?P<path>\S+)")),
+    ("deepspeed", re.compile(r"successfully (?:loaded|read) \d+ ZeRO state_dicts")),
+    ("deepspeed", re.compile(r"\[Torch\] Loaded checkpoint from (?P<path>\S+?)(?:\.\.\.|\.)?$")),
+    ("twin", re.compile(r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?")),
+)
+_NO_CHECKPOINT = (
+    re.compile(r"could not find the metadata file (?P<path>\S+)"),
+    re.compile(r"will not load any checkpoints and will start from random"),
+    re.compile(r"Can't find a valid checkpoint at (?P<path>\S+)"),
+    re.compile(r"No valid checkpoint found in output directory"),
+)
+_LOAD_FRAMES = re.compile(r"^(?:load_checkpoint|_load_checkpoint|_load_from_checkpoint|_load_zero_checkpoint|"
+                          r"_load_optimizer_and_scheduler|_restore_modules_and_callbacks|restore_model|"
+                          r"restore_training_state|resume_start|_load_rng_state|load_checkpoint_and_dispatch)$")
+_LOAD_ACTION = re.compile(r"\b(?:load_checkpoint|_load_from_checkpoint|resume_from_checkpoint)\b")
+_FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "twin"}
+
+_SAVE_START = (  # groups: step, path
+    ("megatron", re.compile(r"^\s*saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)")),
+    ("deepspeed", re.compile(r"\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is about to be saved")),
+)
+_SAVE_SHARD = re.compile(r"\[Torch\] Saved (?P<path>\S+?)\.?$|\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is ready now")
+_SAVE_TIMER = re.compile(r"save-checkpoint\s*[.:]*\s*:?\s*(?:\((?P<min>[\d.]+),\s*(?P<max>[\d.]+)\)|(?P<one>[\d.]+))")
+_DS_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+_HF_STAMP = re.compile(r"\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) >>")
+_MEGATRON_DONE = re.compile(r"successfully saved checkpoint (?:from|at) iteration\s+(?P<step>\d+)(?: to (?P<path>\S+))?")
+_HF_SAVE = re.compile(r"Saving model checkpoint to (?P<path>\S+)")
+_LIGHTNING_SAVE = re.compile(r"saving model to '?(?P<path>[^'\s]+)'?")
+_STEP_IN_PATH = re.compile(r"(?:checkpoint-|global_step|iter_0*|step[=_-]?)(?P<step>\d+)")
+
+
+@dataclass
+class _Save:
+    step: int | None
+    path: str | None
+    framework: str
+    started: datetime | None = None
+    last_shard: datetime | None = None
+    duration_s: float | None = None
+    done: bool = False
+    emitted: bool = False
+
+
+@dataclass
+class _Resume:
+    framework: str
+    step: int | None
+    path: str | None
+    at: datetime | None
+    state: str = "pending"  # pending | ok | failed
+    reason: str | None = None
+    tb: object = None  # the traceback that failed it
+
+
+@dataclass
+class _Traceback:
+    start_at: datetime | None
+    frames: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    exception: str | None = None
+    error: LogError | None = None
+    closed: bool = False
+    failed_resume: bool = False
+
+
+class CheckpointReading:
+    """The resume, save and traceback part of `LogReader` (its state lives on the reader)."""
+
+    def _traceback(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        tb = self._tb
+        if tb is not None and not tb.closed:
+            if _TB_START.match(body) or _TB_CHAIN.match(body) or not body.strip():
+                return []
+            if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t")):
+                if m:
+                    tb.frames.append(m.group("func"))
+                tb.texts.append(body)
+                return []
+            return self._close_traceback(rec)
+        if _TB_START.match(body):
+            self._tb = _Traceback(rec.at)
+            return []
+        if (m := _TB_FRAME.match(body)) and (tb is None or tb.closed):
+            self._tb = _Traceback(rec.at, [m.group("func")], [body])
+            return []
+        if tb is not None and tb.closed and tb.exception and (_TB_CHAIN.match(body)):
+            tb.closed = False  # a chained traceback follows its exception line
+            self.errors.remove(tb.error) if tb.error in self.errors else None
+            return []
+        return []
+
+    def _close_traceback(self, rec: Record | None) -> list[TrainingEvent]:
+        tb = self._tb
+        if tb is None or tb.closed:
+            return []
+        tb.closed = True
+        body = rec.body.strip() if rec is not None else ""
+        m = _EXC_LINE.match(body) if body else None
+        if m:
+            tb.exception = body
+        err = LogError("traceback", tb.exception or "", tb.start_at, rank=rec.rank if rec else None,
+                       frames=tuple(tb.frames), exception=tb.exception)
+        tb.error = err
+        # keep order: the traceback started before its exception line
+        self.errors.append(err)
+        out = [self._ev("error", rec, text=f"traceback: {err.detail}", error="traceback")]
+        loading = any(_LOAD_FRAMES.match(f) for f in tb.frames) or any(_LOAD_ACTION.search(t) for t in tb.texts)
+        pending = [r for r in self.resumes if r.state == "pending"]
+        reason = err.detail
+        if pending:
+            for r in pending:
+                out += self._fail(r, reason, rec)
+                r.tb = tb
+            tb.failed_resume = True
+        elif tb.failed_resume:
+            for r in self.resumes:
+                if r.state == "failed" and r.tb is tb:
+                    r.reason = reason  # a chained traceback: its last exception is the one to report
+        elif loading and not (tb.exception and _is_nccl_exception(tb.exception)):
+            r = _Resume(_framework_of_frames(tb.texts) or self.framework or "?", None, None, tb.start_at)
+            if tb.exception and (m2 := _NO_CHECKPOINT[2].search(tb.exception)):
+                r.path = m2.group("path")
+                r.step = _step_in(r.path)
+            self.resumes.append(r)
+            out.append(self._ev("resume_attempt", rec, step=r.step, path=r.path))
+            out += self._fail(r, reason, rec)
+            r.tb = tb
+            tb.failed_resume = True
+        return out
+
+    def _resume(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        out: list[TrainingEvent] = []
+        for fw, pattern in _RESUME_OK:
+            if m := pattern.search(body):
+                g = m.groupdict()
+                step = int(g["step"]) if g.get("step") else None
+                path = g.get("path")
+                self._consumed = True
+                r = next((r for r in reversed(self.resumes) if r.state == "pending"), None)
+                if r is None and (fw == "deepspeed" or (self.resumes and self.resumes[-1].state == "ok"
+                                                        and self._steps_since_resume == 0)):
+                    return []  # the same resume, confirmed again (by another rank or another shard)
+                if r is None:
+                    r = _Resume(fw, step, path, rec.at)
+                    self.resumes.append(r)
+                if r.state != "pending":
+                    return []
+                r.state = "ok"
+                self._steps_since_resume = 0
+                r.step = r.step if r.step is not None else (step if step is not None else _step_in(path))
+                if fw == "twin" and path:
+                    r.path = path
+                r.path = r.path or path
+                return [self._ev("resumed", rec, step=r.step, path=r.path)]
+        for i, pattern in enumerate(_NO_CHECKPOINT):
+            if m := pattern.search(body):
+                self._consumed = True
+                if i == 0:
+                    path = m.group("path")
+                    r = _Resume("megatron", None, path.rsplit("/", 1)[0] if "/" in path else path, rec.at)
+                    self.resumes.append(r)
+                    out.append(self._ev("resume_attempt", rec, path=r.path))
+                    self._pending_no_ckpt = r
+                    return out
+                if i == 1:
+                    r = self._pending_no_ckpt or _Resume("megatron", None, None, rec.at)
+                    if r not in self.resumes:
+                        self.resumes.append(r)
+                    self._pending_no_ckpt = None
+                    return self._fail(r, "no checkpoint found" + (f" at {r.path}" if r.path else "")
+                                      + ": will not load any checkpoints and will start from random", rec)
+                return []
+        for fw, pattern in _RESUME_ATTEMPT:
+            if m := pattern.search(body):
+                self._consumed = True
+                g = m.groupdict()
+                path = g.get("path")
+                if fw == "hf-trainer" and path is None:
+                    if any(r.state == "pending" for r in self.resumes):
+                        return []
+                step = int(g["step"]) if g.get("step") else _step_in(path)
+                if fw == "deepspeed" and path:
+                    path = _ds_tag_dir(path)
+                    step = step if step is not None else _step_in(path, tag=True)
+                prev = next((r for r in reversed(self.resumes) if r.state == "pending"), None)
+                if prev is not None and (prev.path == path or fw == "deepspeed" and prev.framework == "deepspeed"):
+                    return []
+                r = _Resume(fw, step, path, rec.at)
+                self.resumes.append(r)
+                return [self._ev("resume_attempt", rec, step=step, path=path)]
+        return out
+
+    def _fail(self, r: _Resume, reason: str, rec: Record | None) -> list[TrainingEvent]:
+        if r.state == "failed":
+            return []
+        r.state, r.reason = "failed", reason
+        return [self._ev("resume_failed", rec, step=r.step, path=r.path, text=reason)]
+
+    def _steps_started(self, rec: Record) -> list[TrainingEvent]:
+        out: list[TrainingEvent] = []
+        for r in self.resumes:
+            if r.state != "pending":
+                continue
+            if r.framework in _FRAMEWORK_PRINTS_SUCCESS:
+                out += self._fail(r, f"training steps without the success line ({_framework_ok_line(r.framework)})", rec)
+            else:
+                r.state = "ok"
+                out.append(self._ev("resumed", rec, step=r.step, path=r.path))
+        return out
+
+    # saves
+    def _save(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        at = rec.at or _stamp(body) or self._last_at
+        for fw, pattern in _SAVE_START:
+            if m := pattern.search(body):
+                self._consumed = True
+                step = int(m.group("step"))
+                open_ = self._open_save()
+                if fw == "deepspeed" and open_ is not None and open_.step == step:
+                    open_.started = open_.started or _stamp(body)
+                    return []
+                self.saves.append(_Save(step, m.groupdict().get("path"), fw, started=_stamp(body) or rec.at))
+                return [self._ev("checkpoint_started", rec, step=step, path=m.groupdict().get("path"))]
+        if re.search(r"\[Torch\] Saving \S", body):
+            self._consumed = True
+            return []
+        if m := _SAVE_SHARD.search(body):
+            self._consumed = True
+            s = self._open_save() or self._last_save_for(m.group("step"))
+            step = int(m.group("step")) if m.group("step") else _step_in(m.group("path") or "", tag=False)
+            if s is None:
+                s = _Save(step, _ds_tag_dir(m.group("path")) if m.group("path") else f"global_step{step}", "deepspeed",
+                          started=None)
+                self.saves.append(s)
+            if m.group("path") and s.path is None:
+                s.path = _ds_tag_dir(m.group("path"))
+            shard_at = _stamp(body) or rec.at
+            if shard_at is not None:
+                s.last_shard = max(s.last_shard, shard_at) if s.last_shard else shard_at
+            if s.framework == "deepspeed" and m.group("step"):
+                s.done = True
+            if s.started and s.last_shard:
+                s.duration_s = round((s.last_shard - s.started).total_seconds(), 3)
+            if s.done and s.framework == "deepspeed":
+                s.emitted = True
+                return [self._ev("checkpoint_saved", rec, step=s.step, path=s.path, duration_s=s.duration_s)]
+            return []
+        if m := _MEGATRON_DONE.search(body):
+            step = int(m.group("step"))
+            s = self._open_save()
+            if s is None or s.step != step:
+                s = _Save(step, m.group("path"), "megatron")
+                self.saves.append(s)
+            s.done, s.emitted = True, True
+            s.path = m.group("path") or s.path
+            if s.started and s.last_shard and s.duration_s is None:
+                s.duration_s = round((s.last_shard - s.started).total_seconds(), 3)
+            return [self._ev("checkpoint_saved", rec, step=step, path=s.path, duration_s=s.duration_s)]
+        if m := _SAVE_TIMER.search(body):
+            done = [s for s in self.saves if s.done]
+            if done and done[-1].framework == "megatron":
+                secs = float(m.group("max") or m.group("one")) / 1000.0
+                done[-1].duration_s = round(secs, 3)
+                return [self._ev("checkpoint_saved", rec, step=done[-1].step, path=done[-1].path,
+                                 duration_s=done[-1].duration_s)]
+            return []
+        if m := _HF_SAVE.search(body):
+            path = m.group("path").rstrip(".")
+            step = _step_in(path) if re.search(r"checkpoint-\d+", path) else None
+            if self.saves and self.saves[-1].path == path and self.saves[-1].done:
+                return []
+            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, done=True, emitted=True))
+            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+        if "global step" in body and (m := _LIGHTNING_SAVE.search(body)):
+            path = m.group("path")
+            step = _step_in(path)
+            self.saves.append(_Save(step, path, "lightning", done=True, emitted=True))
+            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+        del at
+        return []
+
+    def _open_save(self) -> _Save | None:
+        s = self.saves[-1] if self.saves else None
+        return s if s is not None and not s.done else None
+
+    def _last_save_for(self, step: str | None) -> _Save | None:
+        if step is None or not self.saves:
+            return None
+        s = self.saves[-1]
+        return s if s.step == int(step) and s.framework == "deepspeed" else None
+
+    def _format_event(self, ev: TrainingEvent, rec: Record) -> list[TrainingEvent]:
+        """A save / resume line only the profile's (or the twin's) patterns know."""
+        if ev.kind == "checkpoint_saved":
+            self.saves.append(_Save(ev.step, ev.path, "custom", done=True, emitted=True, duration_s=ev.duration_s))
+            return [ev]
+        r = next((r for r in reversed(self.resumes) if r.state == "pending"), None)
+        if r is None:
+            r = _Resume("custom", ev.step, ev.path, ev.at)
+            self.resumes.append(r)
+        r.state = "ok"
+        r.step = ev.step if ev.step is not None else r.step
+        r.path = ev.path or r.path
+        return [replace(ev, step=r.step, path=r.path)]
+
+
+def _framework_of_frames(texts: list[str]) -> str | None:
+    joined = " ".join(texts)
+    for fw, needle in (("megatron", "megatron/"), ("hf-trainer", "transformers/trainer"),
+                       ("lightning", "lightning"), ("deepspeed", "deepspeed/")):
+        if needle in joined:
+            return fw
+    return None
+
+
+def _framework_ok_line(fw: str) -> str:
+    return {"megatron": "'successfully loaded checkpoint'", "hf-trainer": "'Continuing training from global step'",
+            "lightning": "'Restored all states from the checkpoint'", "twin": "'resumed from checkpoint'"}.get(fw, "?")
+
+
+def _step_in(path: str | None, tag: bool = False) -> int | None:
+    if not path:
+        return None
+    m = None
+    for m in _STEP_IN_PATH.finditer(path):
+        pass
+    if m is not None:
+        return int(m.group("step"))
+    if tag:
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        return int(last) if last.isdigit() else None
+    return None
+
+
+def _ds_tag_dir(path: str) -> str:
+    """`ckpt/global_step100/mp_rank_00_model_states.pt` → `ckpt/global_step100` (the checkpoint's tag dir)."""
+    path = path.rstrip(".")
+    if re.search(r"\.(?:pt|pth|bin|safetensors)$", path) and "/" in path:
+        return path.rsplit("/", 1)[0]
+    return path
+
+
+def _stamp(body: str) -> datetime | None:
+    m = _DS_STAMP.match(body) or _HF_STAMP.search(body)
+    if not m:
+        return None
+    return datetime.strptime(f"{m.group(1)}.{m.group(2)}000", "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
