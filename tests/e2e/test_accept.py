@@ -110,7 +110,7 @@ def test_sigint_mid_run_leaves_no_job_and_no_taint(twin_factory, tmp_path):
                         "--reports", str(tmp_path), "--run-id", "int")
     try:
         found = wait_for(conn, conn.core.list_namespaced_pod, lambda p: p["status"].get("phase") == "Running",
-                         conn.clock.timestamp() + 600, NS, label_selector=f"{RUN_LABEL},gpu-drills.io/accept-check=dcgm")
+                         conn.clock.timestamp() + 120 * twin.scale, NS, label_selector=f"{RUN_LABEL},gpu-drills.io/accept-check=dcgm")
         assert found is not None, "no DCGM pod ran"
         assert _gated(twin, "gpu-new-01") and _gated(twin, "gpu-new-02")
         proc.send_signal(signal.SIGINT)
@@ -144,7 +144,7 @@ def test_a_node_running_workloads_is_refused_before_any_change(twin_factory, tmp
     conn = connect_twin(twin.kubeconfig, twin.url)
     try:  # the training job's workers must be on their nodes first
         assert wait_for(conn, conn.core.list_namespaced_pod, lambda p: p["spec"].get("nodeName") == "gpu-train-02",
-                        conn.clock.timestamp() + 600, NS, label_selector="volcano.sh/job-name") is not None
+                        conn.clock.timestamp() + 120 * twin.scale, NS, label_selector="volcano.sh/job-name") is not None
     finally:
         conn.close()
     proc = drills("accept", "--nodes", "gpu-new-01,gpu-train-02", "--gate", "--twin-state", str(twin.state_dir),
@@ -153,3 +153,28 @@ def test_a_node_running_workloads_is_refused_before_any_change(twin_factory, tmp
     assert "gpu-train-02 already runs" in proc.stderr and "not a new node" in proc.stderr
     assert drill_mutations(audit_of(twin)) == []
     assert not (tmp_path / "bad").exists()
+
+
+def test_after_sigkill_drills_revert_removes_the_jobs_and_the_taints(twin_factory, tmp_path):
+    twin = twin_factory("expansion", scale=60.0)
+    conn = connect_twin(twin.kubeconfig, twin.url)
+    proc = drills_popen("accept", "--nodes", NODES, "--gate", "--twin-state", str(twin.state_dir),
+                        "--reports", str(tmp_path), "--run-id", "killed")
+    try:
+        found = wait_for(conn, conn.core.list_namespaced_pod, lambda p: p["status"].get("phase") == "Running",
+                         conn.clock.timestamp() + 120 * twin.scale, NS, label_selector=f"{RUN_LABEL},gpu-drills.io/accept-check=dcgm")
+        assert found is not None, "no DCGM pod ran"
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        conn.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert _leftovers(twin) and _gated(twin, "gpu-new-02")  # a SIGKILL reverts nothing by itself
+    kinds = {e.kind for e in Journal(tmp_path / "killed" / "journal.jsonl").open_entries()}
+    assert kinds == {"accept-gate", "accept-jobs"}
+    reverted = drills("revert", "--reports", str(tmp_path), "--run", "killed", timeout=300)
+    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+    assert "reverted accept-gate" in reverted.stdout and "reverted accept-jobs" in reverted.stdout
+    assert _leftovers(twin) == []
+    assert not _gated(twin, "gpu-new-01") and not _gated(twin, "gpu-new-02")
