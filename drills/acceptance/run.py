@@ -133,7 +133,7 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
                 result.results += [not_run(n, check, "no known-good node to pair with (acceptance.reference_node)")
                                    for n in plan.nodes]
                 continue
-            progress(f"{check}: {len(pairs)} Job(s)")
+            progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
             outputs = _run_phase(cluster, cfg, plan, run_id, check, pairs)
             for (node, peer), (text, why) in outputs.items():
                 r = (not_run(node, check, why, peer) if text is None else
