@@ -13,11 +13,12 @@ from pathlib import Path
 
 from drills.core.record import Category, Outcome, Record
 
-__all__ = ["DRILL", "write_report", "records", "summary_markdown", "heatmap_png"]
+__all__ = ["DRILL", "SUITE", "write_report", "records", "summary_markdown", "heatmap_png", "allure_results"]
 
 log = logging.getLogger(__name__)
 
 DRILL = "pre-expansion-acceptance"
+SUITE = "Pre-expansion acceptance"  # the Allure suite: one test per node × check
 _NOT_MEASURED = ("not_run", "tool_error")
 
 
@@ -37,8 +38,9 @@ def records(run_id: str, profile_name: str, result) -> list[Record]:
     return out
 
 
-def write_report(run_dir: Path, run_id: str, profile, result) -> None:
+def write_report(run_dir: Path, run_id: str, profile, result, html_report: bool = False) -> None:
     recs = records(run_id, profile.name, result)
+    allure_results(run_dir / "allure-results", recs)
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r.to_json(), ensure_ascii=False, default=str) + "\n"
                                                    for r in recs), encoding="utf-8")
     data = {"run_id": run_id, "nodes": list(result.plan.nodes), "reference": result.plan.reference,
@@ -53,6 +55,54 @@ def write_report(run_dir: Path, run_id: str, profile, result) -> None:
     md = summary_markdown(run_id, result, png)
     (run_dir / "summary.md").write_text(md, encoding="utf-8")
     (run_dir / "summary.html").write_text(_html(md, png), encoding="utf-8")
+    if html_report:
+        from drills.core.errors import DrillError
+        from drills.report.allure_build import build_report
+
+        try:
+            build_report(run_dir, environment={"Target profile": profile.name, "Nodes": ", ".join(result.plan.nodes)},
+                         name=f"{SUITE} — {run_id}")
+        except DrillError as err:  # the verdicts stand without the HTML
+            log.warning("Allure report not built: %s", err)
+
+
+def allure_results(folder: Path, recs: list[Record]) -> list[Path]:
+    """One Allure 2 result per node × check (and per measured pair): suite `Pre-expansion acceptance`,
+    sub-suite the node, parameters the measured values and their thresholds, the reason as the message."""
+    import hashlib
+    import uuid
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for rec in recs:
+        d = rec.details
+        failure = d.get("failure")
+        status = "passed" if rec.passed else ("broken" if failure in _NOT_MEASURED else "failed")
+        params = [{"name": f"measured: {k}", "value": _v(v)} for k, v in (d.get("measured") or {}).items()]
+        params += [{"name": f"threshold: {k}", "value": _v(v)} for k, v in (d.get("thresholds") or {}).items()
+                   if v is not None]
+        if d.get("peer"):
+            params.insert(0, {"name": "peer", "value": d["peer"]})
+        ms = int((rec.wall_started or datetime.now(timezone.utc)).timestamp() * 1000)
+        body = {"uuid": str(uuid.uuid4()), "historyId": hashlib.md5(f"{DRILL}/{rec.scenario}".encode()).hexdigest(),
+                "name": rec.scenario, "fullName": f"acceptance.{d.get('node')}.{d.get('check')}.{d.get('peer') or ''}",
+                "status": status, "stage": "finished", "start": ms, "stop": ms,
+                "statusDetails": {"message": rec.reason, **({"trace": f"drill-category: {rec.category.value}"}
+                                                             if rec.category else {})},
+                "labels": [{"name": "suite", "value": SUITE}, {"name": "subSuite", "value": str(d.get("node"))},
+                           {"name": "feature", "value": SUITE}, {"name": "story", "value": str(d.get("check"))},
+                           {"name": "tag", "value": "acceptance"}, {"name": "framework", "value": "gpu-drills"}],
+                "parameters": params}
+        path = folder / f"{body['uuid']}-result.json"
+        path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def _v(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
 
 
 def summary_markdown(run_id: str, result, png: Path | None) -> str:

@@ -48,6 +48,7 @@ class AcceptOptions:
     twin_state: str | None = None
     run_id: str | None = None
     reports_root: Path = Path("reports")
+    html: bool = True  # build the Allure HTML (needs the Allure CLI and Java)
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -112,7 +113,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
             result.open_entries = journal.open_entries()
         from drills.acceptance.report import write_report
 
-        write_report(run_dir, run_id, profile, result)
+        write_report(run_dir, run_id, profile, result, html_report=opts.html and not result.interrupted)
         verdicts = result.node_verdicts()
         failed = any(verdicts.values()) or (result.aggregate is not None and not result.aggregate["go"])
         result.exit_code = 130 if result.interrupted else (1 if failed else 0)

@@ -33,6 +33,7 @@ def accept(
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Accept nodes of a running twin."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a UTC timestamp)."),
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
+    no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
 ) -> None:
     """Run the acceptance checks on new GPU nodes; print and record a go/no-go per node and per check."""
     from drills.acceptance.run import AcceptOptions, run_acceptance
@@ -47,7 +48,7 @@ def accept(
         raise DrillError(f"--scale {scale}: must be a number in (0, 10000]")
     result = run_acceptance(AcceptOptions(
         nodes=nodes, gate=gate, dry_run=dry_run, target=target, profile=profile, twin_profile=twin_profile,
-        defects=list(defect), scale=scale, twin_state=twin_state, run_id=run_id, reports_root=reports,
+        defects=list(defect), scale=scale, twin_state=twin_state, run_id=run_id, reports_root=reports, html=not no_html,
         progress=lambda line: print(f"… {line}", file=sys.stderr, flush=True)))
     if result.lines:
         print("\n".join(result.lines))

@@ -41,7 +41,7 @@ WORDS = {"missing-gpu": "sees 7 GPUs", "dcgm-fail": "GPU Memory failed", "hot-gp
 
 def _accept(twin, tmp_path: Path, *extra: str, run_id: str = "acc"):
     proc = drills("accept", "--nodes", NODES, "--twin-state", str(twin.state_dir), "--reports", str(tmp_path),
-                  "--run-id", run_id, *extra, timeout=600)
+                  "--run-id", run_id, "--no-html", *extra, timeout=600)
     return proc, tmp_path / run_id
 
 
@@ -79,6 +79,11 @@ def test_healthy_new_nodes_pass_and_are_untainted(twin_factory, tmp_path):
     assert Journal(run_dir / "journal.jsonl").open_entries() == []
     assert "| gpu-new-01 | GO |" in (run_dir / "summary.md").read_text()
     assert (run_dir / "nccl-pairs.png").stat().st_size > 1000 and (run_dir / "summary.html").exists()
+    allure = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    assert len(allure) == 17 and all(r["status"] == "passed" for r in allure)
+    assert {lb["value"] for r in allure for lb in r["labels"] if lb["name"] == "suite"} == {"Pre-expansion acceptance"}
+    burn = next(r for r in allure if r["name"] == "burn on gpu-new-01")
+    assert {"measured: temp_max_c", "threshold: max_temp_c"} <= {p["name"] for p in burn["parameters"]}
 
 
 @pytest.mark.parametrize("defect", sorted(EXPECTED))
@@ -96,6 +101,8 @@ def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory
     events = requests.get(f"{twin.url}/api/v1/namespaces/default/events", timeout=5).json()["items"]
     assert any(e["reason"] == "AcceptanceFailed" and e["involvedObject"]["name"] == "gpu-new-02"
                and WORDS[defect] in e["message"] for e in events)
+    failed = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    assert {r["name"] for r in failed if r["status"] == "failed"} >= {f"{c} on gpu-new-02" for c in EXPECTED[defect]}
     nogo = [r for r in records(run_dir) if r["verdict"] == "fail" and r["details"]["decides"]]
     assert {r["category"] for r in nogo} == {"slo_breach"}
     assert _leftovers(twin) == []
