@@ -90,6 +90,10 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
             return AcceptResult(0, None, plan, lines=lines)
         run_dir.mkdir(parents=True)
         journal = Journal.for_run(reports_root, run_id)
+        from drills.core.lock import ClusterLock
+
+        lock = ClusterLock.for_profile(cluster, profile, run_id, journal)  # one run at a time per cluster
+        journal.guard = lock.guard  # taken before the first journal entry (UnsafeTarget if another run holds it)
         target = Target(cluster, run_dir=run_dir)
         result = AcceptResult(1, run_dir, plan)
         entries = _Entries(journal, target, profile)
@@ -110,6 +114,8 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                         result.gate = entries.settle_gate(cluster, result.node_verdicts())
                     else:
                         entries.revert("accept-gate")
+                journal.guard = None
+                lock.release()
             result.open_entries = journal.open_entries()
         from drills.acceptance.report import write_report
 
