@@ -1,4 +1,4 @@
-"""`drills` — the command line: run | twin | report | revert | schedule | validate.
+"""`drills` — the command line: run | twin | report | revert | schedule | validate | accept.
 
 Every DrillError ends as one line on stderr and a non-zero exit; `--debug` shows the traceback.
 """
@@ -52,6 +52,9 @@ def _register() -> None:
     from drills.cli.validate import validate
 
     app.command("validate")(validate)
+    from drills.cli.accept import accept
+
+    app.command("accept")(accept)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ __all__ = [
     "InjectionFailed",
     "RevertFailed",
     "CheckFailed",
+    "ToolOutputError",
     "SloViolated",
     "UnsafeTarget",
     "TargetUnreachable",
@@ -43,6 +44,11 @@ class RevertFailed(DrillError):
 
 class CheckFailed(DrillError):
     """A check could not measure what it was asked to (not a verdict: see SloViolated)."""
+
+
+class ToolOutputError(CheckFailed):
+    """A tool's output (nvidia-smi, dcgmi, nccl-tests, perftest, ibstat, gpu-burn) is not what that tool
+    prints, or stops before the figures a check needs: an acceptance check reads it as a no-go."""
 
 
 class SloViolated(DrillError):

@@ -40,6 +40,8 @@ KINDS: dict[str, str] = {
     "storage": "drills.faults.storage.saturation",
     "load": "drills.faults.load",
     "lock": "drills.faults.lock",
+    "accept-gate": "drills.faults.accept_gate",
+    "accept-jobs": "drills.faults.accept_jobs",
 }
 
 

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from drills.core.errors import InvalidProfile
+from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.explain import explain_validation_error
 
 __all__ = [
@@ -322,6 +323,7 @@ class TargetProfile(_Strict):
     slo: SloConfig = SloConfig()
     faults: FaultsConfig = FaultsConfig()
     safety: SafetyConfig = SafetyConfig()
+    acceptance: AcceptanceConfig = AcceptanceConfig()  # `drills accept` (drills/profile/acceptance.py)
 
     @model_validator(mode="after")
     def _switch_sources(self) -> "TargetProfile":

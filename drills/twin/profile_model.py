@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from drills.twin.profile_acceptance import NewNodes
 from drills.twin.profile_fabric import Fabric
 from drills.twin.profile_types import Duration, Fraction, Named, Strict, Taint, Toleration
 from drills.twin.stages import Stage
@@ -312,6 +313,7 @@ class TwinProfile(Strict):
     workloads: Workloads = Workloads()
     storage: Storage = Storage()
     stages: Named(Stage) = {}
+    new_nodes: NewNodes | None = None  # GPU nodes waiting for acceptance (drills/twin/profile_acceptance.py)
     defects: list[str] = []
 
     @model_validator(mode="after")
@@ -331,6 +333,9 @@ class TwinProfile(Strict):
                                  f"declare it under priority_classes")
             if w.namespace not in self.namespaces:
                 self.namespaces.append(w.namespace)
+        if self.new_nodes is not None and self.new_nodes.pool not in self.node_pools:
+            raise ValueError(f"new_nodes.pool {self.new_nodes.pool!r} is not a node pool "
+                             f"(known: {', '.join(self.node_pools) or 'none'})")
         self.fabric.wire(self.nodes_per_leaf())
         return self
 

@@ -57,6 +57,23 @@ EFFECTS = {
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
 }
 
+# acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)
+ACCEPT_EFFECTS = {
+    "missing-gpu": lambda p: _new(p).visible_gpus == 7,
+    "dcgm-fail": lambda p: _new(p).dcgm_fail == "GPU Memory",
+    "hot-gpu": lambda p: _new(p).hot_gpu is not None and _new(p).hot_temp_c >= 80,
+    "slow-rail": lambda p: _new(p).slow_rails == {"mlx5_2": 0.25},
+    "nic-down": lambda p: _new(p).down_rails == ["mlx5_1"],
+    "slow-store-client": lambda p: _new(p).store_factor < 0.5,
+    "pfc-off-on-new-port": lambda p: p.fabric.port_faults.lossy_nodes == ["gpu-new-02"],
+}
+
+
+def _new(p: TwinProfile):
+    from drills.twin.profile_acceptance import NodeFault
+
+    return p.new_nodes.faults.get("gpu-new-02", NodeFault())
+
 
 def test_minimal_profile_is_the_seed_cluster():
     p = load_profile()
@@ -104,7 +121,7 @@ def test_profiles_listed():
 
 
 def test_every_defect_is_checked_here():
-    assert {name for name, _ in list_defects()} == set(EFFECTS)
+    assert {name for name, _ in list_defects()} == set(EFFECTS) | set(ACCEPT_EFFECTS)
     assert all(desc and "\n" not in desc for _, desc in list_defects())
 
 
@@ -115,6 +132,15 @@ def test_defect_changes_what_it_says(defect):
     assert not EFFECTS[defect](healthy)
     assert EFFECTS[defect](broken)
     assert broken.defects == [defect]
+
+
+@pytest.mark.parametrize("defect", sorted(ACCEPT_EFFECTS))
+def test_acceptance_defect_changes_what_it_says(defect):
+    healthy = load_profile("expansion")
+    broken = load_profile("expansion", [defect])
+    assert not ACCEPT_EFFECTS[defect](healthy)
+    assert ACCEPT_EFFECTS[defect](broken)
+    assert [n.name for n in broken.nodes() if n.pool == broken.new_nodes.pool] == ["gpu-new-01", "gpu-new-02"]
 
 
 def test_defects_from_the_profile_and_the_caller_combine(tmp_path: Path):

@@ -65,6 +65,7 @@ class Commands(_Strict):
     abort: list[list[str]] = []  # sent after a failed change so no half-made change lingers
     abort_while: str | None = None  # shell: repeat `abort` while the prompt matches (Onyx has no `end`)
     preflight: list[Preflight] = []
+    pfc: list[str] | None = None  # one port's PFC (lossless priorities) view; None: not readable on this OS
 
 
 class CounterRead(_Strict):
@@ -122,7 +123,9 @@ class SwitchDialect(_Strict):
                 raise ValueError(f"dialect {self.name} has no counters command")
             return [self.line(self.counters.command, values)]
         spec = getattr(self.commands, which)
-        lines = [spec] if which == "show" else spec
+        if spec is None:
+            raise ValueError(f"dialect {self.name} has no {which} command")
+        lines = [spec] if which in ("show", "pfc") else spec
         return [self.line(tokens, values) for tokens in lines]
 
     def line(self, tokens: list[str], values: dict[str, str] | None = None) -> str:

@@ -35,8 +35,9 @@ class SwitchCli:
 
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
                  hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False,
-                 traffic: Any | None = None) -> None:
+                 traffic: Any | None = None, lossy: set[str] | frozenset = frozenset()) -> None:
         self.fabric = fabric
+        self.lossy = frozenset(lossy)  # ports without PFC/ECN (RoCE lossless config missing)
         self.switch = switch
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
         self.hostname = hostname or switch
@@ -132,6 +133,7 @@ class SwitchCli:
             onyx_admin="Enabled" if st.admin else "Disabled",
             onyx_oper="Up" if st.oper else "Down",
             portstat_state="X" if not st.admin else ("U" if st.oper else "D"),
+            pfc_priorities="N/A" if iface in self.lossy else "3,4",
         )
         ctx.update(_counter_values(self.traffic.counters(self.switch, iface) if self.traffic is not None else None))
         return ctx

@@ -81,13 +81,14 @@ def start_fabric(
     oper_stays_up: bool = False,
     cli_rejects_shutdown: bool = False,
     idle_uplinks: int = 0,
+    lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
     `password` (optional) enables password auth too; it is never logged nor written: the inventory
     only names the environment variable (`password_env`) a client should read it from.
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
-    (twin profile `fabric.port_faults`).
+    (twin profile `fabric.port_faults`); `lossy_ports` are (switch, iface) without PFC/ECN.
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
@@ -104,7 +105,8 @@ def start_fabric(
         for s in specs:
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
-            cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic)
+            cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic,
+                            lossy={i for sw, i in lossy_ports if sw == s.name})
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()

@@ -35,9 +35,12 @@ class FabricComponent:
         loop = asyncio.get_running_loop()
         # Key generation and binding block briefly; keep the loop free for the API server meanwhile.
         faults = profile.fabric.port_faults
+        lossless = profile.fabric.pfc  # RoCE: PFC (and ECN) on every node-facing port, but a defect's
+        lossy = {(leaf, iface) for leaf, s in profile.fabric.switches.items() for node, iface in s.downlinks.items()
+                 if not lossless or node in faults.lossy_nodes}
         self.handle = await loop.run_in_executor(None, lambda: start_fabric(
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
-            cli_rejects_shutdown=faults.cli_rejects_shutdown, idle_uplinks=faults.idle_uplinks))
+            cli_rejects_shutdown=faults.cli_rejects_shutdown, idle_uplinks=faults.idle_uplinks, lossy_ports=lossy))
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),

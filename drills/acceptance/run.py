@@ -1,0 +1,337 @@
+"""One acceptance run: connect → plan (read-only, refused if unsafe) → journal + gate taint → the checks'
+Jobs phase by phase → judges → settle the gate → delete the Jobs → records and report.
+
+Phases run one after the other (each check wants the node's GPUs to itself); inside a phase every node
+runs its Job at once. The Jobs' journal entry is opened before the first Job and reverted (every Job of
+the run deleted) whatever happens; the gate's entry is settled at the end — passing nodes untainted,
+failing ones keep the taint with the reason as annotation and event — or, when the run did not finish
+(exception, SIGINT, SIGTERM), reverted: no taint of this run is left. Signals are deferred while an
+entry is opened or reverted (drills.core.signals), as in the drills.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from drills.acceptance.judge import CheckResult, judge, not_run
+from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
+from drills.acceptance.plan import AcceptPlan, make_plan
+from drills.core.errors import DrillError
+from drills.core.journal import Journal
+from drills.core.kube import EventMerger, obj_get
+from drills.core.signals import deferred_signals, stop_on_signal
+from drills.faults import Target, fault_module, revert_entry
+from drills.faults.accept_jobs import selector
+
+__all__ = ["AcceptOptions", "AcceptResult", "run_acceptance", "JOB_PHASES"]
+
+log = logging.getLogger(__name__)
+
+JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
+
+
+@dataclass
+class AcceptOptions:
+    nodes: str
+    gate: bool = False
+    dry_run: bool = False
+    target: str = "twin"
+    profile: str | None = None
+    twin_profile: str | None = None
+    defects: list[str] = field(default_factory=list)
+    scale: float | None = None
+    twin_state: str | None = None
+    run_id: str | None = None
+    reports_root: Path = Path("reports")
+    html: bool = True  # build the Allure HTML (needs the Allure CLI and Java)
+    progress: Callable[[str], None] = lambda line: None
+
+
+@dataclass
+class AcceptResult:
+    exit_code: int
+    run_dir: Path | None
+    plan: AcceptPlan | None
+    results: list[CheckResult] = field(default_factory=list)
+    pairs: list[CheckResult] = field(default_factory=list)  # new ↔ new node pairs (the heat map's other cells)
+    aggregate: dict[str, Any] | None = None
+    gate: dict[str, list[str]] = field(default_factory=dict)  # untainted / kept
+    interrupted: str | None = None
+    open_entries: list = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the dry run's plan
+
+    def node_verdicts(self) -> dict[str, list[CheckResult]]:
+        """node → its failed checks (empty: go)."""
+        out: dict[str, list[CheckResult]] = {n: [] for n in (self.plan.nodes if self.plan else ())}
+        for r in self.results:
+            if not r.go:
+                out.setdefault(r.node, []).append(r)
+        return out
+
+
+def run_acceptance(opts: AcceptOptions) -> AcceptResult:
+    from drills.profile.model import load_target
+
+    profile = load_target(opts.profile)
+    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    reports_root = Path(opts.reports_root).resolve()
+    run_dir = reports_root / run_id
+    if run_dir.exists():
+        raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
+    with _connected(profile, opts) as (cluster, twin_info):
+        plan = make_plan(cluster, profile, opts.nodes)
+        if opts.dry_run:
+            lines = ["dry run: nothing changed"] + plan.describe(profile.acceptance.namespace, opts.gate)
+            return AcceptResult(0, None, plan, lines=lines)
+        run_dir.mkdir(parents=True)
+        journal = Journal.for_run(reports_root, run_id)
+        from drills.core.lock import ClusterLock
+
+        lock = ClusterLock.for_profile(cluster, profile, run_id, journal)  # one run at a time per cluster
+        journal.guard = lock.guard  # taken before the first journal entry (UnsafeTarget if another run holds it)
+        target = Target(cluster, run_dir=run_dir)
+        result = AcceptResult(1, run_dir, plan)
+        entries = _Entries(journal, target, profile)
+        finished = False
+        with stop_on_signal() as interrupts:
+            try:
+                if opts.gate:
+                    entries.open("accept-gate", nodes=list(plan.nodes))
+                entries.open("accept-jobs", namespace=profile.acceptance.namespace, run_id=run_id, nodes=list(plan.nodes))
+                _checks(cluster, profile, plan, run_id, twin_info, result, opts.progress)
+                finished = True
+            except KeyboardInterrupt:
+                result.interrupted = interrupts.first or "SIGINT"
+            finally:
+                entries.revert("accept-jobs")
+                if opts.gate:
+                    if finished:
+                        result.gate = entries.settle_gate(cluster, result.node_verdicts())
+                    else:
+                        entries.revert("accept-gate")
+                journal.guard = None
+                lock.release()
+            result.open_entries = journal.open_entries()
+        from drills.acceptance.report import write_report
+
+        write_report(run_dir, run_id, profile, result, html_report=opts.html and not result.interrupted)
+        verdicts = result.node_verdicts()
+        failed = any(verdicts.values()) or (result.aggregate is not None and not result.aggregate["go"])
+        result.exit_code = 130 if result.interrupted else (1 if failed else 0)
+        return result
+
+
+def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | None, result: AcceptResult,
+            progress: Callable[[str], None]) -> None:
+    cfg = profile.acceptance
+    t = cfg.thresholds
+    for check in [c for c in JOB_PHASES if c in plan.checks]:
+        rounds = [[(n, plan.reference) for n in plan.nodes]] if check == "nccl-pair" else [[(n, None) for n in plan.nodes]]
+        if check == "nccl-pair" and len(plan.nodes) > 1:  # the heat map's new ↔ new cells: a ring over the batch
+            ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
+            rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
+        for k, pairs in enumerate(rounds):
+            if check == "nccl-pair" and k == 0 and plan.reference is None:
+                result.results += [not_run(n, check, "no known-good node to pair with (acceptance.reference_node)")
+                                   for n in plan.nodes]
+                continue
+            progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
+            outputs = _run_phase(cluster, cfg, plan, run_id, check, pairs)
+            for (node, peer), (text, why) in outputs.items():
+                r = (not_run(node, check, why, peer) if text is None else
+                     judge(check, node, text, t, capacity=plan.capacity.get(node, 0), peer=peer))
+                (result.pairs if k == 1 else result.results).append(r)
+    if "switch-port" in plan.checks:
+        from drills.acceptance.switch import check_ports
+        from drills.faults.switch.target import switch_inventory
+
+        progress("switch-port: the leaf ports facing the nodes")
+        try:
+            inventory = switch_inventory(profile, twin_info)
+        except DrillError as err:
+            result.results += [not_run(n, "switch-port", str(err)) for n in plan.nodes]
+        else:
+            result.results += check_ports(profile, inventory, plan.ports, t)
+    if "storage" in plan.checks and t.store_aggregate_read_mb_s_min is not None:
+        total = sum(r.measured.get("read_mb_s", 0.0) for r in result.results if r.check == "storage")
+        result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
+                            "go": total >= t.store_aggregate_read_mb_s_min}
+
+
+def _run_phase(cluster, cfg, plan: AcceptPlan, run_id: str, check: str,
+               pairs: list[tuple[str, str | None]]) -> dict[tuple[str, str | None], tuple[str | None, str]]:
+    """Create the phase's Jobs, wait until each pod ended (or the deadline), return each one's log."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    batch = client.BatchV1Api(cluster.api)
+    ns = cfg.namespace
+    t = cfg.thresholds
+    for node, peer in pairs:
+        env = {"ACCEPT_LEVEL": str(t.dcgm_level), "ACCEPT_SECONDS": str(t.burn_seconds),
+               "ACCEPT_GPUS": str(plan.capacity.get(node, 0)), "ACCEPT_RAILS": " ".join(plan.rails.get(node, ())),
+               "ACCEPT_DIR": "/store"}
+        if peer:
+            env.update(ACCEPT_PEER=peer, ACCEPT_HOSTS=f"{plan.ips.get(node, node)},{plan.ips.get(peer, peer)}",
+                       ACCEPT_RANKS="2")
+        elif check == "rdma" and plan.reference:
+            env["ACCEPT_PEER"] = plan.ips.get(plan.reference, plan.reference)
+        body = render_job(cfg, run_id, check, node, gpus=plan.capacity.get(node, 0), env=env, peer=peer)
+        try:
+            batch.create_namespaced_job(ns, body)
+        except ApiException as err:
+            raise DrillError(f"could not create the {check} Job for {node}: {err.status} {err.reason}") from None
+    sel = f"{selector(run_id)},{CHECK_LABEL}={check}"
+    deadline = cluster.clock.timestamp() + cfg.job(check).timeout_s
+    want = {(n, p) for n, p in pairs}
+    ended: dict[tuple[str, str | None], dict] = {}
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
+        for event in merger.events(deadline):
+            if event is None or event.obj is None or not isinstance(event.obj, dict):
+                continue
+            pod = event.obj
+            labels = obj_get(pod, "metadata", "labels", default=None) or {}
+            key = (labels.get(NODE_LABEL), labels.get(PEER_LABEL))
+            if key in want and obj_get(pod, "status", "phase") in ("Succeeded", "Failed"):
+                ended[key] = pod
+            if len(ended) == len(want):
+                break
+    out: dict[tuple[str, str | None], tuple[str | None, str]] = {}
+    for key in sorted(want, key=lambda k: (k[0], k[1] or "")):
+        pod = ended.get(key)
+        if pod is None:
+            out[key] = (None, f"the {check} Job on {key[0]} did not finish within {cfg.job(check).timeout_s:.0f} s")
+            continue
+        try:
+            text = cluster.core.read_namespaced_pod_log(pod["metadata"]["name"], ns)
+        except ApiException as err:
+            out[key] = (None, f"the {check} Job's log on {key[0]} is unreadable: {err.status} {err.reason}")
+            continue
+        out[key] = (text, "")
+    return out
+
+
+class _Entries:
+    """The run's journal entries (plan → allowlist → journal, fsynced → inject), and their revert."""
+
+    def __init__(self, journal: Journal, target: Target, profile) -> None:
+        self.journal, self.target, self.profile = journal, target, profile
+        self.open_: dict[str, tuple[str, Any, Any]] = {}  # kind → (entry id, plan, record)
+
+    def open(self, kind: str, **params) -> None:
+        from drills.profile.safety import check_namespace_allowed, check_node_allowed
+
+        module = fault_module(kind)
+        plan = module.plan(self.target, self.profile, **params)
+        for name, labels in plan.reach.nodes:
+            check_node_allowed(self.profile, name, dict(labels))
+        for ns in plan.reach.namespaces:
+            check_namespace_allowed(self.profile, ns)
+        with deferred_signals():
+            entry_id = self.journal.open_entry(kind, plan.target, plan.undo, connection=self.target.describe())
+            self.open_[kind] = (entry_id, plan, None)
+        record = module.inject(self.target, plan)
+        data = record if isinstance(record, dict) else record.to_dict()
+        with deferred_signals():
+            self.open_[kind] = (entry_id, plan, data)
+            self.journal.mark_injected(entry_id, data)
+
+    def revert(self, kind: str) -> bool:
+        if kind not in self.open_:
+            return True
+        entry_id, plan, record = self.open_.pop(kind)
+        with deferred_signals():
+            try:
+                outcome = revert_entry(_Entry(kind, plan, record), self.target)
+            except Exception as err:  # keep the entry open for `drills revert`, and say so
+                self.journal.mark_revert_failed(entry_id, str(err) or type(err).__name__)
+                log.error("revert of %s failed: %s (run `drills revert`)", kind, err)
+                return False
+            self.journal.close_entry(entry_id, outcome or "reverted")
+        return True
+
+    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]]) -> dict[str, list[str]]:
+        """The run finished: untaint the nodes that passed, keep (annotate, event) the ones that did not."""
+        from drills.faults import accept_gate
+
+        entry_id, plan, record = self.open_.pop("accept-gate")
+        done: dict[str, list[str]] = {"untainted": [], "kept": []}
+        with deferred_signals():
+            for node, failed in sorted(verdicts.items()):
+                if failed:
+                    reason = "; ".join(f"{r.check}: {r.reason}" for r in failed)
+                    accept_gate.keep(cluster, node, reason)
+                    done["kept"].append(node)
+                else:
+                    accept_gate.release(cluster, node)
+                    accept_gate.accepted(cluster, node)
+                    done["untainted"].append(node)
+            outcome = (f"settled: untainted {', '.join(done['untainted']) or 'none'}; kept on "
+                       f"{', '.join(done['kept']) or 'none'} (no-go)")
+            self.journal.close_entry(entry_id, outcome)
+        return done
+
+
+class _Entry:
+    def __init__(self, kind: str, plan, record) -> None:
+        self.kind, self.target, self.revert_spec, self.record, self.connection = kind, plan.target, plan.undo, record, None
+
+
+class _connected:
+    """The cluster to accept nodes on: the twin (started for the run unless --twin-state) or a context."""
+
+    def __init__(self, profile, opts: AcceptOptions) -> None:
+        self.profile, self.opts = profile, opts
+        self.handle = self.state = self.cluster = None
+
+    def __enter__(self):
+        import tempfile
+
+        from drills.core.kube import connect
+        from drills.twin.launcher import read_twin_info, start_twin
+
+        opts, profile = self.opts, self.profile
+        info = None
+        if opts.twin_state:
+            info = read_twin_info(opts.twin_state)
+            if info is None:
+                raise DrillError(f"--twin-state {opts.twin_state}: no running twin there (no twin.json)")
+        elif opts.target == "twin" and profile.cluster.mode == "twin":
+            twin = profile.cluster.twin
+            self.state = tempfile.mkdtemp(prefix="drills-accept-twin-")
+            self.handle = start_twin(self.state, profile=opts.twin_profile or profile.acceptance.twin_profile,
+                                     defects=[*twin.defects, *opts.defects], scale=opts.scale or twin.scale)
+            info = self.handle.info
+        context = None if opts.target == "twin" else opts.target
+        if context is not None and profile.cluster.mode == "twin":
+            profile = profile.model_copy(update={"cluster": profile.cluster.model_copy(update={"mode": "kubeconfig"})})
+        try:
+            self.cluster = connect(profile, twin_info=info, context=context)
+        except BaseException:
+            self._stop_twin()
+            raise
+        return self.cluster, info
+
+    def __exit__(self, *exc) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        self._stop_twin()
+
+    def _stop_twin(self) -> None:
+        import shutil
+
+        if self.handle is not None:
+            self.handle.stop()
+            self.handle = None
+        if self.state:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)

@@ -1,0 +1,74 @@
+"""`drills accept`: pre-expansion acceptance of new GPU nodes (drills.acceptance), a go/no-go per node.
+
+Exit 0 iff every node passed every check (and the store's aggregate target, when set); 1 when any node
+is a no-go; 2 for bad input or a refused target (nothing changed); 130 when interrupted (the Jobs were
+deleted and this run's gate taints removed).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["accept"]
+
+log = logging.getLogger(__name__)
+
+
+def accept(
+    nodes: str = typer.Option(..., "--nodes", help="New nodes: comma-separated names, or a label selector (k=v)."),
+    gate: bool = typer.Option(False, "--gate", help="Taint the nodes gpu-drills.io/unaccepted:NoSchedule and untaint "
+                                                    "only those that pass."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
+    target: str = typer.Option("twin", "--target", help="twin (the embedded twin) or a kubeconfig context."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Target profile YAML (default: built-in twin)."),
+    twin_profile: Optional[str] = typer.Option(None, "--twin-profile", help="Twin profile (default: the profile's "
+                                                                             "acceptance.twin_profile, expansion)."),
+    defect: List[str] = typer.Option([], "--defect", help="Twin defect to apply (repeatable)."),
+    scale: Optional[float] = typer.Option(None, "--scale", help="Twin seconds per wall second."),
+    twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Accept nodes of a running twin."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a UTC timestamp)."),
+    reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
+    no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
+) -> None:
+    """Run the acceptance checks on new GPU nodes; print and record a go/no-go per node and per check."""
+    from drills.acceptance.run import AcceptOptions, run_acceptance
+    from drills.core.errors import DrillError
+
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
+    if twin_state and (defect or scale or twin_profile):
+        raise DrillError("--defect, --scale and --twin-profile start a twin; with --twin-state they would be ignored")
+    if scale is not None and not 0 < scale <= 10000:
+        raise DrillError(f"--scale {scale}: must be a number in (0, 10000]")
+    result = run_acceptance(AcceptOptions(
+        nodes=nodes, gate=gate, dry_run=dry_run, target=target, profile=profile, twin_profile=twin_profile,
+        defects=list(defect), scale=scale, twin_state=twin_state, run_id=run_id, reports_root=reports, html=not no_html,
+        progress=lambda line: print(f"… {line}", file=sys.stderr, flush=True)))
+    if result.lines:
+        print("\n".join(result.lines))
+        raise typer.Exit(0)
+    verdicts = result.node_verdicts()
+    for node in result.plan.nodes:
+        failed = verdicts.get(node) or []
+        print(f"{'■' if failed else '✓'} {node}: {'NO-GO' if failed else 'GO'}")
+        for r in sorted((r for r in result.results if r.node == node), key=lambda r: r.check):
+            print(f"    {'✓' if r.go else '✗'} {r.check}: {r.reason}")
+    if result.aggregate is not None:
+        a = result.aggregate
+        print(f"{'✓' if a['go'] else '✗'} shared store, all nodes: read {a['read_mb_s']:.0f} MB/s (≥ {a['min_mb_s']:.0f})")
+    if result.gate:
+        print(f"gate: untainted {', '.join(result.gate['untainted']) or 'none'}; kept tainted "
+              f"{', '.join(result.gate['kept']) or 'none'}")
+    print(f"report: {result.run_dir}")
+    if result.interrupted:
+        left = ", ".join(f"{e.kind} {e.target}" for e in result.open_entries)
+        print(f"drills: interrupted ({result.interrupted}); " + (f"still open in the journal: {left}; run `drills revert`"
+                                                                 if left else "the Jobs were deleted and this run's "
+                                                                 "taints removed"), file=sys.stderr)
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,80 @@
+# WARNING: runs acceptance Jobs (GPU, NCCL, RDMA, storage load) on new nodes. `revert` deletes every Job
+# of the run with its pods.
+"""The acceptance Jobs of one run as an inject/revert pair: the journal entry is opened before the first
+Job is created, and names them all by one label (`gpu-drills.io/accept-run=<run id>`), so `revert`
+(teardown, an interrupted run, `drills revert` after a SIGKILL) deletes every Job of the run and waits
+until none of their pods is left, however far the run got. `inject` creates nothing: the run creates the
+Jobs phase by phase (drills/acceptance/run.py) under this entry."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from drills.core.errors import RevertFailed
+from drills.core.kube import EventMerger
+from drills.faults import Plan, Reach
+
+__all__ = ["KIND", "RUN_LABEL", "plan", "inject", "revert", "selector"]
+
+log = logging.getLogger(__name__)
+
+KIND = "accept-jobs"
+RUN_LABEL = "gpu-drills.io/accept-run"
+DELETE_TIMEOUT_S = 300.0
+
+
+def selector(run_id: str) -> str:
+    return f"{RUN_LABEL}={run_id}"
+
+
+def plan(target, profile, *, namespace: str, run_id: str, nodes: list[str]) -> Plan:
+    return Plan(KIND, f"{namespace}/{selector(run_id)}", f"run acceptance Jobs on {len(nodes)} node(s) in {namespace}",
+                {"namespace": namespace, "selector": selector(run_id)},
+                Reach(namespaces=(namespace,)), spec=None)
+
+
+def inject(target, plan: Plan) -> dict:
+    return {"namespace": plan.undo["namespace"], "selector": plan.undo["selector"],
+            "injected_at": target.cluster.clock.iso(target.cluster.clock.now())}
+
+
+def revert(target, undo: dict, record: dict | None = None) -> str:
+    """Delete every Job of the run (foreground) and wait until their pods are gone; idempotent."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    cluster, ns, sel = target.cluster, undo["namespace"], undo["selector"]
+    batch = client.BatchV1Api(cluster.api)
+    try:
+        jobs = json.loads(batch.list_namespaced_job(ns, label_selector=sel, _preload_content=False).data)["items"]
+        for job in jobs:
+            try:
+                batch.delete_namespaced_job(job["metadata"]["name"], ns, propagation_policy="Foreground",
+                                            grace_period_seconds=0)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+        if _pods(cluster, ns, sel):
+            _wait_gone(cluster, ns, sel, cluster.clock.timestamp() + DELETE_TIMEOUT_S)
+        left = _pods(cluster, ns, sel)
+    except ApiException as err:
+        raise RevertFailed(f"could not delete the acceptance Jobs {ns}/{sel}: {err.status} {err.reason}; "
+                           "run `drills revert` again") from None
+    if left:
+        raise RevertFailed(f"acceptance pods {', '.join(left[:5])} in {ns} still exist after the delete; "
+                           "run `drills revert` again")
+    return "reverted"
+
+
+def _pods(cluster, ns: str, sel: str) -> list[str]:
+    resp = cluster.core.list_namespaced_pod(ns, label_selector=sel, _preload_content=False)
+    return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
+
+
+def _wait_gone(cluster, ns: str, sel: str, deadline: float) -> None:
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
+        for event in merger.events(deadline):
+            if (event is None or event.type == "DELETED") and not _pods(cluster, ns, sel):
+                return

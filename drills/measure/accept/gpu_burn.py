@@ -1,0 +1,64 @@
+"""gpu-burn (wilicc/gpu-burn): a GEMM burn-in whose progress lines give, per GPU, the Gflop/s of the
+last interval, the error count and the temperature — `proc'd: N (X Gflop/s) - … errors: 0 - 0 temps: 56 C - 73 C`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from drills.core.errors import ToolOutputError
+
+__all__ = ["BurnSnapshot", "BurnResult", "parse_burn"]
+
+_LINE = re.compile(r"^(?P<pct>\d+(?:\.\d+)?)%\s+proc'd:\s*(?P<procd>.*?)\s+errors:\s*(?P<errors>.*?)\s+temps:\s*(?P<temps>.*?)\s*$")
+_GFLOPS = re.compile(r"-?\d+ \((?P<g>\d+(?:\.\d+)?) Gflop/s\)")
+_ERRORS = re.compile(r"(?P<n>-?\d+)(?:\s+\((?P<flag>[A-Z!]+)\))?")
+_TEMP = re.compile(r"(?P<t>\d+) C")
+_VERDICT = re.compile(r"^GPU (?P<gpu>\d+): (?P<word>OK|FAULTY)\s*$")
+
+
+@dataclass(frozen=True)
+class BurnSnapshot:
+    percent: float
+    gflops: tuple[float, ...]  # per GPU, this interval
+    errors: tuple[int, ...]
+    temps_c: tuple[int, ...]
+    died: tuple[bool, ...]  # "(DIED!)" after a GPU's error count
+
+
+@dataclass(frozen=True)
+class BurnResult:
+    snapshots: tuple[BurnSnapshot, ...]
+    verdicts: dict[int, str]  # the final "Tested N GPUs" lines, when the run got there: gpu → OK | FAULTY
+
+    @property
+    def gpus(self) -> int:
+        return len(self.snapshots[-1].gflops)
+
+    def peak_gflops(self, gpu: int) -> float:
+        return max(s.gflops[gpu] for s in self.snapshots)
+
+    def max_temp_c(self, gpu: int) -> int:
+        return max(s.temps_c[gpu] for s in self.snapshots)
+
+    def errors(self, gpu: int) -> int:
+        last = self.snapshots[-1]
+        return abs(last.errors[gpu]) if not last.died[gpu] else max(1, abs(last.errors[gpu]))
+
+
+def parse_burn(text: str) -> BurnResult:
+    """Every progress line in order; ToolOutputError when there is none (the burn never reported)."""
+    snaps = []
+    verdicts: dict[int, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if (m := _LINE.match(line)):
+            errors = [(int(e["n"]), e["flag"] == "DIED!") for e in _ERRORS.finditer(m["errors"])]
+            snaps.append(BurnSnapshot(float(m["pct"]), tuple(float(g["g"]) for g in _GFLOPS.finditer(m["procd"])),
+                                      tuple(n for n, _ in errors), tuple(int(t["t"]) for t in _TEMP.finditer(m["temps"])),
+                                      tuple(d for _, d in errors)))
+        elif (v := _VERDICT.match(line)):
+            verdicts[int(v["gpu"])] = v["word"]
+    if not snaps:
+        raise ToolOutputError("no gpu-burn progress line (`N%  proc'd: … Gflop/s … temps: … C`): the burn never ran")
+    return BurnResult(tuple(snaps), verdicts)

@@ -1,0 +1,86 @@
+"""nccl-tests `*_perf` (NVIDIA/nccl-tests): the ranks and their hosts, the result table (size, time,
+algbw, busbw, #wrong, out-of-place and in-place), `# Avg bus bandwidth`, a `Test … failure` line, and the
+NCCL transport when run with NCCL_DEBUG=INFO (read with drills.measure.logread, as the drills do)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from drills.core.errors import ToolOutputError
+
+__all__ = ["PerfRow", "PerfResult", "parse_perf"]
+
+_RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[[^\]]*\]\s+(?P<name>.+)$")
+_NUM = r"(\d+(?:\.\d+)?|N/A)"
+_ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)\s+"
+                  rf"(?P<t1>{_NUM})\s+(?P<alg1>{_NUM})\s+(?P<bus1>{_NUM})\s+(?P<w1>\S+)\s+"
+                  rf"(?P<t2>{_NUM})\s+(?P<alg2>{_NUM})\s+(?P<bus2>{_NUM})\s+(?P<w2>\S+)\s*$")
+_AVG = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
+_FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure (?P<where>\S+)(?: '(?P<what>[^']*)')?")
+
+
+@dataclass(frozen=True)
+class PerfRow:
+    size_bytes: int
+    busbw_out: float  # GB/s, out-of-place
+    busbw_in: float  # GB/s, in-place
+    wrong: int  # out-of-place + in-place #wrong
+
+    @property
+    def busbw(self) -> float:
+        return max(self.busbw_out, self.busbw_in)
+
+
+@dataclass(frozen=True)
+class PerfResult:
+    ranks: tuple[tuple[int, str, str], ...]  # (rank, host, GPU name)
+    rows: tuple[PerfRow, ...]
+    avg_busbw: float | None  # `# Avg bus bandwidth` (absent when the run died)
+    failure: str | None  # the first `Test … failure` line's place and message
+    transports: dict[str, str]  # host → NCCL NET transport (IB, Socket, …) when NCCL_DEBUG=INFO
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(h for _, h, _ in self.ranks))
+
+    @property
+    def peak_busbw(self) -> float | None:
+        return max((r.busbw for r in self.rows), default=None)
+
+    @property
+    def wrong(self) -> int:
+        return sum(r.wrong for r in self.rows)
+
+    @property
+    def socket(self) -> tuple[str, ...]:
+        """Hosts whose NCCL went over NET/Socket (the silent fallback)."""
+        return tuple(h for h, t in self.transports.items() if t == "Socket")
+
+
+def parse_perf(text: str) -> PerfResult:
+    """Everything the table and its header say; ToolOutputError when the text is no nccl-tests output."""
+    from drills.measure.logread import read_log
+
+    if "out-of-place" not in text and "# nThread" not in text:
+        raise ToolOutputError("no `# nThread …` header or `out-of-place` table: not nccl-tests output")
+    ranks, rows, avg, failure = [], [], None, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if (r := _RANK.match(line)):
+            ranks.append((int(r["rank"]), r["host"], r["name"].strip()))
+        elif (row := _ROW.match(line)):
+            rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"])))
+        elif (a := _AVG.match(line)):
+            avg = float(a["bw"])
+        elif failure is None and (f := _FAIL.search(line)):
+            failure = f"{f['where']}" + (f" {f['what'].strip(' /')}" if f["what"] else "")
+    return PerfResult(tuple(ranks), tuple(rows), avg, failure, dict(read_log(text).transports))
+
+
+def _f(value: str) -> float:
+    return 0.0 if value == "N/A" else float(value)
+
+
+def _i(value: str) -> int:
+    return int(value) if value.lstrip("-").isdigit() else 0

@@ -1,0 +1,68 @@
+"""`nvidia-smi -L` (which GPUs a pod sees) and the default `nvidia-smi` table (driver, CUDA, per-GPU
+temperature and power), as printed by the NVIDIA driver's tool."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from drills.core.errors import ToolOutputError
+
+__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table"]
+
+_LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
+_HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)\s+CUDA Version: (?P<cuda>\S+)")
+_GPU_ROW = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|")
+_STATE_ROW = re.compile(r"^\|\s*(?:\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?P<power>\d+)W\s*/\s*(?P<cap>\d+)W\s*\|")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    uuid: str
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    name: str
+    temperature_c: int
+    perf_state: str
+    power_w: int
+    power_cap_w: int
+
+
+@dataclass(frozen=True)
+class SmiTable:
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[GpuReading, ...]
+
+    @property
+    def hottest_c(self) -> int | None:
+        return max((g.temperature_c for g in self.gpus), default=None)
+
+
+def parse_list(text: str) -> tuple[Gpu, ...]:
+    """Every `GPU i: NAME (UUID: …)` line; an output without any (a pod that sees no GPU) is empty."""
+    return tuple(Gpu(int(m["index"]), m["name"], m["uuid"]) for line in text.splitlines()
+                 if (m := _LIST.match(line.strip())))
+
+
+def parse_table(text: str) -> SmiTable:
+    """The header's driver and CUDA versions and one reading per GPU block; ToolOutputError without a header."""
+    header = _HEADER.search(text)
+    if header is None:
+        raise ToolOutputError("no `NVIDIA-SMI … Driver Version … CUDA Version` header: not nvidia-smi's table")
+    gpus: list[GpuReading] = []
+    pending: tuple[int, str] | None = None
+    for line in text.splitlines():
+        line = line.strip()
+        if (row := _GPU_ROW.match(line)) and "MiB" not in line:
+            pending = (int(row["index"]), row["name"].strip())
+        elif pending is not None and (state := _STATE_ROW.match(line)):
+            gpus.append(GpuReading(pending[0], pending[1], int(state["temp"]), state["perf"], int(state["power"]),
+                                   int(state["cap"])))
+            pending = None
+    return SmiTable(header["driver"], header["cuda"], tuple(gpus))

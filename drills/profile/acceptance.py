@@ -1,0 +1,95 @@
+"""The target profile's `acceptance` section: how `drills accept` checks new GPU nodes before they join
+the pool — which checks, the image and command of each check's Job, and the thresholds a node must meet.
+
+Every check is a batch/v1 Job pinned to the node (`spec.nodeName`), tolerating the gate taint and the
+GPU taint. A command is a fixed argv (the script below) whose inputs arrive as environment variables
+(`ACCEPT_PEER`, `ACCEPT_LEVEL`, `ACCEPT_SECONDS`, `ACCEPT_RAILS`, `ACCEPT_DIR`): no node or profile value
+is ever formatted into a command line. The defaults are public images; a site overrides `image` (and,
+if its image differs, `command`) per check.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "AcceptanceConfig", "GATE_TAINT_KEY"]
+
+CheckName = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "switch-port", "storage"]
+CHECKS: tuple[str, ...] = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "switch-port", "storage")
+GATE_TAINT_KEY = "gpu-drills.io/unaccepted"
+
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobSpec(_Strict):
+    image: str
+    command: list[str]
+    gpus: bool = True  # request every GPU of the node (the check needs them all to itself)
+    timeout_s: float = Field(1800.0, gt=0)  # cluster seconds for the Job to finish
+
+
+def _sh(script: str) -> list[str]:
+    return ["/bin/sh", "-c", script]
+
+
+DEFAULT_JOBS: dict[str, JobSpec] = {
+    "gpu": JobSpec(image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", command=_sh("nvidia-smi -L; nvidia-smi")),
+    "dcgm": JobSpec(image="nvcr.io/nvidia/cloud-native/dcgm:3.3.8-1-ubuntu22.04",
+                    command=_sh('dcgmi diag -r "$ACCEPT_LEVEL"')),
+    "burn": JobSpec(image="docker.io/chrstnhntschl/gpu_burn:latest", command=_sh('/app/gpu_burn -tc "$ACCEPT_SECONDS"')),
+    "nccl-node": JobSpec(image="ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.21.5-1",
+                         command=_sh("NCCL_DEBUG=INFO all_reduce_perf -b 8M -e 8G -f 2 -g \"$ACCEPT_GPUS\"")),
+    "nccl-pair": JobSpec(image="ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.21.5-1",
+                         command=_sh('mpirun -np "$ACCEPT_RANKS" -H "$ACCEPT_HOSTS" -x NCCL_DEBUG=INFO '
+                                     "all_reduce_perf -b 8M -e 8G -f 2 -g 1")),
+    "rdma": JobSpec(image="docker.io/mellanox/tcpdump-rdma:latest", gpus=False,
+                    command=_sh('echo "=== ibstat"; ibstat; for d in $ACCEPT_RAILS; do echo "=== ib_write_bw -d $d"; '
+                                'ib_write_bw -d "$d" -s 65536 -D 10 --report_gbits "$ACCEPT_PEER"; done')),
+    "storage": JobSpec(image="docker.io/xridge/fio:latest", gpus=False,
+                       command=_sh('fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
+                                   "--ioengine=libaio --iodepth=32 --runtime=60 --time_based --group_reporting "
+                                   "--name=seqread --rw=read --name=seqwrite --rw=write --stonewall")),
+}
+
+
+class Thresholds(_Strict):
+    """What a new node must show. None: not checked (e.g. no expected driver pinned)."""
+
+    gpus: int | None = None  # GPUs a pod must see; None: the node's nvidia.com/gpu capacity
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    dcgm_level: int = Field(3, ge=1, le=4)
+    burn_seconds: int = Field(180, gt=0)  # the seed's 3-minute matmul stress
+    gemm_gflops_min: float = Field(45000.0, gt=0)  # per GPU, gpu-burn's Gflop/s
+    max_temp_c: int = Field(80, gt=0)  # the seed: GPUs throttle at ≥ 80 °C; a GPU must stay below
+    nvlink_busbw_min_gbs: float = Field(400.0, gt=0)  # all_reduce_perf inside the node
+    pair_busbw_min_gbs: float = Field(160.0, gt=0)  # all_reduce_perf with a known-good node
+    link_layer: str | None = "Ethernet"  # ibstat's; "InfiniBand" on an IB fabric
+    rail_rate_gbps: int | None = 400  # ibstat's port rate
+    rail_bw_min_gbps: float = Field(350.0, gt=0)  # ib_write_bw per rail
+    port_speed: str | None = "400G"  # the switch port facing the node
+    port_mtu: int | None = 9100
+    roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) on
+    store_read_mb_s_min: float = Field(10000.0, gt=0)  # fio from one node to the shared store
+    store_write_mb_s_min: float = Field(6000.0, gt=0)
+    store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
+
+
+class AcceptanceConfig(_Strict):
+    namespace: str = "ai-platform"  # where the Jobs run (must be in safety.allow.namespaces)
+    checks: list[CheckName] = list(CHECKS)
+    jobs: dict[str, JobSpec] = {}  # per-check overrides of DEFAULT_JOBS
+    thresholds: Thresholds = Thresholds()
+    reference_node: str | None = None  # a known-good node each new node is paired with (NCCL)
+    store_dir: str = "/mnt/store/gpu-drills-accept"  # where fio writes on the shared store (hostPath)
+    leaf_port_annotation: str = "network.gpu-drills.io/leaf-port"  # node annotation: its leaf switch port
+    max_nodes: int = Field(64, ge=1)  # new nodes one run may take (its blast radius)
+    twin_profile: str = "expansion"  # the twin `drills accept` starts when the target is the twin
+
+    def job(self, check: str) -> JobSpec:
+        return self.jobs.get(check) or DEFAULT_JOBS[check]

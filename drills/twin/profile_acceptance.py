@@ -1,0 +1,69 @@
+"""The twin profile's `new_nodes` section: GPU nodes that arrived for an expansion and wait for
+acceptance, what their tools report when they are sound, and the per-node faults real expansions hit.
+
+A pool of `node_pools` is named the new one; its nodes run the acceptance Jobs (`drills accept`) and
+the twin's acceptance workload (drills/twin/workloads/acceptance.py) prints the tools' output from
+these figures. `faults` maps a node name to what is wrong with it (the defects `missing-gpu`,
+`dcgm-fail`, `hot-gpu`, `slow-rail`, `nic-down`, `slow-store-client` set one entry each;
+`pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from drills.twin.profile_types import Duration, Fraction, Strict
+
+__all__ = ["NodeFault", "ToolFigures", "CheckDurations", "NewNodes"]
+
+
+class NodeFault(Strict):
+    """What is wrong with one new node (healthy: every field at its default)."""
+
+    visible_gpus: int | None = Field(default=None, ge=0)  # GPUs a pod sees (nvidia-smi -L); None: all
+    dcgm_fail: str | None = None  # the DCGM test that fails (e.g. "GPU Memory"), on `dcgm_fail_gpu`
+    dcgm_fail_gpu: int = Field(default=0, ge=0)
+    hot_gpu: int | None = Field(default=None, ge=0)  # this GPU runs hot under load and throttles
+    hot_temp_c: int = Field(default=88, ge=0)
+    throttle_factor: Fraction = 0.55  # its GEMM rate while throttled
+    slow_rails: dict[str, Fraction] = {}  # HCA → fraction of line rate it reaches
+    down_rails: list[str] = []  # HCAs whose port is down
+    store_factor: Fraction = 1.0  # share of the per-client store bandwidth this node gets
+
+
+class ToolFigures(Strict):
+    """What a sound new node's tools report (per GPU, per rail, per client)."""
+
+    driver_version: str = "550.90.07"
+    cuda_version: str = "12.4"
+    dcgm_version: str = "3.3.8"
+    gpu_name: str = "NVIDIA H100 80GB HBM3"
+    gemm_gflops: float = Field(default=52000.0, gt=0)  # gpu-burn's per-GPU Gflop/s (TF32 tensor cores)
+    idle_temp_c: int = 34
+    load_temp_c: int = 67
+    nvlink_busbw_gbs: float = Field(default=480.0, gt=0)  # all_reduce_perf inside one node (NVSwitch)
+    link_layer: str = "Ethernet"  # RoCE; "InfiniBand" for an IB fabric
+    rail_gbps: int = Field(default=400, gt=0)  # the port rate ibstat prints
+    rail_efficiency: Fraction = 0.97  # ib_write_bw's share of the line rate
+    net_efficiency: Fraction = 0.93  # a node pair's all_reduce bus bandwidth, share of its rails' sum
+    store_read_mb_s: float = Field(default=12000.0, gt=0)  # fio from one node to the shared store
+    store_write_mb_s: float = Field(default=8000.0, gt=0)
+
+
+class CheckDurations(Strict):
+    """How long each tool runs on the twin (twin seconds; a real DCGM level 3 takes longer)."""
+
+    gpu: Duration = 5.0
+    dcgm: Duration = 120.0
+    burn: Duration = 180.0  # the seed's 3-minute matmul stress
+    nccl: Duration = 40.0
+    rdma: Duration = 30.0
+    storage: Duration = 60.0
+
+
+class NewNodes(Strict):
+    pool: str  # the node pool whose nodes are new
+    reference: str | None = None  # a known-good node to pair with (default: the first training node)
+    figures: ToolFigures = ToolFigures()
+    durations: CheckDurations = CheckDurations()
+    faults: dict[str, NodeFault] = {}

@@ -1,0 +1,192 @@
+"""What the acceptance tools print on a twin node, in their real shapes (tests/data/real/accept/ holds
+public samples of each; drills/measure/accept parses both): nvidia-smi, dcgmi diag, gpu-burn,
+nccl-tests all_reduce_perf (with NCCL_DEBUG=INFO), ibstat and ib_write_bw, and fio's JSON report.
+
+Pure functions of figures (drills/twin/profile_acceptance.py): the workload decides the figures, these
+only print them.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+from drills.twin.workloads import loglines as L
+
+__all__ = ["MARK", "nvidia_smi", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json"]
+
+MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
+_RULE = "+---------------------------+------------------------------------------------+"
+
+
+def _uuid(node: str, gpu: int) -> str:
+    h = f"{zlib.crc32(f'{node}/{gpu}'.encode()):08x}{zlib.crc32(f'{gpu}/{node}'.encode()):08x}"
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[:4]}-{h[4:16]}"
+
+
+def nvidia_smi(node: str, name: str, visible: int, driver: str, cuda: str, temps: list[int]) -> list[str]:
+    """`nvidia-smi -L` then `nvidia-smi` (shapes: nvidia-smi-L-2x-a100.txt, nvidia-smi-8x-h100.txt)."""
+    if visible == 0:
+        return ["No devices were found"]
+    out = [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(visible)]
+    width = 89
+    out += ["+" + "-" * width + "+",
+            f"| NVIDIA-SMI {driver:<22} Driver Version: {driver:<14} CUDA Version: {cuda:<9}|",
+            "|-----------------------------------------+------------------------+----------------------+",
+            "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+            "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+            "|                                         |                        |               MIG M. |",
+            "|=========================================+========================+======================|"]
+    for i in range(visible):
+        bus = f"00000000:{0x19 + 0x22 * i:02X}:00.0"
+        out += [f"| {i:>3}  {name:<31}{'On':>3} |   {bus} Off |                    0 |",
+                f"| N/A   {temps[i]:>2}C    P0            {70 + i % 4:>3}W /  700W |       1MiB /  81559MiB |      0%      Default |",
+                "|                                         |                        |             Disabled |",
+                "+-----------------------------------------+------------------------+----------------------+"]
+    return out
+
+
+def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | None = None,
+               failing_gpu: int = 0) -> list[str]:
+    """`dcgmi diag -r LEVEL` in DCGM 3's table (dcgmi-diag-r3-gpu-memory-fail.txt); `failing` names the test
+    that fails (`Fail - All` and a Warning naming the GPU, as DCGM 3 prints it)."""
+    def row(name: str, value: str) -> str:
+        return f"| {name:<25} | {value:<46} |"
+
+    def result(test: str) -> list[str]:
+        if test != failing:
+            return [row(test, "Pass - All" if scoped else "Pass")]
+        note = (f"GPU {failing_gpu} {test} test failed: errors found in the GPU's memory. Drain the node, "
+                f"reset the GPU and rerun the diagnostic; replace the GPU if it fails again.")
+        lines = [row(test, "Fail - All")]
+        chunks = [note[i:i + 45] for i in range(0, len(note), 45)]
+        return lines + [row("Warning" if k == 0 else "", c) for k, c in enumerate(chunks)]
+
+    out = ["Successfully ran diagnostic for group.", _RULE,
+           "| Diagnostic                | Result                                         |",
+           "+===========================+================================================+",
+           "|-----  Metadata  ----------+------------------------------------------------|",
+           row("DCGM Version", version), row("Driver Version Detected", driver),
+           row("GPU Device IDs Detected", ",".join(["2330"] * gpus)),
+           "|-----  Deployment  --------+------------------------------------------------|"]
+    scoped = False
+    for test in ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
+                 "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
+        out += result(test)
+    scoped = True
+    sections = [("Integration", ["PCIe"])]
+    if level >= 2:
+        sections.append(("Hardware", ["GPU Memory"]))
+    if level >= 3:
+        sections.append(("Stress", ["Targeted Stress", "Targeted Power", "Memory Bandwidth"]))
+    for section, tests in sections:
+        out.append(f"+-----  {section}  " + "-" * (19 - len(section)) + "+------------------------------------------------+")
+        for test in tests:
+            out += result(test)
+    return out + [_RULE]
+
+
+def gpu_burn(node: str, name: str, seconds: int, gflops: list[float], temps: list[int]) -> list[str]:
+    """gpu-burn's run (gpu-burn-2gpu-hot.txt, gpu-burn-1gpu-ok.txt): header, snapshots, verdict."""
+    n = len(gflops)
+    out = [f"Burning for {seconds} seconds."]
+    out += [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(n)]
+    out += [f"Initialized device {i} with 81008 MB of memory (80446 MB available, using 72401 MB of it), using FLOATS"
+            for i in range(n)]
+    for step, pct in enumerate((20.0, 40.0, 60.0, 80.0, 100.0), start=1):
+        rise = step / 5
+        procd = " - ".join(f"{int(g * seconds * pct / 100 / 13.7)} ({g:.0f} Gflop/s)" for g in gflops)
+        errors = " - ".join("0" for _ in gflops)
+        temp = " - ".join(f"{int(34 + (t - 34) * rise)} C" for t in temps)
+        out += [f"{pct:.1f}%  proc'd: {procd}   errors: {errors}   temps: {temp} ", "\tSummary at:   (twin)", ""]
+    out += ["Killing processes with SIGTERM (soft kill)", "done", "", f"Tested {n} GPUs:"]
+    return out + [f"\tGPU {i}: OK" for i in range(n)]
+
+
+def all_reduce_perf(hosts: list[tuple[str, str]], gpus: int, name: str, peak_busbw: float, transport: str,
+                    hcas: list[str], rdma_kind: str, nccl_version: str = "2.21.5") -> list[str]:
+    """`all_reduce_perf -b 8M -e 8G -f 2 -g 1` over `hosts` (name, IP) × `gpus` ranks, NCCL_DEBUG=INFO
+    (nccl-tests-allreduce-*.txt shapes; the NCCL lines as the training workload prints them)."""
+    nranks = len(hosts) * gpus
+    out = ["# nThread 1 nGpus 1 minBytes 8388608 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+           "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    for h, (host, _ip) in enumerate(hosts):
+        for g in range(gpus):
+            out.append(f"#  Rank {h * gpus + g:>2} Group  0 Pid {4100 + h * 100 + g:>6} on {host:>10} device "
+                       f"{g:>2} [0x{0x19 + 0x22 * g:02x}] {name}")
+    if len(hosts) > 1:  # one rank per node prints its NCCL init, as with NCCL_DEBUG_SUBSYS=INIT,NET
+        for h, (host, ip) in enumerate(hosts):
+            out += L.nccl_init(L.Worker(host, h, ip, uid=host, gpus=gpus, nworkers=len(hosts)), transport, hcas,
+                               "eth0", nranks, nccl_version, rdma_kind)
+    out += ["#", "#                                                              out-of-place                       in-place          ",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    factor = 2 * (nranks - 1) / nranks if nranks > 1 else 1.0
+    total = 0.0
+    sizes = [8388608 << k for k in range(11)]
+    for size in sizes:
+        busbw = peak_busbw * size / (size + 96e6)  # small messages pay latency, large ones reach the peak
+        algbw = busbw / factor
+        t_us = size / (algbw * 1e3) if algbw > 0 else 0.0
+        total += busbw
+        cells = f"{_time(t_us)} {algbw:7.2f} {busbw:7.2f} {0:6d}"
+        out.append(f"{size:12d}  {size // 4:12d}     float     sum      -1  {cells}  {cells}")
+    return out + ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / len(sizes):.3f} ", "#"]
+
+
+def ibstat(hcas: list[tuple[str, bool, int, str]]) -> list[str]:
+    """`ibstat` for (HCA, up, rate Gb/s, link layer) (ibstat-*.txt shapes)."""
+    out = []
+    for i, (hca, up, rate, layer) in enumerate(hcas):
+        guid = f"0x58a2e10300da{0xe626 + i:04x}"
+        out += [f"CA '{hca}'", "\tCA type: MT4129", "\tNumber of ports: 1", "\tFirmware version: 28.39.1002",
+                "\tHardware version: 0", f"\tNode GUID: {guid}", f"\tSystem image GUID: {guid}", "\tPort 1:",
+                f"\t\tState: {'Active' if up else 'Down'}", f"\t\tPhysical state: {'LinkUp' if up else 'Disabled'}",
+                f"\t\tRate: {rate if up else 40}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffeda{0xe626 + i:04x}",
+                f"\t\tLink layer: {layer}"]
+    return out
+
+
+def ib_write_bw(hca: str, up: bool, link_type: str, gbps: float) -> list[str]:
+    """`ib_write_bw -d HCA -s 65536 -D 10 --report_gbits PEER` (ib-write-bw-roce-gbits.txt), or perftest's
+    refusal when the port is not active."""
+    rule = "-" * 87
+    if not up:
+        return [" Port number 1 state is Down", " Couldn't set the link layer", " Couldn't get context for the device"]
+    iters = int(gbps * 1e9 / 8 / 65536 * 10)
+    return [rule, "                    RDMA_Write BW Test",
+            f" Dual-port       : OFF\t\tDevice         : {hca}", " Number of qps   : 1\t\tTransport type : IB",
+            " Connection type : RC\t\tUsing SRQ      : OFF", " PCIe relax order: ON", " ibv_wr* API     : ON",
+            " TX depth        : 128", " CQ Moderation   : 1", " Mtu             : 4096[B]",
+            f" Link type       : {link_type}", " GID index       : 3", " Max inline data : 0[B]",
+            " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", rule,
+            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
+            f" 65536      {iters:<10}       {gbps * 1.004:.2f}             {gbps:.2f}  \t\t   {gbps * 1e9 / 8 / 65536 / 1e6:.6f}",
+            rule]
+
+
+def fio_json(read_mb_s: float, write_mb_s: float, runtime_s: float) -> list[str]:
+    """fio --output-format=json for a sequential read job and a write job (what drills.measure.fio_report reads)."""
+    ms = int(runtime_s * 1000)
+
+    def job(name: str, rw: str, mb_s: float) -> dict:
+        bw = int(mb_s * 1e6)
+        stats = {"io_bytes": int(bw * runtime_s), "bw_bytes": bw, "bw": bw // 1024, "iops": bw / 1048576,
+                 "runtime": ms, "clat_ns": {"N": int(bw * runtime_s / 1048576), "mean": 4.2e6}}
+        empty = {"io_bytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0.0, "runtime": 0, "clat_ns": {"N": 0, "mean": 0.0}}
+        return {"jobname": name, "groupid": 0, "error": 0, "read": stats if rw == "read" else empty,
+                "write": stats if rw == "write" else empty}
+
+    report = {"fio version": "fio-3.33", "timestamp": 0, "jobs": [job("seqread", "read", read_mb_s),
+                                                                  job("seqwrite", "write", write_mb_s)]}
+    return json.dumps(report, indent=2).splitlines()
+
+
+def _time(us: float) -> str:
+    """nccl-tests' 7-wide time: more decimals for short times."""
+    if us >= 10000:
+        return f"{us:7.0f}"
+    if us >= 100:
+        return f"{us:7.1f}"
+    return f"{us:7.2f}"

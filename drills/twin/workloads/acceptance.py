@@ -1,0 +1,164 @@
+"""The acceptance workload: the twin "runs" the tools of `drills accept`'s Jobs on the node each pod is
+pinned to, and prints their real output shapes (drills/twin/workloads/accept_tools.py).
+
+A pod takes part when it carries the label `gpu-drills.io/accept-check` (gpu | dcgm | burn | nccl-node |
+nccl-pair | rdma | storage); its environment gives the tool's arguments as the Job's command uses them
+(`ACCEPT_PEER`: the pair's other node, `ACCEPT_LEVEL`: the DCGM level, `ACCEPT_SECONDS`: the burn's
+length). Once the pod is Running on its node, the tool "runs" for the check's twin duration
+(`new_nodes.durations`), then its output is appended to the pod's log and the container exits
+(0, or 1 where the tool itself fails: ib_write_bw on a port that is down). What it prints follows the
+node: the figures of `new_nodes.figures`, with that node's `new_nodes.faults` applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Hashable
+
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.base import Controller
+from drills.twin.controllers.client import ApiError
+from drills.twin.controllers.nodeutil import EXIT_ANNOTATION, node_ip
+from drills.twin.profile_acceptance import NewNodes, NodeFault
+from drills.twin.workloads import accept_tools as T
+
+__all__ = ["AcceptanceController", "CHECK_LABEL", "CHECKS"]
+
+log = logging.getLogger(__name__)
+
+CHECK_LABEL = "gpu-drills.io/accept-check"
+CHECKS = ("gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "storage")
+PODS = by_kind("v1", "Pod")
+NODES = by_kind("v1", "Node")
+
+
+class AcceptanceController(Controller):
+    name = "acceptance"
+
+    def setup(self) -> None:
+        self.pods = self.ctx.informers.informer(PODS)
+        self.nodes = self.ctx.informers.informer(NODES)
+        self.pods.add_handler(self._on_pod)
+        self.due: dict[tuple[str, str], float] = {}  # pod → twin time its tool finishes
+        self.done: set[str] = set()  # pod uids whose tool has printed and exited
+        profile = self.ctx.profile
+        self.model: NewNodes = (profile.new_nodes if profile is not None and profile.new_nodes is not None
+                                else NewNodes(pool=""))
+
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        meta = pod["metadata"]
+        if etype != "DELETED" and (meta.get("labels") or {}).get(CHECK_LABEL) in CHECKS:
+            self.enqueue((meta.get("namespace", ""), meta["name"]))
+
+    async def reconcile(self, key: Hashable) -> None:
+        ns, name = key  # type: ignore[misc]
+        pod = self.pods.get(ns, name)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            self.due.pop((ns, name), None)
+            return
+        uid = pod["metadata"].get("uid", "")
+        if uid in self.done or (pod.get("status") or {}).get("phase") != "Running":
+            return
+        check = pod["metadata"]["labels"][CHECK_LABEL]
+        now = self.ctx.clock.timestamp()
+        due = self.due.setdefault((ns, name), now + getattr(self.model.durations, check.split("-")[0]))
+        if now < due:
+            self.enqueue_after(key, due - now)
+            return
+        node = pod["spec"].get("nodeName", "")
+        lines, code = self._tool_output(check, node, _env(pod))
+        self.done.add(uid)
+        self.due.pop((ns, name), None)
+        await self._append(ns, name, pod["spec"]["containers"][0]["name"], lines)
+        body = {"code": code, "reason": "Completed" if code == 0 else "Error",
+                "message": f"{check} check finished", "container": pod["spec"]["containers"][0]["name"]}
+        try:
+            await self.ctx.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: json.dumps(body)}}})
+        except ApiError as err:
+            log.warning("acceptance: could not end %s/%s: %s", ns, name, err)
+
+    # -- what the tools print ------------------------------------------------------------------
+    def _tool_output(self, check: str, node: str, env: dict[str, str]) -> tuple[list[str], int]:
+        fig, fault = self.model.figures, self._fault(node)
+        gpus, hcas = self._shape(node)
+        visible = gpus if fault.visible_gpus is None else min(gpus, fault.visible_gpus)
+        if check == "gpu":
+            return T.nvidia_smi(node, fig.gpu_name, visible, fig.driver_version, fig.cuda_version,
+                                [fig.idle_temp_c + i % 3 for i in range(visible)]), 0
+        if check == "dcgm":
+            return T.dcgmi_diag(int(env.get("ACCEPT_LEVEL", "3")), fig.dcgm_version, fig.driver_version, visible,
+                                fault.dcgm_fail, fault.dcgm_fail_gpu), 0
+        if check == "burn":
+            hot = fault.hot_gpu
+            gflops = [fig.gemm_gflops * (fault.throttle_factor if i == hot else 1.0) for i in range(visible)]
+            temps = [fault.hot_temp_c if i == hot else fig.load_temp_c + i % 3 for i in range(visible)]
+            return T.gpu_burn(node, fig.gpu_name, int(env.get("ACCEPT_SECONDS", "180")), gflops, temps), 0
+        if check == "nccl-node":
+            return T.all_reduce_perf([(node, self._ip(node))], visible, fig.gpu_name,
+                                     fig.nvlink_busbw_gbs * visible / max(1, gpus), "IB", [], self._kind()), 0
+        if check == "nccl-pair":
+            peer = env.get("ACCEPT_PEER", "")
+            up = [h for h in hcas if self._rail_rate(node, h) > 0]
+            busbw = min(self._net(node), self._net(peer)) / 8 * fig.net_efficiency
+            return T.all_reduce_perf([(node, self._ip(node)), (peer, self._ip(peer))], visible, fig.gpu_name,
+                                     busbw, "IB" if up else "Socket", up, self._kind()), 0
+        if check == "rdma":
+            lines = [f"{T.MARK} ibstat"] + T.ibstat([(h, h not in fault.down_rails, fig.rail_gbps, fig.link_layer)
+                                                     for h in hcas])
+            code = 0
+            for h in hcas:
+                rate = self._rail_rate(node, h)
+                lines.append(f"{T.MARK} ib_write_bw -d {h}")
+                lines += T.ib_write_bw(h, rate > 0, "Ethernet" if fig.link_layer == "Ethernet" else "IB",
+                                       rate * fig.rail_efficiency)
+                code = code or (0 if rate > 0 else 1)
+            return lines, code
+        if check == "storage":
+            return T.fio_json(fig.store_read_mb_s * fault.store_factor, fig.store_write_mb_s * fault.store_factor,
+                              self.model.durations.storage), 0
+        return [f"unknown acceptance check {check!r}"], 2
+
+    def _fault(self, node: str) -> NodeFault:
+        return self.model.faults.get(node) or NodeFault()
+
+    def _shape(self, node: str) -> tuple[int, list[str]]:
+        """GPUs and RDMA devices of the node's pool (its `gpu-drills.io/pool` label)."""
+        profile = self.ctx.profile
+        obj = self.nodes.get("", node) or {}
+        gpus = int(((obj.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 8))
+        pool = next((p for p in (profile.node_pools.values() if profile else ())
+                     if node.startswith(p.name_prefix + "-")), None)
+        return gpus, list(pool.rdma_devices) if pool is not None else ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+
+    def _rail_rate(self, node: str, hca: str) -> float:
+        fault = self._fault(node)
+        if hca in fault.down_rails:
+            return 0.0
+        return self.model.figures.rail_gbps * fault.slow_rails.get(hca, 1.0)
+
+    def _net(self, node: str) -> float:
+        """A node's share of a pair's all-reduce (Gb/s): NCCL stripes its rings over the rails that are up,
+        so the slowest of them sets the pace of all."""
+        rates = [r for r in (self._rail_rate(node, h) for h in self._shape(node)[1]) if r > 0]
+        return len(rates) * min(rates) if rates else 10.0  # no rail: NCCL falls back to a 10 Gb/s socket
+
+    def _ip(self, node: str) -> str:
+        obj = self.nodes.get("", node)
+        return node_ip(obj) if obj else "10.0.0.1"
+
+    def _kind(self) -> str:
+        return "RoCE" if self.model.figures.link_layer == "Ethernet" else "IB"
+
+    async def _append(self, ns: str, pod: str, container: str, lines: list[str]) -> None:
+        client = self.ctx.client
+        url = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{pod}/log"
+        async with client.session.post(url, params={"container": container}, data="\n".join(lines) + "\n",
+                                       headers={"Content-Type": "text/plain"}) as resp:
+            if resp.status >= 400 and resp.status != 404:
+                log.debug("acceptance log append to %s/%s: HTTP %s", ns, pod, resp.status)
+
+
+def _env(pod: dict) -> dict[str, str]:
+    container = (pod.get("spec") or {}).get("containers", [{}])[0]
+    return {e["name"]: str(e.get("value", "")) for e in container.get("env") or () if "name" in e}
