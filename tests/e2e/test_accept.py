@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from drills.core.journal import Journal
 from drills.core.kube import connect_twin, wait_for
-from tests.e2e.drill_helpers import audit_of, drill_mutations, drills, drills_popen, node, records
+from tests.e2e.drill_helpers import REPO, audit_of, drill_mutations, drills, drills_popen, node, records
 
 pytestmark = pytest.mark.slow
 
@@ -86,8 +87,49 @@ def test_healthy_new_nodes_pass_and_are_untainted(twin_factory, tmp_path):
     assert {"measured: temp_max_c", "threshold: max_temp_c"} <= {p["name"] for p in burn["parameters"]}
 
 
-@pytest.mark.parametrize("defect", sorted(EXPECTED))
-def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory, tmp_path):
+def _one_defect_per_node(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """The expansion profile with one new node per acceptance defect (gpu-new-02…08, each defect's own
+    overlay moved onto its node) and gpu-new-01 sound: one run proves every defect's no-go at once."""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
+    profile["node_pools"]["new"]["count"] = 1 + len(EXPECTED)
+    faults, lossy, where = {}, [], {}
+    for i, defect in enumerate(sorted(EXPECTED), start=2):
+        name = f"gpu-new-{i:02d}"
+        where[defect] = name
+        overlay = yaml.safe_load((REPO / f"drills/twin/defects/{defect}.yaml").read_text())["overlay"]
+        if "new_nodes" in overlay:
+            faults[name] = overlay["new_nodes"]["faults"]["gpu-new-02"]
+        else:
+            assert overlay["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"], overlay
+            lossy.append(name)
+    profile["new_nodes"]["faults"] = faults
+    profile.setdefault("fabric", {}).setdefault("port_faults", {})["lossy_nodes"] = lossy
+    path = tmp_path / "one-defect-per-node.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return str(path), where
+
+
+def test_every_defect_is_a_no_go_on_its_own_node_for_the_right_checks(twin_factory, tmp_path):
+    """Seven new nodes, each with one acceptance defect, and one sound node, accepted in one gated run."""
+    profile, where = _one_defect_per_node(tmp_path)
+    twin = twin_factory(profile=profile, scale=60.0)  # Job deadlines are twin time: keep wall slack
+    nodes = ",".join(["gpu-new-01", *where.values()])
+    proc = drills("accept", "--nodes", nodes, "--gate", "--twin-state", str(twin.state_dir), "--reports",
+                  str(tmp_path), "--run-id", "all", "--no-html", timeout=900)
+    run_dir = tmp_path / "all"
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _failed(run_dir, "gpu-new-01") == set(), proc.stdout
+    assert "gpu-new-01: GO" in proc.stdout and not _gated(twin, "gpu-new-01")
+    for defect, name in where.items():
+        assert _failed(run_dir, name) == EXPECTED[defect], (defect, proc.stdout)
+        assert f"{name}: NO-GO" in proc.stdout and _gated(twin, name), (defect, proc.stdout)
+        assert WORDS[defect] in node(twin, name)["metadata"]["annotations"]["gpu-drills.io/acceptance-reason"]
+    assert _leftovers(twin) == []
+    assert Journal(run_dir / "journal.jsonl").open_entries() == []
+
+
+@pytest.mark.parametrize("defect", ["missing-gpu", "pfc-off-on-new-port"])  # the named defects as shipped:
+def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory, tmp_path):  # a node, a port
     twin = twin_factory("expansion", defects=[defect], scale=60.0)  # Job deadlines are twin time: keep wall slack
     proc, run_dir = _accept(twin, tmp_path, "--gate")
     assert proc.returncode == 1, proc.stdout + proc.stderr
