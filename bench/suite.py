@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.suite_profile import CATEGORIES, breakdown  # noqa: E402
+from bench.truth import errors  # noqa: E402
 
 
 def main() -> int:
@@ -34,6 +35,7 @@ def main() -> int:
     parser.add_argument("--no-html", action="store_true", help="skip the Allure HTML build")
     parser.add_argument("--per-scenario", action="store_true", help="also print each scenario's breakdown")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--lanes", default=None, help="scenarios at once (drills run --lanes)")
     parser.add_argument("extra", nargs="*", help="more `drills run` arguments (after --)")
     args = parser.parse_args()
     runs = []
@@ -43,6 +45,7 @@ def main() -> int:
             argv += ["-m", args.markexpr] if args.markexpr else []
             argv += ["--scale", args.scale] if args.scale else []
             argv += ["--no-html"] if args.no_html else []
+            argv += ["--lanes", args.lanes] if args.lanes else []
             argv += args.extra
             timings = Path(reports) / f"timings-{n}.jsonl"
             env = dict(os.environ, PYTEST_PLUGINS="bench.suite_profile", DRILLS_BENCH_TIMINGS=str(timings),
@@ -64,8 +67,16 @@ def main() -> int:
             figures = breakdown(str(timings), start, end) if timings.exists() else None
             if figures:
                 _print(figures, args.per_scenario)
+            truth = [{"scenario": rec["scenario"], "measured_s": rec["recovery_s"], "truth_s": round(t, 3),
+                      "error_of_target": round(e, 5)} for rec, t, e in errors(recs)]
+            worst = max((t["error_of_target"] for t in truth), default=None)
+            print(f"  measured vs the twins' truth: {len(truth)} recoveries compared, worst error "
+                  f"{'—' if worst is None else f'{worst:.2%}'} of the target (limit 1 %)")
+            for t in truth if args.per_scenario else ():
+                print(f"    · {t['scenario'][:60]}: measured {t['measured_s']:.1f} s, truth {t['truth_s']:.1f} s, "
+                      f"error {t['error_of_target']:.2%}")
             runs.append({"wall_s": end - start, "exit": done.returncode, "passed": passed, "records": len(recs),
-                         "load": [load_before, load_after], "breakdown": figures})
+                         "load": [load_before, load_after], "breakdown": figures, "truth": truth})
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
     return 0
