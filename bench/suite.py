@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.suite_profile import CATEGORIES, breakdown  # noqa: E402
+from bench.suite_profile import BOOT, CATEGORIES, breakdown  # noqa: E402
 from bench.truth import errors  # noqa: E402
 
 
@@ -35,13 +35,14 @@ def main() -> int:
     parser.add_argument("--no-html", action="store_true", help="skip the Allure HTML build")
     parser.add_argument("--per-scenario", action="store_true", help="also print each scenario's breakdown")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--repo", default=str(REPO), help="run this checkout's CLI (e.g. main, for a before/after)")
     parser.add_argument("--lanes", default=None, help="scenarios at once (drills run --lanes)")
     parser.add_argument("extra", nargs="*", help="more `drills run` arguments (after --)")
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="drills-bench-") as reports:
         for n in range(args.repeat):
-            argv = [sys.executable, "-m", "drills.cli", "run", "--reports", reports, "--run-id", f"bench-{n}"]
+            argv = [sys.executable, "-c", BOOT, "run", "--reports", reports, "--run-id", f"bench-{n}"]
             argv += ["-m", args.markexpr] if args.markexpr else []
             argv += ["--scale", args.scale] if args.scale else []
             argv += ["--no-html"] if args.no_html else []
@@ -49,11 +50,13 @@ def main() -> int:
             argv += args.extra
             timings = Path(reports) / f"timings-{n}.jsonl"
             env = dict(os.environ, PYTEST_PLUGINS="bench.suite_profile", DRILLS_BENCH_TIMINGS=str(timings),
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+                       PYTHONPATH=os.pathsep.join(filter(None, [args.repo, str(REPO), os.environ.get("PYTHONPATH")])))
             load_before = os.getloadavg()[0]
+            cpu_before = _children_cpu()
             start = time.time()
-            done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env)
+            done = subprocess.run(argv, cwd=args.repo, capture_output=True, text=True, env=env)
             end = time.time()
+            cpu = _children_cpu() - cpu_before
             load_after = os.getloadavg()[0]
             path = Path(reports) / f"bench-{n}" / "records.jsonl"
             recs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -61,7 +64,8 @@ def main() -> int:
             recovery = ", ".join(f"{r['recovery_s']:.0f}s" for r in recs if r.get("recovery_s") is not None)
             print(f"drills run {' '.join(argv[argv.index('run') + 1:])}\n  {end - start:.1f} s wall, exit "
                   f"{done.returncode}, {passed}/{len(recs)} drills passed, cluster recovery {recovery}; "
-                  f"load average {load_before:.1f} → {load_after:.1f} on {os.cpu_count()} CPUs")
+                  f"CPU {cpu:.1f} s (every process of the run); load average {load_before:.1f} → {load_after:.1f} on "
+                  f"{os.cpu_count()} CPUs")
             if done.returncode not in (0, 1):
                 print(done.stderr[-2000:], file=sys.stderr)
             figures = breakdown(str(timings), start, end) if timings.exists() else None
@@ -76,10 +80,17 @@ def main() -> int:
                 print(f"    · {t['scenario'][:60]}: measured {t['measured_s']:.1f} s, truth {t['truth_s']:.1f} s, "
                       f"error {t['error_of_target']:.2%}")
             runs.append({"wall_s": end - start, "exit": done.returncode, "passed": passed, "records": len(recs),
-                         "load": [load_before, load_after], "breakdown": figures, "truth": truth})
+                         "cpu_s": cpu, "load": [load_before, load_after], "breakdown": figures, "truth": truth})
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
     return 0
+
+
+def _children_cpu() -> float:
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _print(figures: dict, per_scenario: bool) -> None:

@@ -19,7 +19,12 @@ from collections import defaultdict
 
 import pytest
 
-__all__ = ["emit", "breakdown", "CATEGORIES"]
+__all__ = ["emit", "breakdown", "wrap_report", "CATEGORIES", "BOOT"]
+
+# `python -c BOOT run …`: the CLI as `python -m drills.cli`, with the report's parts timed in this process
+# (with lanes, pytest runs in other processes and the report is built here, after them).
+BOOT = ("import sys; sys.argv[0] = 'drills'; import bench.suite_profile as p; p.wrap_report(); "
+        "from drills.cli import main; sys.exit(main())")
 
 _PATH = os.environ.get("DRILLS_BENCH_TIMINGS")
 
@@ -35,12 +40,9 @@ def emit(ev: str, **fields) -> None:
         os.close(fd)
 
 
-emit("plugin_imported")
-
-
 def pytest_sessionstart(session) -> None:
     emit("session_start")
-    _wrap_report()
+    wrap_report()
 
 
 def pytest_sessionfinish(session) -> None:
@@ -95,7 +97,7 @@ def pytest_drill_reverted(item, kind, target, ok, error) -> None:
     emit("reverted", item=item.nodeid, kind=kind)
 
 
-def _wrap_report() -> None:
+def wrap_report() -> None:
     """Time each part of make_report (it runs in this process after pytest.main)."""
     try:
         from drills.report import make
