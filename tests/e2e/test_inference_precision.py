@@ -28,7 +28,6 @@ MAX_ERROR_S = 0.01 * TARGET_S
 def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path):
     done = drills("run", "-m", "inference", "-k", "all", "--scale", scale, "--no-html", "--reports", str(tmp_path),
                   "--run-id", f"x{scale}")
-    assert done.returncode == 0, done.stdout + done.stderr
     (rec,) = records(tmp_path / f"x{scale}")
     state = Path(rec["details"]["twin_state"])
     truth = json.loads((state / "truth.json").read_text())["records"]
@@ -36,6 +35,12 @@ def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path):
     assert serving, f"the twin's gateway never served again in {state}"
     injected = drill_mutations(audit_file(state))[0]["twinTime"]
     truth_s = serving[0]["at"] - injected
+    if truth_s > TARGET_S:  # a twin starved of CPU at 600× can really be late (one wall second is 10 minutes):
+        # then the drill must say so, as the truth does
+        assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", (truth_s, rec["reason"])
+        assert rec["recovery_s"] is None or abs(rec["recovery_s"] - truth_s) <= MAX_ERROR_S, (rec["recovery_s"], truth_s)
+        return
+    assert done.returncode == 0, done.stdout + done.stderr
     assert abs(rec["recovery_s"] - truth_s) <= MAX_ERROR_S, (scale, rec["recovery_s"], truth_s)
     recovered = datetime.fromisoformat(rec["phases"]["recovered"].replace("Z", "+00:00")).timestamp()
     assert abs(recovered - serving[0]["at"]) <= MAX_ERROR_S, (scale, recovered, serving[0]["at"])
