@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from drills.report.make import make_report
 from drills.report.text import LANGS
 
 __all__ = ["report"]
@@ -23,6 +22,8 @@ def report(
     no_html: bool = typer.Option(False, "--no-html", help="Only the summary and postmortems (no Java)."),
 ) -> None:
     """Build the compliance summary, postmortem notes and the single-file Allure HTML of a run."""
+    from drills.report.make import make_report  # here: matplotlib is heavy, and every `drills twin up` loads this CLI
+
     paths = make_report(run, lang=lang, reports_root=reports_root, last=last, html=not no_html)
     notes = [p for k, p in paths.items() if k.startswith("postmortem:")]
     typer.echo(f"summary: {paths['summary_md']}")

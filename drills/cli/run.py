@@ -29,6 +29,8 @@ def run(
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
     no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
+    lanes: Optional[int] = typer.Option(None, "--lanes", min=1,
+                                        help="Scenarios at once, each on a fresh twin (default 3; 1: one by one)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""
@@ -41,7 +43,8 @@ def run(
     result = run_drills(RunOptions(target=target, profile=profile, defects=list(defect), scale=scale, run_id=run_id,
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
-                                   reports_root=reports, html=not no_html, twin_state=twin_state))
+                                   reports_root=reports, html=not no_html, twin_state=twin_state,
+                                   lanes=lanes))
     with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
         _say(result, reports)
     raise typer.Exit(result.exit_code)

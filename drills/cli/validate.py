@@ -13,7 +13,10 @@ from typing import Optional
 
 import typer
 
-from drills.validate.preflight import Check
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI loads this module for every command, the twin's too: preflight is imported when used
+    from drills.validate.preflight import Check
 
 __all__ = ["validate", "run_validation", "TWIN_SETTLE_S"]
 
@@ -45,7 +48,7 @@ def run_validation(*, target: str = "twin", profile: str | None = None, twin_sta
     the target is the twin and none is given."""
     from drills.profile.model import load_target
     from drills.core.errors import DrillError
-    from drills.validate.preflight import profile_checks, selected_drills
+    from drills.validate.preflight import Check, profile_checks, selected_drills
 
     try:
         prof = load_target(profile)
@@ -85,7 +88,7 @@ def run_validation(*, target: str = "twin", profile: str | None = None, twin_sta
 def _against(prof, drills: set[str], twin_info: dict | None, *, context: str | None, settle_s: float) -> list[Check]:
     from drills.core.errors import DrillError
     from drills.core.kube import USER_AGENT, connect
-    from drills.validate.preflight import cluster_checks, settle
+    from drills.validate.preflight import Check, cluster_checks, settle
     from drills.validate.local import storage_checks, switch_checks, tool_checks
 
     if not log.isEnabledFor(logging.DEBUG):  # connection retries: the check's line says it

@@ -14,7 +14,10 @@ started, finished, severity, target, defects, wall_started. Times are `Clock.iso
 from __future__ import annotations
 
 import enum
+import fcntl
+import json
 import logging
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -26,7 +29,7 @@ from drills.core.errors import (
     TargetUnreachable, UnsafeTarget,
 )
 
-__all__ = ["PHASES", "Outcome", "Category", "Check", "Record", "category_of_error", "NOT_STARTED"]
+__all__ = ["PHASES", "Outcome", "Category", "Check", "Record", "category_of_error", "NOT_STARTED", "append_record"]
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +246,20 @@ class Record:
             defects=tuple(str(d) for d in data.get("defects") or ()),
             wall_started=_time("wall_started", data.get("wall_started")),
         )
+
+
+def append_record(path: str | os.PathLike, record: Record) -> None:
+    """Append `record` as its one line of records.jsonl: one write() of the whole line under an exclusive
+    flock, so lanes of a run (drills.core.lanes) appending at once never interleave their lines."""
+    data = (json.dumps(record.to_json(), ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _enum(kind: type[enum.Enum], name: str, value: Any):

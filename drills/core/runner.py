@@ -45,6 +45,10 @@ PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.g
            "fixtures.steps")
 
 
+# Scenarios at once on fresh twins: a drill mostly waits on its twin's clock; bench/suite.py measures the wall
+# time and the error against the twins' truth for each choice on 2 cores.
+DEFAULT_LANES = 3
+
 _STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow", Outcome.ABORTED: "magenta"}
 
 
@@ -65,6 +69,7 @@ class RunOptions:
     reports_root: Path = Path("reports")
     html: bool = True
     twin_state: str | None = None  # drill this running twin (`drills twin up --state-dir`) instead of fresh ones
+    lanes: int | None = None  # scenarios at once on fresh twins (None: DEFAULT_LANES); 1 runs them one by one
 
 
 @dataclass
@@ -92,8 +97,18 @@ def run_drills(opts: RunOptions) -> RunResult:
         _preflight(profile, None if opts.target == "twin" else opts.target)
     _make_run_dir(run_dir)
     watch = RunWatch()
+    lanes = _lanes(opts, profile)
     with stop_on_signal() as interrupts:
-        rc = _interruptible(lambda: _pytest(opts, run_id, run_dir, collect, named, watch))
+        if lanes > 1:  # scenarios on fresh twins of their own, in parallel (drills.core.lanes)
+            from drills.core.lanes import run_lanes
+
+            ran = run_lanes(opts, run_id, run_dir, collect, named, lanes)
+            rc, watch.interrupted = ran.rc, ran.interrupted
+            for line in ran.errors:
+                watch.add(line)
+            interrupts.received += ran.signals
+        else:
+            rc = _interruptible(lambda: _pytest(opts, run_id, run_dir, collect, named, watch))
         records = _records(run_dir)
         still_open = Journal(run_dir / JOURNAL_NAME).open_entries() if (run_dir / JOURNAL_NAME).exists() else []
         with stop_on_signal() as later:  # the faults are settled: a signal now only cuts the report short
@@ -172,7 +187,10 @@ def final_table(records: list[Record], width: int = 100):
 
 
 def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], named: list[str],
-            watch: "RunWatch") -> int:
+            watch: "RunWatch", lane: tuple[Path, int] | None = None) -> int:
+    """pytest on the features, in this process; `lane` = (lanes dir, lane number) when it is one lane of
+    a parallel run (drills.core.lanes): then it claims scenarios from the shared counter and writes its
+    own JUnit file (the supervisor merges them), and never cleans the shared Allure results."""
     import sys
 
     import pytest
@@ -183,11 +201,14 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
-            "--alluredir", str(run_dir / "allure-results"), "--clean-alluredir",
-            "--junitxml", str(run_dir / "junit.xml"),
+            "--alluredir", str(run_dir / "allure-results"),
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
-    for plugin in PLUGINS:  # also for features outside the repo, where the root conftest.py is not read
-        args += ["-p", plugin]
+    if lane is None:
+        args += ["--clean-alluredir", "--junitxml", str(run_dir / "junit.xml")]
+    else:
+        args += ["--junitxml", str(lane[0] / f"junit-{lane[1]}.xml"), "--drills-lanes-dir", str(lane[0])]
+    for plugin in PLUGINS + (("fixtures.lanes",) if lane is not None else ()):  # also for features outside the
+        args += ["-p", plugin]  # repo, where the root conftest.py is not read
     if opts.profile:
         args += ["--drills-profile", str(Path(opts.profile).resolve())]
     if opts.twin_state:
@@ -212,6 +233,15 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     log.debug("pytest %s", " ".join(args))
     with _cwd(REPO):
         return int(pytest.main(args, plugins=[watch]))
+
+
+def _lanes(opts: RunOptions, profile) -> int:
+    """How many scenarios may run at once: `opts.lanes` (default DEFAULT_LANES) when each gets a fresh twin
+    of its own; one on a real cluster or a running twin (one run at a time per cluster) and for a dry run."""
+    fresh_twins = not opts.twin_state and opts.target == "twin" and profile.cluster.mode == "twin"
+    if not fresh_twins or opts.dry_run:
+        return 1
+    return max(1, opts.lanes if opts.lanes is not None else DEFAULT_LANES)
 
 
 def _make_run_dir(run_dir: Path) -> None:

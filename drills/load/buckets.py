@@ -5,13 +5,15 @@ cluster minute), so the locustfile folds every request into buckets of `width` w
 (50 ms by default) keyed by the request's *completion* time in epoch seconds. One JSONL line:
 
     {"t": 1718000000.05, "w": 0.05, "ok": 12, "fail": 1, "sum": 83.1, "max": 11.2,
-     "h": {"6.17": 9, "11.3": 4}, "lf": 1718000000.071, "fo": 1718000000.083, "na": 3,
+     "h": {"6.17": 9, "11.3": 4}, "lf": 1718000000.071, "fo": 1718000000.083, "fs": 1718000000.072, "na": 3,
      "err": {"503 no ready replica": 1}, "k": {"status": 1}, "r": {"llama-7b-infer-abc12": 12}}
 
 `t` bucket start, `w` width (s); `ok`/`fail` counts; `sum`/`max` latency (ms); `h` latency
 histogram (bin centre in ms, 8 bins per octave -> count); `lf` completion time of the last
 failure in the bucket; `fo` first success after that failure (first success at all when the
-bucket has no failure) and `na` how many successes followed it; `err` the first few distinct
+bucket has no failure), `fs` when that first success was sent (its start: when the endpoint took a
+request it then answered; its completion adds the request's own latency, which at a high twin scale is
+many cluster seconds) and `na` how many successes followed it; `err` the first few distinct
 error messages with counts; `k` failures per kind (`drills.load.outcome`: status, error_200,
 invalid, timeout, connection); `r` successes per replica that answered (the endpoint's replica header,
 when it sends one). Several lines may carry the same `t` (a late request, one file
@@ -39,6 +41,7 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
+    "first_failure",
     "kind_counts",
     "served_by",
     "rebin",
@@ -65,6 +68,7 @@ class Bucket:
     hist: dict[float, int] = field(default_factory=dict)
     last_fail: float | None = None
     first_ok_after: float | None = None
+    first_ok_sent: float | None = None  # start of the request that completed at first_ok_after
     ok_after: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)  # failures per kind (drills.load.outcome)
@@ -87,6 +91,8 @@ class Bucket:
         if self.first_ok_after is not None:
             d["fo"] = round(self.first_ok_after, 6)
             d["na"] = self.ok_after
+            if self.first_ok_sent is not None:
+                d["fs"] = round(self.first_ok_sent, 6)
         if self.errors:
             d["err"] = self.errors
         if self.kinds:
@@ -100,7 +106,8 @@ class Bucket:
         return cls(t=float(d["t"]), w=float(d["w"]), ok=int(d.get("ok", 0)), fail=int(d.get("fail", 0)),
                    sum_ms=float(d.get("sum", 0.0)), max_ms=float(d.get("max", 0.0)),
                    hist={float(k): int(v) for k, v in d.get("h", {}).items()},
-                   last_fail=d.get("lf"), first_ok_after=d.get("fo"), ok_after=int(d.get("na", 0)),
+                   last_fail=d.get("lf"), first_ok_after=d.get("fo"), first_ok_sent=d.get("fs"),
+                   ok_after=int(d.get("na", 0)),
                    errors=dict(d.get("err", {})), kinds=dict(d.get("k", {})), served=dict(d.get("r", {})))
 
 
@@ -134,14 +141,14 @@ class BucketAccumulator:
         self._open: dict[int, Bucket] = {}
 
     def add(self, end_s: float, latency_ms: float, error: str | None = None, kind: str | None = None,
-            replica: str | None = None) -> None:
-        """One request that completed at `end_s` (epoch) after `latency_ms`; `error` None means success
-        (answered by `replica`, when known); a failure's `kind` is counted per bucket."""
+            replica: str | None = None, start_s: float | None = None) -> None:
+        """One request sent at `start_s` that completed at `end_s` (epoch) after `latency_ms`; `error` None
+        means success (answered by `replica`, when known); a failure's `kind` is counted per bucket."""
         idx = math.floor(end_s / self.width)
         b = self._open.get(idx)
         if b is None:
             b = self._open[idx] = Bucket(t=idx * self.width, w=self.width)
-        _add(b, end_s, latency_ms, error, self.max_errors)
+        _add(b, end_s, latency_ms, error, self.max_errors, start_s)
         if error is not None and kind:
             b.kinds[kind] = b.kinds.get(kind, 0) + 1
         elif error is None and replica:
@@ -184,7 +191,7 @@ def merge_buckets(buckets: Iterable[Bucket]) -> list[Bucket]:
         if m is None:
             merged[idx] = Bucket(t=b.t, w=b.w, ok=b.ok, fail=b.fail, sum_ms=b.sum_ms, max_ms=b.max_ms,
                                  hist=dict(b.hist), last_fail=b.last_fail, first_ok_after=b.first_ok_after,
-                                 ok_after=b.ok_after, errors=dict(b.errors), kinds=dict(b.kinds),
+                                 first_ok_sent=b.first_ok_sent, ok_after=b.ok_after, errors=dict(b.errors), kinds=dict(b.kinds),
                                  served=dict(b.served))
         else:
             _merge_into(m, b)
@@ -236,31 +243,39 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
     """Start of the first run of successes after `after` that has no failure for `min_duration_s`
     and holds at least `min_ok` successes: the moment the endpoint "recovered". None if never.
 
-    Empty intervals (no request completed) neither break nor extend a run; the start is the
-    completion time of the run's first success, to the precision the bucket's `fo` allows.
+    Empty intervals (no request completed) neither break nor extend a run. The run lasts from the
+    completion of its first success; the moment returned is when that success was sent (`fs`: the
+    endpoint took a request it then answered), else its completion (`fo`), never before `after`.
     """
-    start: float | None = None
+    start: float | None = None  # the moment reported
+    since: float | None = None  # the run's first completion: its duration counts from here
     count = 0
     for b in buckets:
         if b.end <= after:
             continue
         if b.fail:
-            start, count = None, 0
+            start, since, count = None, None, 0
             if b.first_ok_after is not None and b.first_ok_after >= after:
-                start, count = b.first_ok_after, b.ok_after
+                since, count = b.first_ok_after, b.ok_after
+                start = max(after, b.first_ok_sent if b.first_ok_sent is not None else since)
         elif b.ok:
             if start is None:
                 first = b.first_ok_after if b.first_ok_after is not None else b.t
                 if first < after:  # the bucket straddles `after`: count only what follows it
-                    first, ok = after, max(1, round(b.ok * (b.end - after) / b.w))
+                    since, start, count = after, after, max(1, round(b.ok * (b.end - after) / b.w))
                 else:
-                    ok = b.ok
-                start, count = first, ok
+                    since, count = first, b.ok
+                    start = max(after, b.first_ok_sent if b.first_ok_sent is not None else first)
             else:
                 count += b.ok
-        if start is not None and count >= min_ok and b.end - start >= min_duration_s:
+        if start is not None and count >= min_ok and b.end - since >= min_duration_s:
             return start
     return None
+
+
+def first_failure(buckets: Sequence[Bucket], after: float) -> float | None:
+    """Start of the first bucket after `after` with a failure (None if none): where an outage shows."""
+    return next((max(after, b.t) for b in buckets if b.end > after and b.fail), None)
 
 
 def kind_counts(buckets: Sequence[Bucket], start: float | None = None, end: float | None = None) -> dict[str, int]:
@@ -296,7 +311,8 @@ def round_ms(ms: float) -> float:
 
 # ---------------------------------------------------------------- helpers
 
-def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_errors: int) -> None:
+def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_errors: int,
+         start_s: float | None = None) -> None:
     b.sum_ms += latency_ms
     b.max_ms = max(b.max_ms, latency_ms)
     key = round_ms(latency_ms)
@@ -305,14 +321,14 @@ def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_erro
         b.ok += 1
         if b.last_fail is None or end_s > b.last_fail:
             if b.first_ok_after is None or end_s < b.first_ok_after:
-                b.first_ok_after = end_s
+                b.first_ok_after, b.first_ok_sent = end_s, start_s
             b.ok_after += 1
         return
     b.fail += 1
     if b.last_fail is None or end_s > b.last_fail:
         b.last_fail = end_s
         if b.first_ok_after is not None and b.first_ok_after <= end_s:
-            b.first_ok_after, b.ok_after = None, 0
+            b.first_ok_after, b.first_ok_sent, b.ok_after = None, None, 0
     if error in b.errors or len(b.errors) < max_errors:
         b.errors[error] = b.errors.get(error, 0) + 1
 
@@ -333,11 +349,12 @@ def _merge_into(m: Bucket, b: Bucket) -> None:
             m.errors[k] = m.errors.get(k, 0) + v
     # The run of successes after the merged last failure: keep only the parts that follow it.
     lf = max((x for x in (m.last_fail, b.last_fail) if x is not None), default=None)
-    parts = [(m.first_ok_after, m.ok_after), (b.first_ok_after, b.ok_after)]
-    parts = [(fo, na) for fo, na in parts if fo is not None and (lf is None or fo > lf)]
+    parts = [(m.first_ok_after, m.first_ok_sent, m.ok_after), (b.first_ok_after, b.first_ok_sent, b.ok_after)]
+    parts = [(fo, fs, na) for fo, fs, na in parts if fo is not None and (lf is None or fo > lf)]
     m.last_fail = lf
-    m.first_ok_after = min((fo for fo, _ in parts), default=None)
-    m.ok_after = sum(na for _, na in parts)
+    first = min(parts, key=lambda part: part[0], default=(None, None, 0))
+    m.first_ok_after, m.first_ok_sent = first[0], first[1]
+    m.ok_after = sum(na for _, _, na in parts)
 
 
 def _select(buckets: Sequence[Bucket], start: float | None, end: float | None) -> list[Bucket]:

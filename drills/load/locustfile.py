@@ -92,8 +92,8 @@ class _BucketSink:
         self.flush_s = flush_s
 
     def record(self, end_s: float, latency_ms: float, error: str | None, kind: str | None,
-               replica: str | None) -> None:
-        self.acc.add(end_s, latency_ms, error, kind, replica)
+               replica: str | None, start_s: float | None = None) -> None:
+        self.acc.add(end_s, latency_ms, error, kind, replica, start_s)
 
     def flush(self, everything: bool = False) -> None:
         if self.file.closed:
@@ -154,7 +154,8 @@ def _on_init(environment, **_kw) -> None:
 def _on_request(response_time, exception=None, start_time=None, response=None, **_kw) -> None:
     if _sink is None:
         return
-    end = (start_time or time.time() - response_time / 1000.0) + response_time / 1000.0
+    start = start_time or time.time() - response_time / 1000.0
+    end = start + response_time / 1000.0
     modelled = _modelled_ms(response)
     if exception is None:
         error = kind = None
@@ -164,7 +165,7 @@ def _on_request(response_time, exception=None, start_time=None, response=None, *
     if kind == "timeout":  # no modelled latency: it waited the client timeout, in cluster ms on a twin
         modelled = response_time * _latency_scale
     _sink.record(end, response_time if modelled is None else modelled, error, kind,
-                 _header(response, _replica_header) if exception is None and _replica_header else None)
+                 _header(response, _replica_header) if exception is None and _replica_header else None, start)
 
 
 def _header(response, name: str) -> str | None:

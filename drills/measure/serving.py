@@ -34,7 +34,7 @@ from drills.core.clock import Clock, parse_iso
 from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
-from drills.load.buckets import Bucket, first_sustained_success, served_by
+from drills.load.buckets import Bucket, first_failure, first_sustained_success, served_by
 from drills.measure.logprefix import split_records
 from drills.measure.vllm_startup import PHASE_LABELS, VllmStartup
 from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, ready_addresses, replacement_states
@@ -208,6 +208,7 @@ class ServingMonitor:
         ready_at: float | None = None
         recovered_wall: float | None = None
         next_read = 0.0
+        outage_expected = not restart_mode and record["running_before"] - len(killed) <= 0
 
         def mark(phase: str, ts: float) -> None:
             nonlocal timeline
@@ -258,7 +259,16 @@ class ServingMonitor:
                     mark("ready", ready_at)
                 if recovered_wall is None and time.monotonic() >= next_read:
                     next_read = time.monotonic() + 0.1
-                    found = first_sustained_success(buckets(), to_wall(clock, inj_ts), clock.wall_seconds(settle_s))
+                    seen, inj_wall = buckets(), to_wall(clock, inj_ts)
+                    if outage_expected:  # every replica killed: serving again means after the outage showed,
+                        # not the answers the gateway still gave while the kill propagated (at 600× under load,
+                        # tens of cluster seconds); no failure at all before Ready: the first run counts
+                        outage = first_failure(seen, inj_wall)
+                        after = outage if outage is not None else (inj_wall if ready_at is not None else None)
+                    else:
+                        after = inj_wall
+                    found = None if after is None else first_sustained_success(seen, after,
+                                                                                 clock.wall_seconds(settle_s))
                     if found is not None:
                         recovered_wall = found
                         mark("recovered", to_cluster(clock, found))

@@ -9,6 +9,7 @@ Best effort: a fact the cluster does not give is left out, and asking never fail
 from __future__ import annotations
 
 import json
+import os
 import logging
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -47,7 +48,7 @@ def save_environment(run_dir: Path, facts: dict) -> Path | None:
     path = Path(run_dir) / ENVIRONMENT_FILE
     if path.exists():
         return None
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # lanes of one run may both save it: each its own tmp
     tmp.write_text(json.dumps(facts, ensure_ascii=False, indent=2), encoding="utf-8")
     tmp.replace(path)
     log.debug("cluster facts saved to %s", path)

@@ -12,6 +12,7 @@ from drills.load.buckets import (
     BucketAccumulator,
     baseline,
     error_rate,
+    first_failure,
     first_sustained_success,
     merge_buckets,
     p99,
@@ -100,6 +101,36 @@ def test_never_recovered_and_min_ok():
 def test_no_failure_at_all_means_serving_from_the_fault_on():
     healthy = [ok(t) for t in ts(100.0, 103.0)]
     assert first_sustained_success(healthy, after=101.0, min_duration_s=0.5) == pytest.approx(101.001)
+
+
+def test_recovery_is_when_the_first_answered_request_was_sent():
+    """Its answer came a request's latency later: at 600× 5 wall ms of latency are 3 cluster seconds."""
+    acc = BucketAccumulator(width_s=W)
+    acc.add(102.010, 1.0, "503 no ready replica", start_s=102.009)
+    acc.add(102.031, 5.0, start_s=102.026)  # sent before the failure above completed: still answered
+    for i in range(1, 20):
+        acc.add(102.03 + i * W, 5.0, start_s=102.025 + i * W)
+    buckets = DRILL[:40] + acc.take_all()
+    assert buckets[40].first_ok_sent == pytest.approx(102.026)
+    assert first_sustained_success(buckets, after=101.0, min_duration_s=0.5) == pytest.approx(102.026)
+    # the line keeps it (`fs`), and a merge of workers keeps the send time of the first answer it keeps
+    back = Bucket.from_json(json.loads(json.dumps(buckets[40].to_json())))
+    assert back.first_ok_sent == pytest.approx(102.026)
+    other = Bucket(t=102.0, w=W, ok=1, first_ok_after=102.028, first_ok_sent=102.020, ok_after=1)
+    (merged,) = merge_buckets([back, other])
+    assert (merged.first_ok_after, merged.first_ok_sent) == (pytest.approx(102.028), pytest.approx(102.020))
+
+
+def test_a_success_sent_before_the_fault_is_never_a_recovery_before_it():
+    late = Bucket(t=101.0, w=W, ok=10, first_ok_after=101.01, first_ok_sent=100.99, ok_after=10)
+    buckets = [late] + [ok(t) for t in ts(101.05, 102.0)]
+    assert first_sustained_success(buckets, after=101.0, min_duration_s=0.5) == pytest.approx(101.0)
+
+
+def test_the_outage_shows_at_the_first_failing_bucket_after_the_fault():
+    assert first_failure(DRILL, after=100.5) == pytest.approx(101.0)
+    assert first_failure(DRILL, after=103.0) is None
+    assert first_failure([ok(100.0)], after=99.0) is None
 
 
 def test_accumulator_buckets_by_completion_time_and_tracks_the_turn():

@@ -25,6 +25,11 @@ class FabricComponent:
         self.handle = None
         self._unsubscribe: Callable[[], None] | None = None
 
+    @staticmethod
+    def dialects(profile: Any) -> set[str]:
+        """The switch OSes a twin of `profile` runs (its inventory's dialects), known before it starts."""
+        return {s.dialect for s in profile.fabric.switches.values()} if profile is not None else set()
+
     async def start(self, twin: Any) -> dict | None:
         profile = twin.profile
         if profile is None or not profile.fabric.switches:
