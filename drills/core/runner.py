@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (also what it returns for collection errors: RunWatch tells)
-PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.variants", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
 
@@ -75,6 +75,7 @@ class RunResult:
     errors: list[str]
     interrupted: str | None = None  # the signal that stopped the run (SIGINT/SIGTERM), None if it ran to its end
     open_entries: list[Entry] = field(default_factory=list)  # this run's journal entries still open (the truth)
+    skipped: list[dict] = field(default_factory=list)  # Examples this target does not run: scenario, test, reason
 
 
 def run_drills(opts: RunOptions) -> RunResult:
@@ -112,7 +113,7 @@ def run_drills(opts: RunOptions) -> RunResult:
         code = 1
     if interrupted is None and any(r.category is Category.INTERRUPTED for r in records):
         interrupted, code = "SIGINT", 130
-    return RunResult(code, run_dir, records, errors, interrupted, still_open)
+    return RunResult(code, run_dir, records, errors, interrupted, still_open, _skipped(run_dir))
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None) -> list:
@@ -244,6 +245,14 @@ def _records(run_dir: Path) -> list[Record]:
 
     path = run_dir / "records.jsonl"
     return load_records(path) if path.exists() else []
+
+
+def _skipped(run_dir: Path) -> list[dict]:
+    """The Examples fixtures/variants.py skipped on this target, in run order."""
+    path = run_dir / "skipped.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _not_started(records: list[Record]) -> list[str]:

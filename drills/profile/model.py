@@ -39,6 +39,7 @@ __all__ = [
     "StorageConfig",
     "SloConfig",
     "FaultsConfig",
+    "InferenceFaults",
     "Allowlist",
     "BlastRadius",
     "SafetyConfig",
@@ -267,8 +268,18 @@ class SloConfig(_Strict):
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 
 
+class InferenceFaults(_Strict):
+    # The most replicas one Example may kill; "all its replicas" beyond it is skipped, naming it (a full
+    # outage is a site's decision). None: no limit (the twin).
+    max_kill: int | None = Field(None, gt=0)
+
+
 class FaultsConfig(_Strict):
     node: str | None = None  # a named target node; None: one running the job
+    # How a node may be lost (the node-loss Examples); an Example with another mode is skipped, naming it.
+    # None: every mode the target supports (twin-only modes only on the twin).
+    node_modes: list[Literal["cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop"]] | None = None
+    inference: InferenceFaults = InferenceFaults()
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
     pods_to_kill: int = Field(1, gt=0)
