@@ -32,6 +32,7 @@ from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, reve
 from drills.core.record import NOT_STARTED, Category, Outcome, Record
 from drills.core.preflight import check_run, feature_selection
 from drills.core.runwatch import RunWatch
+from drills.core.selection import check_selection
 from drills.core.signals import stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
@@ -80,7 +81,7 @@ class RunResult:
 
 def run_drills(opts: RunOptions) -> RunResult:
     """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
-    _check_selection(opts)
+    check_selection(opts.markexpr, opts.keyword)  # one line, before a run folder exists
     profile = load_target(opts.profile)
     check_run(opts, profile)
     collect, named = feature_selection(opts.features, REPO / "features")
@@ -216,21 +217,6 @@ def _make_run_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True)
     except OSError as err:
         raise DrillError(f"cannot create the run folder {run_dir}: {err.strerror}; pass a writable --reports") from None
-
-
-def _check_selection(opts: RunOptions) -> None:
-    """A -m/-k expression pytest cannot parse is bad input: one line, before a run folder exists."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:  # pytest moved it: pytest itself will still refuse the expression
-        return
-    for flag, expr in (("-m", opts.markexpr), ("-k", opts.keyword)):
-        if expr:
-            try:
-                Expression.compile(expr)
-            except SyntaxError as err:  # what pytest raises for a malformed expression
-                raise DrillError(f"{flag} {expr!r} is not a selection expression ({err.msg}); quote words and join "
-                                 f"them with and/or/not, e.g. -k \"uplink and sonic\"") from None
 
 
 def _preflight(profile, context: str | None) -> None:
