@@ -93,6 +93,7 @@ def run_drills(opts: RunOptions) -> RunResult:
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
     _make_run_dir(run_dir)
+    _mark_run(run_dir, dry_run=bool(opts.dry_run or profile.safety.dry_run))
     watch = RunWatch()
     with stop_on_signal() as interrupts:
         rc = _interruptible(lambda: _pytest(opts, run_id, run_dir, collect, named, watch))
@@ -217,6 +218,13 @@ def _make_run_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True)
     except OSError as err:
         raise DrillError(f"cannot create the run folder {run_dir}: {err.strerror}; pass a writable --reports") from None
+
+
+def _mark_run(run_dir: Path, dry_run: bool) -> None:
+    """`run.json`: what kind of run this is, for the report (a dry run never counts in the trend or score)."""
+    from drills.report.records import RUN_FILE
+
+    (run_dir / RUN_FILE).write_text(json.dumps({"dry_run": dry_run}) + "\n", encoding="utf-8")
 
 
 def _preflight(profile, context: str | None) -> None:
