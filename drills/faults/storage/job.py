@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from drills.core.errors import InjectionFailed, RevertFailed
-from drills.faults.storage.saturation import SaturationSpec, render_fio_job
+from drills.faults.storage.remote import render_fio_job
+from drills.faults.storage.spec import SaturationSpec
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults.storage.fio import FioResult, parse_fio_output
 
