@@ -39,6 +39,7 @@ CONTROLLERS: list[str] = [
     "drills.twin.controllers.nodelifecycle:NodeLifecycle",
     "drills.twin.workloads.training:TrainingController",
     "drills.twin.workloads.serving:ServingTruthController",
+    "drills.twin.workloads.fio_pods:FioPodController",
 ]
 
 
