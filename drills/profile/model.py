@@ -209,6 +209,9 @@ class Saturation(_Strict):
     claim: str | None = None
     mount_path: str = "/store"
     parallelism: int = Field(2, gt=0)
+    # job mode, one fio pod on EACH node matching node_selector (not cordoned), kept apart by a required pod
+    # anti-affinity: every storage client loads the store at once (parallelism is then the node count)
+    per_node: bool = False
     image: str = "docker.io/xridge/fio:latest"
     start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
     tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes

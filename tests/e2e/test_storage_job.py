@@ -118,3 +118,27 @@ def test_a_pod_whose_fio_is_still_running_at_the_deadline_is_named_not_dropped(c
         assert all(m.endswith("fio still running at the deadline") for m in reports.missing)
     finally:
         revert_job(cluster, NS, record.job_name)
+
+
+def test_per_node_mode_puts_one_pod_on_each_selected_node(cluster, tmp_path):
+    """One fio pod per node matching node_selector, kept apart by a required anti-affinity (the twin's scheduler
+    honours it): 4 training nodes, 4 pods, 4 distinct nodes — and a cordoned node gets none."""
+    from drills.faults import Target
+    from drills.profile.model import parse_profile
+
+    cluster.core.patch_node("gpu-train-04", {"spec": {"unschedulable": True}})
+    profile = parse_profile(
+        "storage:\n  saturation: {mode: job, per_node: true, claim: ckpt-store, namespace: ai-platform, size: 8M,\n"
+        "    numjobs: 1, iodepth: 4, rw: write, runtime_s: 6000, start_timeout_s: 6000,\n"
+        "    node_selector: {gpu-drills.io/role: training}, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}\n")
+    target = Target(cluster, run_dir=tmp_path)
+    plan = storage.plan(target, profile, directory="/store")
+    assert "3 pods" in plan.description and "one on each of gpu-train-01, gpu-train-02, gpu-train-03" in plan.description
+    record = storage.inject(target, plan)
+    try:
+        pods = _job_pods(cluster, record["job_name"])
+        assert sorted(p.spec.node_name for p in pods) == ["gpu-train-01", "gpu-train-02", "gpu-train-03"]
+        assert pods[0].spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+    finally:
+        storage.revert(target, plan.undo, record)
+    assert _job_pods(cluster, record["job_name"]) == []

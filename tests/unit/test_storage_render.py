@@ -76,3 +76,12 @@ def test_record_round_trips_through_json_and_ignores_unknown_keys():
                               started="2026-12-02T11:00:00+00:00", output="/r/fio.json", max_seconds=900.0)
     data = json.loads(json.dumps(record.to_dict()))
     assert SaturationRecord.from_dict({**data, "journal_id": "x"}) == record
+
+
+def test_per_node_mode_keeps_pods_apart_with_a_required_anti_affinity():
+    pod = render_fio_job(job_spec(per_node=True, parallelism=4))["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in anti
+    (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"job-name": "drills-fio-saturation"}}}

@@ -24,7 +24,7 @@ from drills.faults.storage.spec import SaturationSpec
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults.storage.fio import FioResult, parse_fio_output
 
-__all__ = ["JobSaturationRecord", "PodReports", "inject_job", "revert_job", "wait_for_reports", "fio_results",
+__all__ = ["JobSaturationRecord", "PodReports", "selected_nodes", "inject_job", "revert_job", "wait_for_reports", "fio_results",
            "pod_selector"]
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,21 @@ class JobSaturationRecord:
 def pod_selector(spec_or_name: SaturationSpec | str) -> str:
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.job_name
     return f"job-name={name}"
+
+
+def selected_nodes(cluster: Cluster, spec: SaturationSpec) -> list[str]:
+    """Per-node mode: the nodes that get one fio pod each — every node matching the spec's node_selector that is
+    not cordoned (a taint it does not tolerate keeps its pod Pending, and the injection names the reason).
+    InjectionFailed when none matches: nothing is created."""
+    selector = ",".join(f"{k}={v}" for k, v in spec.node_selector)
+    resp = cluster.core.list_node(label_selector=selector or None, _preload_content=False)
+    nodes = sorted(n["metadata"]["name"] for n in json.loads(resp.data).get("items", [])
+                   if not obj_get(n, "spec", "unschedulable", default=False))
+    if not nodes:
+        raise InjectionFailed(f"per-node storage saturation: no schedulable node matches node_selector "
+                              f"{selector or '(none)'}; fix storage.saturation.node_selector; nothing injected",
+                              changed=False)
+    return nodes
 
 
 def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 300.0) -> JobSaturationRecord:

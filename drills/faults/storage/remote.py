@@ -54,12 +54,8 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 30,
-                    # spread over nodes: the point is load from several storage clients
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                            "labelSelector": {"matchLabels": {"job-name": spec.job_name}}},
-                    }]}},
+                    # spread over nodes: the point is load from several storage clients (per node: required)
+                    "affinity": {"podAntiAffinity": _anti_affinity(spec)},
                     "containers": [{
                         "name": "fio",
                         "image": spec.image,
@@ -90,3 +86,10 @@ def clients_argv(spec: SaturationSpec, jobfile: str | Path, output: str | Path |
     for host in spec.clients:
         argv += [f"--client={host}", str(jobfile)]
     return argv
+
+
+def _anti_affinity(spec: SaturationSpec) -> dict[str, Any]:
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"job-name": spec.job_name}}}
+    if spec.per_node:
+        return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}

@@ -27,6 +27,7 @@ store saturated for ever.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,16 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
         if not spec.claim:
             raise InvalidProfile("storage.saturation.claim: job mode needs the store's PersistentVolumeClaim")
         cluster = target.cluster
+        where = ""
+        if spec.per_node:
+            from drills.faults.storage.job import selected_nodes
+
+            nodes = selected_nodes(cluster, spec)
+            spec = replace(spec, parallelism=len(nodes))
+            where = f", one on each of {', '.join(nodes)}"
         return Plan(KIND, f"{spec.namespace}/{spec.job_name}",
                     f"saturate the store with fio Job {spec.namespace}/{spec.job_name} ({spec.parallelism} pods × "
-                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}) on {cluster.name}",
+                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}",
                     revert_spec(spec), Reach(namespaces=(spec.namespace,)),
                     spec=(spec, profile.storage.saturation.start_timeout_s))
     if spec.mode == "clients":

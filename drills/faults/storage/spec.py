@@ -51,6 +51,7 @@ class SaturationSpec:
     namespace: str = "default"
     claim: str | None = None
     parallelism: int = 2
+    per_node: bool = False  # one pod per selected node, required anti-affinity (parallelism: the node count)
     image: str = DEFAULT_IMAGE
     job_name: str = "drills-fio-saturation"
     mount_path: str = "/store"
@@ -80,7 +81,7 @@ def saturation_spec(profile, directory: str, output: str | None = None) -> Satur
         directory=directory, mode=sat.mode, rw=sat.rw, bs=sat.block_size, size=sat.size, numjobs=sat.numjobs,
         iodepth=sat.iodepth, direct=sat.direct, max_seconds=sat.runtime_s, output=output,
         extra=tuple((k, str(int(v)) if isinstance(v, bool) else str(v)) for k, v in st.fio_options.items()),
-        namespace=sat.namespace, claim=sat.claim, parallelism=sat.parallelism, image=sat.image,
+        namespace=sat.namespace, claim=sat.claim, parallelism=sat.parallelism, per_node=sat.per_node, image=sat.image,
         mount_path=sat.mount_path, tolerations=tuple(sat.tolerations), node_selector=tuple(sat.node_selector.items()),
         clients=tuple(sat.clients))
 
