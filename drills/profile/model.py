@@ -78,6 +78,7 @@ def parse_duration(value: Any) -> float:
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 Ratio = Annotated[float, Field(gt=0, le=1)]
+_FIO_HOST = re.compile(r"^(?:(?:ip|ip6|sock):)?[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(?:,\d{1,5})?$")
 _SIZE = re.compile(r"^\d+(?:\.\d+)?[kKmMgGtT]?(?:i?[bB])?$")
 
 
@@ -216,8 +217,18 @@ class Saturation(_Strict):
     start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
     tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
     node_selector: dict[str, str] = {}
-    # clients mode: hosts running `fio --server`
+    # clients mode: hosts running `fio --server`, each "host", "host,port" or "ip:host,port" (fio's syntax)
     clients: list[str] = []
+
+    @field_validator("clients")
+    @classmethod
+    def _client_hosts(cls, hosts: list[str]) -> list[str]:
+        """Hosts reach fio's command line: each must be in fio's grammar, nothing else (DESIGN §6)."""
+        for host in hosts:
+            if not _FIO_HOST.match(host):
+                raise ValueError(f'must be fio server addresses like "10.0.0.5", "node-3,8765" or '
+                                 f'"ip:10.0.0.5,8766" (got {host!r})')
+        return hosts
 
     @field_validator("block_size", "size")
     @classmethod

@@ -23,7 +23,7 @@ from drills.core.errors import DrillError, InjectionFailed, RevertFailed
 from drills.faults.storage.fio import start_fio
 from drills.faults.storage.spec import FILES_PREFIX, JOB_NAME, SaturationSpec, fio_jobs
 
-__all__ = ["SaturationRecord", "new_files_dir", "start_local", "stop_local", "leftover_fio"]
+__all__ = ["SaturationRecord", "new_files_dir", "start_local", "stop_local", "leftover_fio", "start_time"]
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def stop_local(record: SaturationRecord | str, grace: float = 5.0) -> None:
 
 def leftover_fio(record: SaturationRecord | str) -> list[int]:
     """Live fio processes of this record: its own pid (if its start time matches) and any fio whose
-    command line names the record's files directory (or the files directory given alone)."""
+    command line names the record's files directory or a file in it (clients mode's job files)."""
     found = set()
     if isinstance(record, str):
         files_dir = record
@@ -134,7 +134,8 @@ def leftover_fio(record: SaturationRecord | str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == "fio" and marker in argv and _alive(int(entry.name)):
+        ours = marker in argv or any(a.startswith(files_dir + "/") for a in argv[1:])  # clients: its job files
+        if argv and os.path.basename(argv[0]) == "fio" and ours and _alive(int(entry.name)):
             found.add(int(entry.name))
     return sorted(found)
 
@@ -148,6 +149,11 @@ def _stat_fields(pid: int) -> list[str] | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel start time of `pid` (a reused pid never matches a recorded one); None if it is gone."""
+    return _start_time(pid)
 
 
 def _start_time(pid: int) -> int | None:

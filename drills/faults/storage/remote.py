@@ -77,14 +77,18 @@ def render_jobfile(spec: SaturationSpec) -> str:
     return "".join(remote_job(job, spec, unlink=True).to_jobfile() for job in fio_jobs(spec, spec.directory))
 
 
-def clients_argv(spec: SaturationSpec, jobfile: str | Path, output: str | Path | None = None,
+def clients_argv(spec: SaturationSpec, jobfile: str | Path | list[str | Path], output: str | Path | None = None,
                  binary: str = "fio") -> list[str]:
-    """The controlling command for `clients` mode: one `--client=<host> <jobfile>` pair per storage client."""
+    """The controlling command for `clients` mode: one `--client=<host> <jobfile>` pair per storage client.
+    `jobfile` is one file for every client, or one per client (each writing in its own directory)."""
     if not spec.clients:
         raise InvalidProfile("storage saturation clients mode needs at least one client host (clients)")
+    files = list(jobfile) if isinstance(jobfile, list) else [jobfile] * len(spec.clients)
+    if len(files) != len(spec.clients):
+        raise InvalidProfile(f"clients mode: {len(files)} job files for {len(spec.clients)} clients")
     argv = [binary, "--output-format=json"] + ([f"--output={output}"] if output else [])
-    for host in spec.clients:
-        argv += [f"--client={host}", str(jobfile)]
+    for host, file in zip(spec.clients, files):
+        argv += [f"--client={host}", str(file)]
     return argv
 
 

@@ -12,7 +12,7 @@ The fault contract (`plan` → `inject` → `revert`) over three modes, all from
   comes from several nodes. `render_fio_job(spec)` renders the batch/v1 Job; each pod writes under
   its own subdirectory and removes it when fio ends or the pod is deleted. Applying it through the
   API (and deleting it on revert) belongs to the cluster-side injector.
-- `clients` (remote.py renders): fio's own client/server mode, for a store that one client cannot saturate. Each storage
+- `clients` (remote.py renders, clients.py runs): fio's own client/server mode, for a store that one client cannot saturate. Each storage
   client runs `fio --server` (port 8765 by default); `clients_argv(spec, jobfile)` builds the
   controlling command `fio --output-format=json --client=<host> <jobfile> --client=<host2> <jobfile>…`
   and `render_jobfile(spec)` the job file it sends. The servers write under `spec.directory` on
@@ -78,10 +78,13 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
                     f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}",
                     revert_spec(spec), Reach(namespaces=(spec.namespace,)),
                     spec=(spec, profile.storage.saturation.start_timeout_s))
-    if spec.mode == "clients":
-        raise InvalidProfile("storage.saturation.mode: clients mode is driven by `fio --client` from an operator host "
-                             "(see clients_argv); use local or job mode in a drill")
     files_dir = new_files_dir(spec)
+    if spec.mode == "clients":
+        if not spec.clients:
+            raise InvalidProfile("storage.saturation.clients: clients mode needs the hosts running `fio --server`")
+        return Plan(KIND, spec.directory,
+                    f"saturate {spec.directory} from fio servers {', '.join(spec.clients)} ({spec.numjobs} jobs each "
+                    f"× bs {spec.bs}, iodepth {spec.iodepth})", revert_spec(spec, files_dir), Reach(), spec=(spec, 30.0))
     return Plan(KIND, spec.directory,
                 f"saturate {spec.directory} with fio ({spec.numjobs} jobs × bs {spec.bs}, iodepth {spec.iodepth})",
                 revert_spec(spec, files_dir), Reach(), spec=(spec, 30.0))
@@ -96,6 +99,12 @@ def inject(target, plan: Plan) -> dict[str, Any]:
         return inject_job(target.cluster, spec, start_timeout_s).to_dict()
     if spec.output:
         Path(spec.output).parent.mkdir(parents=True, exist_ok=True)
+    if spec.mode == "clients":
+        from drills.faults.storage.clients import start_clients
+
+        record = start_clients(spec, start_timeout_s, files_dir=plan.undo["files_dir"]).to_dict()
+        record["injected_at"] = target.clock.iso(target.clock.now())
+        return record
     record = start_local(spec, start_timeout_s, files_dir=plan.undo["files_dir"]).to_dict()
     record["injected_at"] = target.clock.iso(target.clock.now())
     return record
