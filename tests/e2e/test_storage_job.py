@@ -142,3 +142,30 @@ def test_per_node_mode_puts_one_pod_on_each_selected_node(cluster, tmp_path):
     finally:
         storage.revert(target, plan.undo, record)
     assert _job_pods(cluster, record["job_name"]) == []
+
+
+def test_the_storage_drill_in_job_mode_sums_every_pods_report(tmp_path):
+    """Through the drill: the saturation ends when the pods' fio ends, and the report judged is the sum of the
+    three pods' (fixtures/storage.py), not the first pod's log read while fio still ran."""
+    from tests.e2e.drill_helpers import drills, records, write_profile
+
+    profile = write_profile(tmp_path / "job.yaml", """\
+storage:
+  checkpoint_store: from-twin
+  probe_size_mb: 8
+  probe_shards: 4
+  probe_save_limit_s: 5s
+  saturation: {mode: job, claim: ckpt-store, namespace: ai-platform, parallelism: 3, rw: write, block_size: 1M,
+               size: 16M, numjobs: 1, iodepth: 2, runtime_s: 3m, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}
+safety:
+  allow: {nodes: ["*"], namespaces: [ai-platform]}
+""")
+    proc = drills("run", "-m", "storage", "--profile", profile, "--no-html", "--reports", str(tmp_path / "r"),
+                  "--run-id", "job", timeout=600)
+    (rec,) = records(tmp_path / "r" / "job")
+    fio = rec["details"]["fio"]
+    assert fio is not None, (proc.stdout[-2000:], rec["reason"])
+    assert fio["jobs"] == ["drills-saturate #1", "drills-saturate #2", "drills-saturate #3"]
+    assert fio["write"]["io_bytes"] > 0 and fio["job_errors"] == [0, 0, 0]
+    checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
+    assert checks.get("saturation effect") == "pass", rec["reason"]
