@@ -32,6 +32,7 @@ __all__ = [
     "TwinConfig",
     "TrainingWorkload",
     "InferenceWorkload",
+    "LoadShape",
     "Workloads",
     "SwitchConfig",
     "Switches",
@@ -127,6 +128,24 @@ class TrainingWorkload(_Strict):
         return custom_format(self.log_patterns, base=self.log_format) if self.log_patterns else preset(self.log_format)
 
 
+class LoadShape(_Strict):
+    """The load users put on the endpoint during the inference drill (drills/load/locustfile.py)."""
+
+    users: int | None = Field(None, gt=0, le=100_000)  # None: the scenario's "N users are sending completions"
+    spawn_rate: float | None = Field(None, gt=0)  # users started per (wall) second; None: all of them at once
+    prompt_words: int = Field(8, gt=0, le=100_000)  # prompt length, in words
+    max_tokens: int = Field(16, gt=0, le=131_072)  # completion length asked for
+    chat_weight: float = Field(0.0, ge=0, le=1)  # the share of requests sent to /v1/chat/completions
+    wait_min_s: float = Field(0.0, ge=0)  # each user's think time between requests (wall seconds), uniform in
+    wait_max_s: float = Field(0.0, ge=0)  # [wait_min_s, wait_max_s]; 0: back to back
+
+    @model_validator(mode="after")
+    def _wait_range(self) -> "LoadShape":
+        if self.wait_max_s < self.wait_min_s:
+            raise ValueError(f"wait_max_s {self.wait_max_s:g} is below wait_min_s {self.wait_min_s:g}")
+        return self
+
+
 class InferenceWorkload(_Strict):
     deployment: str = "llama-7b-infer"
     namespace: str = "ai-platform"
@@ -138,6 +157,7 @@ class InferenceWorkload(_Strict):
     # The response header naming the replica that answered (pod name, or pod IP[:port]); it proves a
     # replacement served. None: the twin's gateway header when the endpoint is from-twin, else unknown.
     replica_header: str | None = None
+    load: LoadShape = LoadShape()
 
     @field_validator("endpoint")
     @classmethod
