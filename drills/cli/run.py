@@ -63,6 +63,8 @@ def _say(result, reports: Path) -> None:
     if result.records:
         console = Console(soft_wrap=False)
         console.print(final_table(result.records, width=console.width))
+    for skipped in result.skipped:  # not failed, not hidden: what this site does not run, and why
+        print(f"skipped on this target: {skipped['test']}: {skipped['reason']}")
     print(f"report: {result.run_dir}")
     if result.interrupted:
         print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)

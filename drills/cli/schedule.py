@@ -41,6 +41,9 @@ def schedule(
                                                    "registry.example.com/gpu-drills:0.1.0."),
     cron: str = typer.Option("0 2 * * *", "--cron", help="Cron schedule (5 fields or @daily…)."),
     markexpr: Optional[str] = typer.Option(None, "-m", "--selection", help="Drills to run (pytest -m expression)."),
+    keyword: Optional[str] = typer.Option(None, "-k", help="Scenarios to run by name (pytest -k expression)."),
+    features: Optional[str] = typer.Option(None, "--features", help="A folder of the site's .feature files, shipped "
+                                                                     "in a ConfigMap (default: the image's drills)."),
     namespace: str = typer.Option("gpu-drills", "--namespace", "-n", help="Namespace of the scheduled run."),
     name: str = typer.Option("gpu-drills", "--name", help="Name of the CronJob, ServiceAccount and roles."),
     reports_pvc: Optional[str] = typer.Option(None, "--reports-pvc", help="PVC keeping reports and the journal "
@@ -64,7 +67,7 @@ def schedule(
     from drills.schedule.cronjob import ScheduleOptions, profile_warnings, render, render_yaml
 
     opts = ScheduleOptions(profile=profile, image=image, cron=cron, namespace=namespace, name=name,
-                           markexpr=markexpr, reports_pvc=reports_pvc, switch_secret=switch_secret,
+                           markexpr=markexpr, keyword=keyword, features=features, reports_pvc=reports_pvc, switch_secret=switch_secret,
                            load_secret=load_secret, checkpoint_pvc=checkpoint_pvc, time_zone=time_zone,
                            html=not no_html, create_namespace=create_namespace)
     docs = render(opts)

@@ -46,18 +46,21 @@ def run_validation(*, target: str = "twin", profile: str | None = None, twin_sta
                    markexpr: str | None = None) -> list[Check]:
     """Every check, in order: profile, cluster, switches, storage, tools. Starts (and stops) a twin when
     the target is the twin and none is given."""
-    from drills.profile.model import load_target
     from drills.core.errors import DrillError
+    from drills.core.preflight import check_target
+    from drills.profile.model import load_target
     from drills.validate.preflight import Check, profile_checks, selected_drills
+    from drills.validate.site import site_checks
 
     try:
         prof = load_target(profile)
+        on_twin = check_target(target, prof, twin_state)  # as `drills run` decides it
     except DrillError as err:
         return [Check("profile", False, str(err))]
     drills = set(selected_drills(markexpr))
     checks = [Check("profile", True, f"{profile or 'built-in twin profile'} loads (target {prof.name}); "
-                    f"drills: {', '.join(sorted(drills)) or 'none selected by -m'}"), *profile_checks(prof, drills)]
-    on_twin = bool(twin_state) or (target == "twin" and prof.cluster.mode == "twin")
+                    f"drills: {', '.join(sorted(drills)) or 'none selected by -m'}"), *profile_checks(prof, drills),
+              *site_checks(prof, drills, on_twin)]
     if not on_twin:
         return checks + _against(prof, drills, None, context=None if target == "twin" else target, settle_s=0.0)
     if twin_state:
@@ -93,8 +96,6 @@ def _against(prof, drills: set[str], twin_info: dict | None, *, context: str | N
 
     if not log.isEnabledFor(logging.DEBUG):  # connection retries: the check's line says it
         logging.getLogger("urllib3").setLevel(logging.ERROR)
-    if context is not None and prof.cluster.mode == "twin":  # --target CONTEXT: a real cluster, whatever the profile
-        prof = prof.model_copy(update={"cluster": prof.cluster.model_copy(update={"mode": "kubeconfig"})})
     try:
         cluster = connect(prof, twin_info=twin_info, context=context)
     except DrillError as err:

@@ -31,7 +31,7 @@ from drills.core.watch import EventMerger, WatchEvent, obj_get, short_reason, wa
 from drills.profile.model import TargetProfile
 
 __all__ = ["Cluster", "connect", "connect_twin", "connect_kubeconfig", "connect_in_cluster", "reconnect",
-           "check_same_cluster", "probe", "twin_clock", "wait_for", "EventMerger", "WatchEvent", "USER_AGENT",
+           "check_same_cluster", "probe", "twin_clock", "served_clock", "wait_for", "EventMerger", "WatchEvent", "USER_AGENT",
            "obj_get", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV"]
 
 log = logging.getLogger(__name__)
@@ -168,9 +168,11 @@ def connect_kubeconfig(kubeconfig: str | None = None, context: str | None = None
     except (config.ConfigException, OSError, KeyError, TypeError) as err:
         raise TargetUnreachable(f"cannot load kubeconfig {kubeconfig or path} (context {context or 'current'}): "
                                 f"{err}; check --target/kubeconfig") from None
-    cluster = Cluster(_api_client(cfg), WallClock(), cfg.host, name=name or context, mode="kubeconfig",
+    api = _api_client(cfg)
+    cluster = Cluster(api, WallClock(), cfg.host, name=name or context, mode="kubeconfig",
                       kubeconfig=path, context=context)
     probe(cluster)
+    cluster.clock = served_clock(api)
     return cluster
 
 
@@ -188,9 +190,11 @@ def connect_in_cluster(serviceaccount_dir: str | None = None) -> Cluster:
     except (config.ConfigException, OSError) as err:
         raise TargetUnreachable(f"cannot load the in-cluster service account from {where}: {err}; run inside a "
                                 f"pod (or set {SERVICEACCOUNT_DIR_ENV}), or set cluster.mode: kubeconfig") from None
-    cluster = Cluster(_api_client(cfg), WallClock(), cfg.host, name="in-cluster", mode="in-cluster",
+    api = _api_client(cfg)
+    cluster = Cluster(api, WallClock(), cfg.host, name="in-cluster", mode="in-cluster",
                       serviceaccount_dir=str(where))
     probe(cluster)
+    cluster.clock = served_clock(api)
     return cluster
 
 
@@ -229,6 +233,26 @@ def check_same_cluster(described: Mapping[str, Any], cluster: Cluster, *,
         raise UnsafeTarget(f"{what} was made on cluster UID {want_uid or 'unknown'} at {want_url}; this "
                            f"connection reaches UID {got_uid or 'unknown'} at {cluster.url}: refusing to revert; "
                            "reconnect to the right cluster")
+
+
+def served_clock(api, timeout: float = _TIMEOUT_S):
+    """The cluster's clock as its API server publishes it: a twin reached through a kubeconfig or a service
+    account (a site-like run) serves its dilated clock at /twin/v1/clock; any other server answers 404 (or
+    403), and its clock is the wall clock. Only the clock: the target stays a real cluster for every other
+    decision (`Cluster.is_twin` is False, twin-only faults are refused)."""
+    before = time.monotonic()
+    try:
+        request = api.param_serialize("GET", "/twin/v1/clock", auth_settings=["BearerToken"])
+        resp = api.call_api(*request, _request_timeout=timeout)
+        data = resp.read()
+        after = time.monotonic()
+        if resp.status != 200:  # a real API server: no such path
+            return WallClock()
+        body = json.loads(data)
+        return DilatedClock(scale=float(body["scale"]), epoch=float(body["now"]), wall_anchor=(before + after) / 2)
+    except (ValueError, KeyError, TypeError) as err:  # not a twin's answer
+        log.debug("no served clock: %s", err)
+        return WallClock()
 
 
 def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> DilatedClock:

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from drills.core.errors import DrillError, InvalidProfile
 
-__all__ = ["check_run", "feature_selection", "check_reports_writable", "check_utf8", "RUN_ID", "MAX_SCALE",
+__all__ = ["check_run", "check_target", "feature_selection", "check_reports_writable", "check_utf8", "RUN_ID", "MAX_SCALE",
            "MAX_LOAD_WORKERS", "MIN_FREE_MB"]
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,15 @@ MIN_FREE_MB = 20  # a run writes records, journal, Allure results: refuse a near
 _RESERVED_RUN_IDS = frozenset({"latest", "twin", "."})
 
 
+def check_target(target: str, profile, twin_state: str | None = None) -> bool:
+    """Whether the run targets a twin; a kubeconfig context given to a profile that drills the twin is refused
+    (`drills run` and `drills validate` alike: the profile says what a run is allowed to touch)."""
+    if target != "twin" and profile.cluster.mode == "twin" and not twin_state:
+        raise DrillError(f"--target {target} is a kubeconfig context, but the profile drills the twin "
+                         f"(cluster.mode twin); pass --profile with cluster.mode kubeconfig, or drop --target")
+    return bool(twin_state) or (target == "twin" and profile.cluster.mode == "twin")
+
+
 def check_run(opts, profile) -> None:
     """Refuse (one DrillError line) any option or profile value the run would misuse or silently ignore."""
     from drills.report.text import LANGS
@@ -39,10 +48,7 @@ def check_run(opts, profile) -> None:
         raise DrillError(f"--lang {opts.lang!r} is not a report language; use one of {', '.join(LANGS)}")
     _check_load_workers(opts.load_workers)
     _check_run_id(opts.run_id, Path(opts.reports_root))
-    on_twin = bool(opts.twin_state) or (opts.target == "twin" and profile.cluster.mode == "twin")
-    if opts.target != "twin" and profile.cluster.mode == "twin" and not opts.twin_state:
-        raise DrillError(f"--target {opts.target} is a kubeconfig context, but the profile drills the twin "
-                         f"(cluster.mode twin); pass --profile with cluster.mode kubeconfig, or drop --target")
+    on_twin = check_target(opts.target, profile, opts.twin_state)
     if opts.scale is not None:
         _check_scale(opts.scale, "--scale")
     if opts.twin_state:

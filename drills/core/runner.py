@@ -32,6 +32,7 @@ from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, reve
 from drills.core.record import NOT_STARTED, Category, Outcome, Record
 from drills.core.preflight import check_run, feature_selection
 from drills.core.runwatch import RunWatch
+from drills.core.selection import check_selection
 from drills.core.signals import stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (also what it returns for collection errors: RunWatch tells)
-PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
+PLUGINS = ("fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.variants", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
 
@@ -80,11 +81,12 @@ class RunResult:
     errors: list[str]
     interrupted: str | None = None  # the signal that stopped the run (SIGINT/SIGTERM), None if it ran to its end
     open_entries: list[Entry] = field(default_factory=list)  # this run's journal entries still open (the truth)
+    skipped: list[dict] = field(default_factory=list)  # Examples this target does not run: scenario, test, reason
 
 
 def run_drills(opts: RunOptions) -> RunResult:
     """Run the selected drills once; raises DrillError (one line) for input that stops the run early."""
-    _check_selection(opts)
+    check_selection(opts.markexpr, opts.keyword)  # one line, before a run folder exists
     profile = load_target(opts.profile)
     check_run(opts, profile)
     collect, named = feature_selection(opts.features, REPO / "features")
@@ -96,6 +98,7 @@ def run_drills(opts: RunOptions) -> RunResult:
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
     _make_run_dir(run_dir)
+    _mark_run(run_dir, dry_run=bool(opts.dry_run or profile.safety.dry_run))
     watch = RunWatch()
     lanes = _lanes(opts, profile)
     with stop_on_signal() as interrupts:
@@ -127,7 +130,7 @@ def run_drills(opts: RunOptions) -> RunResult:
         code = 1
     if interrupted is None and any(r.category is Category.INTERRUPTED for r in records):
         interrupted, code = "SIGINT", 130
-    return RunResult(code, run_dir, records, errors, interrupted, still_open)
+    return RunResult(code, run_dir, records, errors, interrupted, still_open, _skipped(run_dir))
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_host_key: bool = False) -> list:
@@ -251,19 +254,11 @@ def _make_run_dir(run_dir: Path) -> None:
         raise DrillError(f"cannot create the run folder {run_dir}: {err.strerror}; pass a writable --reports") from None
 
 
-def _check_selection(opts: RunOptions) -> None:
-    """A -m/-k expression pytest cannot parse is bad input: one line, before a run folder exists."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:  # pytest moved it: pytest itself will still refuse the expression
-        return
-    for flag, expr in (("-m", opts.markexpr), ("-k", opts.keyword)):
-        if expr:
-            try:
-                Expression.compile(expr)
-            except SyntaxError as err:  # what pytest raises for a malformed expression
-                raise DrillError(f"{flag} {expr!r} is not a selection expression ({err.msg}); quote words and join "
-                                 f"them with and/or/not, e.g. -k \"uplink and sonic\"") from None
+def _mark_run(run_dir: Path, dry_run: bool) -> None:
+    """`run.json`: what kind of run this is, for the report (a dry run never counts in the trend or score)."""
+    from drills.report.records import RUN_FILE
+
+    (run_dir / RUN_FILE).write_text(json.dumps({"dry_run": dry_run}) + "\n", encoding="utf-8")
 
 
 def _preflight(profile, context: str | None) -> None:
@@ -278,6 +273,14 @@ def _records(run_dir: Path) -> list[Record]:
 
     path = run_dir / "records.jsonl"
     return load_records(path) if path.exists() else []
+
+
+def _skipped(run_dir: Path) -> list[dict]:
+    """The Examples fixtures/variants.py skipped on this target, in run order."""
+    path = run_dir / "skipped.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _not_started(records: list[Record]) -> list[str]:

@@ -155,12 +155,10 @@ def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gp
             _twin_post(cluster, f"/twin/v1/nodes/{node}/gpu", {"state": "healthy"})
         if kubelet:
             _twin_post(cluster, f"/twin/v1/nodes/{node}/kubelet", {"action": "start"})
-        current = _read_node(cluster, node)
         if taint:
-            taints = obj_get(current, "spec", "taints", default=None) or []
-            kept = [t for t in taints if not (t.get("key") == taint["key"] and t.get("effect") == taint["effect"])]
-            if len(kept) != len(taints):
-                _patch_taints(cluster, node, current, kept)
+            _update_taints(cluster, node, lambda taints: [t for t in taints if not (
+                t.get("key") == taint["key"] and t.get("effect") == taint["effect"])])
+        current = _read_node(cluster, node)
         if uncordon and obj_get(current, "spec", "unschedulable", default=False):
             cluster.core.patch_node(node, {"spec": {"unschedulable": None}}, _content_type=MERGE)
     except ApiException as err:
@@ -237,10 +235,33 @@ def _taint() -> dict:
 
 
 def _add_taint(cluster: Cluster, name: str, node: dict) -> None:
-    taints = list(obj_get(node, "spec", "taints", default=None) or [])
-    if any(t.get("key") == TAINT_KEY and t.get("effect") == "NoExecute" for t in taints):
-        return
-    _patch_taints(cluster, name, node, taints + [_taint()])
+    def add(taints: list[dict]) -> list[dict]:
+        if any(t.get("key") == TAINT_KEY and t.get("effect") == "NoExecute" for t in taints):
+            return taints
+        return taints + [_taint()]
+
+    _update_taints(cluster, name, add, node)
+
+
+def _update_taints(cluster: Cluster, name: str, change, node: dict | None = None, attempts: int = 8) -> None:
+    """Apply `change` (taints → taints) with optimistic concurrency: a node written meanwhile (its status, a
+    heartbeat: its resourceVersion moves) fails the patch's test op (422) or conflicts (409); read it again
+    and retry, so a busy node never fails a revert."""
+    from kubernetes.client.exceptions import ApiException
+
+    for attempt in range(attempts):
+        node = node if node is not None else _read_node(cluster, name)
+        taints = list(obj_get(node, "spec", "taints", default=None) or [])
+        wanted = change(taints)
+        if wanted == taints:
+            return
+        try:
+            _patch_taints(cluster, name, node, wanted)
+            return
+        except ApiException as err:
+            if err.status not in (409, 422) or attempt == attempts - 1:
+                raise
+            node = None
 
 
 def _patch_taints(cluster: Cluster, name: str, node: dict, taints: list[dict]) -> None:

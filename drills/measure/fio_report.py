@@ -12,7 +12,7 @@ from typing import Any
 
 from drills.core.errors import DrillError
 
-__all__ = ["FioResult", "DirectionStats", "DiskUtil", "parse_fio_output"]
+__all__ = ["FioResult", "DirectionStats", "DiskUtil", "parse_fio_output", "sum_results"]
 
 NS = 1e-9
 
@@ -83,6 +83,25 @@ def parse_fio_output(text: str | dict) -> FioResult:
         job_errors=tuple(int(e.get("error", 0)) for e in entries),
         raw=data,
     )
+
+
+def sum_results(results: list[FioResult]) -> FioResult:
+    """Several fio reports of one saturation (a Job's pods, each its own fio) as one: bandwidth, IOPS and
+    bytes add up, runtime is the longest, a latency percentile the worst of them — as fio itself sums its
+    clients. Each report counts once: its "All clients" total when it has one, else its jobs."""
+    if not results:
+        raise DrillError("no fio report to sum")
+    if len(results) == 1:
+        return results[0]
+    entries = []
+    for n, result in enumerate(results, 1):
+        raw = result.raw
+        own = raw.get("jobs") or raw.get("client_stats") or []
+        chosen = [e for e in own if e.get("jobname") == "All clients"] or own
+        entries += [{**e, "jobname": f"{e.get('jobname', '')} #{n}"} for e in chosen]  # one entry per report
+    versions = sorted({r.fio_version for r in results if r.fio_version})
+    disks = [{"name": d.name, "util": d.util_pct} for r in results for d in r.disk_util]
+    return parse_fio_output({"jobs": entries, "fio version": ", ".join(versions), "disk_util": disks})
 
 
 # helpers

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from drills.core.errors import InvalidProfile
 from drills.profile.acceptance import AcceptanceConfig
+from drills.profile.base import Ratio, Seconds, Strict, parse_duration
+from drills.profile.storage import Saturation, StorageConfig
 from drills.profile.explain import explain_validation_error
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "TwinConfig",
     "TrainingWorkload",
     "InferenceWorkload",
+    "LoadShape",
     "Workloads",
     "SwitchConfig",
     "Switches",
@@ -40,6 +43,7 @@ __all__ = [
     "StorageConfig",
     "SloConfig",
     "FaultsConfig",
+    "InferenceFaults",
     "Allowlist",
     "BlastRadius",
     "SafetyConfig",
@@ -54,44 +58,14 @@ log = logging.getLogger(__name__)
 
 BUILTIN_TWIN_PROFILE = "built-in twin profile"
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*(?:(\d+(?:\.\d+)?)ms)?\s*$")
 
-
-def parse_duration(value: Any) -> float:
-    """Seconds from 900, "900", "900s", "15m", "1h30m" or "500ms"; ValueError says what is accepted."""
-    if isinstance(value, bool):
-        raise ValueError(f'must be a duration in seconds, like 900, "900s" or "15m" (got {value!r})')
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        match = _DURATION.match(text)
-        if match and any(match.groups()):
-            h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
-            return h * 3600 + m * 60 + s + ms / 1000
-    raise ValueError(f'must be a duration in seconds, like 900, "900s" or "15m" (got {value!r})')
-
-
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
-Ratio = Annotated[float, Field(gt=0, le=1)]
-_SIZE = re.compile(r"^\d+(?:\.\d+)?[kKmMgGtT]?(?:i?[bB])?$")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TwinConfig(_Strict):
+class TwinConfig(Strict):
     profile: str = "minimal"
     defects: list[str] = []
     scale: float = Field(60.0, gt=0, le=10_000, allow_inf_nan=False)  # twin seconds per wall second
 
 
-class ClusterConfig(_Strict):
+class ClusterConfig(Strict):
     mode: Literal["twin", "kubeconfig", "in-cluster"] = "twin"
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
     context: str | None = None  # None: the kubeconfig's current context
@@ -101,7 +75,7 @@ class ClusterConfig(_Strict):
     twin: TwinConfig = TwinConfig()
 
 
-class TrainingWorkload(_Strict):
+class TrainingWorkload(Strict):
     job: str = "llm-finetune-8b"  # Volcano Job name
     namespace: str = "ai-platform"
     # auto: every preset at once, the framework detected from the lines (drills.measure.logread)
@@ -126,7 +100,25 @@ class TrainingWorkload(_Strict):
         return custom_format(self.log_patterns, base=self.log_format) if self.log_patterns else preset(self.log_format)
 
 
-class InferenceWorkload(_Strict):
+class LoadShape(Strict):
+    """The load users put on the endpoint during the inference drill (drills/load/locustfile.py)."""
+
+    users: int | None = Field(None, gt=0, le=100_000)  # None: the scenario's "N users are sending completions"
+    spawn_rate: float | None = Field(None, gt=0)  # users started per (wall) second; None: all of them at once
+    prompt_words: int = Field(8, gt=0, le=100_000)  # prompt length, in words
+    max_tokens: int = Field(16, gt=0, le=131_072)  # completion length asked for
+    chat_weight: float = Field(0.0, ge=0, le=1)  # the share of requests sent to /v1/chat/completions
+    wait_min_s: float = Field(0.0, ge=0)  # each user's think time between requests (wall seconds), uniform in
+    wait_max_s: float = Field(0.0, ge=0)  # [wait_min_s, wait_max_s]; 0: back to back
+
+    @model_validator(mode="after")
+    def _wait_range(self) -> "LoadShape":
+        if self.wait_max_s < self.wait_min_s:
+            raise ValueError(f"wait_max_s {self.wait_max_s:g} is below wait_min_s {self.wait_min_s:g}")
+        return self
+
+
+class InferenceWorkload(Strict):
     deployment: str = "llama-7b-infer"
     namespace: str = "ai-platform"
     service: str = "llama-7b-infer"
@@ -137,6 +129,7 @@ class InferenceWorkload(_Strict):
     # The response header naming the replica that answered (pod name, or pod IP[:port]); it proves a
     # replacement served. None: the twin's gateway header when the endpoint is from-twin, else unknown.
     replica_header: str | None = None
+    load: LoadShape = LoadShape()
 
     @field_validator("endpoint")
     @classmethod
@@ -146,12 +139,12 @@ class InferenceWorkload(_Strict):
         return value
 
 
-class Workloads(_Strict):
+class Workloads(Strict):
     training: TrainingWorkload = TrainingWorkload()
     inference: InferenceWorkload = InferenceWorkload()
 
 
-class SwitchConfig(_Strict):
+class SwitchConfig(Strict):
     name: str
     host: str
     port: int = Field(22, gt=0, lt=65536)
@@ -187,7 +180,7 @@ class SwitchConfig(_Strict):
         return value
 
 
-class Switches(_Strict):
+class Switches(Strict):
     inventory: str | None = None  # a YAML list of switches; read into `devices` by load_target
     devices: list[SwitchConfig] = []
     accept_unknown_host_keys: bool = False
@@ -195,61 +188,7 @@ class Switches(_Strict):
     command_timeout_s: Seconds = 10.0  # one command's answer (exec status or shell prompt)
 
 
-class Saturation(_Strict):
-    mode: Literal["local", "job", "clients"] = "local"  # see drills/injectors/storage.py
-    rw: Literal["write", "read", "randwrite", "randread", "rw", "randrw"] = "write"
-    block_size: str = "1M"
-    size: str = "1G"
-    numjobs: int = Field(4, gt=0)
-    iodepth: int = Field(16, gt=0)
-    runtime_s: Seconds = 120.0  # fio's own time limit: a crashed drill cannot saturate for longer
-    direct: bool = True
-    # job mode: N pods of a batch/v1 Job run fio against the store's PVC
-    namespace: str = "default"
-    claim: str | None = None
-    mount_path: str = "/store"
-    parallelism: int = Field(2, gt=0)
-    image: str = "docker.io/xridge/fio:latest"
-    start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
-    tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
-    node_selector: dict[str, str] = {}
-    # clients mode: hosts running `fio --server`
-    clients: list[str] = []
-
-    @field_validator("block_size", "size")
-    @classmethod
-    def _size(cls, value: str) -> str:
-        if not _SIZE.match(str(value)):
-            raise ValueError(f'must be a size like "4k", "1M" or "10G" (got {value!r})')
-        return str(value)
-
-
-class StorageConfig(_Strict):
-    checkpoint_store: str = "/ckpt"  # a directory, or "from-twin": the twin's checkpoint store
-    probe_size_mb: int = Field(256, gt=0)
-    probe_shards: int = Field(4, gt=0)
-    probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
-    saturation: Saturation = Saturation()
-    # Extra fio job options, name → value, from an allowlist (drills/profile/fio_options.py): rate,
-    # rate_min, rate_iops, rate_iops_min, rate_process, ioengine (sync, psync, libaio, io_uring, …), bs,
-    # bssplit, blockalign, size, io_size, nrfiles, loops, numjobs, iodepth (+ batch options), rw,
-    # rwmixread, rwmixwrite, direct, buffered, invalidate, thread, refill_buffers, runtime, time_based,
-    # ramp_time, startdelay, group_reporting, norandommap, randrepeat, randseed, random_distribution,
-    # fsync, fdatasync, end_fsync, fsync_on_close, buffer_compress_percentage, dedupe_percentage,
-    # file_service_type. Options that run commands or write elsewhere (exec_prerun, exec_postrun,
-    # filename, directory, opendir, write_*_log, write_iolog, ioscheduler, cgroup, …) are refused.
-    fio_options: dict[str, str | int | float | bool] = {}
-    bandwidth_target_mb_s: float | None = Field(None, gt=0)
-
-    @field_validator("fio_options")
-    @classmethod
-    def _fio_allowlist(cls, options: dict) -> dict:
-        from drills.profile.fio_options import check_fio_options
-
-        return check_fio_options(options)
-
-
-class SloConfig(_Strict):
+class SloConfig(Strict):
     """Site overrides of the features' numbers. A contract field counts only when the profile sets it:
     the feature's number is the contract, and these defaults apply only where a scenario states no
     number (the one rule: drills/verdicts/targets.py). `throughput_sustain_s` is the profile's own."""
@@ -268,8 +207,18 @@ class SloConfig(_Strict):
     checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
 
 
-class FaultsConfig(_Strict):
+class InferenceFaults(Strict):
+    # The most replicas one Example may kill; "all its replicas" beyond it is skipped, naming it (a full
+    # outage is a site's decision). None: no limit (the twin).
+    max_kill: int | None = Field(None, gt=0)
+
+
+class FaultsConfig(Strict):
     node: str | None = None  # a named target node; None: one running the job
+    # How a node may be lost (the node-loss Examples); an Example with another mode is skipped, naming it.
+    # None: every mode the target supports (twin-only modes only on the twin).
+    node_modes: list[Literal["cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop"]] | None = None
+    inference: InferenceFaults = InferenceFaults()
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
     pods_to_kill: int = Field(1, gt=0)
@@ -279,7 +228,7 @@ class FaultsConfig(_Strict):
     switch_transport: Literal["exec", "shell"] = "exec"
 
 
-class Allowlist(_Strict):
+class Allowlist(Strict):
     """What drills may touch. Empty lists allow nothing: a real target must say what is fair game."""
 
     nodes: list[str] = []  # globs on node names
@@ -289,13 +238,13 @@ class Allowlist(_Strict):
     interfaces: list[str] = []
 
 
-class BlastRadius(_Strict):
+class BlastRadius(Strict):
     max_nodes: int = Field(1, ge=0)
     max_pods: int = Field(4, ge=0)
     max_ports: int = Field(1, ge=0)
 
 
-class StopCondition(_Strict):
+class StopCondition(Strict):
     """A guard over the steady state, watched while a fault is in (drills/core/stop.py): a breach — the
     metric above `above` for `for_s` cluster seconds — reverts every fault at once and aborts the drill."""
 
@@ -304,7 +253,7 @@ class StopCondition(_Strict):
     for_s: Annotated[float, BeforeValidator(parse_duration), Field(ge=0)] = 0.0
 
 
-class SafetyConfig(_Strict):
+class SafetyConfig(Strict):
     allow: Allowlist = Allowlist()
     # e.g. [{metric: not_ready_nodes, above: 1}, {metric: inference_error_rate, above: 0.5, for_s: 30s}]
     stop_conditions: list[StopCondition] = []
@@ -314,7 +263,7 @@ class SafetyConfig(_Strict):
     lock_duration_s: int = Field(120, gt=0)  # Lease duration (cluster seconds), renewed every third of it
 
 
-class TargetProfile(_Strict):
+class TargetProfile(Strict):
     name: str = "twin"
     cluster: ClusterConfig = ClusterConfig()
     workloads: Workloads = Workloads()

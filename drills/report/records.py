@@ -1,7 +1,9 @@
 """Read drill records (`records.jsonl`, one JSON object per scenario) for one run and across runs.
 
 Records are written by the drill engine; the report only reads them, as typed `Record`s
-(drills.core.record). Runs are ordered by when they
+(drills.core.record). `run.json` says what kind of run it was: a dry run (`--dry-run` or
+`safety.dry_run`) injected nothing, so it is never a point of the trend, the history Allure carries on, or
+a score — whatever records a precondition left in it. Runs are ordered by when they
 started (earliest `wall_started` of their records, else earliest `started`, else the file's mtime), so
 "previous run" and "the last N runs" mean the same thing everywhere in the report.
 """
@@ -17,9 +19,11 @@ from pathlib import Path
 from drills.core.errors import DrillError
 from drills.core.record import Record
 
-__all__ = ["Run", "load_records", "load_run", "run_history", "previous_run", "resolve_run_dir"]
+__all__ = ["Run", "RUN_FILE", "load_records", "load_run", "run_history", "previous_run", "resolve_run_dir"]
 
 log = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"  # {"dry_run": bool}, written by `drills run` when the run starts
 
 
 @dataclass
@@ -30,6 +34,7 @@ class Run:
     path: Path
     records: list[Record] = field(default_factory=list)
     started: datetime | None = None
+    dry_run: bool = False  # it injected nothing: not a point of any trend, never scored
 
 
 def resolve_run_dir(run: str | Path | None, reports_root: Path | None = None) -> Path:
@@ -67,7 +72,7 @@ def load_run(run_dir: Path) -> Run:
     # Wall time first: `started` is cluster time, and each fresh twin's clock runs ahead by its own amount.
     starts = [r.wall_started for r in records if r.wall_started] or [r.started for r in records if r.started]
     started = min(starts) if starts else (_mtime(path) if path.exists() else None)
-    return Run(run_id=run_id, path=run_dir, records=records, started=started)
+    return Run(run_id=run_id, path=run_dir, records=records, started=started, dry_run=_dry_run(run_dir))
 
 
 def run_history(run_dir: Path, last: int | None = None) -> list[Run]:
@@ -78,7 +83,9 @@ def run_history(run_dir: Path, last: int | None = None) -> list[Run]:
         if child.is_symlink() or not child.is_dir() or child.resolve() == run_dir:
             continue
         if (child / "records.jsonl").exists():
-            runs.append(load_run(child))
+            run = load_run(child)
+            if not run.dry_run:
+                runs.append(run)
     this = load_run(run_dir)
     earliest = datetime.min.replace(tzinfo=timezone.utc)
     runs = [r for r in runs if (r.started or earliest) <= (this.started or earliest)]
@@ -91,6 +98,13 @@ def previous_run(run_dir: Path) -> Run | None:
     """The run just before `run_dir` (the one whose Allure history we carry on), if any."""
     runs = run_history(run_dir)
     return runs[-2] if len(runs) > 1 else None
+
+
+def _dry_run(run_dir: Path) -> bool:
+    try:
+        return bool(json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")).get("dry_run"))
+    except (OSError, ValueError, AttributeError):  # no run.json (older runs): a real run
+        return False
 
 
 def _mtime(path: Path) -> datetime:

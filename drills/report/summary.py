@@ -36,7 +36,7 @@ def write_summary(run_dir: Path, lang: str = "en", last: int = 5) -> dict[str, P
     """Write summary.md, summary.html and trend.png into `run_dir`; returns their paths by kind."""
     run_dir = Path(run_dir).resolve()
     runs = run_history(run_dir, last=last)
-    trend = trend_png(runs, run_dir / "trend.png", lang=lang)
+    trend = trend_png([r for r in runs if not r.dry_run], run_dir / "trend.png", lang=lang)
     sections = summary_sections(runs, lang)
     md = run_dir / "summary.md"
     md.write_text(_markdown(sections), encoding="utf-8")
@@ -50,7 +50,7 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
     """The summary as data: title, facts, tables, image and links; the last run is this run."""
     w = labels(lang)
     this = runs[-1]
-    score = resilience_score(this.records)
+    score = None if this.dry_run else resilience_score(this.records)
     targets = sorted({r.target for r in this.records if r.target})
     not_passed = [r for r in this.records if not r.passed]
     sections: list[dict] = [
@@ -58,9 +58,9 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
         {"facts": [(w["run"], this.run_id), (w["target_cluster"], ", ".join(targets) or "—"),
                    (w["generated"], datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))]},
         {"title": w["score"], "level": 2, "score": "—" if score is None else f"{score:.1f} / 100",
-         "text": f"{w['score_formula']}: {FORMULA}"},
+         "text": w["dry_run_not_scored"] if this.dry_run else f"{w['score_formula']}: {FORMULA}"},
         {"title": w["drills"], "level": 2, "table": _drill_table(this.records, w)},
-        {"title": w["last_runs"], "level": 2, "table": _runs_table(runs, w)},
+        {"title": w["last_runs"], "level": 2, "table": _runs_table([r for r in runs if not r.dry_run] or runs, w)},
         {"title": w["trend"], "level": 2, "image": "trend.png"},
         {"title": w["postmortems"], "level": 2, "links": [
             (f"{r.drill} — {r.scenario}", f"postmortem/{note_name(r)}") for r in not_passed] or None,

@@ -3,7 +3,11 @@
 `render(ScheduleOptions)` turns a target profile into the objects one scheduled run needs: a
 ServiceAccount, the least-privilege ClusterRole/Roles and their bindings (rules are data in
 `rbac.yaml`), a ConfigMap holding the profile, and a CronJob (`concurrencyPolicy: Forbid`)
-whose pod reverts any leftover fault and then runs `drills run` as non-root. Secrets are only ever
+whose pod reverts any leftover fault and then runs `drills run` as non-root. With `features` (a
+folder of the site's own `.feature` files) a second ConfigMap carries them, with a binder module, and
+the run drills those instead of the image's: a site adds or edits a drill without rebuilding the
+image. The `-m`/`-k` selection is checked at render time against the features the run will read: an
+expression pytest cannot parse, or one that selects no scenario, is refused here, not at 2 a.m. Secrets are only ever
 referenced by name (switch credentials mounted read-only, the load API key as an env var from a
 Secret); no secret value is ever rendered. `apply(docs)` creates or replaces them through the official
 client against the current kubeconfig context, the twin included.
@@ -24,11 +28,17 @@ from drills.profile.model import TargetProfile, load_target
 from drills.core.errors import DrillError
 
 __all__ = ["ScheduleOptions", "render", "render_yaml", "profile_warnings", "validate_cron", "rbac_rules",
-           "PROFILE_DIR", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV"]
+           "feature_files", "PROFILE_DIR", "FEATURES_DIR", "FEATURES_BINDER", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV"]
 
 log = logging.getLogger(__name__)
 
 PROFILE_DIR = "/etc/gpu-drills/profile"  # the ConfigMap: profile.yaml (and a switch inventory beside it)
+FEATURES_DIR = "/etc/gpu-drills/features"  # the site's features ConfigMap, when --features is given
+FEATURES_BINDER = "test_site_drills.py"  # binds the mounted features to pytest (pytest-bdd scenarios("."))
+_BINDER_TEXT = ('"""Binds the site\'s drill features (the ConfigMap rendered by `drills schedule --features`)."""\n\n'
+                "from pytest_bdd import scenarios\n\nscenarios(\".\")\n")
+CONFIGMAP_MAX_BYTES = 1_000_000  # the API server refuses a ConfigMap over 1 MiB
+_CONFIGMAP_KEY = re.compile(r"[^-._a-zA-Z0-9]")
 SWITCH_DIR = "/etc/gpu-drills/switch"  # the switch-credential Secret (SSH key, known_hosts), read-only
 REPORTS_DIR = "/var/lib/gpu-drills/reports"  # the reports PVC (or an emptyDir)
 LOAD_KEY_ENV = "DRILLS_LOAD_API_KEY"
@@ -48,6 +58,8 @@ class ScheduleOptions:
     namespace: str = "gpu-drills"
     name: str = "gpu-drills"
     markexpr: str | None = None  # `drills run -m`
+    keyword: str | None = None  # `drills run -k`
+    features: str | None = None  # a folder of the site's .feature files, shipped in a ConfigMap (None: the image's)
     reports_pvc: str | None = None  # None: an emptyDir (the report lives as long as the pod)
     switch_secret: str | None = None  # Secret with the switch SSH key / known_hosts / password keys
     load_secret: str | None = None  # "NAME" or "NAME:KEY" (KEY defaults to api-key)
@@ -64,6 +76,7 @@ def render(opts: ScheduleOptions) -> list[dict]:
     for what, value in (("--namespace", opts.namespace), ("--name", opts.name)):
         if not _LABEL_NAME.match(value) or len(value) > 52:  # CronJob names: ≤ 52 characters
             raise DrillError(f"{what} {value!r}: must be a lowercase DNS label of at most 52 characters")
+    features = _check_selection(opts)
     profile = load_target(opts.profile)
     if profile.cluster.mode == "kubeconfig":
         raise DrillError(f"profile {opts.profile}: cluster.mode is kubeconfig, but a scheduled run runs inside the "
@@ -77,8 +90,11 @@ def render(opts: ScheduleOptions) -> list[dict]:
     docs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta.of(opts.name)})
     docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta.of(f"{opts.name}-profile"),
                  "data": {"profile.yaml": text, **_inventory_files(opts.profile, text)}})
+    if features is not None:
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta.of(f"{opts.name}-features"),
+                     "data": {key: text for key, (_, text) in features.items()}})
     docs += _rbac(opts, profile, meta)
-    docs.append(_cronjob(opts, profile, meta))
+    docs.append(_cronjob(opts, profile, meta, features))
     return docs
 
 
@@ -129,6 +145,34 @@ def validate_cron(expr: str) -> None:
         problem = _cron_field(value, low, high, names)
         if problem:
             raise DrillError(f"--cron {expr!r}: {name} field {value!r} {problem}")
+
+
+def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
+    """The site's features as ConfigMap entries: key → (path under the mount, text), plus the binder.
+    Keys follow the ConfigMap grammar (the relative path with / as .); DrillError if two collide, a file is
+    not UTF-8, or the whole exceeds what one ConfigMap holds."""
+    from drills.core.preflight import check_utf8
+
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise DrillError(f"--features {folder}: not a folder; pass a folder of .feature files")
+    files = sorted(p for p in root.rglob("*.feature") if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if not files:
+        raise DrillError(f"--features {folder}: no .feature file in it; pass a folder of drills")
+    out: dict[str, tuple[str, str]] = {FEATURES_BINDER: (FEATURES_BINDER, _BINDER_TEXT)}
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        key = _CONFIGMAP_KEY.sub("_", rel.replace("/", "."))
+        if key in out:
+            raise DrillError(f"--features {folder}: {rel} and {out[key][0]} would share the ConfigMap key {key}; "
+                             "rename one")
+        check_utf8(path, "feature")
+        out[key] = (rel, path.read_text(encoding="utf-8"))
+    size = sum(len(k) + len(t.encode()) for k, (_, t) in out.items())
+    if size > CONFIGMAP_MAX_BYTES:
+        raise DrillError(f"--features {folder}: {size} bytes of features do not fit one ConfigMap (1 MiB); "
+                         "ship fewer, or bake them into the image")
+    return out
 
 
 def rbac_rules() -> dict[str, list[dict]]:
@@ -198,7 +242,23 @@ def _merge(into: list[dict], rules: list[dict]) -> None:
             into.append(dict(rule))
 
 
-def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> dict:
+def _check_selection(opts: ScheduleOptions) -> dict[str, tuple[str, str]] | None:
+    """The features the run will read (the site's, as ConfigMap entries; None: the image's) and a check that
+    -m/-k parse and select at least one of their scenarios."""
+    from drills.core.runner import REPO
+    from drills.core.selection import select
+
+    features = feature_files(opts.features) if opts.features else None
+    folder = Path(opts.features) if opts.features else REPO / "features"
+    if (opts.markexpr or opts.keyword) and not select(folder, opts.markexpr, opts.keyword):
+        chosen = " ".join(f"{flag} {expr!r}" for flag, expr in (("-m", opts.markexpr), ("-k", opts.keyword)) if expr)
+        raise DrillError(f"{chosen} selects no scenario of {folder}; check the tags and names "
+                         f"(`drills run --dry-run {chosen}` lists what a selection runs)")
+    return features
+
+
+def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta,
+             features: dict[str, tuple[str, str]] | None = None) -> dict:
     volumes = [{"name": "profile", "configMap": {"name": f"{opts.name}-profile"}},
                {"name": "reports", **({"persistentVolumeClaim": {"claimName": opts.reports_pvc}} if opts.reports_pvc
                                       else {"emptyDir": {}})},
@@ -217,12 +277,16 @@ def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> dict
     if opts.load_secret:
         secret, _, key = opts.load_secret.partition(":")
         env.append({"name": LOAD_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": key or "api-key"}}})
+    if features is not None:  # items rebuild the folders (a ConfigMap key holds no /)
+        volumes.append({"name": "features", "configMap": {"name": f"{opts.name}-features", "items": [
+            {"key": key, "path": rel} for key, (rel, _) in features.items()]}})
+        mounts.append({"name": "features", "mountPath": FEATURES_DIR, "readOnly": True})
     if opts.checkpoint_pvc:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": opts.checkpoint_pvc}})
         mounts.append({"name": "checkpoints", "mountPath": profile.storage.checkpoint_store})
     container = {
         "name": "drills", "image": opts.image, "imagePullPolicy": "IfNotPresent",
-        "args": ["sh", "-c", _command(opts)], "env": env, "volumeMounts": mounts,
+        "args": ["sh", "-c", _command(opts, features is not None)], "env": env, "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -244,13 +308,17 @@ def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> dict
     return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta.of(opts.name), "spec": spec}
 
 
-def _command(opts: ScheduleOptions) -> str:
+def _command(opts: ScheduleOptions, site_features: bool = False) -> str:
     """Revert leftovers of a killed run first (the journal is on the reports volume), then run."""
     run = ["drills", "run", "--profile", f"{PROFILE_DIR}/profile.yaml", "--reports", REPORTS_DIR]
     if opts.markexpr:
         run += ["-m", opts.markexpr]
+    if opts.keyword:
+        run += ["-k", opts.keyword]
     if not opts.html:
         run.append("--no-html")
+    if site_features:
+        run.append(FEATURES_DIR)
     return f"drills revert --reports {REPORTS_DIR} && exec {shlex.join(run)}"
 
 

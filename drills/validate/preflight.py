@@ -108,8 +108,9 @@ def profile_checks(profile: TargetProfile, drills: Iterable[str]) -> list[Check]
 
 
 def cluster_checks(cluster, profile: TargetProfile, drills: Iterable[str], twin_info: dict | None = None) -> list[Check]:
-    """API version, training job, inference Deployment/Service/endpoint/PDB, job nodes in the allowlist,
-    the training log format against the workers' recent logs. Reads only."""
+    """API version, training job, inference Deployment/Service/endpoint/PDB, job nodes in the allowlist, the
+    leaf labels of the job's nodes (uplink drill), the training log format against the workers' recent logs.
+    Reads only."""
     from drills.validate.workloads import inference_checks, log_format_check, training_checks
 
     drills = set(drills)
@@ -119,6 +120,8 @@ def cluster_checks(cluster, profile: TargetProfile, drills: Iterable[str], twin_
         out += job_checks
         if "gpu-node-loss" in drills and pods:
             out.append(_nodes_allowed(cluster, profile, pods))
+        if "switch-uplink" in drills and pods:
+            out.append(_leaves(cluster, profile, pods, twin_info))
         if pods:
             out.append(log_format_check(cluster, profile.workloads.training, pods, twin=twin_info is not None))
     if "inference-pod-kill" in drills:
@@ -155,6 +158,17 @@ def _api_version(cluster) -> Check:
     except Exception as err:  # noqa: BLE001 — any failure is the same answer: no version
         return Check("Kubernetes API", False, f"{cluster.url} answers but /version failed ({type(err).__name__}); "
                      "check the API server and the kubeconfig user's permissions")
+
+
+def _leaves(cluster, profile: TargetProfile, pods: list[dict], twin_info: dict | None) -> Check:
+    from drills.faults.switch.target import switch_inventory
+    from drills.validate.site import leaf_check
+
+    try:
+        inventory = switch_inventory(profile, twin_info)
+    except DrillError:  # no inventory: the switch checks say so
+        inventory = None
+    return leaf_check(cluster, profile, sorted({p["node"] for p in pods if p.get("node")}), inventory)
 
 
 def _nodes_allowed(cluster, profile: TargetProfile, pods: list[dict]) -> Check:

@@ -69,6 +69,10 @@ def log_format_check(cluster, w: TrainingWorkload, pods: list[dict], twin: bool 
     if {"step", "checkpoint_saved"} <= found.keys():
         return Check("training log format", True, f"{w.log_format}: {found['step']} step line(s), "
                      f"{found['checkpoint_saved']} checkpoint line(s) in the workers' last {_LOG_TAIL} lines{seen}")
+    if {"step", "resumed"} <= found.keys():  # restarted (a drill, a fault) and not saved since: not a wrong format
+        return Check("training log format", False, f"{w.log_format}: {found['step']} step line(s) and the job's resume "
+                     f"line, but no checkpoint saved since it restarted{seen}; the next save will show whether "
+                     "checkpoint lines are read", warn=True)
     missing = " and ".join(k.replace("checkpoint_saved", "checkpoint") for k in ("step", "checkpoint_saved")
                            if k not in found)
     fits = [n for n in PRESETS if n != w.log_format and {"step", "checkpoint_saved"} <= _kinds(parse_lines(preset(n), lines)).keys()]

@@ -16,7 +16,14 @@ Feature: Inference survives the loss of serving replicas
     And no more than 1% of requests fail while a replica serves
     And p99 latency stays within 2x the baseline while a replica serves
 
-    Examples:
+    # Tagged by size (`-m kill_one`). A size beyond the site's faults.inference.max_kill is skipped, naming it:
+    # killing every replica is a full outage, a site's decision.
+    @kill_one
+    Examples: one replica
       | killed              |
       | 1 of its 2 replicas |
+
+    @kill_all
+    Examples: every replica
+      | killed              |
       | all its replicas    |

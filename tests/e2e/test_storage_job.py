@@ -8,7 +8,9 @@ import pytest
 
 from drills.core.errors import InjectionFailed
 from drills.faults.storage import saturation as storage
-from drills.faults.storage.job import inject_job, revert_job
+from drills.core.clock import parse_iso
+from drills.faults.storage.job import inject_job, revert_job, wait_for_reports
+from drills.measure.fio_report import sum_results
 from drills.core.journal import Journal, revert_open
 from drills.faults import reverter
 from drills.core.kube import connect_twin
@@ -27,8 +29,11 @@ def cluster(twin_factory):
 
 
 def _spec(**kw) -> storage.SaturationSpec:
-    return storage.SaturationSpec(directory="/store", mode="job", namespace=NS, claim="ckpt-store", parallelism=2,
-                                  job_name="drills-fio-test", max_seconds=600,
+    """Small files, one job per pod: the twin runs each pod's fio for real on its store (fio_pods.py); 6000
+    cluster seconds are 10 s of fio at scale 600, longer than the checks that expect it running."""
+    kw = {"parallelism": 2, "max_seconds": 6000, **kw}
+    return storage.SaturationSpec(directory="/store", mode="job", namespace=NS, claim="ckpt-store",
+                                  job_name="drills-fio-test", size="8m", numjobs=1, rw="write", iodepth=4,
                                   tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}], **kw)
 
 
@@ -37,7 +42,7 @@ def _job_pods(cluster, name="drills-fio-test") -> list:
 
 
 def test_job_mode_runs_fio_pods_and_revert_deletes_them(cluster):
-    record = inject_job(cluster, _spec(), start_timeout_s=600)
+    record = inject_job(cluster, _spec(), start_timeout_s=6000)
     assert len(record.pods) == 2 and record.uid
     pods = _job_pods(cluster)
     assert {p.metadata.name for p in pods} == set(record.pods)
@@ -58,7 +63,7 @@ def test_journal_entry_reverts_a_job_alone(cluster, tmp_path):
     spec = _spec()
     journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
     entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec), connection=cluster.describe())
-    record = inject_job(cluster, spec, start_timeout_s=600)
+    record = inject_job(cluster, spec, start_timeout_s=6000)
     journal.mark_injected(entry_id, record.to_dict())
     outcomes = revert_open(tmp_path, "run", reverter)  # what `drills revert` does after a SIGKILL
     assert [o.reverted for o in outcomes] == [True]
@@ -66,10 +71,10 @@ def test_journal_entry_reverts_a_job_alone(cluster, tmp_path):
 
 
 def test_a_leftover_job_is_refused_in_one_line(cluster):
-    inject_job(cluster, _spec(), start_timeout_s=600)
+    inject_job(cluster, _spec(), start_timeout_s=6000)
     try:
         with pytest.raises(InjectionFailed, match="already exists .*drills revert"):
-            inject_job(cluster, _spec(), start_timeout_s=600)
+            inject_job(cluster, _spec(), start_timeout_s=6000)
     finally:
         revert_job(cluster, NS, "drills-fio-test")
 
@@ -83,3 +88,84 @@ def test_pods_that_cannot_run_fail_the_injection_with_the_schedulers_reason(clus
     finally:
         revert_job(cluster, NS, "drills-fio-test")
     assert _job_pods(cluster) == []
+
+
+def test_job_mode_waits_for_every_pods_report_and_sums_them(cluster):
+    """Three pods, three fio reports read once fio ended by its time limit (not the first pod's log while fio
+    still runs), summed: the store's load is what all storage clients did together."""
+    record = inject_job(cluster, _spec(parallelism=3, max_seconds=1800), start_timeout_s=6000)
+    try:
+        deadline = parse_iso(record.injected_at).timestamp() + record.max_seconds + 600
+        reports = wait_for_reports(cluster, NS, record.job_name, deadline)
+        assert reports.missing == () and sorted(reports.pods) == sorted(record.pods) and len(reports.results) == 3
+        assert all(r.write.io_bytes > 0 and r.job_errors == (0,) for r in reports.results)
+        assert {p.status.phase for p in _job_pods(cluster)} == {"Succeeded"}  # fio ended: the pods completed
+        total = sum_results(list(reports.results))
+        assert total.write.io_bytes == sum(r.write.io_bytes for r in reports.results)
+        assert total.write.bw_bytes_s == sum(r.write.bw_bytes_s for r in reports.results)
+        assert total.jobs == ("drills-saturate #1", "drills-saturate #2", "drills-saturate #3")
+        assert reports.ended_at and parse_iso(reports.ended_at) >= parse_iso(record.injected_at)
+    finally:
+        revert_job(cluster, NS, record.job_name)
+    assert _job_pods(cluster) == []
+
+
+def test_a_pod_whose_fio_is_still_running_at_the_deadline_is_named_not_dropped(cluster):
+    record = inject_job(cluster, _spec(parallelism=2, max_seconds=60000), start_timeout_s=6000)
+    try:
+        reports = wait_for_reports(cluster, NS, record.job_name, cluster.clock.timestamp() + 60)
+        assert reports.results == () and len(reports.missing) == 2
+        assert all(m.endswith("fio still running at the deadline") for m in reports.missing)
+    finally:
+        revert_job(cluster, NS, record.job_name)
+
+
+def test_per_node_mode_puts_one_pod_on_each_selected_node(cluster, tmp_path):
+    """One fio pod per node matching node_selector, kept apart by a required anti-affinity (the twin's scheduler
+    honours it): 4 training nodes, 4 pods, 4 distinct nodes — and a cordoned node gets none."""
+    from drills.faults import Target
+    from drills.profile.model import parse_profile
+
+    cluster.core.patch_node("gpu-train-04", {"spec": {"unschedulable": True}})
+    profile = parse_profile(
+        "storage:\n  saturation: {mode: job, per_node: true, claim: ckpt-store, namespace: ai-platform, size: 8M,\n"
+        "    numjobs: 1, iodepth: 4, rw: write, runtime_s: 6000, start_timeout_s: 6000,\n"
+        "    node_selector: {gpu-drills.io/role: training}, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}\n")
+    target = Target(cluster, run_dir=tmp_path)
+    plan = storage.plan(target, profile, directory="/store")
+    assert "3 pods" in plan.description and "one on each of gpu-train-01, gpu-train-02, gpu-train-03" in plan.description
+    record = storage.inject(target, plan)
+    try:
+        pods = _job_pods(cluster, record["job_name"])
+        assert sorted(p.spec.node_name for p in pods) == ["gpu-train-01", "gpu-train-02", "gpu-train-03"]
+        assert pods[0].spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+    finally:
+        storage.revert(target, plan.undo, record)
+    assert _job_pods(cluster, record["job_name"]) == []
+
+
+def test_the_storage_drill_in_job_mode_sums_every_pods_report(tmp_path):
+    """Through the drill: the saturation ends when the pods' fio ends, and the report judged is the sum of the
+    three pods' (fixtures/storage.py), not the first pod's log read while fio still ran."""
+    from tests.e2e.drill_helpers import drills, records, write_profile
+
+    profile = write_profile(tmp_path / "job.yaml", """\
+storage:
+  checkpoint_store: from-twin
+  probe_size_mb: 8
+  probe_shards: 4
+  probe_save_limit_s: 5s
+  saturation: {mode: job, claim: ckpt-store, namespace: ai-platform, parallelism: 3, rw: write, block_size: 1M,
+               size: 16M, numjobs: 1, iodepth: 2, runtime_s: 3m, tolerations: [{key: nvidia.com/gpu, operator: Exists}]}
+safety:
+  allow: {nodes: ["*"], namespaces: [ai-platform]}
+""")
+    proc = drills("run", "-m", "storage", "--profile", profile, "--no-html", "--reports", str(tmp_path / "r"),
+                  "--run-id", "job", timeout=600)
+    (rec,) = records(tmp_path / "r" / "job")
+    fio = rec["details"]["fio"]
+    assert fio is not None, (proc.stdout[-2000:], rec["reason"])
+    assert fio["jobs"] == ["drills-saturate #1", "drills-saturate #2", "drills-saturate #3"]
+    assert fio["write"]["io_bytes"] > 0 and fio["job_errors"] == [0, 0, 0]
+    checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
+    assert checks.get("saturation effect") == "pass", rec["reason"]

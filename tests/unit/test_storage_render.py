@@ -76,3 +76,25 @@ def test_record_round_trips_through_json_and_ignores_unknown_keys():
                               started="2026-12-02T11:00:00+00:00", output="/r/fio.json", max_seconds=900.0)
     data = json.loads(json.dumps(record.to_dict()))
     assert SaturationRecord.from_dict({**data, "journal_id": "x"}) == record
+
+
+def test_per_node_mode_keeps_pods_apart_with_a_required_anti_affinity():
+    pod = render_fio_job(job_spec(per_node=True, parallelism=4))["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in anti
+    (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"job-name": "drills-fio-saturation"}}}
+
+
+def test_clients_argv_gives_each_client_its_own_jobfile():
+    argv = clients_argv(job_spec(mode="clients", clients=("ip:127.0.0.1,8765", "node-2")), ["/s/a.fio", "/s/b.fio"])
+    assert argv[-4:] == ["--client=ip:127.0.0.1,8765", "/s/a.fio", "--client=node-2", "/s/b.fio"]
+
+
+@pytest.mark.parametrize("host", ["10.0.0.5; rm -rf /", "--server", "a b", "host,port"])
+def test_client_hosts_outside_fios_grammar_are_refused(host):
+    from drills.profile.model import parse_profile
+
+    with pytest.raises(InvalidProfile, match="fio server addresses"):
+        parse_profile(f"storage: {{saturation: {{mode: clients, clients: [{json.dumps(host)}]}}}}")

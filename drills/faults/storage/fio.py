@@ -26,6 +26,7 @@ __all__ = [
     "RW_MODES",
     "FioJob",
     "FioProcess",
+    "spawn_fio",
     "FioResult",
     "DirectionStats",
     "DiskUtil",
@@ -221,9 +222,14 @@ def start_fio(jobs: FioJob | Sequence[FioJob], output: str | Path | None = None)
         owned = Path(tempfile.mkdtemp(prefix="drills-fio-out-"))
         output = owned / "fio.json"
     output = Path(output).absolute()
+    return spawn_fio(fio_argv(jobs, output, binary=binary), output, jobs, owned)
+
+
+def spawn_fio(argv: list[str], output: str | Path, jobs: Sequence[FioJob] = (), owned: Path | None = None) -> FioProcess:
+    """Start `argv` (an fio command writing its JSON to `output`) in its own session; stderr beside `output`."""
+    output = Path(output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     stderr_path = output.with_suffix(".stderr")
-    argv = fio_argv(jobs, output, binary=binary)
     log.debug("starting %s", " ".join(argv))
     with open(stderr_path, "wb") as err:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,

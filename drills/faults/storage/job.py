@@ -6,7 +6,9 @@
 until `start_timeout_s`) for its `parallelism` pods to be Running; it returns a frozen
 `JobSaturationRecord`. `revert_job(cluster, namespace, name)` deletes the Job with its pods (foreground
 propagation) and waits until no pod of it is left; it is idempotent (a missing Job is a no-op).
-`fio_results(cluster, record)` reads the pods' logs, where fio prints its JSON report, before the revert.
+`wait_for_reports(cluster, namespace, name, deadline)` waits until every pod's fio has ended (its
+time limit, in cluster time) and reads each pod's JSON report from its log — fio prints it when it ends,
+so a log read while fio still runs has none — before the revert deletes the pods and their logs.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from drills.core.errors import InjectionFailed, RevertFailed
-from drills.faults.storage.saturation import SaturationSpec, render_fio_job
+from drills.core.errors import DrillError, InjectionFailed, RevertFailed
+from drills.faults.storage.remote import render_fio_job
+from drills.faults.storage.spec import SaturationSpec
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults.storage.fio import FioResult, parse_fio_output
 
-__all__ = ["JobSaturationRecord", "inject_job", "revert_job", "fio_results", "pod_selector"]
+__all__ = ["JobSaturationRecord", "PodReports", "selected_nodes", "inject_job", "revert_job", "wait_for_reports", "fio_results",
+           "pod_selector"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,7 @@ class JobSaturationRecord:
     nodes: tuple[str, ...]
     injected_at: str  # cluster time, ISO: when every pod was Running
     mode: str = "job"
+    max_seconds: float = 0.0  # fio's own time limit in each pod (cluster seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pods": list(self.pods), "nodes": list(self.nodes)}
@@ -47,6 +52,21 @@ class JobSaturationRecord:
 def pod_selector(spec_or_name: SaturationSpec | str) -> str:
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.job_name
     return f"job-name={name}"
+
+
+def selected_nodes(cluster: Cluster, spec: SaturationSpec) -> list[str]:
+    """Per-node mode: the nodes that get one fio pod each — every node matching the spec's node_selector that is
+    not cordoned (a taint it does not tolerate keeps its pod Pending, and the injection names the reason).
+    InjectionFailed when none matches: nothing is created."""
+    selector = ",".join(f"{k}={v}" for k, v in spec.node_selector)
+    resp = cluster.core.list_node(label_selector=selector or None, _preload_content=False)
+    nodes = sorted(n["metadata"]["name"] for n in json.loads(resp.data).get("items", [])
+                   if not obj_get(n, "spec", "unschedulable", default=False))
+    if not nodes:
+        raise InjectionFailed(f"per-node storage saturation: no schedulable node matches node_selector "
+                              f"{selector or '(none)'}; fix storage.saturation.node_selector; nothing injected",
+                              changed=False)
+    return nodes
 
 
 def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 300.0) -> JobSaturationRecord:
@@ -95,7 +115,7 @@ def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 
     log.info("saturating the store from %d fio pods of Job %s/%s", len(running), spec.namespace, spec.job_name)
     return JobSaturationRecord(namespace=spec.namespace, job_name=spec.job_name, uid=uid,
                                pods=tuple(sorted(running)), nodes=tuple(sorted(set(running.values()))),
-                               injected_at=at)
+                               injected_at=at, max_seconds=spec.max_seconds)
 
 
 def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = DELETE_TIMEOUT_S) -> None:
@@ -123,6 +143,50 @@ def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = D
     log.info("storage saturation Job %s/%s deleted", namespace, name)
 
 
+@dataclass(frozen=True)
+class PodReports:
+    """fio's reports of a Job's pods: one result per pod that printed one, and the pods that did not."""
+
+    results: tuple[FioResult, ...]
+    pods: tuple[str, ...]  # the pods whose report was read, in the order of `results`
+    missing: tuple[str, ...]  # "pod: why" for every pod without a report
+    ended_at: str | None  # cluster time the last fio container finished (None: one never did)
+
+
+def wait_for_reports(cluster: Cluster, namespace: str, name: str, deadline_ts: float) -> PodReports:
+    """Wait (watch, cluster time) until every pod of the Job has ended or `deadline_ts`, then read each pod's
+    fio report from its log. A pod still running at the deadline, or whose log holds no report, is missing."""
+    from kubernetes.client.exceptions import ApiException
+
+    pods = _pod_objects(cluster, namespace, name)
+    if any(not _ended(p) for p in pods):
+        with EventMerger(cluster.clock) as merger:
+            merger.watch("pods", cluster.core.list_namespaced_pod, namespace, label_selector=pod_selector(name))
+            for _event in merger.events(deadline_ts):
+                pods = _pod_objects(cluster, namespace, name)
+                if all(_ended(p) for p in pods):
+                    break
+    results, read, missing, finished = [], [], [], []
+    for pod in pods:
+        pod_name = obj_get(pod, "metadata", "name")
+        if not _ended(pod):
+            missing.append(f"{pod_name}: fio still running at the deadline")
+            continue
+        finished += [t for t in (_finished_at(s) for s in obj_get(pod, "status", "containerStatuses", default=None)
+                                 or []) if t]
+        try:
+            text = cluster.core.read_namespaced_pod_log(pod_name, namespace)
+        except ApiException as err:
+            missing.append(f"{pod_name}: log not readable ({err.status} {err.reason})")
+            continue
+        try:
+            results.append(parse_fio_output(text or ""))
+            read.append(pod_name)
+        except DrillError as err:
+            missing.append(f"{pod_name}: {err}")
+    return PodReports(tuple(results), tuple(read), tuple(missing), max(finished) if finished else None)
+
+
 def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
     """fio's JSON reports from the Job's pod logs (pods whose log has none are skipped)."""
     from kubernetes.client.exceptions import ApiException
@@ -142,6 +206,19 @@ def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
 
 
 # helpers
+
+def _pod_objects(cluster: Cluster, namespace: str, name: str) -> list[dict]:
+    resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)
+    return sorted(json.loads(resp.data).get("items", []), key=lambda p: p["metadata"]["name"])
+
+
+def _ended(pod: dict) -> bool:
+    return obj_get(pod, "status", "phase") in ("Succeeded", "Failed")
+
+
+def _finished_at(status: dict) -> str | None:
+    return ((status.get("state") or {}).get("terminated") or {}).get("finishedAt")
+
 
 def _pods(cluster: Cluster, namespace: str, name: str) -> list[str]:
     resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)

@@ -40,6 +40,7 @@ CONTROLLERS: list[str] = [
     "drills.twin.workloads.training:TrainingController",
     "drills.twin.workloads.serving:ServingTruthController",
     "drills.twin.workloads.acceptance:AcceptanceController",
+    "drills.twin.workloads.fio_pods:FioPodController",
 ]
 
 

@@ -39,6 +39,8 @@ POD_GROUPS = by_kind("scheduling.volcano.sh/v1beta1", "PodGroup")
 SCHEDULER_NAMES = ("default-scheduler", "volcano")
 RETRY_S = 60.0  # twin seconds between retries of unschedulable pods (and between repeated events)
 _CYCLE = "cycle"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+ANTI_AFFINITY_REASON = ["node(s) didn't match pod anti-affinity rules"]  # kube-scheduler's wording
 
 
 class Scheduler(Controller):
@@ -140,7 +142,7 @@ class Scheduler(Controller):
     # -- one pod --------------------------------------------------------------------------------
     async def _schedule_one(self, pod: dict, states: dict[str, NodeState]) -> None:
         req = pod_requests_cached(pod)
-        best, reasons = _place(pod, req, states, self._spread(pod))
+        best, reasons = _place(pod, req, states, self._spread(pod), self._anti_affinity(pod))
         if best is not None:
             if await self._bind(pod, best.name):
                 best.add(req)
@@ -303,6 +305,26 @@ class Scheduler(Controller):
             return None
         return lambda node: self._siblings.get((owner, node), 0)
 
+    def _anti_affinity(self, pod: dict):
+        """Required pod anti-affinity per node (topologyKey kubernetes.io/hostname, matchLabels): whether a pod
+        it repels is already bound to a node — the filter kube-scheduler's InterPodAffinity applies."""
+        terms = [t for t in (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
+                 "requiredDuringSchedulingIgnoredDuringExecution") or []
+                 if t.get("topologyKey") == HOSTNAME_KEY and (t.get("labelSelector") or {}).get("matchLabels")]
+        if not terms:
+            return None
+        ns = pod["metadata"].get("namespace")
+
+        def repels(node: str) -> bool:
+            for key in self._on_node.get(node, ()):
+                other = self.pods.get(*key) if key[0] == ns else None
+                labels = ((other or {}).get("metadata") or {}).get("labels") or {}
+                if any(all(labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in terms):
+                    return True
+            return False
+
+        return repels
+
     def _order(self, pod: dict) -> tuple:
         return (-self._priority(pod)[0], pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"])
 
@@ -319,11 +341,12 @@ class Scheduler(Controller):
         return value, policy
 
 
-def _place(pod: dict, req: dict, states: dict[str, NodeState], spread=None) -> tuple[NodeState | None, Counter]:
+def _place(pod: dict, req: dict, states: dict[str, NodeState], spread=None,
+           repels=None) -> tuple[NodeState | None, Counter]:
     reasons: Counter = Counter()
     best, best_key = None, None
     for st in states.values():
-        why = filter_node(pod, st)
+        why = filter_node(pod, st) or (ANTI_AFFINITY_REASON if repels is not None and repels(st.name) else [])
         if why:
             reasons.update(why)
             continue

@@ -5,6 +5,8 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
 - `POST /v1/completions`, `POST /v1/chat/completions` — vLLM-shaped answers (`choices`, `usage`);
   the `model` field picks the Deployment (served model name or model id; default: the first one).
 - `GET /v1/models` — the served models; `GET /health` — 200 when every model has a Ready replica.
+- `GET /twin/v1/requests` — how many requests the gateway received, by "METHOD path" (itself not counted):
+  tests prove a dry run sends none.
 - Latency (twin seconds) = base_latency + max_tokens / tokens_per_second, times (1 + load) where load
   is the replica's in-flight requests n over its max_concurrency c (capped at 1: a full batch); beyond c
   the replica is overloaded and the latency grows with (n / c)²: queued sequences wait n / c batches, and
@@ -27,6 +29,7 @@ is routable again, `first_answer_after_outage` at the first 200 after an outage.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import secrets
@@ -78,6 +81,7 @@ class Gateway:
         self.by_service = {(d.namespace, d.service_name): d.model_name for d in deps}
         self.inflight: dict[str, int] = {}
         self._rr = itertools.count()
+        self.requests: collections.Counter[str] = collections.Counter()  # "METHOD path" → requests received
         self._runner: web.AppRunner | None = None
         self._client: TwinClient | None = None
         self._informers: InformerFactory | None = None
@@ -92,8 +96,9 @@ class Gateway:
             self._informers.informer(ENDPOINTS, ns).add_handler(self._on_endpoints)
         self._informers.start()
         await self._informers.wait_synced()
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
         app.add_routes([
+            web.get("/twin/v1/requests", self._requests),
             web.post("/v1/completions", self._completions),
             web.post("/v1/chat/completions", self._chat),
             web.get("/v1/models", self._list_models),
@@ -118,6 +123,15 @@ class Gateway:
             await self._client.close()
 
     # -- endpoints -------------------------------------------------------------------------------
+    @web.middleware
+    async def _count(self, request: web.Request, handler) -> web.StreamResponse:
+        if request.path != "/twin/v1/requests":
+            self.requests[f"{request.method} {request.path}"] += 1
+        return await handler(request)
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return web.json_response(dict(self.requests))
+
     def _on_endpoints(self, etype: str, ep: dict, old: dict | None) -> None:
         meta = ep["metadata"]
         name = self.by_service.get((meta.get("namespace", ""), meta["name"]))

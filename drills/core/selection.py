@@ -1,0 +1,85 @@
+"""`-m` / `-k` selections checked without running pytest: the syntax, and which scenarios they pick.
+
+`drills run` refuses an expression pytest cannot parse before a run folder exists; `drills schedule`
+also refuses one that selects no scenario of the features it ships, at render time — a nightly run
+that selects nothing would otherwise be found out at 2 a.m. as "nothing selected". The scenarios are
+read with pytest-bdd's own parser and named as its binder names them (`test_<scenario>[<example
+values joined by ->]`, marks = the feature's, scenario's and Examples' tags), and the expressions are
+evaluated with pytest's own `Expression` — `-m` on the marks, `-k` as a case-insensitive substring of
+the test's name, its feature file and folder names, or a mark (pytest's keyword matching).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from drills.core.errors import DrillError
+
+__all__ = ["Candidate", "check_selection", "candidates", "select"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One test a feature binder collects: its pytest name, marks and where it comes from."""
+
+    name: str  # test_<scenario>[<example values>]
+    marks: frozenset[str]
+    feature: str  # the feature file, relative to the folder read
+
+    def keywords(self) -> tuple[str, ...]:
+        return (self.name, *Path(self.feature).parts, *self.marks)
+
+
+def check_selection(markexpr: str | None, keyword: str | None) -> None:
+    """A -m/-k expression pytest cannot parse is bad input: one DrillError line."""
+    for flag, expr in (("-m", markexpr), ("-k", keyword)):
+        if expr:
+            _compile(flag, expr)
+
+
+def candidates(features_dir: Path) -> list[Candidate]:
+    """Every test the binder of `features_dir` collects, in file order."""
+    from pytest_bdd.feature import get_features
+    from pytest_bdd.scenario import make_python_name
+
+    root = Path(features_dir).resolve()
+    out = []
+    for feature in get_features([str(root)]):
+        rel = str(Path(feature.filename).resolve().relative_to(root))
+        for template in feature.scenarios.values():
+            base = f"test_{make_python_name(template.name)}"
+            tags = frozenset(feature.tags | template.tags)
+            examples = [(ex.tags, ctx) for ex in template.examples for ctx in ex.as_contexts()]
+            if not examples:
+                out.append(Candidate(base, tags, rel))
+            for ex_tags, ctx in examples:
+                out.append(Candidate(f"{base}[{'-'.join(ctx.values())}]", tags | frozenset(ex_tags), rel))
+    return out
+
+
+def select(features_dir: Path, markexpr: str | None, keyword: str | None) -> list[Candidate]:
+    """The tests `-m markexpr -k keyword` pick from `features_dir` (every test when both are None)."""
+    check_selection(markexpr, keyword)
+    chosen = candidates(features_dir)
+    if markexpr:
+        expr = _compile("-m", markexpr)
+        chosen = [c for c in chosen if expr.evaluate(lambda name, c=c: name in c.marks)]
+    if keyword:
+        expr = _compile("-k", keyword)
+        chosen = [c for c in chosen
+                  if expr.evaluate(lambda sub, c=c: any(sub.lower() in k.lower() for k in c.keywords()))]
+    return chosen
+
+
+def _compile(flag: str, expr: str):
+    from _pytest.mark.expression import Expression
+
+    try:
+        return Expression.compile(expr)
+    except SyntaxError as err:  # what pytest raises for a malformed expression
+        raise DrillError(f"{flag} {expr!r} is not a selection expression ({err.msg}); quote words and join "
+                         f"them with and/or/not, e.g. -k \"uplink and sonic\"") from None

@@ -1,0 +1,99 @@
+"""fio for other machines: the batch/v1 Job of `job` mode and the job file and command of `clients` mode.
+
+Pure renderers from a `SaturationSpec`: nothing here talks to a cluster or starts a process
+(drills/faults/storage/job.py applies the Job, drills/faults/storage/clients.py runs the command).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from pathlib import Path
+from typing import Any
+
+from drills.core.errors import InvalidProfile
+from drills.faults.storage.spec import FILES_PREFIX, LABELS, SaturationSpec, fio_jobs, remote_job
+
+__all__ = ["render_fio_job", "render_jobfile", "clients_argv"]
+
+log = logging.getLogger(__name__)
+
+
+def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
+    """The batch/v1 Job for `job` mode: `parallelism` pods, each running fio in its own directory of the PVC."""
+    if not spec.claim:
+        raise InvalidProfile("storage saturation job mode needs the store's PersistentVolumeClaim (claim)")
+    workdir = f"{spec.mount_path.rstrip('/')}/{FILES_PREFIX}{spec.job_name}/$(POD_NAME)"  # kubelet expands
+    job = remote_job(fio_jobs(spec, "$D")[0], spec)
+    argv = ["fio", "--output-format=json", *job.to_argv()]
+    fio_cmd = " ".join(shlex.quote(a) if a != "--directory=$D" else '--directory="$D"' for a in argv)
+    script = "\n".join([
+        f"D={shlex.quote(workdir)}",
+        'mkdir -p "$D"',
+        # pod deletion: stop fio, remove its files; sh is PID 1 and only gets SIGTERM with a trap
+        """trap 'kill -TERM $FIO 2>/dev/null; wait $FIO; rm -rf "$D"; exit 143' TERM INT""",
+        f"{fio_cmd} &",
+        "FIO=$!",
+        "wait $FIO; rc=$?",
+        'rm -rf "$D"',
+        "exit $rc",
+    ])
+    labels = {**LABELS, "job-name": spec.job_name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": spec.job_name, "namespace": spec.namespace, "labels": dict(LABELS)},
+        "spec": {
+            "parallelism": spec.parallelism,
+            "completions": spec.parallelism,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": int(spec.max_seconds) + 120,  # the cluster's own safety net
+            "ttlSecondsAfterFinished": 600,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 30,
+                    # spread over nodes: the point is load from several storage clients (per node: required)
+                    "affinity": {"podAntiAffinity": _anti_affinity(spec)},
+                    "containers": [{
+                        "name": "fio",
+                        "image": spec.image,
+                        "command": ["/bin/sh", "-c", script],
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "volumeMounts": [{"name": "store", "mountPath": spec.mount_path}],
+                    }],
+                    "volumes": [{"name": "store", "persistentVolumeClaim": {"claimName": spec.claim}}],
+                    **({"tolerations": [dict(t) for t in spec.tolerations]} if spec.tolerations else {}),
+                    **({"nodeSelector": dict(spec.node_selector)} if spec.node_selector else {}),
+                },
+            },
+        },
+    }
+
+
+def render_jobfile(spec: SaturationSpec) -> str:
+    """The job file `clients` mode sends to every fio server (paths are the servers' own)."""
+    return "".join(remote_job(job, spec, unlink=True).to_jobfile() for job in fio_jobs(spec, spec.directory))
+
+
+def clients_argv(spec: SaturationSpec, jobfile: str | Path | list[str | Path], output: str | Path | None = None,
+                 binary: str = "fio") -> list[str]:
+    """The controlling command for `clients` mode: one `--client=<host> <jobfile>` pair per storage client.
+    `jobfile` is one file for every client, or one per client (each writing in its own directory)."""
+    if not spec.clients:
+        raise InvalidProfile("storage saturation clients mode needs at least one client host (clients)")
+    files = list(jobfile) if isinstance(jobfile, list) else [jobfile] * len(spec.clients)
+    if len(files) != len(spec.clients):
+        raise InvalidProfile(f"clients mode: {len(files)} job files for {len(spec.clients)} clients")
+    argv = [binary, "--output-format=json"] + ([f"--output={output}"] if output else [])
+    for host, file in zip(spec.clients, files):
+        argv += [f"--client={host}", str(file)]
+    return argv
+
+
+def _anti_affinity(spec: SaturationSpec) -> dict[str, Any]:
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"job-name": spec.job_name}}}
+    if spec.per_node:
+        return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}

@@ -1,0 +1,83 @@
+"""The profile's `storage` section: the checkpoint store, its probe, and how fio saturates it
+(drills/faults/storage/: local, job, per-node job, clients)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from drills.profile.base import Seconds, Strict
+
+__all__ = ["Saturation", "StorageConfig"]
+
+_FIO_HOST = re.compile(r"^(?:(?:ip|ip6|sock):)?[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(?:,\d{1,5})?$")
+_SIZE = re.compile(r"^\d+(?:\.\d+)?[kKmMgGtT]?(?:i?[bB])?$")
+
+
+class Saturation(Strict):
+    mode: Literal["local", "job", "clients"] = "local"  # see drills/injectors/storage.py
+    rw: Literal["write", "read", "randwrite", "randread", "rw", "randrw"] = "write"
+    block_size: str = "1M"
+    size: str = "1G"
+    numjobs: int = Field(4, gt=0)
+    iodepth: int = Field(16, gt=0)
+    runtime_s: Seconds = 120.0  # fio's own time limit: a crashed drill cannot saturate for longer
+    direct: bool = True
+    # job mode: N pods of a batch/v1 Job run fio against the store's PVC
+    namespace: str = "default"
+    claim: str | None = None
+    mount_path: str = "/store"
+    parallelism: int = Field(2, gt=0)
+    # job mode, one fio pod on EACH node matching node_selector (not cordoned), kept apart by a required pod
+    # anti-affinity: every storage client loads the store at once (parallelism is then the node count)
+    per_node: bool = False
+    image: str = "docker.io/xridge/fio:latest"
+    start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
+    tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
+    node_selector: dict[str, str] = {}
+    # clients mode: hosts running `fio --server`, each "host", "host,port" or "ip:host,port" (fio's syntax)
+    clients: list[str] = []
+
+    @field_validator("clients")
+    @classmethod
+    def _client_hosts(cls, hosts: list[str]) -> list[str]:
+        """Hosts reach fio's command line: each must be in fio's grammar, nothing else (DESIGN §6)."""
+        for host in hosts:
+            if not _FIO_HOST.match(host):
+                raise ValueError(f'must be fio server addresses like "10.0.0.5", "node-3,8765" or '
+                                 f'"ip:10.0.0.5,8766" (got {host!r})')
+        return hosts
+
+    @field_validator("block_size", "size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not _SIZE.match(str(value)):
+            raise ValueError(f'must be a size like "4k", "1M" or "10G" (got {value!r})')
+        return str(value)
+
+
+class StorageConfig(Strict):
+    checkpoint_store: str = "/ckpt"  # a directory, or "from-twin": the twin's checkpoint store
+    probe_size_mb: int = Field(256, gt=0)
+    probe_shards: int = Field(4, gt=0)
+    probe_save_limit_s: Seconds | None = None  # absolute limit on the probe's save under saturation
+    saturation: Saturation = Saturation()
+    # Extra fio job options, name → value, from an allowlist (drills/profile/fio_options.py): rate,
+    # rate_min, rate_iops, rate_iops_min, rate_process, ioengine (sync, psync, libaio, io_uring, …), bs,
+    # bssplit, blockalign, size, io_size, nrfiles, loops, numjobs, iodepth (+ batch options), rw,
+    # rwmixread, rwmixwrite, direct, buffered, invalidate, thread, refill_buffers, runtime, time_based,
+    # ramp_time, startdelay, group_reporting, norandommap, randrepeat, randseed, random_distribution,
+    # fsync, fdatasync, end_fsync, fsync_on_close, buffer_compress_percentage, dedupe_percentage,
+    # file_service_type. Options that run commands or write elsewhere (exec_prerun, exec_postrun,
+    # filename, directory, opendir, write_*_log, write_iolog, ioscheduler, cgroup, …) are refused.
+    fio_options: dict[str, str | int | float | bool] = {}
+    bandwidth_target_mb_s: float | None = Field(None, gt=0)
+
+    @field_validator("fio_options")
+    @classmethod
+    def _fio_allowlist(cls, options: dict) -> dict:
+        from drills.profile.fio_options import check_fio_options
+
+        return check_fio_options(options)

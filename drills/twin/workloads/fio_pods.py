@@ -1,0 +1,145 @@
+"""fio containers on the twin: a pod whose container runs fio (the storage drill's saturation Job) runs the
+real fio, here, against the twin's checkpoint store, and ends as the container would — fio's JSON report
+printed to the pod's log, then the container exits with fio's code.
+
+The container is recognised by its command: a shell script with a line `fio --output-format=json …`
+(drills/faults/storage/remote.py renders it), or a command whose program is fio. That fio line runs with:
+- `--directory` → a folder of its own under the twin's store (its PVC is the store), removed afterwards;
+- `--runtime` in twin time: the twin runs fio for runtime / scale wall seconds (at least one second),
+  so a saturation ends when the cluster's clock says it does;
+- the twin's store adapting the I/O path as a real node's kernel would not need to: a FUSE mount has no
+  O_DIRECT (`--direct=0` there) and a missing libaio falls back to psync.
+A pod deleted while fio runs stops it (SIGTERM, as the kubelet would) and its log is gone with it.
+The store's modelled bandwidth is shared with the probe and the training job, as on a real store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any, Hashable
+
+from drills.twin.api.resources import by_kind
+from drills.twin.controllers.base import Controller
+from drills.twin.controllers.client import key_of
+from drills.twin.workloads.hub import hub_for
+
+__all__ = ["FioPodController", "fio_command"]
+
+log = logging.getLogger(__name__)
+
+PODS = by_kind("v1", "Pod")
+_RUNTIME = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}
+
+
+def fio_command(pod: dict) -> tuple[str, list[str]] | None:
+    """(container name, fio's arguments) of the pod's first container that runs fio with a JSON report; None
+    if none does."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        argv = list(container.get("command") or []) + list(container.get("args") or [])
+        lines = [argv[2]] if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"]) and len(argv) > 2 else [shlex.join(argv)]
+        for text in lines:
+            for line in text.splitlines():
+                line = line.strip().removesuffix("&").strip()
+                if line.startswith("fio ") and "--output-format=json" in line:
+                    try:
+                        return container["name"], shlex.split(line)[1:]
+                    except ValueError:
+                        return None
+    return None
+
+
+class FioPodController(Controller):
+    name = "fio-pods"
+
+    def __init__(self, ctx: Any):
+        super().__init__(ctx)
+        self.hub = hub_for(ctx.twin)  # type: ignore[attr-defined]
+        self.runs: dict[Hashable, asyncio.Task] = {}
+
+    def setup(self) -> None:
+        self.pods = self.ctx.informers.informer(PODS)
+        self.pods.add_handler(self._on_pod)
+
+    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
+        if fio_command(pod) is not None:
+            self.enqueue(key_of(pod))
+
+    async def stop(self) -> None:
+        for task in self.runs.values():
+            task.cancel()
+        await asyncio.gather(*self.runs.values(), return_exceptions=True)
+        await super().stop()
+
+    async def reconcile(self, key: Hashable) -> None:
+        pod = self.pods.get(*key)  # type: ignore[misc]
+        task = self.runs.get(key)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            if task is not None and not task.done():
+                task.cancel()  # SIGTERM to fio; the log goes with the pod
+            return
+        if task is None and (pod.get("status") or {}).get("phase") == "Running":
+            self.runs[key] = asyncio.create_task(self._run_fio(pod), name=f"fio:{key}")
+
+    async def _run_fio(self, pod: dict) -> None:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        container, args = fio_command(pod)  # type: ignore[misc]
+        workdir = Path(self.hub.store_root) / f".drills-fio-pod-{ns}-{name}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        argv = ["fio", *self._adapt(args, workdir)]
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = await proc.communicate()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.terminate()
+                await proc.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        shutil.rmtree(workdir, ignore_errors=True)
+        text = out.decode(errors="replace") + ("" if proc.returncode == 0 else err.decode(errors="replace"))
+        client = self.ctx.client
+        base = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{name}"
+        async with client.session.post(f"{base}/log", params={"container": container}, data=text,
+                                       headers={"Content-Type": "text/plain"}) as resp:
+            if resp.status >= 400:
+                log.debug("fio log of %s/%s: HTTP %s", ns, name, resp.status)
+        code = int(proc.returncode or 0)
+        exit_body = {"code": code, "reason": "Completed" if code == 0 else "Error", "container": container}
+        async with client.session.post(f"{base}/exit", json=exit_body) as resp:
+            if resp.status >= 400:
+                log.debug("fio exit of %s/%s: HTTP %s", ns, name, resp.status)
+        log.info("fio in pod %s/%s ended with code %d", ns, name, code)
+
+    def _adapt(self, args: list[str], workdir: Path) -> list[str]:
+        from drills.faults.storage.fio import available_ioengines, supports_direct
+
+        direct_ok = supports_direct(workdir)
+        engines = available_ioengines()
+        out = []
+        for arg in args:
+            key, _, value = arg.partition("=")
+            if key == "--directory":
+                arg = f"--directory={workdir}"
+            elif key == "--runtime":
+                arg = f"--runtime={self._wall_seconds(value)}"
+            elif key == "--direct" and value == "1" and not direct_ok:
+                arg = "--direct=0"
+            elif key == "--ioengine" and value not in engines:
+                arg = "--ioengine=psync"
+            elif key == "--output":
+                continue
+            out.append(arg)
+        return out
+
+    def _wall_seconds(self, value: str) -> int:
+        match = _RUNTIME.match(value.strip())
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 60.0
+        return max(1, math.ceil(seconds / self.ctx.clock.scale))

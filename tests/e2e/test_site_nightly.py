@@ -1,0 +1,126 @@
+"""A nightly run on a healthy twin configured like a real site ends green, with what the site does not run
+skipped and named (issue 17).
+
+The site: one switch OS (every leaf SONiC), reached through a kubeconfig (so the target is a real cluster
+to every decision: twin-only node faults are refused; only its served clock is dilated), a profile that
+kills at most one replica (`faults.inference.max_kill: 1`), and features read from the ConfigMap `drills
+schedule --features` renders, materialised as the kubelet mounts it (`..data` and symlinks). The run
+must exit 0, every drill it ran must pass, and every Example it did not run must be skipped with its
+reason — gpu-unhealthy (twin-only), every replica (beyond max_kill), the four switch OSes it does not have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drills.schedule.cronjob import ScheduleOptions, render
+from drills.twin.profile import PROFILES_DIR
+from drills.twin.launcher import start_twin
+from tests.e2e.drill_helpers import REPO, drills, records, write_profile
+
+pytestmark = pytest.mark.slow
+
+OTHER_OSES = ("nxos", "eos", "cumulus", "onyx")
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    """The minimal twin with every switch on SONiC (a site's single-OS fabric) and a leaf per training node:
+    the drills run one after another on this one cluster, and after two node losses the job may sit on two
+    nodes that would share a leaf in the minimal topology, where no uplink carries its traffic (the network
+    drill is then rightly inconclusive)."""
+    raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    for switch in raw["fabric"]["switches"].values():
+        switch["dialect"] = "sonic"
+    raw["fabric"]["switches"].update({"leaf-3": {"role": "leaf", "dialect": "sonic"},
+                                      "leaf-4": {"role": "leaf", "dialect": "sonic"}})
+    raw["node_pools"]["training"]["leaves"] = ["leaf-1", "leaf-2", "leaf-3", "leaf-4"]
+    raw["name"] = "site-sonic"
+    path = tmp_path_factory.mktemp("site-twin-profile") / "site-sonic.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    handle = start_twin(tmp_path_factory.mktemp("site-twin"), profile=str(path))
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def site_profile(twin, tmp_path_factory) -> str:
+    info = twin.info
+    switches = [s for s in info["switches"] if s.get("role") == "leaf"]
+    assert {s["dialect"] for s in switches} == {"sonic"}
+    profile = {
+        "name": "site",
+        "cluster": {"mode": "kubeconfig", "kubeconfig": info["kubeconfig"]},
+        "workloads": {"training": {"checkpoint_interval_steps": 1500},
+                      "inference": {"endpoint": info["gateway"], "replica_header": "x-twin-replica"}},
+        "switches": {"devices": switches},
+        "storage": {"checkpoint_store": info["checkpoint_store"], "probe_size_mb": 8, "probe_shards": 4,
+                    "probe_save_limit_s": "5s", "bandwidth_target_mb_s": 40,
+                    "saturation": {"mode": "local", "size": "16M", "numjobs": 2, "iodepth": 4, "runtime_s": "5m"}},
+        "faults": {"inference": {"max_kill": 1}},
+        "safety": {"allow": {"nodes": ["gpu-train-*", "gpu-infer-*"], "namespaces": ["ai-platform"],
+                             "switches": ["leaf-*"], "interfaces": ["Ethernet*"]}},
+    }
+    return write_profile(tmp_path_factory.mktemp("site") / "site.yaml", yaml.safe_dump(profile))
+
+
+@pytest.fixture(scope="module")
+def mounted_features(tmp_path_factory) -> Path:
+    """The features ConfigMap of `drills schedule --features features/`, laid out as the kubelet mounts it."""
+    scheduling = write_profile(tmp_path_factory.mktemp("sched") / "p.yaml", "cluster: {mode: in-cluster}\n")
+    docs = render(ScheduleOptions(profile=scheduling, image="img", features=str(REPO / "features")))
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-features")]
+    (cron,) = [d for d in docs if d["kind"] == "CronJob"]
+    (volume,) = [v for v in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+                 if v["name"] == "features"]
+    mount = tmp_path_factory.mktemp("mount") / "features"
+    data = mount / "..2026_12_02_02_00_00.000000001"
+    for item in volume["configMap"]["items"]:
+        (data / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (data / item["path"]).write_text(cm["data"][item["key"]])
+    os.symlink(data.name, mount / "..data")
+    for top in {Path(item["path"]).parts[0] for item in volume["configMap"]["items"]}:
+        os.symlink(f"..data/{top}", mount / top)
+    return mount
+
+
+@pytest.fixture(scope="module")
+def nightly(site_profile, mounted_features, tmp_path_factory):
+    reports = tmp_path_factory.mktemp("reports")
+    proc = drills("run", "--profile", site_profile, "--reports", str(reports), "--run-id", "nightly", "--no-html",
+                  str(mounted_features), timeout=1500)
+    return proc, reports / "nightly"
+
+
+def test_the_site_like_nightly_ends_green(nightly):
+    proc, run_dir = nightly
+    recs = records(run_dir)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-2000:],
+                                  [(r["scenario"], r["verdict"], r["reason"]) for r in recs])
+    assert recs and all(r["verdict"] == "pass" for r in recs)
+    assert {r["drill"] for r in recs} == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation"}
+    ran = {r["scenario"] for r in recs}
+    assert not any("gpu-unhealthy" in s or "all its replicas" in s or any(os_ in s for os_ in OTHER_OSES)
+                   for s in ran)
+
+
+def test_what_the_site_does_not_run_is_skipped_and_named(nightly):
+    proc, run_dir = nightly
+    skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
+    reasons = {s["test"].split("[", 1)[1].rstrip("]"): s["reason"] for s in skipped}
+    assert reasons.pop("gpu-unhealthy").startswith("node-loss mode gpu-unhealthy runs only on the twin")
+    assert reasons.pop("all its replicas").startswith("killing 2 of 2 replicas: a full outage")
+    assert set(reasons) == {f"{os_}-{t}" for os_ in OTHER_OSES for t in ("shell", "exec")} - {"onyx-exec"}
+    assert all(r.startswith(f"no {k.split('-')[0]} switch in the inventory (this fabric runs: sonic)")
+               for k, r in reasons.items())
+    for s in skipped:  # named at the end of the run, and in JUnit as skipped (not failed, not hidden)
+        assert f"skipped on this target: {s['test']}: {s['reason']}" in proc.stdout
+    junit = (run_dir / "junit.xml").read_text()
+    assert junit.count("<skipped ") == len(skipped) and 'failures="0"' in junit and 'errors="0"' in junit

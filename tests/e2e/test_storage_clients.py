@@ -1,0 +1,96 @@
+"""Storage saturation in `clients` mode (fio's client/server mode) with two real `fio --server`s on 127.0.0.1,
+distinct ports: the storage drill saturates the twin's store from both and passes, fio's report is the "All
+clients" total of the two, each client wrote in its own directory, and nothing is left once it reverted —
+also when only the journal's files directory is known (`drills revert` after a crash)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from drills.faults.storage.clients import start_clients
+from drills.faults.storage.local import leftover_fio, stop_local
+from drills.faults.storage.spec import SaturationSpec
+from tests.e2e.drill_helpers import drills, records, write_profile
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def fio_servers(tmp_path):
+    """Two fio servers on loopback, each on its own port; stopped (by pid) afterwards."""
+    procs, hosts = [], []
+    try:
+        for n in range(2):
+            port = _free_port()
+            log = open(tmp_path / f"server-{n}.log", "wb")
+            procs.append(subprocess.Popen(["fio", f"--server=ip:127.0.0.1,{port}"], stdout=log, stderr=log,
+                                          stdin=subprocess.DEVNULL))
+            hosts.append(f"ip:127.0.0.1,{port}")
+            deadline = time.monotonic() + 30
+            while not _listening(port):  # the server's socket is the event waited for
+                assert procs[-1].poll() is None and time.monotonic() < deadline, (tmp_path / f"server-{n}.log").read_text()
+                time.sleep(0.02)
+        yield hosts
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_the_storage_drill_saturates_the_store_from_two_fio_servers(fio_servers, tmp_path):
+    profile = write_profile(tmp_path / "clients.yaml", f"""\
+storage:
+  checkpoint_store: from-twin
+  probe_size_mb: 8
+  probe_shards: 4
+  probe_save_limit_s: 5s
+  bandwidth_target_mb_s: 40
+  saturation: {{mode: clients, clients: {json.dumps(fio_servers)}, rw: write, block_size: 1M, size: 16M,
+                numjobs: 1, iodepth: 4, runtime_s: 5m}}
+safety:
+  allow: {{nodes: ["*"], namespaces: [ai-platform]}}
+""")
+    proc = drills("run", "-m", "storage", "--profile", profile, "--no-html", "--reports", str(tmp_path / "r"),
+                  "--run-id", "clients", timeout=600)
+    (rec,) = records(tmp_path / "r" / "clients")
+    assert proc.returncode == 0 and rec["verdict"] == "pass", (proc.stdout[-2000:], rec["reason"])
+    fio = rec["details"]["fio"]
+    assert fio["jobs"] == ["All clients"] and fio["write"]["io_bytes"] > 0
+    (fault,) = rec["details"]["faults"]
+    assert fault["mode"] == "clients" and not Path(fault["files_dir"]).exists(), fault
+    journal = (tmp_path / "r" / "clients" / "journal.jsonl").read_text()
+    assert '"mode":"clients"' in journal and '"op":"close"' in journal
+
+
+def test_each_client_writes_its_own_directory_and_a_crash_revert_finds_the_controlling_fio(fio_servers, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    spec = SaturationSpec(directory=str(store), mode="clients", clients=tuple(fio_servers), rw="write", bs="1m",
+                          size="8m", numjobs=1, iodepth=2, max_seconds=600, ioengine="psync", direct=False)
+    record = start_clients(spec, start_timeout=60)
+    try:
+        files = Path(record.files_dir)
+        assert sorted(p.name for p in files.iterdir() if p.is_dir()) == ["client-0", "client-1"]
+        assert all(any(files.joinpath(d).iterdir()) for d in ("client-0", "client-1"))
+        assert leftover_fio(record.files_dir) == [record.pid]  # found by its job files, as after a crash
+    finally:
+        stop_local(record.files_dir)  # what `drills revert` does with the journal's files directory alone
+    assert leftover_fio(record.files_dir) == [] and not Path(record.files_dir).exists()
