@@ -91,16 +91,30 @@ def _nvue(text: str, _iface: str) -> PortTraffic:
     return PortTraffic(int(data["in-pkts"]), int(data["out-pkts"]))
 
 
-_PORTSTAT = re.compile(r"^\s*(?P<iface>\S+)\s+[UDX]\s+(?P<rx>[\d,]+)\s+(?P<rxr>[\d.,]+) (?P<rxu>[KMG]?B)/s\s+\S+\s+\S+\s+\S+\s+\S+"
-                       r"\s+(?P<tx>[\d,]+)\s+(?P<txr>[\d.,]+) (?P<txu>[KMG]?B)/s", re.M)
+_PORTSTAT_CELL = re.compile(r"[\d.,]+ [KMG]?B/s|\S+")  # a rate is two words ("632.97 MB/s"), every other cell one
 
 
 def _sonic(text: str, iface: str) -> PortTraffic:
-    """portstat: IFACE STATE RX_OK RX_BPS RX_UTIL RX_ERR RX_DRP RX_OVR TX_OK TX_BPS … (RX_BPS in bytes/s)."""
-    for m in _PORTSTAT.finditer(text):
-        if m["iface"] == iface:
-            return PortTraffic(_int(m["rx"]), _int(m["tx"]), 8 * _unit(m["rxr"], m["rxu"]), 8 * _unit(m["txr"], m["txu"]))
-    raise StateUnreadable(f"no portstat row for {iface}")
+    """portstat's table, read by its header: IFACE (Iface before 2017) STATE RX_OK RX_BPS … TX_OK TX_BPS …;
+    `-a` and older releases add RX_PPS/Tx_PPS, newer ones TRIM columns. Rates are bytes/s (B/s, KB/s, MB/s);
+    a cell the counters DB has not filled is N/A (a rate: not printed; a packet count: unreadable)."""
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = _PORTSTAT_CELL.findall(line)
+        if cells and cells[0].upper() == "IFACE":
+            header = [c.upper() for c in cells]
+        elif header and cells and cells[0] == iface:
+            if len(cells) != len(header):
+                raise StateUnreadable(f"portstat row for {iface} has {len(cells)} cells under {len(header)} columns")
+            row = dict(zip(header, cells))
+            if "RX_OK" not in row or "TX_OK" not in row:
+                raise StateUnreadable("portstat prints no RX_OK / TX_OK columns")
+            if not _is_count(row["RX_OK"]) or not _is_count(row["TX_OK"]):
+                raise StateUnreadable(f"portstat prints {row['RX_OK']} / {row['TX_OK']} packets for {iface} "
+                                      f"(the counters DB has no value for it yet)")
+            return PortTraffic(_int(row["RX_OK"]), _int(row["TX_OK"]), _byte_rate(row.get("RX_BPS")),
+                               _byte_rate(row.get("TX_BPS")))
+    raise StateUnreadable(f"no portstat row for {iface}" if header else "no portstat header (IFACE … RX_OK … TX_OK)")
 
 
 COUNTER_PARSERS: dict[str, Callable[[str, str], PortTraffic]] = {
@@ -130,3 +144,13 @@ def _num(value: str | None) -> float | None:
 
 def _int(value: str) -> int:
     return int(value.replace(",", ""))
+
+
+def _is_count(value: str) -> bool:
+    return re.fullmatch(r"\d{1,3}(,\d{3})*|\d+", value) is not None
+
+
+def _byte_rate(cell: str | None) -> float | None:
+    """portstat's `653.87 MB/s` (bytes, powers of 1000) as bits/s; N/A or no column: None."""
+    m = re.fullmatch(r"([\d.,]+) ([KMG]?B)/s", cell or "")
+    return 8 * _unit(m[1], m[2]) if m else None
