@@ -81,14 +81,32 @@ def _onyx(text: str, iface: str) -> PortTraffic:
 
 
 def _nvue(text: str, _iface: str) -> PortTraffic:
+    """NVUE's stats object: flat (`link stats -o json`, `counters -o json`) or under the link
+    (`link -o json`: "stats"; `interface` JSON: "link" → "stats"). NVUE prints no rate."""
     start = text.find("{")
     try:
         data = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError as err:
         raise StateUnreadable(f"not valid JSON ({err.msg})") from None
-    if not isinstance(data, dict) or "in-pkts" not in data or "out-pkts" not in data:
+    stats = _nvue_stats(data)
+    if stats is None:
         raise StateUnreadable("no in-pkts / out-pkts in the counters")
-    return PortTraffic(int(data["in-pkts"]), int(data["out-pkts"]))
+    rx, tx = stats["in-pkts"], stats["out-pkts"]
+    if not all(isinstance(v, int) or (isinstance(v, str) and v.isdigit()) for v in (rx, tx)):
+        raise StateUnreadable(f"in-pkts / out-pkts are {rx!r} / {tx!r}, not packet counts")
+    return PortTraffic(int(rx), int(tx))
+
+
+def _nvue_stats(data: object) -> dict | None:
+    if not isinstance(data, dict):
+        return None
+    if "in-pkts" in data and "out-pkts" in data:
+        return data
+    for key in ("stats", "link"):
+        found = _nvue_stats(data.get(key))
+        if found is not None:
+            return found
+    return None
 
 
 _PORTSTAT_CELL = re.compile(r"[\d.,]+ [KMG]?B/s|\S+")  # a rate is two words ("632.97 MB/s"), every other cell one
