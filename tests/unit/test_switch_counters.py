@@ -34,6 +34,12 @@ EXPECTED = yaml.safe_load((REAL / "EXPECTED.yaml").read_text())
 COUNTED = [(name, iface) for name, case in sorted(EXPECTED.items()) for iface in case.get("counters") or {}]
 
 
+def test_every_os_has_real_counter_outputs():
+    files = {name: EXPECTED[name]["dialect"] for name, _ in COUNTED}
+    per_os = {d: list(files.values()).count(d) for d in ("sonic", "onyx", "cumulus", "nxos", "eos")}
+    assert min(per_os.values()) >= 1 and sum(per_os.values()) >= 20, per_os
+
+
 @pytest.mark.parametrize("name, iface", COUNTED)
 def test_real_outputs_read_right(name, iface):
     case = EXPECTED[name]

@@ -56,8 +56,23 @@ def _nxos(text: str, iface: str) -> PortTraffic:
     if not rows or not rows[0]["INPUT_PACKETS"] or not rows[0]["OUTPUT_PACKETS"]:
         raise StateUnreadable(f"no input/output packet totals for {iface}")
     r = rows[0]
-    return PortTraffic(int(r["INPUT_PACKETS"]), int(r["OUTPUT_PACKETS"]), _num(r["BANDWIDTH_INPUT_RATE"]),
-                       _num(r["BANDWIDTH_OUTPUT_RATE"]))
+    rates = _shortest_rates(_block(text, r"^\S+ is ", iface))
+    return PortTraffic(int(r["INPUT_PACKETS"]), int(r["OUTPUT_PACKETS"]),
+                       rates.get("input", _num(r["BANDWIDTH_INPUT_RATE"])), rates.get("output", _num(r["BANDWIDTH_OUTPUT_RATE"])))
+
+
+_NXOS_RATE = re.compile(r"^\s*(\d+) (second|minute)s? (input|output) rate (\d+) bits/sec", re.M)
+
+
+def _shortest_rates(text: str) -> dict[str, float]:
+    """NX-OS prints a rate per load interval (30 seconds, then 300 seconds, or 1 minute on mgmt0); the
+    shortest is the traffic now (ntc-templates keeps the last one printed)."""
+    best: dict[str, tuple[int, float]] = {}
+    for m in _NXOS_RATE.finditer(text):
+        seconds = int(m[1]) * (60 if m[2] == "minute" else 1)
+        if m[3] not in best or seconds < best[m[3]][0]:
+            best[m[3]] = (seconds, float(m[4]))
+    return {side: bps for side, (_, bps) in best.items()}
 
 
 def _eos(text: str, iface: str) -> PortTraffic:
@@ -70,10 +85,16 @@ def _eos(text: str, iface: str) -> PortTraffic:
     return PortTraffic(int(rx[1]), int(tx[1]), rates.get("input"), rates.get("output"))
 
 
+_ONYX_PORT = r"^Eth\d\S*?:?\s*$"  # "Eth1/1:" (Onyx) or "Eth1/1" (MLNX-OS 3.6) opens a port's block
+
+
 def _onyx(text: str, iface: str) -> PortTraffic:
-    text = _block(text, r"^\S+:\s*$", iface)
-    rx = re.search(r"^\s*Rx:\s*\n\s*(\d+)\s+packets", text, re.M)
-    tx = re.search(r"^\s*Tx:\s*\n\s*(\d+)\s+packets", text, re.M)
+    """A port block, then Rx and Tx blocks that start with the packet total: "Rx:" indented under the port
+    on Onyx, "Rx" flush left on MLNX-OS 3.6; the rate lines `60 seconds ingress rate: N bits/sec, ...`
+    (padded before the colon on Onyx)."""
+    text = _block(text, _ONYX_PORT, iface)
+    rx = re.search(r"^\s*Rx:?\s*\n\s*(\d+)\s+packets\s*$", text, re.M)
+    tx = re.search(r"^\s*Tx:?\s*\n\s*(\d+)\s+packets\s*$", text, re.M)
     if not rx or not tx:
         raise StateUnreadable("no Rx/Tx packet counts")
     rates = {m[1]: float(m[2]) for m in re.finditer(r"^\s*\d+ seconds (ingress|egress) rate\s*:\s*(\d+) bits/sec", text, re.M)}
@@ -149,7 +170,11 @@ _UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "b": 1.0, "kb": 1e3
 def _block(text: str, header: str, iface: str) -> str:
     """The part of a multi-port output about `iface` (the whole text when it shows one port)."""
     blocks = {_short(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
-    return blocks.get(_short(iface), text) if len(blocks) > 1 else text
+    if len(blocks) <= 1:
+        return text
+    if _short(iface) not in blocks:
+        raise StateUnreadable(f"no block for {iface} among {', '.join(blocks)}")
+    return blocks[_short(iface)]
 
 
 def _unit(value: str, unit: str) -> float:
