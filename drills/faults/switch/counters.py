@@ -2,9 +2,10 @@
 
 `read_counters(dialect, output, iface)` → `PortTraffic`; the uplink drill reads it before and after
 the shutdown over the same login, to tell a fault that hit the job's traffic from one on an idle port
-(drills/faults/switch/uplink.py). NX-OS through ntc-templates; SONiC's portstat table, EOS's counter
-lines, Onyx's Rx/Tx blocks and NVUE's counters JSON are small readers of their own (no upstream
-template reads their counters).
+(drills/faults/switch/uplink.py). NX-OS through ntc-templates (its rate from the shortest load
+interval); SONiC's portstat table, EOS's counter lines, Onyx's Rx/Tx blocks and NVUE's stats JSON are
+small readers of their own (no upstream template reads their counters). Each is checked against real
+outputs in tests/data/real/switch/ (EXPECTED.yaml, `counters`).
 """
 
 from __future__ import annotations
