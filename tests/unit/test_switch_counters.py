@@ -8,9 +8,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drills.faults.switch.counters import read_counters
 from drills.faults.switch.dialect import load_switch_dialect
+from drills.faults.switch.parse import StateUnreadable
 from drills.measure.nccl import judge_uplink_effect
 from drills.twin.fabric import leaf_spine
 from drills.twin.fabric.cli import SwitchCli
@@ -28,15 +30,30 @@ class Clock:
         return self.t
 
 
-@pytest.mark.parametrize("file, dialect, iface, expected", [
-    ("nxos-show_interface-1.txt", "nxos", "Ethernet1/1", (68448, 754962, 80.0, 256.0)),
-    ("eos-show_interfaces-1.txt", "eos", "Ethernet1", (292, 203, 0.0, 0.0)),
-    ("eos-show_interfaces-1.txt", "eos", "Ethernet2", (0, 32, 0.0, 0.0)),
-])
-def test_real_outputs_read_right(file, dialect, iface, expected):
-    text = (REAL / file).read_text().split("\n", 1)[1]
-    c = read_counters(load_switch_dialect(dialect), text, iface)
-    assert (c.rx_packets, c.tx_packets, c.rx_bps, c.tx_bps) == expected
+EXPECTED = yaml.safe_load((REAL / "EXPECTED.yaml").read_text())
+COUNTED = [(name, iface) for name, case in sorted(EXPECTED.items()) for iface in case.get("counters") or {}]
+
+
+def test_every_os_has_real_counter_outputs():
+    files = {name: EXPECTED[name]["dialect"] for name, _ in COUNTED}
+    per_os = {d: list(files.values()).count(d) for d in ("sonic", "onyx", "cumulus", "nxos", "eos")}
+    assert min(per_os.values()) >= 1 and sum(per_os.values()) >= 20, per_os
+
+
+@pytest.mark.parametrize("name, iface", COUNTED)
+def test_real_outputs_read_right(name, iface):
+    case = EXPECTED[name]
+    want = case["counters"][iface]
+    text = (REAL / name).read_text(encoding="utf-8").split("\n", 1)[1]
+    dialect = load_switch_dialect(case["dialect"])
+    if want == "unreadable":
+        with pytest.raises(StateUnreadable):
+            read_counters(dialect, text, iface)
+        return
+    c = read_counters(dialect, text, iface)
+    assert (c.rx_packets, c.tx_packets) == (want["rx_packets"], want["tx_packets"])
+    for got, expected in ((c.rx_bps, want["rx_bps"]), (c.tx_bps, want["tx_bps"])):
+        assert got == (None if expected is None else pytest.approx(expected, rel=1e-9, abs=1e-6))
 
 
 @pytest.fixture

@@ -2,9 +2,10 @@
 
 `read_counters(dialect, output, iface)` → `PortTraffic`; the uplink drill reads it before and after
 the shutdown over the same login, to tell a fault that hit the job's traffic from one on an idle port
-(drills/faults/switch/uplink.py). NX-OS through ntc-templates; SONiC's portstat table, EOS's counter
-lines, Onyx's Rx/Tx blocks and NVUE's counters JSON are small readers of their own (no upstream
-template reads their counters).
+(drills/faults/switch/uplink.py). NX-OS through ntc-templates (its rate from the shortest load
+interval); SONiC's portstat table, EOS's counter lines, Onyx's Rx/Tx blocks and NVUE's stats JSON are
+small readers of their own (no upstream template reads their counters). Each is checked against real
+outputs in tests/data/real/switch/ (EXPECTED.yaml, `counters`).
 """
 
 from __future__ import annotations
@@ -56,8 +57,23 @@ def _nxos(text: str, iface: str) -> PortTraffic:
     if not rows or not rows[0]["INPUT_PACKETS"] or not rows[0]["OUTPUT_PACKETS"]:
         raise StateUnreadable(f"no input/output packet totals for {iface}")
     r = rows[0]
-    return PortTraffic(int(r["INPUT_PACKETS"]), int(r["OUTPUT_PACKETS"]), _num(r["BANDWIDTH_INPUT_RATE"]),
-                       _num(r["BANDWIDTH_OUTPUT_RATE"]))
+    rates = _shortest_rates(_block(text, r"^\S+ is ", iface))
+    return PortTraffic(int(r["INPUT_PACKETS"]), int(r["OUTPUT_PACKETS"]),
+                       rates.get("input", _num(r["BANDWIDTH_INPUT_RATE"])), rates.get("output", _num(r["BANDWIDTH_OUTPUT_RATE"])))
+
+
+_NXOS_RATE = re.compile(r"^\s*(\d+) (second|minute)s? (input|output) rate (\d+) bits/sec", re.M)
+
+
+def _shortest_rates(text: str) -> dict[str, float]:
+    """NX-OS prints a rate per load interval (30 seconds, then 300 seconds, or 1 minute on mgmt0); the
+    shortest is the traffic now (ntc-templates keeps the last one printed)."""
+    best: dict[str, tuple[int, float]] = {}
+    for m in _NXOS_RATE.finditer(text):
+        seconds = int(m[1]) * (60 if m[2] == "minute" else 1)
+        if m[3] not in best or seconds < best[m[3]][0]:
+            best[m[3]] = (seconds, float(m[4]))
+    return {side: bps for side, (_, bps) in best.items()}
 
 
 def _eos(text: str, iface: str) -> PortTraffic:
@@ -70,10 +86,16 @@ def _eos(text: str, iface: str) -> PortTraffic:
     return PortTraffic(int(rx[1]), int(tx[1]), rates.get("input"), rates.get("output"))
 
 
+_ONYX_PORT = r"^Eth\d\S*?:?\s*$"  # "Eth1/1:" (Onyx) or "Eth1/1" (MLNX-OS 3.6) opens a port's block
+
+
 def _onyx(text: str, iface: str) -> PortTraffic:
-    text = _block(text, r"^\S+:\s*$", iface)
-    rx = re.search(r"^\s*Rx:\s*\n\s*(\d+)\s+packets", text, re.M)
-    tx = re.search(r"^\s*Tx:\s*\n\s*(\d+)\s+packets", text, re.M)
+    """A port block, then Rx and Tx blocks that start with the packet total: "Rx:" indented under the port
+    on Onyx, "Rx" flush left on MLNX-OS 3.6; the rate lines `60 seconds ingress rate: N bits/sec, ...`
+    (padded before the colon on Onyx)."""
+    text = _block(text, _ONYX_PORT, iface)
+    rx = re.search(r"^\s*Rx:?\s*\n\s*(\d+)\s+packets\s*$", text, re.M)
+    tx = re.search(r"^\s*Tx:?\s*\n\s*(\d+)\s+packets\s*$", text, re.M)
     if not rx or not tx:
         raise StateUnreadable("no Rx/Tx packet counts")
     rates = {m[1]: float(m[2]) for m in re.finditer(r"^\s*\d+ seconds (ingress|egress) rate\s*:\s*(\d+) bits/sec", text, re.M)}
@@ -81,26 +103,58 @@ def _onyx(text: str, iface: str) -> PortTraffic:
 
 
 def _nvue(text: str, _iface: str) -> PortTraffic:
+    """NVUE's stats object: flat (`link stats -o json`, `counters -o json`) or under the link
+    (`link -o json`: "stats"; `interface` JSON: "link" → "stats"). NVUE prints no rate."""
     start = text.find("{")
     try:
         data = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError as err:
         raise StateUnreadable(f"not valid JSON ({err.msg})") from None
-    if not isinstance(data, dict) or "in-pkts" not in data or "out-pkts" not in data:
+    stats = _nvue_stats(data)
+    if stats is None:
         raise StateUnreadable("no in-pkts / out-pkts in the counters")
-    return PortTraffic(int(data["in-pkts"]), int(data["out-pkts"]))
+    rx, tx = stats["in-pkts"], stats["out-pkts"]
+    if not all(isinstance(v, int) or (isinstance(v, str) and v.isdigit()) for v in (rx, tx)):
+        raise StateUnreadable(f"in-pkts / out-pkts are {rx!r} / {tx!r}, not packet counts")
+    return PortTraffic(int(rx), int(tx))
 
 
-_PORTSTAT = re.compile(r"^\s*(?P<iface>\S+)\s+[UDX]\s+(?P<rx>[\d,]+)\s+(?P<rxr>[\d.,]+) (?P<rxu>[KMG]?B)/s\s+\S+\s+\S+\s+\S+\s+\S+"
-                       r"\s+(?P<tx>[\d,]+)\s+(?P<txr>[\d.,]+) (?P<txu>[KMG]?B)/s", re.M)
+def _nvue_stats(data: object) -> dict | None:
+    if not isinstance(data, dict):
+        return None
+    if "in-pkts" in data and "out-pkts" in data:
+        return data
+    for key in ("stats", "link"):
+        found = _nvue_stats(data.get(key))
+        if found is not None:
+            return found
+    return None
+
+
+_PORTSTAT_CELL = re.compile(r"[\d.,]+ [KMG]?B/s|\S+")  # a rate is two words ("632.97 MB/s"), every other cell one
 
 
 def _sonic(text: str, iface: str) -> PortTraffic:
-    """portstat: IFACE STATE RX_OK RX_BPS RX_UTIL RX_ERR RX_DRP RX_OVR TX_OK TX_BPS … (RX_BPS in bytes/s)."""
-    for m in _PORTSTAT.finditer(text):
-        if m["iface"] == iface:
-            return PortTraffic(_int(m["rx"]), _int(m["tx"]), 8 * _unit(m["rxr"], m["rxu"]), 8 * _unit(m["txr"], m["txu"]))
-    raise StateUnreadable(f"no portstat row for {iface}")
+    """portstat's table, read by its header: IFACE (Iface before 2017) STATE RX_OK RX_BPS … TX_OK TX_BPS …;
+    `-a` and older releases add RX_PPS/Tx_PPS, newer ones TRIM columns. Rates are bytes/s (B/s, KB/s, MB/s);
+    a cell the counters DB has not filled is N/A (a rate: not printed; a packet count: unreadable)."""
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = _PORTSTAT_CELL.findall(line)
+        if cells and cells[0].upper() == "IFACE":
+            header = [c.upper() for c in cells]
+        elif header and cells and cells[0] == iface:
+            if len(cells) != len(header):
+                raise StateUnreadable(f"portstat row for {iface} has {len(cells)} cells under {len(header)} columns")
+            row = dict(zip(header, cells))
+            if "RX_OK" not in row or "TX_OK" not in row:
+                raise StateUnreadable("portstat prints no RX_OK / TX_OK columns")
+            if not _is_count(row["RX_OK"]) or not _is_count(row["TX_OK"]):
+                raise StateUnreadable(f"portstat prints {row['RX_OK']} / {row['TX_OK']} packets for {iface} "
+                                      f"(the counters DB has no value for it yet)")
+            return PortTraffic(_int(row["RX_OK"]), _int(row["TX_OK"]), _byte_rate(row.get("RX_BPS")),
+                               _byte_rate(row.get("TX_BPS")))
+    raise StateUnreadable(f"no portstat row for {iface}" if header else "no portstat header (IFACE … RX_OK … TX_OK)")
 
 
 COUNTER_PARSERS: dict[str, Callable[[str, str], PortTraffic]] = {
@@ -117,7 +171,11 @@ _UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "b": 1.0, "kb": 1e3
 def _block(text: str, header: str, iface: str) -> str:
     """The part of a multi-port output about `iface` (the whole text when it shows one port)."""
     blocks = {_short(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
-    return blocks.get(_short(iface), text) if len(blocks) > 1 else text
+    if len(blocks) <= 1:
+        return text
+    if _short(iface) not in blocks:
+        raise StateUnreadable(f"no block for {iface} among {', '.join(blocks)}")
+    return blocks[_short(iface)]
 
 
 def _unit(value: str, unit: str) -> float:
@@ -130,3 +188,13 @@ def _num(value: str | None) -> float | None:
 
 def _int(value: str) -> int:
     return int(value.replace(",", ""))
+
+
+def _is_count(value: str) -> bool:
+    return re.fullmatch(r"\d{1,3}(,\d{3})*|\d+", value) is not None
+
+
+def _byte_rate(cell: str | None) -> float | None:
+    """portstat's `653.87 MB/s` (bytes, powers of 1000) as bits/s; N/A or no column: None."""
+    m = re.fullmatch(r"([\d.,]+) ([KMG]?B)/s", cell or "")
+    return 8 * _unit(m[1], m[2]) if m else None

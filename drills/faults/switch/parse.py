@@ -96,7 +96,8 @@ def parser_for_command(dialect: str, command: str) -> str:
                     ("nv show interface status", "nvue_show_interface"),
                     ("nv show interface", "nvue_show_interface")],
         "sonic": [("show interface", "sonic_show_interfaces_status")],
-        "onyx": [("| json-print", "onyx_json"), ("show interfaces ethernet", "onyx_show_interfaces_ethernet")],
+        "onyx": [("| json-print", "onyx_json"), ("show interfaces ethernet", "onyx_show_interfaces_ethernet"),
+                 ("show interfaces", "onyx_show_interfaces_ethernet")],
     }
     one_port = any(w.startswith(("swp",)) for w in words)
     for prefix, parser in table.get(dialect, []):

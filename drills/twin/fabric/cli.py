@@ -296,9 +296,10 @@ def _counter_values(c: Any | None) -> dict[str, Any]:
 
 
 def _sonic_rate(bytes_per_s: float) -> str:
-    """sonic-utilities' ns_brate: B/s, KB/s, MB/s with two decimals."""
+    """sonic-utilities' format_brate: MB/s above 10 MB/s, KB/s above 10 KB/s, else B/s; two decimals
+    (so 5 MB/s prints as `5000.00 KB/s`, as in the Command Reference's `8758.25 B/s`)."""
     for unit, div in (("MB/s", 1e6), ("KB/s", 1e3)):
-        if bytes_per_s >= div:
+        if bytes_per_s > 10 * div:
             return f"{bytes_per_s / div:.2f} {unit}"
     return f"{bytes_per_s:.2f} B/s"
 
