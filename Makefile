@@ -6,9 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
-# Test workers: the e2e tests mostly wait on twins' dilated clocks, so more workers than cores pays off;
-# a file's tests stay on one worker (module twins are set up once).
-TEST_WORKERS ?= 4
+# Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
+# twins are set up once). More workers than cores starve the 600× twins (a 1 s stall is 10 cluster minutes).
+TEST_WORKERS ?= 2
 
 .PHONY: bootstrap system-deps node-deps drill test check twin revert clean bench
 

@@ -1,0 +1,7 @@
+"""The test session's environment (the drills' plugins are wired by the repo's conftest.py)."""
+
+import os
+
+# One scenario at a time in every `drills run` a test starts, unless it asks for lanes (`--lanes N`): the suite
+# already runs test files in parallel, and a 600× twin sharing the CPU with two more lanes falls behind its clock.
+os.environ.setdefault("DRILLS_LANES", "1")
