@@ -9,6 +9,7 @@ inconclusive) naming the cause; the healthy twin still passes with the new check
 | not-in-endpoints, 1 of 2 killed       | fail         | replacement X is Ready but not in the Service's endpoints |
 | stale-endpoints, 1 of 2 killed        | fail         | error budget … 502 upstream connect error (its own reason) |
 | kill-container, kubelets stopped      | inconclusive | the fault had no effect on 2 of 2 killed pods           |
+| no-pdb, every replica evicted (drain) | fail         | error budget … failing from the drain on; 503 no ready replica |
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.e2e.drill_helpers import drills, records, write_profile
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
-ONE, ALL = "not all", "all"
+ONE, ALL, DRAIN = "loses and not all", "all", "evict"
 
 
 def _run(tmp_path: Path, run_id: str, keyword: str, *args: str) -> tuple:
@@ -109,6 +110,27 @@ def test_a_kill_that_reaches_no_container_is_inconclusive(twin_factory, tmp_path
     assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", rec
     assert "inconclusive: the fault had no effect on 2 of 2 killed pods" in rec["reason"], rec["reason"]
     assert rec["details"]["fault_effect"] == {"had_effect": False, "unaffected": sorted(rec["details"]["killed_pods"])}
+
+
+def test_a_drain_paced_by_the_budget_keeps_serving(tmp_path):
+    """Healthy: the PodDisruptionBudget refuses the second eviction until the first replacement serves."""
+    done, rec = _run(tmp_path, "drain", DRAIN)
+    assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
+    assert len(rec["details"]["killed_pods"]) == 2 and rec["details"]["killed_by"] == "evict"
+    assert rec["details"]["load"]["fault_error_rate"] == 0.0, rec["details"]["load"]
+    assert rec["recovery_s"] < 5  # never stopped serving
+
+
+def test_no_pdb_lets_a_drain_take_every_replica_at_once(tmp_path):
+    """no-pdb: nothing paces the evictions, both replicas go at once and users see an outage for a model
+    load; "no replica survived" does not excuse it for a voluntary disruption."""
+    done, rec = _run(tmp_path, "no-pdb", DRAIN, "--defect", "no-pdb")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", rec["reason"]
+    assert re.match(r"error budget: [\d.]+ %, over the limit of 1 % of requests failing from the drain on; "
+                    r"most frequent: \d+× 503 no ready replica", rec["reason"]), rec["reason"]
+    assert _checks(rec)["recovery"]["verdict"] == "pass"  # back within 5 minutes: only the budget sees the outage
+    assert rec["details"]["load"]["fault_error_rate"] > 0.1
 
 
 def _wait_ready(url: str, timeout: float = 60) -> None:
