@@ -31,7 +31,7 @@ from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults import NOTHING_TO_UNDO, Plan, Reach
 
 __all__ = ["MODES", "KIND", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "plan", "inject", "revert",
-           "revert_spec"]
+           "revert_spec", "drained"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,16 @@ class PodKillRecord:
     def to_dict(self) -> dict:
         return {**asdict(self), "pods": list(self.pods), "uids": list(self.uids), "nodes": list(self.nodes),
                 "restart_counts": list(self.restart_counts)}
+
+
+def drained(node_record, namespace: str, selector: str, pods: dict[str, str]) -> PodKillRecord:
+    """The workload's pods a node drain evicted, as a kill record (mode `evict`), so the serving drill judges
+    a drain like any kill. `node_record` is the node fault's (drills.faults.node), stamped at the cordon;
+    `pods` the workload's Ready pods before the drain (name → uid)."""
+    mine = [name for ns, name in (p.split("/", 1) for p in node_record.evicted) if ns == namespace and name in pods]
+    return PodKillRecord(namespace=namespace, selector=selector, mode="evict", injected_at=node_record.injected_at,
+                         pods=tuple(mine), uids=tuple(pods[n] for n in mine), nodes=(node_record.node,) * len(mine),
+                         running_before=len(pods))
 
 
 def kill_count(running: int, count: int | None, percent: float | None) -> int:

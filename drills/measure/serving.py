@@ -65,6 +65,7 @@ class PodStartup:
     phases: dict[str, float]
     ready: bool
     pull_message: str | None = None
+    pending_message: str | None = None  # the scheduler's last FailedScheduling message, while never bound
 
     def slowest(self) -> tuple[str, float] | None:
         return max(self.phases.items(), key=lambda kv: kv[1]) if self.phases else None
@@ -265,6 +266,17 @@ class ServingMonitor:
             replaced=len([r for r in replacements if r.counts]), startups=startups, wall=wall,
             replacements=replacements, unaffected=effect.unaffected)
 
+    def busiest_node(self) -> str:
+        """The node running the most Ready replicas (ties: the first by name): draining it disrupts the most."""
+        counts: dict[str, int] = {}
+        for pod in self._pods():
+            if _ready(pod) and obj_get(pod, "spec", "nodeName"):
+                counts[pod["spec"]["nodeName"]] = counts.get(pod["spec"]["nodeName"], 0) + 1
+        if not counts:
+            raise CheckFailed(f"precondition not met: no Ready replica of deployment {self.workload.namespace}/"
+                              f"{self.workload.deployment} runs on a node")
+        return min(counts, key=lambda n: (-counts[n], n))
+
     # ------------------------------------------------------------ helpers
     def _deployment(self) -> dict:
         from kubernetes.client.exceptions import ApiException
@@ -327,7 +339,9 @@ class ServingMonitor:
             if end is None:
                 break
         message = next((e.get("message") for e in reversed(events) if e.get("reason") in ("Pulled", "Pulling")), None)
-        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message)
+        pending = None if scheduled else next((e.get("message") for e in reversed(events)
+                                               if e.get("reason") == "FailedScheduling"), None)
+        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message, pending)
 
     def _events(self, pod: str) -> list[dict]:
         try:
@@ -399,8 +413,9 @@ def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
     phase, seconds, pod = slow
     startup = next((s for s in recovery.startups if s.pod == pod), None)
     state = "" if startup is None or startup.ready else ", still not Ready"
+    why = f": {startup.pending_message}" if startup is not None and startup.pending_message else ""
     return replace(verdict, reason=f"{verdict.reason}; slowest phase: {phase} {format_duration(seconds)} "
-                                   f"(pod {pod}{state})")
+                                   f"(pod {pod}{state}){why}")
 
 
 def to_cluster(clock: Clock, wall_ts: float) -> float:
