@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: bootstrap system-deps node-deps drill test twin revert clean bench
+.PHONY: bootstrap system-deps node-deps drill test twin revert clean bench verdicts
 
 bootstrap: system-deps $(STAMP) node-deps
 
@@ -42,6 +42,11 @@ revert: bootstrap
 
 bench: bootstrap
 	$(BIN)/python bench/twin_api.py
+
+# Every defect against the drill it must break (bench/verdicts.yaml), a fresh twin each: prints the table
+# construction → expected → actual → reason and writes reports/verdicts.md. Long-running; not part of `make test`.
+verdicts: bootstrap
+	$(BIN)/python bench/verdicts.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules reports/twin
