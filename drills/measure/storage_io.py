@@ -22,7 +22,7 @@ from drills.faults.storage.fio import FioResult
 from drills.verdicts.targets import GRACE
 from drills.verdicts.timeline import Verdict, within
 
-__all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s",
+__all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s", "short_window",
            "judge_bandwidth", "judge_saturation_effect", "TrainingSaves", "training_saves", "job_checkpoint_interval",
            "judge_training_saves", "MB", "MIN_EFFECT"]
 
@@ -170,6 +170,7 @@ class TrainingSaves:
     interval_source: str = ""
     overran: tuple[tuple[int, float], ...] = ()  # (step, seconds under saturation) of saves fio's stop cut
     expected: bool = True  # whether a save was due to start and end inside the window
+    warning: str | None = None  # the window was too short for the job's cadence to put a save inside it
 
     @property
     def baseline_s(self) -> float | None:
@@ -184,7 +185,7 @@ class TrainingSaves:
                 "baseline_s": self.baseline_s, "saturated_s": self.saturated_s, "waited_s": round(self.waited_s, 1),
                 "window_start": self.window_start, "window_end": self.window_end,
                 "interval_steps": self.interval_steps, "interval_source": self.interval_source,
-                "overran": [list(x) for x in self.overran], "expected": self.expected}
+                "overran": [list(x) for x in self.overran], "expected": self.expected, "warning": self.warning}
 
 
 def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, declared: int | None
@@ -255,8 +256,25 @@ def training_saves(monitor, window_start: datetime, declared_interval: int | Non
         expected = deadline <= end_ts() or bool(split()[1])  # fio ran until the save was due to be over
     before, inside, outside = split()
     end = window_end()
+    warning = short_window(end_ts() - start_ts, interval, rate) if end is not None else None
+    if warning:
+        log.warning("%s", warning)
     return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts, Clock.iso(window_start),
-                         Clock.iso(end) if end is not None else None, interval, source, tuple(outside), expected)
+                         Clock.iso(end) if end is not None else None, interval, source, tuple(outside), expected,
+                         warning)
+
+
+def short_window(window_s: float, interval_steps: int | None, steps_per_s: float | None) -> str | None:
+    """A warning when the saturation window was shorter than one checkpoint interval of the job: its saves
+    cannot all land inside, so whether the store was judged depends on where the window fell."""
+    if not interval_steps or not steps_per_s:
+        return None
+    every_s = interval_steps / steps_per_s
+    if window_s >= every_s:
+        return None
+    return (f"the saturation window ({_s(window_s)}) was shorter than the job's checkpoint interval "
+            f"({interval_steps} steps, {_s(every_s)}): a save falls inside it only by chance; saturate for longer "
+            "than one interval (storage.saturation.runtime_s, until: runtime)")
 
 
 def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
@@ -286,7 +304,8 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
             return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
                            f"inconclusive: no training checkpoint save started and ended inside the saturation window "
                            f"(fio stopped at {saves.window_end or 'its limit'}, before the job's next save, every "
-                           f"{saves.interval_steps} steps, was due to end); saves outside it are not judged")
+                           f"{saves.interval_steps} steps, was due to end); saves outside it are not judged"
+                           f"{f' — {saves.warning}' if saves.warning else ''}")
         return Verdict(name, False, saves.waited_s, budget, "s", baseline=base, reason=
                        f"training checkpoint save: no save started under saturation finished within "
                        f"{_s(saves.waited_s)}; the budget is {_s(budget)} ({ratio:g}× the {_s(base)} baseline, the "
