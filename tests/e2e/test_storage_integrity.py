@@ -7,7 +7,7 @@ that fio, the checkpoint probe and the job's saves all share, so nothing is thro
 - a slow store (`slow-store`) fails the probe's save-time check, measured by the probe itself;
 - a store that gives fio less than its declared bandwidth fails the bandwidth check;
 - a store that corrupts data fails on the baseline probe (`corrupt-store-reads`);
-- a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store: inconclusive;
+- a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store (the training drill fails it);
 - a training save after fio stopped is not "under saturation": inconclusive (fio stopped by an event, the
   probe under it measured; the record warns that the window was shorter than the checkpoint interval);
 - a throttled fio (no effect on the store) is inconclusive, not a pass.
@@ -46,7 +46,7 @@ safety:
 """
 
 
-def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, **profile) -> tuple[dict, dict]:
+def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, exit_codes=(1,), **profile) -> tuple[dict, dict]:
     """One storage drill; returns (the record, its checks by name)."""
     extra = []
     if profile:
@@ -55,7 +55,7 @@ def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, **profile) -
     done = drills("run", "-m", "storage", "--scale", scale, "--no-html", "--reports", str(tmp_path),
                   "--run-id", run_id, *extra, *args)
     (rec,) = records(tmp_path / run_id)
-    assert done.returncode == 1, done.stdout + done.stderr  # never a pass
+    assert done.returncode in exit_codes, done.stdout + done.stderr  # never a pass, unless a test says so
     return rec, {c["name"]: c for c in rec["details"]["checks"]}
 
 
@@ -84,12 +84,19 @@ def test_a_corrupted_baseline_probe_fails_the_drill(tmp_path):
 
 
 def test_sparse_checkpoints_do_not_blame_the_store(tmp_path):
-    rec, checks = run(tmp_path, "sparse", "--defect", "sparse-checkpoints")
+    """A job that checkpoints every 20,000 steps is the training drill's failure (lost steps), not the store's.
+    Whether its logs show the real interval by the time the storage drill judges depends on the job's pace:
+    while they do not, no save was due (inconclusive); once they do, the drill waits for the job's next save
+    at that interval and judges it fairly. Never a fail blaming the store for a save that was not due."""
+    rec, checks = run(tmp_path, "sparse", "--defect", "sparse-checkpoints", exit_codes=(0, 1))
     saves = checks["training checkpoint save"]
-    assert saves["verdict"] == "inconclusive", saves
-    assert "checkpoint interval is longer than declared" in saves["reason"] and "store is not judged" in saves["reason"]
-    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect"
-    assert rec["details"]["training_saves"]["interval_steps"] is None
+    judged = rec["details"]["training_saves"]
+    assert saves["verdict"] != "fail" and rec["verdict"] != "fail", (rec["verdict"], rec["reason"])
+    if saves["verdict"] == "inconclusive":
+        assert "checkpoint interval is longer than declared" in saves["reason"] and "store is not judged" in saves["reason"]
+        assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect" and judged["interval_steps"] is None
+    else:  # the job's own interval, read from its saves, and one of them under saturation
+        assert judged["interval_steps"] == 20000 and judged["saturated"], judged
 
 
 def test_a_save_after_fio_stopped_is_not_judged_under_saturation(tmp_path):
