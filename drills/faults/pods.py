@@ -145,7 +145,10 @@ def inject(target, plan: Plan) -> PodKillRecord:
             name = pod["metadata"]["name"]
             before = cluster.clock.timestamp()
             try:
-                budget.evict_paced(name) if spec.budget_wait_s else _kill(cluster, spec, name)
+                if spec.budget_wait_s:
+                    budget.evict_paced(name)
+                else:
+                    _kill(cluster, spec, name)
             except ApiException as err:
                 if err.status == 404:
                     log.info("pod %s/%s was already gone", spec.namespace, name)
