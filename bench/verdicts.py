@@ -25,7 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "bench" / "verdicts.yaml"
 
-__all__ = ["TABLE", "Row", "rows", "tests_only", "mismatches"]
+__all__ = ["TABLE", "Row", "rows", "built_by_tests", "mismatches"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def rows(drill: str | None = None) -> list[Row]:
     return [Row(**r) for r in data["defects"] if drill is None or r["drill"] == drill]
 
 
-def tests_only() -> list[dict]:
+def built_by_tests() -> list[dict]:
     return yaml.safe_load(TABLE.read_text(encoding="utf-8"))["tests_only"]
 
 
@@ -104,7 +104,7 @@ def main() -> int:
             lines.append(line)
             print(line, flush=True)
     lines += ["", "Built by tests only (more than a defect):", "", "| construction | expected | test |", "|---|---|---|"]
-    lines += [f"| {t['construction']} | {t['verdict'].upper()} | `{t['test']}` |" for t in tests_only()]
+    lines += [f"| {t['construction']} | {t['verdict'].upper()} | `{t['test']}` |" for t in built_by_tests()]
     out = Path(opts.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("# Verdicts of broken platforms\n\n" + "\n".join(lines) + "\n", encoding="utf-8")

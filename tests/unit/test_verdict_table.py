@@ -3,7 +3,7 @@ evictions as a kill record (drills.faults.pods.drained)."""
 
 from types import SimpleNamespace
 
-from bench.verdicts import Row, mismatches, rows, tests_only
+from bench.verdicts import Row, mismatches, rows, built_by_tests
 from drills.faults.pods import drained
 from drills.twin.profile import list_defects
 
@@ -16,7 +16,7 @@ def test_every_row_names_a_real_defect_and_a_drill():
     table = rows()
     assert table and all(r.defect in known and r.drill in ("training", "inference", "network", "storage") for r in table)
     assert len({r.defect for r in table}) == len(table)  # one row per defect
-    assert all(t["test"].startswith("tests/e2e/") for t in tests_only())
+    assert all(t["test"].startswith("tests/e2e/") for t in built_by_tests())
 
 
 def test_a_record_as_expected_has_no_mismatch():
