@@ -201,6 +201,10 @@ class TrainingMonitor:
         """The highest training step logged so far."""
         return self._state.last_step(None)
 
+    def reached_at(self, step: int) -> datetime | None:
+        """When the job's log first showed it at `step` or beyond (a save at that step began then)."""
+        return self._state.reached_at(step)
+
     def last_logged_at(self) -> datetime | None:
         """When the newest step line taken in so far was logged (the monitor takes events only while waiting)."""
         return max((at for _, at, _, _ in self._state.steps), default=None)

@@ -79,6 +79,10 @@ class JobState:
             worker.stopped_at = _stopped_at(pod) or worker.terminating_seen
         return worker
 
+    def reached_at(self, step: int) -> datetime | None:
+        """When the log first showed the job at `step` or beyond (None: not yet)."""
+        return min((at for _, at, s, _ in self.steps if s >= step), default=None)
+
     def saves(self) -> list[tuple[datetime, int, float | None]]:
         """Checkpoint saves, one per step (the first rank's line): (when, step, seconds it took)."""
         return sorted((at, step, seconds) for step, (at, seconds) in self.save_durations.items())

@@ -107,3 +107,11 @@ def test_an_unexpected_empty_window_says_why_and_carries_the_warning():
                                          warning="the saturation window (14 s) was shorter …"), 2.0)
     assert verdict.inconclusive and not verdict.passed
     assert verdict.reason.endswith("saves outside it are not judged — the saturation window (14 s) was shorter …")
+
+
+def test_a_job_that_had_not_reached_its_next_save_does_not_blame_the_store():
+    verdict = judge_training_saves(saves(expected=False, next_step=60000, last_step=57250), 2.0)
+    assert verdict.inconclusive and not verdict.passed
+    assert "had not reached its next save (step 60000; last step seen 57250)" in verdict.reason
+    crawl = judge_training_saves(saves(expected=True, next_step=60000, last_step=60400), 2.0)
+    assert not crawl.passed and not crawl.inconclusive and "saves crawl" in crawl.reason
