@@ -260,13 +260,20 @@ def training_saves(monitor, window_start: datetime, declared_interval: int | Non
             at = monitor.reached_at(nxt)
             return None if at is None else at.timestamp() + ratio * base * (1.0 + GRACE)
 
-        monitor.wait_until(lambda: bool(split()[1]) or window_end() is not None
-                           or (due_by() or math.inf) <= clock.timestamp(), deadline,
+        def log_overdue() -> bool:  # the job's own log went past the due moment (with slack between its streams)
+            due, seen = due_by(), monitor.last_logged_at()
+            return due is not None and seen is not None and seen.timestamp() >= due + behind
+
+        monitor.wait_until(lambda: bool(split()[1]) or window_end() is not None or log_overdue(), deadline,
                            on_wait and (lambda: on_wait("checkpoint save", clock.timestamp() - start_ts)))
         # a save was due only if the job's log shows it reached the save's step and fio outlasted the budget
-        # after it: a job slower than its pace (or a log read late) is not the store's crawl
+        # after it: read the log up to now first (on a loaded machine it arrives late), then a job slower
+        # than its pace is not the store's crawl
+        monitor.wait_until(lambda: bool(split()[1]) or (monitor.last_logged_at() or window_start).timestamp()
+                           >= clock.timestamp() - behind, clock.timestamp() + clock.cluster_seconds(CATCH_UP_WALL_S * 10))
         due = due_by()
-        expected = bool(split()[1]) or (due is not None and due <= end_ts())
+        expected = bool(split()[1]) or (due is not None and due <= end_ts()
+                                        and (log_overdue() or clock.timestamp() >= deadline))
         next_step = nxt
     before, inside, outside = split()
     end = window_end()

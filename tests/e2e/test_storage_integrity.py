@@ -92,9 +92,9 @@ def test_sparse_checkpoints_do_not_blame_the_store(tmp_path):
     saves = checks["training checkpoint save"]
     judged = rec["details"]["training_saves"]
     assert saves["verdict"] != "fail" and rec["verdict"] != "fail", (rec["verdict"], rec["reason"])
-    if saves["verdict"] == "inconclusive":
-        assert "checkpoint interval is longer than declared" in saves["reason"] and "store is not judged" in saves["reason"]
-        assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect" and judged["interval_steps"] is None
+    if saves["verdict"] == "inconclusive":  # the interval unknown yet, or the next save not reached
+        assert "the store is not judged" in saves["reason"], saves["reason"]
+        assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect"
     else:  # the job's own interval, read from its saves, and one of them under saturation
         assert judged["interval_steps"] == 20000 and judged["saturated"], judged
 
