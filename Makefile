@@ -10,7 +10,7 @@ ARGS ?=
 # twins are set up once). More workers than cores starve the 600× twins (a 1 s stall is 10 cluster minutes).
 TEST_WORKERS ?= 2
 
-.PHONY: bootstrap system-deps node-deps drill test check twin revert clean bench
+.PHONY: bootstrap system-deps node-deps drill test check twin revert clean bench verdicts
 
 bootstrap: system-deps $(STAMP) node-deps
 
@@ -50,6 +50,11 @@ revert: bootstrap
 
 bench: bootstrap
 	$(BIN)/python bench/twin_api.py
+
+# Every defect against the drill it must break (bench/verdicts.yaml), a fresh twin each: prints the table
+# construction → expected → actual → reason and writes reports/verdicts.md. Long-running; not part of `make test`.
+verdicts: bootstrap
+	$(BIN)/python bench/verdicts.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules

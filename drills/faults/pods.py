@@ -12,6 +12,9 @@ Modes:
 - `delete`: `DELETE pod` with `gracePeriodSeconds: 0` (force kill, like `kubectl delete --grace-period=0 --force`).
 - `evict`: the Eviction API (policy/v1), which honours PodDisruptionBudgets: a 429 is a refusal,
   reported as one InjectionFailed line naming the pod and the budget (what was already evicted is listed).
+  With `budget_wait_s` (a drill of a voluntary disruption: a drain, a node-pool upgrade) a refused
+  eviction is retried, like `kubectl drain` does, whenever a budget changes, until that many cluster
+  seconds passed: the budget paces the evictions instead of refusing them.
 - `kill-container` (twin only): `POST /twin/v1/namespaces/{ns}/pods/{name}/exit` `{"code": 137}`; the
   kubelet restarts the container (same pod and UID, restartCount + 1) and it loads its model again.
 """
@@ -24,11 +27,11 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from drills.core.errors import InjectionFailed
-from drills.core.kube import Cluster, obj_get
+from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults import NOTHING_TO_UNDO, Plan, Reach
 
 __all__ = ["MODES", "KIND", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "plan", "inject", "revert",
-           "revert_spec"]
+           "revert_spec", "drained"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class PodKillSpec:
     mode: str = "delete"
     count: int | None = None
     percent: float | None = None  # of the matching running pods, rounded up
+    budget_wait_s: float = 0.0  # evict: how long a refusal by a PodDisruptionBudget is retried (0: refuse at once)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ class PodKillRecord:
     def to_dict(self) -> dict:
         return {**asdict(self), "pods": list(self.pods), "uids": list(self.uids), "nodes": list(self.nodes),
                 "restart_counts": list(self.restart_counts)}
+
+
+def drained(node_record, namespace: str, selector: str, pods: dict[str, str]) -> PodKillRecord:
+    """The workload's pods a node drain evicted, as a kill record (mode `evict`), so the serving drill judges
+    a drain like any kill. `node_record` is the node fault's (drills.faults.node), stamped at the cordon;
+    `pods` the workload's Ready pods before the drain (name → uid)."""
+    mine = [name for ns, name in (p.split("/", 1) for p in node_record.evicted) if ns == namespace and name in pods]
+    return PodKillRecord(namespace=namespace, selector=selector, mode="evict", injected_at=node_record.injected_at,
+                         pods=tuple(mine), uids=tuple(pods[n] for n in mine), nodes=(node_record.node,) * len(mine),
+                         running_before=len(pods))
 
 
 def kill_count(running: int, count: int | None, percent: float | None) -> int:
@@ -101,11 +115,14 @@ def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
             "pods": [p["metadata"]["name"] for p in pods], "undo": "nothing"}
 
 
-def plan(target, profile, *, count: int | None = None, percent: float | None = None, mode: str | None = None) -> Plan:
-    """Read-only: which running pods of the profile's inference workload to kill, and how."""
+def plan(target, profile, *, count: int | None = None, percent: float | None = None, mode: str | None = None,
+         paced: bool = False) -> Plan:
+    """Read-only: which running pods of the profile's inference workload to kill, and how. `paced`: evict,
+    waiting for the disruption budget up to `faults.eviction_timeout_s` (a drain's pace)."""
     cluster, workload = target.cluster, profile.workloads.inference
     spec = PodKillSpec(namespace=workload.namespace, selector=workload.label_selector,
-                       mode=mode or profile.faults.pod_kill_mode, count=count, percent=percent)
+                       mode="evict" if paced else (mode or profile.faults.pod_kill_mode), count=count, percent=percent,
+                       budget_wait_s=profile.faults.eviction_timeout_s if paced else 0.0)
     pods, running = select_pods(cluster, spec)
     names = ", ".join(p["metadata"]["name"] for p in pods)
     return Plan(KIND, f"{spec.namespace}/{spec.selector}",
@@ -123,27 +140,31 @@ def inject(target, plan: Plan) -> PodKillRecord:
 
     stamp: float | None = None
     done: list[dict] = []
-    for pod in pods:
-        name = pod["metadata"]["name"]
-        before = cluster.clock.timestamp()
-        try:
-            _kill(cluster, spec, name)
-        except ApiException as err:
-            if err.status == 404:
-                log.info("pod %s/%s was already gone", spec.namespace, name)
-            elif err.status == 429:
-                raise InjectionFailed(_refused(spec, name, done, err)) from None
-            else:
+    with _Budget(cluster, spec) as budget:
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            before = cluster.clock.timestamp()
+            try:
+                if spec.budget_wait_s:
+                    budget.evict_paced(name)
+                else:
+                    _kill(cluster, spec, name)
+            except ApiException as err:
+                if err.status == 404:
+                    log.info("pod %s/%s was already gone", spec.namespace, name)
+                elif err.status == 429:
+                    raise InjectionFailed(_refused(spec, name, done, err)) from None
+                else:
+                    raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
+                                          f"{_already(done)}") from None
+            except InjectionFailed:
+                raise
+            except Exception as err:  # noqa: BLE001
                 raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
                                       f"{_already(done)}") from None
-        except InjectionFailed:
-            raise
-        except Exception as err:  # noqa: BLE001
-            raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
-                                  f"{_already(done)}") from None
-        if stamp is None:
-            stamp = (before + cluster.clock.timestamp()) / 2
-        done.append(pod)
+            if stamp is None:
+                stamp = (before + cluster.clock.timestamp()) / 2
+            done.append(pod)
     restarts = tuple(int(obj_get(p, "status", "containerStatuses", default=[{}])[0].get("restartCount", 0))
                      for p in done) if spec.mode == "kill-container" else ()
     record = PodKillRecord(
@@ -161,6 +182,40 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     log.info("pods %s were killed by %s: nothing to undo (the controllers replace them)",
              ", ".join((record or undo).get("pods") or []), undo.get("mode"))
     return NOTHING_TO_UNDO
+
+
+class _Budget:
+    """Evictions paced by the PodDisruptionBudgets: a refused eviction is retried whenever a budget of the
+    namespace changes (a watch, opened at the first refusal), until `budget_wait_s` cluster seconds."""
+
+    def __init__(self, cluster: Cluster, spec: PodKillSpec) -> None:
+        self.cluster, self.spec = cluster, spec
+        self.deadline = cluster.clock.timestamp() + spec.budget_wait_s
+        self.changes: EventMerger | None = None
+
+    def evict_paced(self, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        while True:
+            try:
+                return _kill(self.cluster, self.spec, name)
+            except ApiException as err:
+                if err.status != 429 or self.cluster.clock.timestamp() >= self.deadline:
+                    raise
+            if self.changes is None:  # watch first, then retry: a change between the two is not missed
+                self.changes = EventMerger(self.cluster.clock)
+                self.changes.watch("pdb", self.cluster.policy.list_namespaced_pod_disruption_budget, self.spec.namespace)
+                continue
+            for event in self.changes.events(self.deadline):
+                if event is not None:
+                    break
+
+    def __enter__(self) -> "_Budget":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.changes is not None:
+            self.changes.close()
 
 
 def _kill(cluster: Cluster, spec: PodKillSpec, name: str) -> None:
@@ -188,6 +243,11 @@ def _refused(spec: PodKillSpec, name: str, done: list[dict], err) -> str:
         message = json.loads(err.body or "{}").get("message", "")
     except (ValueError, AttributeError):
         pass
+    if spec.budget_wait_s:
+        return (f"eviction of pod {spec.namespace}/{name} still refused (429) after waiting "
+                f"{spec.budget_wait_s:.0f}s for its PodDisruptionBudget: {message or 'no disruption allowed'}"
+                f"{_already(done)}; the evicted replicas' replacements never made the budget healthy again "
+                "(see their FailedScheduling events)")
     return (f"eviction of pod {spec.namespace}/{name} refused (429): "
             f"{message or 'a PodDisruptionBudget allows no more disruptions'}{_already(done)}; "
             "the budget protects the endpoint — kill fewer pods, or use pod_kill_mode delete to drill past it")

@@ -171,7 +171,7 @@ class NcclMonitor(TrainingMonitor):
         def done() -> bool:
             timeline = phases()
             timeline.announce(reported, on_phase)
-            return timeline.recovered is not None or self._ended(injected_at) is not None
+            return timeline.recovered is not None or self._state.ended(injected_at) is not None
 
         def tick() -> None:
             if on_wait:
@@ -182,7 +182,7 @@ class NcclMonitor(TrainingMonitor):
         if timeline.recovered is not None and window_s > 0:
             def unstable() -> bool:
                 return any(t.transport == "Socket" for t in self._transports_after(base.taken_at, old)) \
-                    or self._ended(injected_at) is not None
+                    or self._state.ended(injected_at) is not None
 
             def watching() -> None:
                 if on_wait:
@@ -193,7 +193,7 @@ class NcclMonitor(TrainingMonitor):
         restarted = self._restarted(injected_at, old)
         path = "restarted" if restarted else ("rerouted" if rec is not None else None)
         warns = [(uid, e) for uid, e in self._nccl if e.kind == "nccl_warn" and e.at > base.taken_at]
-        resumed = self._resume_after(injected_at, old)
+        resumed = self._state.resume_after(injected_at, old)
         retries = int(obj_get(self._state.job, "status", "retryCount") or 0) - base.retry_count
         return UplinkRecovery(
             timeline=timeline, path=path, before=base.transports,
@@ -203,8 +203,8 @@ class NcclMonitor(TrainingMonitor):
             restarts=max(retries, 1 if restarted else 0), baseline=baseline,
             recovered=rec.sustained_mean if rec else None, unit=base.unit, ratio=ratio, sustain_s=sustain_s,
             resumed_step=resumed[2] if resumed else None,
-            latest_checkpoint=self._latest_checkpoint(injected_at) if restarted else None,
-            ended=self._ended(injected_at), logs=self._excerpt(injected_at),
+            latest_checkpoint=self._state.latest_checkpoint(injected_at) if restarted else None,
+            ended=self._state.ended(injected_at), logs=self._excerpt(injected_at),
             overlay=tuple(tp.overlay(self._samples, injected_at)), window_s=window_s, watched_until=watched_until)
 
     # -- derived ---------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class NcclMonitor(TrainingMonitor):
 
     def _restarted(self, injected_at: datetime, old: set[str]) -> bool:
         gone = any(w.terminating for u, w in self._state.workers.items() if u in old)
-        return gone or bool(self._new(old)) or self._state.job_left_running_at is not None
+        return gone or bool(self._state.new(old)) or self._state.job_left_running_at is not None
 
     def _fabric_timeline(self, since: datetime, injected_at: datetime, old: set[str], replicas: int,
                          baseline: float | None, ratio: float, rec: tp.ThroughputRecovery | None) -> Timeline:
@@ -238,7 +238,7 @@ class NcclMonitor(TrainingMonitor):
         if signs:  # a warning stamped just before our estimate of the shutdown is still its first sign
             events.append(("detected", max(min(signs), injected_at)))
         if self._restarted(injected_at, old):
-            restart = self._timeline(injected_at, old, replicas)  # pods and job: detected … caught_up
+            restart = self._state.timeline(injected_at, old, replicas)  # pods and job: detected … caught_up
             events += [(p, at) for p, at in restart.reached.items() if p in ("detected", "rescheduled", "ready",
                                                                              "caught_up")]
         if rec is not None:

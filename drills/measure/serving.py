@@ -71,6 +71,7 @@ class PodStartup:
     phases: dict[str, float]
     ready: bool
     pull_message: str | None = None
+    pending_message: str | None = None  # the scheduler's last FailedScheduling message, while never bound
     vllm: dict = field(default_factory=dict)  # VllmStartup.summary() of its log (empty: not read or not vLLM)
     server_phases: dict[str, float] = field(default_factory=dict)  # PHASE_LABELS label → seconds, from its log
 
@@ -293,6 +294,17 @@ class ServingMonitor:
             replaced=len([r for r in replacements if r.counts]), startups=startups, wall=wall,
             replacements=replacements, unaffected=effect.unaffected)
 
+    def busiest_node(self) -> str:
+        """The node running the most Ready replicas (ties: the first by name): draining it disrupts the most."""
+        counts: dict[str, int] = {}
+        for pod in self._pods():
+            if _ready(pod) and obj_get(pod, "spec", "nodeName"):
+                counts[pod["spec"]["nodeName"]] = counts.get(pod["spec"]["nodeName"], 0) + 1
+        if not counts:
+            raise CheckFailed(f"precondition not met: no Ready replica of deployment {self.workload.namespace}/"
+                              f"{self.workload.deployment} runs on a node")
+        return min(counts, key=lambda n: (-counts[n], n))
+
     # ------------------------------------------------------------ helpers
     def _deployment(self) -> dict:
         from kubernetes.client.exceptions import ApiException
@@ -362,7 +374,10 @@ class ServingMonitor:
             if startup is not None and startup.lines:
                 vllm = startup.summary(now=now)
                 server = {PHASE_LABELS[k]: v for k, v in startup.breakdown(now=now).items()}
-        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message, vllm, server)
+        pending = None if scheduled else next((e.get("message") for e in reversed(events)
+                                               if e.get("reason") == "FailedScheduling"), None)
+        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message, pending, vllm,
+                          server)
 
     def _vllm_log(self, pod: dict, until: datetime) -> VllmStartup | None:
         """The replica's startup as its vLLM log told it by `until` (the log is read later, with Kubernetes
@@ -406,8 +421,9 @@ def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
         running = startup.vllm.get("in_progress", {}).get("phase")
         state += ", still in it" if running and PHASE_LABELS.get(running) == phase else ""
         state += f", from its vLLM log; server startup {format_duration(startup.phases.get('server startup', 0.0))}"
+    why = f": {startup.pending_message}" if startup is not None and startup.pending_message else ""
     return replace(verdict, reason=f"{verdict.reason}; slowest phase: {phase} {format_duration(seconds)} "
-                                   f"(pod {pod}{state})")
+                                   f"(pod {pod}{state}){why}")
 
 
 def to_cluster(clock: Clock, wall_ts: float) -> float:

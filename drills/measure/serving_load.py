@@ -35,6 +35,10 @@ class LoadMeasure:
     budget_window: str
     serving_p99_ms: float | None = None  # over the budget window: what users saw while a replica served
     budget_errors: dict[str, int] = field(default_factory=dict)  # most frequent errors in that window
+    # from the fault to the end of the watch, whatever survived: a voluntary disruption (a drain) must keep
+    # users served throughout, so no outage window is excused
+    fault_error_rate: float | None = None
+    fault_errors: dict[str, int] = field(default_factory=dict)
     failure_kinds: dict[str, int] = field(default_factory=dict)  # failures per kind over the whole load
     client_timeout_s: float | None = None  # cluster seconds a request may take before it counts as hung
 
@@ -64,6 +68,7 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     else:
         since, label = None, "the endpoint never served again"
     budget = window(buckets, since, end) if since is not None else None
+    throughout = window(buckets, inj, end)
     return LoadMeasure(
         requests=sum(b.n for b in buckets), failures=sum(b.fail for b in buckets),
         baseline_rps=_num(base.rps),
@@ -71,7 +76,8 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
         outage_error_rate=_num(outage.failure_rate), budget_error_rate=_num(budget.failure_rate) if budget else None,
         budget_window=label, serving_p99_ms=_num(budget.p99_ms) if budget else None,
         budget_errors=_top_errors(buckets, since, end) if since is not None else {},
-        failure_kinds=kind_counts(buckets), client_timeout_s=client_timeout_s)
+        failure_kinds=kind_counts(buckets), client_timeout_s=client_timeout_s,
+        fault_error_rate=_num(throughout.failure_rate), fault_errors=_top_errors(buckets, inj, end))
 
 
 def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, width_s: float = 0.25) -> list[list[float]]:

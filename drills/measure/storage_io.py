@@ -22,7 +22,7 @@ from drills.faults.storage.fio import FioResult
 from drills.verdicts.targets import GRACE
 from drills.verdicts.timeline import Verdict, within
 
-__all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s",
+__all__ = ["ProbeSeries", "probe_series", "judge_intact", "judge_probe_save", "store_bandwidth_mb_s", "short_window",
            "judge_bandwidth", "judge_saturation_effect", "TrainingSaves", "training_saves", "job_checkpoint_interval",
            "judge_training_saves", "MB", "MIN_EFFECT"]
 
@@ -170,6 +170,9 @@ class TrainingSaves:
     interval_source: str = ""
     overran: tuple[tuple[int, float], ...] = ()  # (step, seconds under saturation) of saves fio's stop cut
     expected: bool = True  # whether a save was due to start and end inside the window
+    warning: str | None = None  # the window was too short for the job's cadence to put a save inside it
+    next_step: int | None = None  # the job's next save after the window opened (its step)
+    last_step: int | None = None  # the last step its log showed when the wait ended
 
     @property
     def baseline_s(self) -> float | None:
@@ -184,7 +187,8 @@ class TrainingSaves:
                 "baseline_s": self.baseline_s, "saturated_s": self.saturated_s, "waited_s": round(self.waited_s, 1),
                 "window_start": self.window_start, "window_end": self.window_end,
                 "interval_steps": self.interval_steps, "interval_source": self.interval_source,
-                "overran": [list(x) for x in self.overran], "expected": self.expected}
+                "overran": [list(x) for x in self.overran], "expected": self.expected, "warning": self.warning,
+                "next_step": self.next_step, "last_step": self.last_step}
 
 
 def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, declared: int | None
@@ -243,6 +247,7 @@ def training_saves(monitor, window_start: datetime, declared_interval: int | Non
     last = monitor.last_step()
     interval, source = job_checkpoint_interval(saved, last, declared_interval)
     expected = interval is not None and base is not None
+    next_step = None
     if expected:
         # the job's next save starts at its next multiple of its interval; it must end within ratio × baseline
         nxt = max(saved, default=0) + interval
@@ -250,13 +255,47 @@ def training_saves(monitor, window_start: datetime, declared_interval: int | Non
             nxt += interval
         eta = (nxt - (last or nxt)) / rate if rate else 0.0
         deadline = clock.timestamp() + (eta + ratio * base) * (1.0 + GRACE)  # the one grace: a late save is seen late
-        monitor.wait_until(lambda: bool(split()[1]) or window_end() is not None, deadline,
+
+        def due_by() -> float | None:  # when the save must have ended: the job's log reached its step, plus the budget
+            at = monitor.reached_at(nxt)
+            return None if at is None else at.timestamp() + ratio * base * (1.0 + GRACE)
+
+        def log_overdue() -> bool:  # the job's own log went past the due moment (with slack between its streams)
+            due, seen = due_by(), monitor.last_logged_at()
+            return due is not None and seen is not None and seen.timestamp() >= due + behind
+
+        monitor.wait_until(lambda: bool(split()[1]) or window_end() is not None or log_overdue(), deadline,
                            on_wait and (lambda: on_wait("checkpoint save", clock.timestamp() - start_ts)))
-        expected = deadline <= end_ts() or bool(split()[1])  # fio ran until the save was due to be over
+        # a save was due only if the job's log shows it reached the save's step and fio outlasted the budget
+        # after it: read the log up to now first (on a loaded machine it arrives late), then a job slower
+        # than its pace is not the store's crawl
+        monitor.wait_until(lambda: bool(split()[1]) or (monitor.last_logged_at() or window_start).timestamp()
+                           >= clock.timestamp() - behind, clock.timestamp() + clock.cluster_seconds(CATCH_UP_WALL_S * 10))
+        due = due_by()
+        expected = bool(split()[1]) or (due is not None and due <= end_ts()
+                                        and (log_overdue() or clock.timestamp() >= deadline))
+        next_step = nxt
     before, inside, outside = split()
     end = window_end()
+    warning = short_window(end_ts() - start_ts, interval, rate) if end is not None else None
+    if warning:
+        log.warning("%s", warning)
     return TrainingSaves(tuple(before), tuple(inside), clock.timestamp() - start_ts, Clock.iso(window_start),
-                         Clock.iso(end) if end is not None else None, interval, source, tuple(outside), expected)
+                         Clock.iso(end) if end is not None else None, interval, source, tuple(outside), expected,
+                         warning, next_step, monitor.last_step())
+
+
+def short_window(window_s: float, interval_steps: int | None, steps_per_s: float | None) -> str | None:
+    """A warning when the saturation window was shorter than one checkpoint interval of the job: its saves
+    cannot all land inside, so whether the store was judged depends on where the window fell."""
+    if not interval_steps or not steps_per_s:
+        return None
+    every_s = interval_steps / steps_per_s
+    if window_s >= every_s:
+        return None
+    return (f"the saturation window ({_s(window_s)}) was shorter than the job's checkpoint interval "
+            f"({interval_steps} steps, {_s(every_s)}): a save falls inside it only by chance; saturate for longer "
+            "than one interval (storage.saturation.runtime_s, until: runtime)")
 
 
 def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
@@ -282,11 +321,18 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
                            f"inconclusive: no training checkpoint save fell inside the saturation window; the job's "
                            f"checkpoint interval is longer than declared ({saves.interval_source}), so no save was "
                            "due: the store is not judged — fix the job's checkpoint interval or drill when it saves")
+        if not saves.expected and saves.window_end is None:
+            return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
+                           f"inconclusive: no training checkpoint save fell inside the saturation window: the job's "
+                           f"log had not reached its next save (step {saves.next_step}; last step seen "
+                           f"{saves.last_step}) when the wait ended, so no save was due — a job slower than its "
+                           "pace is not a slow store; the store is not judged")
         if not saves.expected:
             return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
                            f"inconclusive: no training checkpoint save started and ended inside the saturation window "
                            f"(fio stopped at {saves.window_end or 'its limit'}, before the job's next save, every "
-                           f"{saves.interval_steps} steps, was due to end); saves outside it are not judged")
+                           f"{saves.interval_steps} steps, was due to end); saves outside it are not judged"
+                           f"{f' — {saves.warning}' if saves.warning else ''}")
         return Verdict(name, False, saves.waited_s, budget, "s", baseline=base, reason=
                        f"training checkpoint save: no save started under saturation finished within "
                        f"{_s(saves.waited_s)}; the budget is {_s(budget)} ({ratio:g}× the {_s(base)} baseline, the "

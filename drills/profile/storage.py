@@ -24,6 +24,10 @@ class Saturation(Strict):
     numjobs: int = Field(4, gt=0)
     iodepth: int = Field(16, gt=0)
     runtime_s: Seconds = 120.0  # fio's own time limit: a crashed drill cannot saturate for longer
+    # when the drill ends the saturation: `runtime` (fio runs its runtime_s, or until the drill is done) or
+    # `probe` (once the checkpoint probe under it is measured: a short flood of a store shared with
+    # production; the training saves are then judged only if one started and ended inside that window)
+    until: Literal["runtime", "probe"] = "runtime"
     direct: bool = True
     # job mode: N pods of a batch/v1 Job run fio against the store's PVC
     namespace: str = "default"

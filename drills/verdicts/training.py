@@ -12,12 +12,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from drills.verdicts.timeline import Verdict, format_duration, judge_effect, judge_recovery, lost_steps, within
+from dataclasses import replace
+
+from drills.verdicts.timeline import (
+    Verdict, format_duration, judge_effect, judge_recovery, judge_resume, lost_steps, within,
+)
 
 if TYPE_CHECKING:
     from drills.measure.checkpoint import TrainingRecovery
 
-__all__ = ["judge_node_effect", "judge_lost_progress", "judge_transport_kept", "judge_throughput_kept",
+__all__ = ["judge_left_node", "judge_resumed", "judge_node_effect", "judge_lost_progress", "judge_transport_kept", "judge_throughput_kept",
            "judge_recovered"]
 
 log = logging.getLogger(__name__)
@@ -134,3 +138,44 @@ def judge_recovered(rec: "TrainingRecovery", target_s: float) -> Verdict:
     return Verdict("recovery", True, base.measured, float(target_s), "s",
                    f"{base.reason}; caught up with step {rec.step_at_fault} after {format_duration(caught)}, no restart "
                    f"for {format_duration(rec.stable_for_s)} after resuming")
+
+
+def judge_left_node(recovery: "TrainingRecovery", node: str) -> Verdict:
+    """Pass iff a new worker was scheduled and none of the job's new workers is on the lost node."""
+    if recovery.timeline.rescheduled is None:
+        why = f"the job never resumed: {recovery.ended}, " if recovery.ended else ""
+        return Verdict("rescheduled", False, None, None, "", f"{why}no worker was rescheduled after losing node {node}")
+    if node in recovery.new_nodes:
+        return Verdict("rescheduled", False, None, None, "",
+                       f"a new worker was scheduled back onto the lost node {node} (new nodes: "
+                       f"{', '.join(recovery.new_nodes)}): the node was not taken out of scheduling")
+    return Verdict("rescheduled", True, None, None, "",
+                   f"rescheduled off {node} onto {', '.join(recovery.new_nodes) or 'other nodes'}")
+
+
+def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
+    """`timeline.judge_resume`, worded with why the job never resumed: it ended, or it hung (no worker
+    resumed by the end of the wait, e.g. survivors that cannot rejoin a replaced worker)."""
+    verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
+    if recovery.resumed_step is None and recovery.restarted_from is not None:
+        start = "step 0" if recovery.restarted_from <= 100 else f"step {recovery.restarted_from}"
+        return replace(verdict, never_reached=False,
+                       reason=f"restarted from {start} (no checkpoint loaded): the new workers trained again from "
+                              f"{start} although the latest checkpoint was {recovery.latest_checkpoint} (are "
+                              f"checkpoints written to storage that outlives the pods?)")
+    if recovery.resumed_step is None and recovery.resume_failed:
+        ended = f"; {recovery.ended}" if recovery.ended else ""
+        return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and crashed "
+                                       f"({recovery.resume_failed}){ended}; the latest checkpoint was "
+                                       f"{recovery.latest_checkpoint}")
+    if recovery.resumed_step is None and recovery.ended:
+        return replace(verdict, reason=f"the job never resumed: {recovery.ended} "
+                                       f"(the latest checkpoint was {recovery.latest_checkpoint})")
+    if recovery.resumed_step is None and recovery.latest_checkpoint is not None:
+        within = f" within {format_duration(recovery.waited_s)} of the fault" if recovery.waited_s else ""
+        state = ", ".join(x for x in (recovery.job_phase and f"Volcano job phase {recovery.job_phase}",
+                                      recovery.retry_count is not None and f"{recovery.retry_count} retries") if x)
+        return replace(verdict, reason=f"the job never resumed: no worker resumed from a checkpoint{within}"
+                                       f"{f' ({state})' if state else ''}; the latest checkpoint was "
+                                       f"{recovery.latest_checkpoint}")
+    return verdict

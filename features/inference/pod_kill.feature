@@ -3,7 +3,10 @@ Feature: Inference survives the loss of serving replicas
   Replicas of the vLLM inference Deployment are killed while users send completions. The ReplicaSet
   must bring up new pods that are scheduled and Ready, the endpoint must serve again within 5 minutes,
   and while a replica serves, users must see almost no errors and no more than twice the usual p99
-  latency: the survivors carry the load (DESIGN §1; the seed's inference drill).
+  latency: the survivors carry the load (DESIGN §1; the seed's inference drill). Draining nodes for
+  maintenance is a voluntary disruption: the Deployment's PodDisruptionBudget must pace the evictions
+  so that a replica always serves, and users see no outage at all; a replica of a cordoned node must find
+  a GPU elsewhere, preempting lower-priority work when the cluster is full.
 
   Scenario Outline: The inference Deployment loses <killed> under load
     Given the inference Deployment has all its replicas Ready
@@ -27,3 +30,21 @@ Feature: Inference survives the loss of serving replicas
     Examples: every replica
       | killed              |
       | all its replicas    |
+
+  Scenario: Evict every replica as a node drain does, under load
+    Given the inference Deployment has all its replicas Ready
+    And 4 users are sending completions to its endpoint
+    When its replicas are evicted one after another, as a node drain evicts them
+    Then the endpoint serves again within 5 minutes
+    And no more than 1% of requests fail while the node drains
+    And the killed pods are replaced by pods that are Ready, in the Service and serving
+    And the Deployment is back to its desired Ready replicas
+
+  Scenario: Cordon and drain the GPU node serving a replica, under load
+    Given the inference Deployment has all its replicas Ready
+    And 4 users are sending completions to its endpoint
+    When the GPU node serving most of its replicas is cordoned and drained
+    Then the endpoint serves again within 5 minutes
+    And no more than 1% of requests fail while the node drains
+    And the killed pods are replaced by pods that are Ready, in the Service and serving
+    And the Deployment is back to its desired Ready replicas

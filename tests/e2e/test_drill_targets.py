@@ -74,7 +74,7 @@ def test_training_a_site_target_the_job_meets_passes_with_both_numbers_recorded(
 
 
 def test_inference_site_targets_override_the_features_numbers(tmp_path):
-    done, rec = run(tmp_path, "-m", "inference", "-k", "not all",
+    done, rec = run(tmp_path, "-m", "inference", "-k", "loses and not all",
                     slo="inference_recovery_s: 4m, inference_error_budget: 0.5, p99_latency_factor: 10", scale="60")
     assert done.returncode == 0, done.stdout + done.stderr
     assert rec["target_s"] == 240.0

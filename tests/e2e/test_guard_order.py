@@ -40,7 +40,7 @@ def _load_files(run_dir: Path) -> list[Path]:
 ], ids=["namespace-not-allowed", "pods-over-cap"])
 def test_refused_pod_kill_starts_no_load(safety, expected, twin_factory, tmp_path):
     twin = twin_factory(scale=120.0)
-    done = drills("run", "-m", "inference", "-k", "not all", "--profile", _profile(tmp_path, safety),
+    done = drills("run", "-m", "inference", "-k", "loses and not all", "--profile", _profile(tmp_path, safety),
                   "--twin-state", str(twin.state_dir), "--no-html", "--reports", str(tmp_path / "r"), "--run-id", "x")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
@@ -53,7 +53,7 @@ def test_refused_pod_kill_starts_no_load(safety, expected, twin_factory, tmp_pat
 
 def test_dry_run_inference_decides_before_the_load(twin_factory, tmp_path):
     twin = twin_factory(scale=120.0)
-    done = drills("run", "-m", "inference", "-k", "not all", "--dry-run", "--twin-state", str(twin.state_dir),
+    done = drills("run", "-m", "inference", "-k", "loses and not all", "--dry-run", "--twin-state", str(twin.state_dir),
                   "--no-html", "--reports", str(tmp_path / "r"), "--run-id", "dry")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run: would delete 1 of 2 pods" in done.stdout, done.stdout

@@ -9,6 +9,8 @@ inconclusive) naming the cause; the healthy twin still passes with the new check
 | not-in-endpoints, 1 of 2 killed       | fail         | replacement X is Ready but not in the Service's endpoints |
 | stale-endpoints, 1 of 2 killed        | fail         | error budget … 502 upstream connect error (its own reason) |
 | kill-container, kubelets stopped      | inconclusive | the fault had no effect on 2 of 2 killed pods           |
+| no-pdb, every replica evicted (drain) | fail         | error budget … failing from the drain on; 503 no ready replica |
+| no-preemption, node drained, the other inference node full of low-priority work | fail | replacement … not Ready; scheduling … preemptionPolicy=Never |
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import yaml
 
 from drills.twin.profile import PROFILES_DIR
 from tests.e2e.drill_helpers import drills, records, write_profile
+from tests.e2e.twin_core_helpers import gpu_pod
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
-ONE, ALL = "not all", "all"
+ONE, ALL, DRAIN, NODE_DRAIN = "loses and not all", "all", "evict", "cordon"
 
 
 def _run(tmp_path: Path, run_id: str, keyword: str, *args: str) -> tuple:
@@ -109,6 +112,62 @@ def test_a_kill_that_reaches_no_container_is_inconclusive(twin_factory, tmp_path
     assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", rec
     assert "inconclusive: the fault had no effect on 2 of 2 killed pods" in rec["reason"], rec["reason"]
     assert rec["details"]["fault_effect"] == {"had_effect": False, "unaffected": sorted(rec["details"]["killed_pods"])}
+
+
+def test_a_drain_paced_by_the_budget_keeps_serving(tmp_path):
+    """Healthy: the PodDisruptionBudget refuses the second eviction until the first replacement serves."""
+    done, rec = _run(tmp_path, "drain", DRAIN)
+    assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
+    assert len(rec["details"]["killed_pods"]) == 2 and rec["details"]["killed_by"] == "evict"
+    assert rec["details"]["load"]["fault_error_rate"] == 0.0, rec["details"]["load"]
+    assert rec["recovery_s"] < 5  # never stopped serving
+
+
+def test_no_pdb_lets_a_drain_take_every_replica_at_once(tmp_path):
+    """no-pdb: nothing paces the evictions, both replicas go at once and users see an outage for a model
+    load; "no replica survived" does not excuse it for a voluntary disruption."""
+    done, rec = _run(tmp_path, "no-pdb", DRAIN, "--defect", "no-pdb")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", rec["reason"]
+    assert re.match(r"error budget: [\d.]+ %, over the limit of 1 % of requests failing from the drain on; "
+                    r"most frequent: \d+× 503 no ready replica", rec["reason"]), rec["reason"]
+    assert _checks(rec)["recovery"]["verdict"] == "pass"  # back within 5 minutes: only the budget sees the outage
+    assert rec["details"]["load"]["fault_error_rate"] > 0.1
+
+
+@pytest.mark.parametrize("defects, passes", [([], True), (["no-preemption"], False)], ids=["healthy", "no-preemption"])
+def test_a_drained_replica_preempts_low_priority_work_for_its_gpu(defects, passes, twin_factory, tmp_path):
+    """The inference nodes' spare GPUs are lent to low-priority batch pods (the noisy neighbours): the replica
+    of a drained node can only come back by preempting one. Without preemption it stays Pending."""
+    twin = twin_factory(defects=defects, scale=600)
+    _wait_ready(twin.url)
+    free = {"gpu-infer-01": 3, "gpu-infer-02": 3}  # 4 GPUs each, one replica each (the soft spread)
+    for node, n in free.items():
+        for i in range(n):
+            pod = gpu_pod(f"batch-{node[-2:]}-{i}", gpus=1, node=node, priority_class="training-low")
+            resp = requests.post(f"{twin.url}/api/v1/namespaces/ai-platform/pods", json=pod, timeout=5)
+            assert resp.status_code == 201, resp.text
+    _wait_bound(twin.url, sum(free.values()))
+    done, rec = _run(tmp_path, "preempt", NODE_DRAIN, "--twin-state", str(twin.state_dir))
+    if passes:
+        assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
+        return
+    assert done.returncode == 1, done.stdout + done.stderr
+    (name,) = rec["details"]["replacements"]
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", rec["reason"]
+    assert f"replacement {name} is not Ready" in rec["reason"] and "slowest phase: scheduling" in rec["reason"], rec["reason"]
+    assert "preemption: not eligible due to preemptionPolicy=Never." in rec["reason"], rec["reason"]
+    assert _checks(rec)["recovery"]["verdict"] == "pass"  # the other replica kept serving
+
+
+def _wait_bound(url: str, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = requests.get(f"{url}/api/v1/namespaces/ai-platform/pods", timeout=5).json()["items"]
+        if sum(1 for p in pods if p["metadata"]["name"].startswith("batch-") and p["spec"].get("nodeName")) == count:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the batch pods were never bound")
 
 
 def _wait_ready(url: str, timeout: float = 60) -> None:

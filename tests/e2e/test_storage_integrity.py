@@ -7,8 +7,9 @@ that fio, the checkpoint probe and the job's saves all share, so nothing is thro
 - a slow store (`slow-store`) fails the probe's save-time check, measured by the probe itself;
 - a store that gives fio less than its declared bandwidth fails the bandwidth check;
 - a store that corrupts data fails on the baseline probe (`corrupt-store-reads`);
-- a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store: inconclusive;
-- a training save after fio stopped is not "under saturation": inconclusive;
+- a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store (the training drill fails it);
+- a training save after fio stopped is not "under saturation": inconclusive (fio stopped by an event, the
+  probe under it measured; the record warns that the window was shorter than the checkpoint interval);
 - a throttled fio (no effect on the store) is inconclusive, not a pass.
 A healthy twin still passes (tests/e2e/test_drill_storage.py).
 """
@@ -37,7 +38,7 @@ storage:
   probe_size_mb: 8
   probe_shards: 4
   probe_save_limit_s: 5s
-  saturation: {{rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: {runtime}}}
+  saturation: {{rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: {runtime}, until: {until}}}
   fio_options: {{{fio_options}}}
   bandwidth_target_mb_s: {target}
 safety:
@@ -45,16 +46,16 @@ safety:
 """
 
 
-def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, **profile) -> tuple[dict, dict]:
+def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, exit_codes=(1,), **profile) -> tuple[dict, dict]:
     """One storage drill; returns (the record, its checks by name)."""
     extra = []
     if profile:
-        values = {"runtime": "5m", "fio_options": "", "target": 40, **profile}
+        values = {"runtime": "5m", "until": "runtime", "fio_options": "", "target": 40, **profile}
         extra = ["--profile", write_profile(tmp_path / f"{run_id}.yaml", BASE.format(**values))]
     done = drills("run", "-m", "storage", "--scale", scale, "--no-html", "--reports", str(tmp_path),
                   "--run-id", run_id, *extra, *args)
     (rec,) = records(tmp_path / run_id)
-    assert done.returncode == 1, done.stdout + done.stderr  # never a pass
+    assert done.returncode in exit_codes, done.stdout + done.stderr  # never a pass, unless a test says so
     return rec, {c["name"]: c for c in rec["details"]["checks"]}
 
 
@@ -83,27 +84,30 @@ def test_a_corrupted_baseline_probe_fails_the_drill(tmp_path):
 
 
 def test_sparse_checkpoints_do_not_blame_the_store(tmp_path):
-    rec, checks = run(tmp_path, "sparse", "--defect", "sparse-checkpoints")
+    """A job that checkpoints every 200,000 steps (its next save 13.6 twin hours away) is the training drill's
+    failure (lost steps), not the store's: no save was due under the saturation, so the store is not judged
+    on training saves — inconclusive, never a fail blaming the store for a save that was not due."""
+    rec, checks = run(tmp_path, "sparse", "--defect", "sparse-checkpoints", exit_codes=(1,))
     saves = checks["training checkpoint save"]
     assert saves["verdict"] == "inconclusive", saves
-    assert "checkpoint interval is longer than declared" in saves["reason"] and "store is not judged" in saves["reason"]
-    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect"
-    assert rec["details"]["training_saves"]["interval_steps"] is None
+    assert "the store is not judged" in saves["reason"], saves["reason"]
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", (rec["verdict"], rec["reason"])
 
 
-@pytest.mark.skip(reason="construction to rebuild: with the twin's 250 ms steps and 1500-step interval a save lands "
-                         "inside a 10 s fio window (a deserved pass) and a 2 s window ends the drill at the probe; "
-                         "needs a fault-side hook that stops fio before the next save, not wall timing")
 def test_a_save_after_fio_stopped_is_not_judged_under_saturation(tmp_path):
-    # fio stops by itself after 2 s (60 cluster s at 30x); the job saves every 1500 steps × 0.25 s = 375 cluster s,
-    # each save taking ~40 s: at most a sliver of the saves can start and end inside fio's window
-    rec, checks = run(tmp_path, "late", scale="30", runtime="2s")
+    """fio stops on an event — once the probe under it is measured (`until: probe`) — not on a timer. At 4×
+    that window is a few cluster seconds, shorter than one save (~40 s) and far shorter than the job's
+    interval (1500 steps, ~6 min): no save can start and end inside it, and the saves the job makes after
+    fio stopped must not pass as "under saturation". The record warns that the window was too short."""
+    rec, checks = run(tmp_path, "late", scale="4", until="probe")
+    assert checks["checkpoint save"]["verdict"] == "pass"  # the probe ran under fio: the window was real
     saves = checks["training checkpoint save"]
     assert saves["verdict"] == "inconclusive", saves
     assert "no training checkpoint save started and ended inside the saturation window" in saves["reason"]
-    assert rec["verdict"] == "inconclusive"
+    assert "shorter than the job's checkpoint interval (1500 steps" in saves["reason"], saves["reason"]
+    assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", rec["reason"]
     window = rec["details"]["training_saves"]
-    assert window["window_end"] is not None and window["saturated"] == []
+    assert window["window_end"] is not None and window["saturated"] == [] and window["warning"]
 
 
 def test_a_throttled_fio_is_inconclusive(tmp_path):

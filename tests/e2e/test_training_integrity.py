@@ -10,6 +10,7 @@ import pytest
 import requests
 import yaml
 
+from bench.verdicts import mismatches, rows
 from tests.e2e.drill_helpers import REPO, drills, records
 
 pytestmark = pytest.mark.slow
@@ -30,24 +31,14 @@ def _check(rec: dict, name: str) -> dict:
     return next(c for c in rec["details"]["checks"] if c["name"] == name)
 
 
-@pytest.mark.parametrize("defect, check, expected, category", [
-    # 1: resumes, then crash-loops until maxRetry: the job ended Failed, so it did not recover
-    ("crash-after-resume", "recovery", "did not stay healthy", "slo_breach"),
-    # 2: trains again, at 19 % of its throughput (a straggler replacement)
-    ("degraded-after-recovery", "throughput", "19% of the", "slo_breach"),
-    # 2: trains again, on NET/Socket
-    ("socket-after-recovery", "transport", "NCCL re-initialised on NET/Socket after the restart", "socket_fallback"),
-    # 9: no checkpoint survived the restart: it trained again from step 0
-    ("ephemeral-checkpoints", "resumed checkpoint", "restarted from step 0 (no checkpoint loaded)",
-     "stale_checkpoint"),
-])
-def test_a_broken_recovery_fails_for_its_reason(defect, check, expected, category, twin_factory, tmp_path):
-    twin = twin_factory(defects=[defect], scale=SCALE)
-    done, rec = _run(tmp_path, defect, "--twin-state", str(twin.state_dir))
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert rec["verdict"] == "fail" and expected in rec["reason"], rec["reason"]
-    assert _check(rec, check)["verdict"] == "fail" and rec["category"] == category, (rec["category"], rec["reason"])
-    if defect == "crash-after-resume":
+# 1, 2 and 9: each row of bench/verdicts.yaml for this drill (the table `make verdicts` runs too)
+@pytest.mark.parametrize("row", [r for r in rows("training") if r.exit == 1], ids=lambda r: r.defect)
+def test_a_broken_recovery_fails_for_its_reason(row, twin_factory, tmp_path):
+    twin = twin_factory(defects=[row.defect], scale=row.scale)
+    done, rec = _run(tmp_path, row.defect, "--twin-state", str(twin.state_dir))
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    assert _check(rec, row.check)["verdict"] == "fail"
+    if row.defect == "crash-after-resume":
         assert "MaxRetryExceeded" in rec["reason"] and rec["details"]["job_phase"] == "Failed"
         assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]  # it did resume, then broke
 
@@ -96,12 +87,12 @@ def test_a_node_fault_with_no_effect_is_inconclusive(twin_factory, tmp_path):
 
 
 def test_a_job_that_cannot_be_scheduled_names_the_cause(twin_factory, tmp_path):
-    """9: without a toleration for the GPU nodes' taint the job never runs: the precondition says why."""
-    twin = twin_factory(defects=["no-tolerations-for-gpu-taint"], scale=SCALE)
+    """9: without a toleration for the GPU nodes' taint the job never runs: the precondition says why (exit 2:
+    nothing was injected)."""
+    (row,) = [r for r in rows("training") if r.defect == "no-tolerations-for-gpu-taint"]
+    twin = twin_factory(defects=[row.defect], scale=row.scale)
     done, rec = _run(tmp_path, "tolerations", "--twin-state", str(twin.state_dir))
-    assert done.returncode == 2, done.stdout + done.stderr  # nothing was injected
-    assert rec["verdict"] == "inconclusive" and rec["category"] == "precondition_not_met", rec["reason"]
-    assert "untolerated taint {nvidia.com/gpu: present}" in rec["reason"], rec["reason"]
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
 
 
 def wait_until(probe, timeout_s: float):

@@ -8,7 +8,8 @@ import pytest
 
 from drills.core.catalog import UNKNOWN, catalog, drill_for_tags
 from drills.core.record import Category, Outcome, Record
-from drills.measure.checkpoint import TrainingRecovery, judge_left_node, judge_resumed
+from drills.measure.checkpoint import TrainingRecovery
+from drills.verdicts.training import judge_left_node, judge_resumed
 from drills.faults.node import NodeFaultRecord, revert_spec
 from drills.core.runner import _not_started, final_table
 from fixtures.steps.common import duration_s

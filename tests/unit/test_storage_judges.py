@@ -91,3 +91,27 @@ def test_store_model_shares_fairly_and_caps_each_client():
     slow.clients = dict(healthy.clients)
     assert slow.slowdown(0.1) == pytest.approx(3.0)  # no headroom: 3× slower
     assert slow.slowdown(10.0) == 1.0  # fio gone: back to normal
+
+
+def test_a_window_shorter_than_one_checkpoint_interval_is_warned():
+    from drills.measure.storage_io import short_window
+
+    warning = short_window(14.0, 1500, 4.0)  # 1500 steps at 4 steps/s: a save every 375 s
+    assert warning.startswith("the saturation window (14 s) was shorter than the job's checkpoint interval "
+                              "(1500 steps, 375 s)")
+    assert short_window(400.0, 1500, 4.0) is None and short_window(14.0, None, 4.0) is None
+
+
+def test_an_unexpected_empty_window_says_why_and_carries_the_warning():
+    verdict = judge_training_saves(saves(expected=False, window_end="2026-01-01T00:00:14+00:00",
+                                         warning="the saturation window (14 s) was shorter …"), 2.0)
+    assert verdict.inconclusive and not verdict.passed
+    assert verdict.reason.endswith("saves outside it are not judged — the saturation window (14 s) was shorter …")
+
+
+def test_a_job_that_had_not_reached_its_next_save_does_not_blame_the_store():
+    verdict = judge_training_saves(saves(expected=False, next_step=60000, last_step=57250), 2.0)
+    assert verdict.inconclusive and not verdict.passed
+    assert "had not reached its next save (step 60000; last step seen 57250)" in verdict.reason
+    crawl = judge_training_saves(saves(expected=True, next_step=60000, last_step=60400), 2.0)
+    assert not crawl.passed and not crawl.inconclusive and "saves crawl" in crawl.reason

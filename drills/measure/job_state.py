@@ -1,0 +1,225 @@
+"""The training job as the monitor has taken it in (drills.measure.checkpoint): its workers and what their
+logs said — steps, saves, resumes — and the progress facts derived from them: the step it had reached when
+it lost a node, its real checkpoint interval, the latest checkpoint before a moment, the first resume after
+the fault. Pure readings of the state; no API calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from drills.core.clock import parse_iso
+from drills.core.kube import obj_get
+from drills.verdicts.timeline import Timeline
+
+__all__ = ["Worker", "JobState", "ENDED_PHASES"]
+
+log = logging.getLogger(__name__)
+
+ENDED_PHASES = ("Failed", "Aborted", "Completed", "Terminated")
+
+
+@dataclass
+class Worker:
+    name: str
+    uid: str
+    node: str | None = None
+    phase: str | None = None
+    scheduled_at: datetime | None = None
+    ready_at: datetime | None = None
+    terminating: bool = False
+    terminating_seen: datetime | None = None  # cluster time we first saw it terminating or gone
+    stopped_at: datetime | None = None  # when it was evicted/deleted (deletionTimestamp − grace) or exited
+    unschedulable: str | None = None  # the scheduler's PodScheduled=False message while it is Pending
+    gone: bool = False
+
+
+@dataclass
+class JobState:
+    """What the monitor took in of one training job: workers, progress lines, saves, resumes; and the
+    facts derived from them (each a pure reading of this state)."""
+
+    workers: dict[str, Worker] = field(default_factory=dict)  # uid → worker
+    job: dict | None = None
+    steps: list[tuple[str, datetime, int, float | None]] = field(default_factory=list)  # (uid, at, step, samples/s)
+    checkpoints: list[tuple[str, datetime, int]] = field(default_factory=list)
+    save_durations: dict[int, tuple[datetime, float | None]] = field(default_factory=dict)  # step → (at, seconds)
+    resumes: list[tuple[str, datetime, int]] = field(default_factory=list)
+    resume_failures: list[tuple[str, datetime, str]] = field(default_factory=list)  # (uid, at, reason)
+    lines: list[tuple[datetime, str]] = field(default_factory=list)
+    job_left_running_at: datetime | None = None
+
+    def take_pod(self, pod: dict, deleted: bool, seen_at: Callable[[], datetime]) -> Worker | None:
+        """Take in one watch event of a worker pod; `seen_at()` is the cluster time it was seen (for a
+        worker first seen terminating or gone). Returns the worker (None for an object without a uid)."""
+        uid = obj_get(pod, "metadata", "uid")
+        if not uid:
+            return None
+        worker = self.workers.setdefault(uid, Worker(pod["metadata"]["name"], uid))
+        worker.node = obj_get(pod, "spec", "nodeName") or worker.node
+        worker.phase = obj_get(pod, "status", "phase")
+        conditions = {c.get("type"): c for c in obj_get(pod, "status", "conditions", default=None) or []}
+        if conditions.get("PodScheduled", {}).get("status") == "True" and worker.node:
+            worker.scheduled_at = _parse(conditions["PodScheduled"].get("lastTransitionTime")) or worker.scheduled_at
+        scheduled = conditions.get("PodScheduled", {})
+        worker.unschedulable = (scheduled.get("message") or scheduled.get("reason") or "Unschedulable") \
+            if scheduled.get("status") == "False" and not worker.node else None
+        ready = conditions.get("Ready", {})
+        worker.ready_at = _parse(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+        if obj_get(pod, "metadata", "deletionTimestamp") or worker.phase in ("Failed", "Succeeded"):
+            worker.terminating = True
+        if deleted:
+            worker.gone = worker.terminating = True
+        if worker.terminating and worker.terminating_seen is None:
+            worker.terminating_seen = seen_at()
+        if worker.terminating and worker.stopped_at is None:
+            worker.stopped_at = _stopped_at(pod) or worker.terminating_seen
+        return worker
+
+    def reached_at(self, step: int) -> datetime | None:
+        """When the log first showed the job at `step` or beyond (None: not yet)."""
+        return min((at for _, at, s, _ in self.steps if s >= step), default=None)
+
+    def saves(self) -> list[tuple[datetime, int, float | None]]:
+        """Checkpoint saves, one per step (the first rank's line): (when, step, seconds it took)."""
+        return sorted((at, step, seconds) for step, (at, seconds) in self.save_durations.items())
+
+    def running(self) -> list[Worker]:
+        return [w for w in self.workers.values() if w.phase == "Running" and not w.terminating]
+
+    def new(self, old: set[str]) -> list[Worker]:
+        return [w for w in self.workers.values() if w.uid not in old]
+
+    def last_step(self, before: datetime | None) -> int | None:
+        steps = [s for _, at, s, _ in self.steps if before is None or at <= before]
+        return max(steps) if steps else None
+
+    def latest_checkpoint(self, before: datetime | None) -> int | None:
+        """The latest checkpoint known before `before`: saved ones, or the one the run started from."""
+        known = [s for _, at, s in self.checkpoints + self.resumes if before is None or at <= before]
+        return max(known) if known else None
+
+    def resume_after(self, injected_at: datetime, old: set[str]) -> tuple[str, datetime, int] | None:
+        new = {w.uid for w in self.new(old)}
+        found = [r for r in self.resumes if r[1] >= injected_at and r[0] in new]
+        return min(found, key=lambda r: r[1]) if found else None
+
+    def resume_failed_after(self, injected_at: datetime, old: set[str]) -> str | None:
+        new = {w.uid for w in self.new(old)}
+        found = sorted((r for r in self.resume_failures if r[1] >= injected_at and r[0] in new),
+                       key=lambda r: r[1])
+        return f"{self.workers[found[0][0]].name}: {found[0][2]}" if found else None
+
+    def first_step_after(self, resumed, old: set[str]):
+        if resumed is None:
+            return None
+        new = {w.uid for w in self.new(old)}
+        found = [s for s in self.steps if s[1] >= resumed[1] and s[0] in new]
+        return min(found, key=lambda s: s[1]) if found else None
+
+    def ended(self, injected_at: datetime) -> str | None:
+        phase = obj_get(self.job, "status", "state", "phase")
+        if phase in ENDED_PHASES and self.job_left_running_at is not None:
+            return f"Volcano job phase {phase}"
+        return None
+
+    def lost_at(self, on_node: set[str]) -> datetime | None:
+        """When the job lost the node: the first of its workers there evicted or stopped."""
+        stops = [self.workers[u].stopped_at for u in on_node if u in self.workers]
+        stops = [s for s in stops if s is not None]
+        return min(stops) if stops else None
+
+    def step_at_loss(self, injected_at: datetime, old: set[str], on_node: set[str]) -> int | None:
+        """The step the job had reached when it lost the node: its last step line before then, carried
+        forward at the job's own rate to that moment (at most one log cadence: a stalled job is not
+        credited with steps it never made). Without a loss: the last step before the injection."""
+        lost_at = self.lost_at(on_node)
+        if lost_at is None:
+            return self.last_step(injected_at)
+        lines = sorted((at, step) for u, at, step, _ in self.steps if u in old and at <= lost_at)
+        if not lines:
+            return None
+        at, step = lines[-1]
+        if len(lines) < 2 or lines[-2][0] >= at:
+            return step
+        (at0, step0) = lines[-2]
+        rate = (step - step0) / (at - at0).total_seconds()
+        ahead = min(rate * (lost_at - at).total_seconds(), step - step0)
+        return step + int(ahead)
+
+    def interval(self, before: datetime, declared: int | None) -> tuple[int | None, str | None]:
+        """The job's real checkpoint interval: the steps between its last two saves in the log; else the
+        profile's declared one."""
+        saved = sorted({s for _, at, s in self.checkpoints if at <= before})
+        if len(saved) >= 2:
+            return saved[-1] - saved[-2], f"log (saves at steps {saved[-2]} and {saved[-1]})"
+        seen = f"only step {saved[-1]} saved" if saved else "no save"
+        return declared, f"profile (the log shows {seen}: one interval cannot be read)" if declared else None
+
+    def save_steps(self, before: datetime) -> int | None:
+        """Steps the job trains while its longest save before `before` is in flight: a node lost then loses
+        that save too, so the worst case is one interval plus these steps."""
+        seconds = [d for at, _, d in self.saves() if d is not None and at <= before]
+        steps = sorted((at, step) for _, at, step, _ in self.steps if at <= before)
+        span = (steps[-1][0] - steps[0][0]).total_seconds() if len(steps) >= 2 else 0.0
+        rate = (steps[-1][1] - steps[0][1]) / span if span > 0 else None
+        return int(round(max(seconds) * rate)) if seconds and rate else None
+
+    def restarted_from(self, injected_at: datetime, old: set[str]) -> int | None:
+        """A restart that loaded no checkpoint: the first step the new workers logged, when it is behind
+        the latest checkpoint (they trained again from the beginning)."""
+        steps = sorted((at, step) for u, at, step, _ in self.steps if u not in old and at >= injected_at)
+        latest = self.latest_checkpoint(injected_at)
+        if steps and latest is not None and steps[0][1] < latest:
+            return steps[0][1]
+        return None
+
+    def timeline(self, injected_at: datetime, old: set[str], replicas: int,
+                  on_node: set[str] | None = None) -> Timeline:
+        events: list[tuple[str, datetime]] = [("injected", injected_at)]
+        signs = [self.job_left_running_at] + [self.workers[u].terminating_seen for u in old
+                                                       if u in self.workers]
+        signs = [s for s in signs if s is not None]
+        if signs:
+            events.append(("detected", max(min(signs), injected_at)))
+        new = [w for w in self.new(old) if not w.gone]
+        scheduled = [w.scheduled_at for w in new if w.scheduled_at and w.scheduled_at >= injected_at]
+        if scheduled:
+            events.append(("rescheduled", min(scheduled)))
+        ready = [w.ready_at for w in new if w.ready_at]
+        if len(ready) >= replicas:
+            events.append(("ready", max(sorted(ready)[:replicas])))
+        resumed = self.resume_after(injected_at, old)
+        first = self.first_step_after(resumed, old)
+        if first:
+            events.append(("recovered", first[1]))
+            target = self.step_at_loss(injected_at, old, old if on_node is None else on_node)
+            uids = {w.uid for w in new}
+            caught = [at for uid, at, step, _ in self.steps
+                      if uid in uids and at >= first[1] and target is not None and step >= target]
+            if caught:
+                events.append(("caught_up", min(caught)))
+        return Timeline.from_events(events)
+
+
+def _stopped_at(pod: dict) -> datetime | None:
+    """When a pod was taken away (deletionTimestamp minus its grace period: the eviction's own time) or
+    its container exited (finishedAt), from the object itself."""
+    from datetime import timedelta
+
+    deleting = _parse(obj_get(pod, "metadata", "deletionTimestamp"))
+    if deleting is not None:
+        return deleting - timedelta(seconds=float(obj_get(pod, "metadata", "deletionGracePeriodSeconds") or 0))
+    ends = [_parse(obj_get(cs, "state", "terminated", "finishedAt"))
+            for cs in obj_get(pod, "status", "containerStatuses", default=None) or []]
+    ends = [e for e in ends if e is not None]
+    return min(ends) if ends else None
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return parse_iso(text).astimezone(timezone.utc)
