@@ -15,11 +15,12 @@ from aiohttp import web
 from drills.twin.api import protobuf, status as st
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
-from drills.twin.api.selectors import SelectorError, parse_field_selector, parse_label_selector
+from drills.twin.api.selection import Selection, from_query
+from drills.twin.api.selectors import SelectorError
 from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
-__all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selector_predicate",
+__all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selection_of",
            "grace_seconds", "PATCH_TYPES", "OPEN_WATCHES"]
 
 log = logging.getLogger(__name__)
@@ -154,21 +155,12 @@ async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str 
     return obj
 
 
-def selector_predicate(request: web.Request):
-    """labelSelector and fieldSelector of the query as one predicate (None when both are empty)."""
-    labels, fields = request.query.get("labelSelector"), request.query.get("fieldSelector")
-    if not labels and not fields:
-        return None
+def selection_of(request: web.Request, rt: ResourceType) -> Selection:
+    """labelSelector and fieldSelector of the query (400 when either does not parse)."""
     try:
-        by_labels = parse_label_selector(labels)
-        by_fields = parse_field_selector(fields)
+        return from_query(request.query.get("labelSelector"), request.query.get("fieldSelector"), rt)
     except SelectorError as err:
         raise st.bad_request(f"unable to parse requested label/field selector: {err}") from None
-    if not labels:
-        return by_fields
-    if not fields:
-        return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {})
-    return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {}) and by_fields(obj)
 
 
 async def patch_object(request: web.Request, store: Store, target: Target, sub: str | None = None) -> dict:
@@ -217,10 +209,10 @@ def grace_seconds(request: web.Request, opts: dict) -> int | None:
         raise st.bad_request(f'invalid gracePeriodSeconds "{value}"') from None
 
 
-def list_body(rt: ResourceType, entries: list[Entry], rv: str) -> bytes:
+def list_body(rt: ResourceType, entries: list[Entry], rv: str, list_meta: dict | None = None) -> bytes:
     """A <Kind>List assembled from each entry's cached JSON (no re-encoding of unchanged objects)."""
     head = json.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                       "metadata": {"resourceVersion": rv}}, separators=(",", ":")).encode()
+                       "metadata": list_meta or {"resourceVersion": rv}}, separators=(",", ":")).encode()
     return head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
 
 
@@ -255,11 +247,30 @@ def access_review(request: web.Request, store: Store, review: dict) -> dict:
 
 # -- verbs ------------------------------------------------------------------------------------------------
 def _list(request: web.Request, store: Store, target: Target) -> web.Response:
-    entries = store.list_entries(target.rt, target.namespace, selector_predicate(request))
-    rv = store.resource_version
+    query = request.query
+    token, rv, match = query.get("continue", ""), query.get("resourceVersion", ""), query.get("resourceVersionMatch", "")
+    if token and rv not in ("", "0"):
+        raise st.bad_request("specifying resource version is not allowed when using continue")
+    if match and match not in ("Exact", "NotOlderThan"):
+        raise st.bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
+                             f'"NotOlderThan"')
+    if match and not rv:
+        raise st.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    page = store.list_page(target.rt, target.namespace, selection_of(request, target.rt),
+                           limit=_int_param(query, "limit"), continue_token=token,
+                           exact_rv=_int_param(query, "resourceVersion") if match == "Exact" else None)
     if wants_table(request.headers.get("Accept")):
-        return _table_response(request, store, target.rt, [e.obj for e in entries], rv)
-    return web.Response(body=list_body(target.rt, entries, rv), content_type="application/json")
+        return _table_response(request, store, target.rt, [e.obj for e in page.entries], page.list_meta())
+    return web.Response(body=list_body(target.rt, page.entries, page.resource_version, page.list_meta()),
+                        content_type="application/json")
+
+
+def _int_param(query, name: str) -> int:
+    raw = query.get(name) or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        raise st.bad_request(f'invalid {name} "{raw}"') from None
 
 
 async def _watch(request: web.Request, store: Store, target: Target, serve) -> web.StreamResponse:
@@ -281,13 +292,16 @@ async def _watch(request: web.Request, store: Store, target: Target, serve) -> w
 
 def _render(request: web.Request, store: Store, rt: ResourceType, entry: Entry) -> web.Response:
     if wants_table(request.headers.get("Accept")):
-        return _table_response(request, store, rt, [entry.obj], entry.obj["metadata"].get("resourceVersion", ""))
+        return _table_response(request, store, rt, [entry.obj],
+                               {"resourceVersion": entry.obj["metadata"].get("resourceVersion", "")})
     return web.Response(body=entry.raw, content_type="application/json")
 
 
-def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: list[dict], rv: str) -> web.Response:
-    table = to_table(rt, objs, resource_version=rv, now=store.clock.timestamp(),
+def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: list[dict],
+                    list_meta: dict) -> web.Response:
+    table = to_table(rt, objs, resource_version=list_meta.get("resourceVersion", ""), now=store.clock.timestamp(),
                      include_object=request.query.get("includeObject", "Metadata"))
+    table["metadata"] = dict(list_meta)
     resp = json_response(table)
     resp.headers["Content-Type"] = "application/json;as=Table;v=v1;g=meta.k8s.io"
     return resp
@@ -305,7 +319,7 @@ async def _delete_collection(request: web.Request, store: Store, target: Target)
     opts = await _delete_options(request)
     dry = is_dry_run(request) or bool(opts.get("dryRun"))
     deleted = []
-    for entry in store.list_entries(target.rt, target.namespace, selector_predicate(request)):
+    for entry in store.list_entries(target.rt, target.namespace, selection_of(request, target.rt)):
         meta = entry.obj["metadata"]
         deleted.append(store.delete(target.rt, meta.get("namespace"), meta["name"], dry_run=dry,
                                     propagation=opts.get("propagationPolicy"), grace_seconds=grace_seconds(request, opts)))

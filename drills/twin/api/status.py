@@ -26,15 +26,20 @@ __all__ = [
 class ApiError(Exception):
     """An API failure with its HTTP code, Status reason and human message (what the client prints)."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
+                 metadata: dict | None = None):
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        self.metadata = metadata  # ListMeta of the Status (an expired list's inconsistent continue token)
 
     def body(self) -> dict:
-        return status_body(self.code, self.reason, self.message, self.details)
+        body = status_body(self.code, self.reason, self.message, self.details)
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
+        return body
 
 
 def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
