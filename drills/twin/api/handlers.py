@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import yaml
 from aiohttp import web
 
-from drills.twin.api import protobuf, status as st
+from drills.twin.api import protobuf, schema, status as st
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selection import Selection, from_query
@@ -21,11 +21,12 @@ from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
 __all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selection_of",
-           "grace_seconds", "PATCH_TYPES", "OPEN_WATCHES"]
+           "grace_seconds", "check_fields", "PATCH_TYPES", "OPEN_WATCHES", "WARNINGS"]
 
 log = logging.getLogger(__name__)
 
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+WARNINGS = "warnings"  # request key: Warning header values the response carries (server.py writes them)
 OPEN_WATCHES = "open_watches"  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
 _TRUE = ("1", "true", "True")
 
@@ -94,6 +95,7 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
     if method == "PUT" and target.name is not None:
         request["verb"] = "update"
         obj = await read_body(request, target.rt)
+        check_fields(request, target.rt, obj)
         out = store.replace(target.rt, target.namespace, target.name, obj, dry_run=is_dry_run(request))
         return json_response(out)
     if method == "PATCH" and target.name is not None:
@@ -155,6 +157,20 @@ async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str 
     return obj
 
 
+def check_fields(request: web.Request, rt: ResourceType, body, *, patch: bool = False) -> None:
+    """`fieldValidation`: unknown fields are a 400 (Strict), a Warning header each (Warn, the default) or nothing
+    (Ignore); outside Strict they are dropped from `body`, as the real decoder drops them."""
+    mode = request.query.get("fieldValidation") or schema.DEFAULT_MODE
+    if mode not in schema.MODES:
+        raise st.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Warn", '
+                             f'"Strict"')
+    unknown = schema.unknown_fields(rt, body, drop=mode != "Strict", patch=patch)
+    if unknown and mode == "Strict":
+        raise schema.strict_error(rt, unknown)
+    if unknown and mode == "Warn":
+        request.setdefault(WARNINGS, []).extend(schema.warning_header(path) for path in unknown)
+
+
 def selection_of(request: web.Request, rt: ResourceType) -> Selection:
     """labelSelector and fieldSelector of the query (400 when either does not parse)."""
     try:
@@ -173,9 +189,11 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
         body = yaml.safe_load(raw) if ctype == APPLY_PATCH else json.loads(raw)
     except (ValueError, yaml.YAMLError) as err:
         raise st.bad_request(f"error decoding patch: {err}") from None
+    rt = target.rt
     if ctype == JSON_PATCH:
         body = _json_patch_operations(body)
-    rt = target.rt
+    else:
+        check_fields(request, rt, body, patch=ctype != APPLY_PATCH)
     if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         if not isinstance(body, dict):
             raise st.bad_request("error decoding patch: apply patch must be an object")
@@ -309,6 +327,7 @@ def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: 
 
 async def _create(request: web.Request, store: Store, target: Target) -> web.Response:
     obj = await read_body(request, target.rt)
+    check_fields(request, target.rt, obj)
     request["object_name"] = (obj.get("metadata") or {}).get("name") or ""
     out = store.create(target.rt, obj, target.namespace, dry_run=is_dry_run(request))
     request["object_name"] = out["metadata"]["name"]

@@ -88,12 +88,14 @@ def conflict(plural: str, name: str, group: str = "", why: str = "") -> ApiError
                     _details(name, group, plural))
 
 
-def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = "") -> ApiError:
-    """422 with `Kind "name" is invalid: field: message` like the real validation errors."""
-    text = ", ".join(f"{field}: {msg}" for field, msg in causes)
+def invalid(kind: str, name: str, causes: list[tuple[str, ...]], group: str = "") -> ApiError:
+    """422 with `Kind "name" is invalid: field: message` like the real validation errors (several causes in
+    brackets, as an aggregate prints them). A cause is (field, message) or (field, message, reason)."""
+    texts = [f"{c[0]}: {c[1]}" for c in causes]
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     what = f"{kind}.{group}" if group else kind
     details = _details(name, group, kind, causes=[
-        {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes])
+        {"reason": c[2] if len(c) > 2 else "FieldValueInvalid", "message": c[1], "field": c[0]} for c in causes])
     return ApiError(422, "Invalid", f'{what} "{name}" is invalid: {text}', details)
 
 
