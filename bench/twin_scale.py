@@ -1,12 +1,18 @@
-"""Benchmark of the whole twin at the `large` profile (a benchmark, not a test: prints figures).
+"""Benchmark of the whole twin at scale (a benchmark, not a test: prints figures).
 
-1,024 GPU nodes, a 64-worker and a 2-worker training job, 32 inference replicas, 20 SSH switches,
-every controller running. Measures: start time (process start → twin.json), time until the
-workloads settle (both jobs stepping, every replica Ready, from the ground truth), RSS, CPU over
-`--idle-s` seconds of steady state (heartbeats, leases, training logs), and p50/p99 of list nodes /
-list pods while the controllers run.
+Two shapes:
+- `--profile large` (default): the `large` profile as it is (1,024 GPU nodes, a 64-worker job, 32 replicas).
+- `--nodes N [--pods P]`: the `minimal` profile (its workloads, so the same drills run) plus a fleet of
+  N − 6 idle 8-GPU nodes, and filler pods bound to them up to P pods in all (`--nodes 4096 --pods 50000`:
+  32,768 GPUs, the issue-19 profile). The GPU DaemonSets run on every fleet node as on the others.
 
-    .venv/bin/python bench/twin_scale.py [--profile large] [--rounds 30] [--idle-s 10] [--json]
+Measures: start time (process start → twin.json), time until the workloads settle (both jobs stepping, every
+replica Ready, from the ground truth), RSS, CPU over `--idle-s` seconds of steady state, p50/p99 of list nodes,
+list pods by field selector (spec.nodeName, a random node each round), the full pod list, and one chunk of a
+paginated pod list (limit=500, continued through the whole list); with `--drill`, the wall time of one
+node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
+
+    .venv/bin/python bench/twin_scale.py [--profile large | --nodes 4096 --pods 50000] [--drill] [--json]
 """
 
 from __future__ import annotations
@@ -15,15 +21,19 @@ import argparse
 import json
 import logging
 import os
+import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import requests
+import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from drills.twin.launcher import start_twin  # noqa: E402
 
@@ -32,63 +42,149 @@ __all__ = ["main"]
 log = logging.getLogger(__name__)
 
 _TICK = os.sysconf("SC_CLK_TCK")
+_FILLER_NS = "batch-fleet"
+_DRILL = "cordon-drain"  # the node-loss Example timed with --drill
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     with tempfile.TemporaryDirectory(prefix="twin-scale-") as tmp:
+        profile = _fleet_profile(Path(tmp), args.nodes) if args.nodes else args.profile
         t0 = time.perf_counter()
-        twin = start_twin(Path(tmp) / "state", profile=args.profile, scale=args.scale, timeout=300)
+        twin = start_twin(Path(tmp) / "state", profile=profile, scale=args.scale, timeout=300)
         with twin:
             started = time.perf_counter() - t0
             http = requests.Session()
             settled = _settle(http, twin, args.settle_timeout_s) - t0
+            filled = _fill(http, twin, args.pods) if args.pods else 0.0
             rss_settled = _rss_mib(twin.pid)
             cpu = _cpu_percent(twin.pid, args.idle_s)
+            nodes = [n["metadata"]["name"] for n in http.get(f"{twin.url}/api/v1/nodes", timeout=60).json()["items"]]
+            rng = random.Random(1)
             lists = {
                 "list nodes": _time(lambda: _get(http, f"{twin.url}/api/v1/nodes"), args.rounds),
-                "list pods (all namespaces)": _time(lambda: _get(http, f"{twin.url}/api/v1/pods"), args.rounds),
                 "list nodes, Table (kubectl get nodes)": _time(lambda: _get(
                     http, f"{twin.url}/api/v1/nodes",
                     headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}), args.rounds),
+                "list pods by field selector (spec.nodeName)": _time(lambda: _get(
+                    http, f"{twin.url}/api/v1/pods", params={"fieldSelector": f"spec.nodeName={rng.choice(nodes)}"}),
+                    args.rounds),
+                "list pods (all namespaces)": _time(lambda: _get(http, f"{twin.url}/api/v1/pods"), args.rounds),
+                "one chunk of a paginated pod list (limit=500)": _chunks(http, f"{twin.url}/api/v1/pods", 500,
+                                                                        args.rounds),
             }
             stats = http.get(f"{twin.url}/twin/v1/stats", timeout=30).json()
             rss_end = _rss_mib(twin.pid)
+            print(f"measured: {json.dumps({'start_s': round(started, 2), 'settled_s': round(settled, 2), 'rss_mib': rss_end, 'cpu': round(cpu, 1), 'lists': lists})}",
+                  file=sys.stderr, flush=True)
+            _settle(http, twin, args.settle_timeout_s)  # settled again after the list benchmarks
+            drill_s = _drill(twin.state_dir, Path(tmp)) if args.drill else None
+        minimal_drill_s = _minimal_drill(Path(tmp), args.scale) if args.drill else None
     figures = {
-        "profile": args.profile, "scale": args.scale or 60, "nodes": stats["objects"].get("nodes"),
-        "pods": stats["objects"].get("pods"), "switches": None,
-        "start_s": round(started, 2), "settled_s": round(settled, 2),
-        "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
+        "profile": args.profile if not args.nodes else f"minimal + fleet ({args.nodes} nodes)",
+        "scale": args.scale or 60, "nodes": stats["objects"].get("nodes"), "pods": stats["objects"].get("pods"),
+        "gpus": None, "start_s": round(started, 2), "settled_s": round(settled, 2),
+        "filler_pods_load_s": round(filled, 2), "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
         f"cpu_percent_of_one_core_over_{args.idle_s:g}s": round(cpu, 1),
         "list_ms": {name: {"p50": round(p50 * 1000, 1), "p99": round(p99 * 1000, 1)} for name, (p50, p99) in lists.items()},
+        "node_loss_drill_s": drill_s, "node_loss_drill_s_minimal": minimal_drill_s,
+        "drill_ratio": round(drill_s / minimal_drill_s, 2) if drill_s and minimal_drill_s else None,
     }
-    figures["switches"] = len(twin.info.get("switches") or [])
+    figures["gpus"] = 8 * (figures["nodes"] or 0) if args.nodes else None
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"twin `{args.profile}`: {figures['nodes']} nodes, {figures['pods']} pods, {figures['switches']} switches, "
-              f"scale {figures['scale']}x")
+        print(f"twin `{figures['profile']}`: {figures['nodes']} nodes, {figures['pods']} pods, scale {figures['scale']}x")
         print(f"  start (process → twin.json): {started:.2f} s; workloads settled (jobs stepping, replicas Ready): "
-              f"{settled:.2f} s")
+              f"{settled:.2f} s; filler pods loaded in {filled:.2f} s")
         print(f"  RSS: {rss_settled} MiB settled, {rss_end} MiB at the end")
         print(f"  CPU in steady state over {args.idle_s:g} s: {cpu:.1f} % of one core")
         for name, (p50, p99) in lists.items():
-            print(f"  {name:<40} p50 {p50 * 1000:7.1f} ms   p99 {p99 * 1000:7.1f} ms   ({args.rounds} rounds)")
+            print(f"  {name:<46} p50 {p50 * 1000:7.1f} ms   p99 {p99 * 1000:7.1f} ms")
+        if args.drill:
+            print(f"  node-loss drill ({_DRILL}): {drill_s:.1f} s here, {minimal_drill_s:.1f} s on the minimal twin "
+                  f"({figures['drill_ratio']}x)")
     return 0
 
 
+def _fleet_profile(tmp: Path, nodes: int) -> str:
+    """The minimal profile plus `nodes` − 6 idle 8-GPU inference-role nodes (no leaf: no fabric traffic)."""
+    profile = yaml.safe_load((ROOT / "drills/twin/profiles/minimal.yaml").read_text())
+    base = sum(p["count"] for p in profile["node_pools"].values())
+    fleet = dict(profile["node_pools"]["inference"], prefix="gpu-fleet", count=max(nodes - base, 0), gpus=8)
+    fleet.pop("leaves", None)
+    profile["node_pools"]["fleet"] = fleet
+    profile["description"] = f"minimal + {fleet['count']} idle 8-GPU nodes (bench/twin_scale.py)"
+    path = tmp / f"fleet-{nodes}.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return str(path)
+
+
+def _fill(http: requests.Session, twin, total: int) -> float:
+    """Create Running filler pods bound round-robin to the fleet nodes until the twin holds `total` pods."""
+    t0 = time.perf_counter()
+    url = twin.url
+    have = http.get(f"{url}/twin/v1/stats", timeout=30).json()["objects"]["pods"]
+    nodes = [n["metadata"]["name"] for n in http.get(f"{url}/api/v1/nodes", params={"labelSelector": "gpu-drills.io/pool=fleet"},
+                                                    timeout=60).json()["items"]] or ["gpu-fleet-0001"]
+    http.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": _FILLER_NS}}, timeout=30)
+    batch, i = [], 0
+    for i in range(max(total - have, 0)):
+        batch.append(_filler_pod(i, nodes[i % len(nodes)]))
+        if len(batch) == 2000:
+            http.post(f"{url}/twin/v1/load", json={"items": batch}, timeout=120).raise_for_status()
+            batch = []
+    if batch:
+        http.post(f"{url}/twin/v1/load", json={"items": batch}, timeout=120).raise_for_status()
+    return time.perf_counter() - t0
+
+
+def _filler_pod(i: int, node: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"filler-{i:05d}", "namespace": _FILLER_NS, "labels": {"app": f"filler-{i % 100}"}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.local/batch/worker:1"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _drill(state_dir: Path, tmp: Path) -> float:
+    """Wall seconds of one node-loss drill against the running twin in `state_dir`."""
+    reports = tmp / f"reports-{state_dir.name}"
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "drills.cli", "run", "-m", "gpu_node_loss", "-k", _DRILL,
+                           "--twin-state", str(state_dir), "--reports", str(reports), "--no-html"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:  # a drill that fails here is a finding: say so, keep the other figures
+        print(f"the node-loss drill failed ({done.returncode}) after {elapsed:.1f} s:\n{done.stdout[-3000:]}",
+              file=sys.stderr)
+        return -round(elapsed, 1)
+    return round(elapsed, 1)
+
+
+def _minimal_drill(tmp: Path, scale: float | None) -> float:
+    with start_twin(tmp / "minimal-state", profile="minimal", scale=scale, timeout=120) as twin:
+        _settle(requests.Session(), twin, 120)
+        return _drill(twin.state_dir, tmp)
+
+
 def _settle(http: requests.Session, twin, timeout_s: float) -> float:
-    """Wall time (perf_counter) when every training job has started and every Deployment is all Ready."""
+    """Wall time (perf_counter) when every training job has started, every Deployment is all Ready and no pod
+    is Pending any more (the DaemonSets' pods on every node have started too)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         truth = http.get(twin.info["truth"], timeout=30).json()
         jobs = truth["training"].values()
         deps = truth["inference"].values()
         if jobs and deps and all("job_started" in j.get("last", {}) for j in jobs) \
-                and all(d.get("all_ready") for d in deps):
+                and all(d.get("all_ready") for d in deps) and not _pending(http, twin.url):
             return time.perf_counter()
         time.sleep(0.2)
     raise SystemExit(f"the workloads did not settle within {timeout_s:.0f} s")
+
+
+def _pending(http: requests.Session, url: str) -> bool:
+    resp = http.get(f"{url}/api/v1/pods", params={"fieldSelector": "status.phase=Pending", "limit": 1}, timeout=60)
+    return bool(resp.json()["items"])
 
 
 def _rss_mib(pid: int) -> int:
@@ -109,10 +205,26 @@ def _cpu_percent(pid: int, seconds: float) -> float:
     return 100.0 * (_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
 
 
-def _get(http: requests.Session, url: str, headers: dict | None = None) -> None:
-    resp = http.get(url, headers=headers, timeout=60)
+def _get(http: requests.Session, url: str, headers: dict | None = None, params: dict | None = None) -> dict | None:
+    resp = http.get(url, headers=headers, params=params, timeout=60)
     resp.raise_for_status()
-    resp.content  # noqa: B018 — read the whole body
+    return resp.content  # the whole body read
+
+
+def _chunks(http: requests.Session, url: str, limit: int, rounds: int) -> tuple[float, float]:
+    """p50/p99 of single chunk requests, walking the whole list `rounds` times (at most 200 chunks timed)."""
+    samples: list[float] = []
+    for _ in range(rounds):
+        token = ""
+        while len(samples) < 200:
+            t0 = time.perf_counter()
+            resp = http.get(url, params={"limit": limit, **({"continue": token} if token else {})}, timeout=60)
+            resp.raise_for_status()
+            token = resp.json()["metadata"].get("continue", "")
+            samples.append(time.perf_counter() - t0)
+            if not token:
+                break
+    return _quantiles(samples)
 
 
 def _time(fn, rounds: int) -> tuple[float, float]:
@@ -121,17 +233,24 @@ def _time(fn, rounds: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    samples.sort()
+    return _quantiles(samples)
+
+
+def _quantiles(samples: list[float]) -> tuple[float, float]:
+    samples = sorted(samples)
     return statistics.median(samples), samples[min(len(samples) - 1, int(round(0.99 * (len(samples) - 1))))]
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile", default="large")
+    p.add_argument("--nodes", type=int, default=0, help="the minimal profile plus idle 8-GPU nodes up to this many")
+    p.add_argument("--pods", type=int, default=0, help="filler pods on the fleet up to this many pods in all")
+    p.add_argument("--drill", action="store_true", help="time one node-loss drill here and on a minimal twin")
     p.add_argument("--scale", type=float, default=None, help="twin seconds per wall second (default: the profile's)")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--idle-s", type=float, default=10.0)
-    p.add_argument("--settle-timeout-s", type=float, default=300.0)
+    p.add_argument("--settle-timeout-s", type=float, default=600.0)
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 

@@ -8,20 +8,20 @@ limit for `for_s` cluster seconds is a breach: the monitor calls `on_breach(read
 reverts every fault at once — and stops. The drill's next wait raises `StopConditionBreached` and the
 record's verdict is `aborted`, with the reading as its reason.
 
-Metrics (`METRICS`): `not_ready_nodes` and `unschedulable_nodes` read the API; `inference_error_rate`
+Metrics (`METRICS`): `not_ready_nodes` and `unschedulable_nodes` read a node census (census.py: one
+list, then a watch); `inference_error_rate`
 (failed / all requests over the last `for_s`, at least 10 cluster seconds) is provided by the
 inference load while it runs (a metric nobody provides reads as None: no breach).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["METRICS", "StopReading", "StopMonitor", "node_counts"]
+__all__ = ["METRICS", "StopReading", "StopMonitor"]
 
 log = logging.getLogger(__name__)
 
@@ -99,16 +99,6 @@ class StopMonitor:
                 self.on_breach(reading)
                 return
             self._stop.wait(self.poll_s)
-
-
-def node_counts(cluster) -> dict[str, float]:
-    """{not_ready_nodes, unschedulable_nodes} from one list of the nodes."""
-    resp = cluster.core.list_node(_preload_content=False)
-    nodes = json.loads(resp.data).get("items", [])
-    not_ready = sum(1 for n in nodes if not any(c.get("type") == "Ready" and c.get("status") == "True"
-                                                for c in (n.get("status") or {}).get("conditions") or []))
-    unschedulable = sum(1 for n in nodes if (n.get("spec") or {}).get("unschedulable"))
-    return {"not_ready_nodes": float(not_ready), "unschedulable_nodes": float(unschedulable)}
 
 
 def _dt(ts: float):

@@ -21,11 +21,12 @@ from drills.core.errors import DrillError
 if TYPE_CHECKING:
     from drills.core.kube import Cluster
 
-__all__ = ["EventMerger", "WatchEvent", "wait_for", "obj_get", "short_reason"]
+__all__ = ["EventMerger", "WatchEvent", "wait_for", "list_pages", "stream_lines", "obj_get", "short_reason"]
 
 log = logging.getLogger(__name__)
 
 _WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+PAGE = 500  # items per list request (kubectl's --chunk-size): a large cluster's lists come in chunks
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class EventMerger:
                 continue
             gone = False
             try:
-                for line in _lines(resp):
+                for line in stream_lines(resp):
                     if self._stop.is_set():
                         return
                     if not line.strip():
@@ -140,21 +141,18 @@ class EventMerger:
                 resource_version = self._relist(source, list_fn, args, kwargs)
 
     def _relist(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> str:
-        import json
-
-        resp = list_fn(*args, _preload_content=False, **kwargs)
-        body = json.loads(resp.data)
+        items, resource_version = list_pages(list_fn, *args, **kwargs)
         now = time.monotonic()
-        for item in body.get("items") or []:
+        for item in items:
             self._queue.put(WatchEvent(source, "ADDED", item, now))
-        return (body.get("metadata") or {}).get("resourceVersion", "")
+        return resource_version
 
     def _run_follow(self, source: str, core, name: str, namespace: str, container: str | None) -> None:
         kwargs = {"container": container} if container else {}
         resp = core.read_namespaced_pod_log(name, namespace, follow=True, timestamps=True, _preload_content=False,
                                             **kwargs)
         try:
-            for raw in _lines(resp):
+            for raw in stream_lines(resp):
                 if self._stop.is_set():
                     return
                 self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
@@ -192,7 +190,33 @@ def obj_get(obj: Any, *path: str, default: Any = None) -> Any:
     return obj
 
 
-def _lines(resp) -> Iterator[str]:
+def list_pages(list_fn: Callable, *args, limit: int = PAGE, **kwargs) -> tuple[list[dict], str]:
+    """Every item of a list call (raw JSON dicts) in chunks of `limit`, and the list's resourceVersion; a chunk
+    whose snapshot expired (410) starts the list over, as client-go's pager does."""
+    import json
+
+    from kubernetes.client.exceptions import ApiException
+
+    for _ in range(5):
+        items: list[dict] = []
+        token = ""
+        try:
+            while True:
+                resp = list_fn(*args, limit=limit, _continue=token or None, _preload_content=False, **kwargs)
+                body = json.loads(resp.data)
+                items += body.get("items") or []
+                meta = body.get("metadata") or {}
+                token = meta.get("continue") or ""
+                if not token:
+                    return items, meta.get("resourceVersion", "")
+        except ApiException as err:
+            if err.status != 410:
+                raise
+            log.debug("list chunk expired; listing again from the start")
+    raise DrillError("a paginated list kept expiring (410) before it could finish; the API server compacts too often")
+
+
+def stream_lines(resp) -> Iterator[str]:
     """Lines of a streaming urllib3 response (a follow ends when the container stops)."""
     pending = b""
     for chunk in resp.stream(4096, decode_content=True):

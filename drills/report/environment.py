@@ -88,8 +88,9 @@ def _kubernetes_version(cluster) -> str | None:
 
 def _nodes(cluster) -> list[dict] | None:
     try:
-        resp = cluster.core.list_node(_request_timeout=_TIMEOUT_S, _preload_content=False)
-        return list(json.loads(resp.data).get("items") or [])
+        from drills.core.watch import list_pages
+
+        return list_pages(cluster.core.list_node, _request_timeout=_TIMEOUT_S)[0]  # in chunks, as kubectl lists
     except Exception as err:  # noqa: BLE001 — as above
         log.info("nodes not listed on %s: %s", getattr(cluster, "url", "?"), err)
         return None

@@ -85,3 +85,28 @@ def defects() -> None:
     width = max(len(name) for name, _ in known)
     for name, description in known:
         typer.echo(f"{name:<{width}}  {description}")
+
+
+@twin_app.command("health")
+def health(
+    state_dir: Path = typer.Option(Path("reports/twin"), "--state-dir", help="The running twin's --state-dir."),
+) -> None:
+    """Is every component of a running twin healthy? Lists what broke (exit 1), with its traceback."""
+    import requests
+
+    from drills.core.errors import DrillError
+    from drills.twin.launcher import read_twin_info
+
+    info = read_twin_info(state_dir)
+    if info is None:
+        raise DrillError(f"no running twin in {state_dir} (start one with `drills twin up --state-dir {state_dir}`)")
+    snapshot = requests.get(f"{info['url']}/twin/v1/health", timeout=10).json()
+    if snapshot["ok"]:
+        typer.echo(f"twin at {info['url']}: every component healthy")
+        return
+    typer.echo(f"twin at {info['url']}: {len(snapshot['broken'])} broken", err=True)
+    for b in snapshot["broken"]:
+        typer.echo(f"  {b['component']}: {b['error']}: {b['message']} at {b['where']} "
+                   f"({b['count']}x, first on {b['key']})", err=True)
+        typer.echo("    " + b["traceback"].rstrip().replace("\n", "\n    "), err=True)
+    raise typer.Exit(1)

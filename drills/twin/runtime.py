@@ -34,6 +34,8 @@ from drills.twin.api.resources import by_kind
 from drills.twin.api.server import ApiServer
 from drills.twin.api.store import DEFAULT_HISTORY, Store
 from drills.twin.api.tls import make_tls
+from drills.twin.api.twin_routes import HEALTH
+from drills.twin.health import Health
 from drills.twin.launcher import TWIN_JSON
 
 __all__ = ["Twin", "Component", "COMPONENT_PROVIDERS", "DEFAULT_SCALE", "TWIN_JSON", "KUBECONFIG", "run_twin",
@@ -75,6 +77,8 @@ class Twin:
         self.audit = AuditLog(self.clock, self.state_dir / "audit.jsonl")
         self.server = ApiServer(self.store, self.audit, host=host, port=port,
                                 tls=make_tls(self.state_dir, host) if tls else None)
+        self.health = Health()  # what broke in the twin's components (health.py), served at /twin/v1/health
+        self.server.app[HEALTH] = self.health
         self.info: dict[str, Any] = {}
         self._components: list[Component] = []
         self._started: list[Component] = []

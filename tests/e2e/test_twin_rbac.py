@@ -92,8 +92,9 @@ def _in_cluster_drill(twin, tmp_path: Path, name: str) -> subprocess.CompletedPr
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="issue 16: the in-cluster cordon drill under the rendered RBAC did not finish within "
-                         "pytest's 300 s timeout on the first run; not yet diagnosed (403s or slowness)")
+@pytest.mark.skip(reason="issue 16: the in-cluster cordon drill under the rendered RBAC does not finish: not a 403 "
+                         "(none in the audit) nor slowness (it reaches caught_up after ~7 s of wall time), it hangs "
+                         "after caught_up, before the checks are printed; to pin down with a stack dump")
 def test_the_scheduled_rbac_is_sufficient_for_an_in_cluster_drill(twin_factory, tmp_path):
     twin = twin_factory(tls=True)
     apply_as_admin(twin, schedule_rbac())

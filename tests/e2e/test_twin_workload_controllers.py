@@ -60,7 +60,8 @@ def test_replicaset_keeps_replicas_with_new_names_and_uids(api, ns):
         ref = pod.metadata.owner_references[0]
         assert (ref.kind, ref.name, ref.controller, ref.block_owner_deletion) == ("ReplicaSet", "web", True, True)
         assert pod.metadata.labels == {"app": "web"}
-    status = wait_for(lambda: apps.read_namespaced_replica_set("web", ns).status, "status")
+    status = wait_for(lambda: (s := apps.read_namespaced_replica_set("web", ns).status).replicas == 3 and s,
+                      "status.replicas 3")  # the controller reports after it creates: wait for it, never race it
     assert status.replicas == 3 and not status.ready_replicas
 
     for pod in pods[:2]:

@@ -113,8 +113,7 @@ def test_deployment_and_replicaset_defaults():
     assert parse(dep, "V1Deployment").spec.template.spec.containers[0].image_pull_policy == "IfNotPresent"
     rs = defaulted({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r", "namespace": "ns"},
                     "spec": {"template": template}})
-    assert rs["spec"]["selector"] == {"matchLabels": {"app": "a"}} and rs["status"] == {"replicas": 0}
-    assert parse(rs, "V1ReplicaSet").status.replicas == 0
+    assert "selector" not in rs["spec"] and rs["status"] == {"replicas": 0}  # apps/v1: required, never defaulted
     recreate = defaulted({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
                           "spec": {"strategy": {"type": "Recreate"}, "template": template}})
     assert recreate["spec"]["strategy"] == {"type": "Recreate"}
@@ -161,11 +160,13 @@ def test_event_lease_priorityclass_namespace():
 def test_daemonset_and_batch_job_parse():
     template = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}
     ds = defaulted({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d", "namespace": "kube-system"},
-                    "spec": {"template": copy.deepcopy(template)}})
+                    "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": copy.deepcopy(template)}})
     assert parse(ds, "V1DaemonSet").status.number_ready == 0
+    job_template = copy.deepcopy(template)
+    job_template["spec"]["restartPolicy"] = "Never"
     job = defaulted({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
-                     "spec": {"template": copy.deepcopy(template)}})
-    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 6
+                     "spec": {"template": job_template}})
+    assert job["spec"]["selector"] == {"matchLabels": {"app": "a"}} and job["spec"]["backoffLimit"] == 6
     assert parse(job, "V1Job").spec.completions == 1
 
 

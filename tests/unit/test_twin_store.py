@@ -30,6 +30,12 @@ def _pod(name: str, labels: dict | None = None, ready: bool = True, **meta) -> d
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]}}
 
 
+def _rs(name: str, replicas: int) -> dict:
+    return {"metadata": {"name": name}, "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                                                 "template": {"metadata": {"labels": {"app": name}},
+                                                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+
+
 def _drain(queue: asyncio.Queue) -> list[tuple[str, str]]:
     out = []
     while not queue.empty():
@@ -106,7 +112,7 @@ def test_finalizers_hold_deletion_until_removed():
 
 def test_deleting_an_owner_deletes_its_dependents_unless_orphaned():
     store = _store()
-    rs = store.create(RS, {"metadata": {"name": "web"}, "spec": {"replicas": 2}}, "ns")
+    rs = store.create(RS, _rs("web", 2), "ns")
     ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": rs["metadata"]["uid"],
            "controller": True}
     store.create(PODS, _pod("web-1", ownerReferences=[ref]), "ns")
@@ -127,7 +133,7 @@ def test_namespace_deletion_removes_its_objects():
 
 def test_pdb_arithmetic_uses_the_controller_scale_for_max_unavailable():
     store = _store()
-    rs = store.create(RS, {"metadata": {"name": "web"}, "spec": {"replicas": 3}}, "ns")
+    rs = store.create(RS, _rs("web", 3), "ns")
     ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": rs["metadata"]["uid"],
            "controller": True}
     for i in range(3):

@@ -139,11 +139,12 @@ def _pod(obj: dict, now: str) -> None:
 
 
 def _workload(obj: dict, now: str) -> None:
-    """Deployment / ReplicaSet / DaemonSet / Job: selector from the template (lenient), template defaults."""
+    """Deployment / ReplicaSet / DaemonSet / Job: template defaults; a batch Job's selector from its template
+    (apps/v1 kinds have none: a missing selector is a 422, as on a real server)."""
     spec = _sub(obj, "spec")
     template = spec.get("template")
     default_pod_template(template)
-    if "selector" not in spec and isinstance(template, dict):
+    if "selector" not in spec and isinstance(template, dict) and obj.get("kind") == "Job":
         labels = (template.get("metadata") or {}).get("labels")
         if isinstance(labels, dict) and labels:
             spec["selector"] = {"matchLabels": dict(labels)}
@@ -157,11 +158,7 @@ def _workload(obj: dict, now: str) -> None:
 
 
 def _batch_job(obj: dict, now: str) -> None:
-    _workload(obj, now)
-    template = _sub(obj, "spec").get("template")
-    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-        if template["spec"].get("restartPolicy") in (None, "Always"):
-            template["spec"]["restartPolicy"] = "Never"
+    _workload(obj, now)  # a template without restartPolicy gets Always, which a Job refuses (422), as on a real server
 
 
 def _service(obj: dict, now: str) -> None:

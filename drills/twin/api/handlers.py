@@ -12,19 +12,21 @@ from dataclasses import dataclass
 import yaml
 from aiohttp import web
 
-from drills.twin.api import protobuf, status as st
+from drills.twin.api import protobuf, schema, status as st
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
-from drills.twin.api.selectors import SelectorError, parse_field_selector, parse_label_selector
+from drills.twin.api.selection import Selection, from_query
+from drills.twin.api.selectors import SelectorError
 from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
-__all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selector_predicate",
-           "grace_seconds", "PATCH_TYPES", "OPEN_WATCHES"]
+__all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dry_run", "selection_of",
+           "grace_seconds", "check_fields", "PATCH_TYPES", "OPEN_WATCHES", "WARNINGS"]
 
 log = logging.getLogger(__name__)
 
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+WARNINGS = "warnings"  # request key: Warning header values the response carries (server.py writes them)
 OPEN_WATCHES = "open_watches"  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
 _TRUE = ("1", "true", "True")
 
@@ -93,6 +95,7 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
     if method == "PUT" and target.name is not None:
         request["verb"] = "update"
         obj = await read_body(request, target.rt)
+        check_fields(request, target.rt, obj)
         out = store.replace(target.rt, target.namespace, target.name, obj, dry_run=is_dry_run(request))
         return json_response(out)
     if method == "PATCH" and target.name is not None:
@@ -154,21 +157,26 @@ async def read_body(request: web.Request, rt: ResourceType | None, *, kind: str 
     return obj
 
 
-def selector_predicate(request: web.Request):
-    """labelSelector and fieldSelector of the query as one predicate (None when both are empty)."""
-    labels, fields = request.query.get("labelSelector"), request.query.get("fieldSelector")
-    if not labels and not fields:
-        return None
+def check_fields(request: web.Request, rt: ResourceType, body, *, patch: bool = False) -> None:
+    """`fieldValidation`: unknown fields are a 400 (Strict), a Warning header each (Warn, the default) or nothing
+    (Ignore); outside Strict they are dropped from `body`, as the real decoder drops them."""
+    mode = request.query.get("fieldValidation") or schema.DEFAULT_MODE
+    if mode not in schema.MODES:
+        raise st.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Warn", '
+                             f'"Strict"')
+    unknown = schema.unknown_fields(rt, body, drop=mode != "Strict", patch=patch)
+    if unknown and mode == "Strict":
+        raise schema.strict_error(rt, unknown)
+    if unknown and mode == "Warn":
+        request.setdefault(WARNINGS, []).extend(schema.warning_header(path) for path in unknown)
+
+
+def selection_of(request: web.Request, rt: ResourceType) -> Selection:
+    """labelSelector and fieldSelector of the query (400 when either does not parse)."""
     try:
-        by_labels = parse_label_selector(labels)
-        by_fields = parse_field_selector(fields)
+        return from_query(request.query.get("labelSelector"), request.query.get("fieldSelector"), rt)
     except SelectorError as err:
         raise st.bad_request(f"unable to parse requested label/field selector: {err}") from None
-    if not labels:
-        return by_fields
-    if not fields:
-        return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {})
-    return lambda obj: by_labels(obj.get("metadata", {}).get("labels") or {}) and by_fields(obj)
 
 
 async def patch_object(request: web.Request, store: Store, target: Target, sub: str | None = None) -> dict:
@@ -181,9 +189,11 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
         body = yaml.safe_load(raw) if ctype == APPLY_PATCH else json.loads(raw)
     except (ValueError, yaml.YAMLError) as err:
         raise st.bad_request(f"error decoding patch: {err}") from None
+    rt = target.rt
     if ctype == JSON_PATCH:
         body = _json_patch_operations(body)
-    rt = target.rt
+    else:
+        check_fields(request, rt, body, patch=ctype != APPLY_PATCH)
     if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         if not isinstance(body, dict):
             raise st.bad_request("error decoding patch: apply patch must be an object")
@@ -217,10 +227,10 @@ def grace_seconds(request: web.Request, opts: dict) -> int | None:
         raise st.bad_request(f'invalid gracePeriodSeconds "{value}"') from None
 
 
-def list_body(rt: ResourceType, entries: list[Entry], rv: str) -> bytes:
+def list_body(rt: ResourceType, entries: list[Entry], rv: str, list_meta: dict | None = None) -> bytes:
     """A <Kind>List assembled from each entry's cached JSON (no re-encoding of unchanged objects)."""
     head = json.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                       "metadata": {"resourceVersion": rv}}, separators=(",", ":")).encode()
+                       "metadata": list_meta or {"resourceVersion": rv}}, separators=(",", ":")).encode()
     return head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
 
 
@@ -255,11 +265,30 @@ def access_review(request: web.Request, store: Store, review: dict) -> dict:
 
 # -- verbs ------------------------------------------------------------------------------------------------
 def _list(request: web.Request, store: Store, target: Target) -> web.Response:
-    entries = store.list_entries(target.rt, target.namespace, selector_predicate(request))
-    rv = store.resource_version
+    query = request.query
+    token, rv, match = query.get("continue", ""), query.get("resourceVersion", ""), query.get("resourceVersionMatch", "")
+    if token and rv not in ("", "0"):
+        raise st.bad_request("specifying resource version is not allowed when using continue")
+    if match and match not in ("Exact", "NotOlderThan"):
+        raise st.bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
+                             f'"NotOlderThan"')
+    if match and not rv:
+        raise st.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    page = store.list_page(target.rt, target.namespace, selection_of(request, target.rt),
+                           limit=_int_param(query, "limit"), continue_token=token,
+                           exact_rv=_int_param(query, "resourceVersion") if match == "Exact" else None)
     if wants_table(request.headers.get("Accept")):
-        return _table_response(request, store, target.rt, [e.obj for e in entries], rv)
-    return web.Response(body=list_body(target.rt, entries, rv), content_type="application/json")
+        return _table_response(request, store, target.rt, [e.obj for e in page.entries], page.list_meta())
+    return web.Response(body=list_body(target.rt, page.entries, page.resource_version, page.list_meta()),
+                        content_type="application/json")
+
+
+def _int_param(query, name: str) -> int:
+    raw = query.get(name) or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        raise st.bad_request(f'invalid {name} "{raw}"') from None
 
 
 async def _watch(request: web.Request, store: Store, target: Target, serve) -> web.StreamResponse:
@@ -281,13 +310,16 @@ async def _watch(request: web.Request, store: Store, target: Target, serve) -> w
 
 def _render(request: web.Request, store: Store, rt: ResourceType, entry: Entry) -> web.Response:
     if wants_table(request.headers.get("Accept")):
-        return _table_response(request, store, rt, [entry.obj], entry.obj["metadata"].get("resourceVersion", ""))
+        return _table_response(request, store, rt, [entry.obj],
+                               {"resourceVersion": entry.obj["metadata"].get("resourceVersion", "")})
     return web.Response(body=entry.raw, content_type="application/json")
 
 
-def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: list[dict], rv: str) -> web.Response:
-    table = to_table(rt, objs, resource_version=rv, now=store.clock.timestamp(),
+def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: list[dict],
+                    list_meta: dict) -> web.Response:
+    table = to_table(rt, objs, resource_version=list_meta.get("resourceVersion", ""), now=store.clock.timestamp(),
                      include_object=request.query.get("includeObject", "Metadata"))
+    table["metadata"] = dict(list_meta)
     resp = json_response(table)
     resp.headers["Content-Type"] = "application/json;as=Table;v=v1;g=meta.k8s.io"
     return resp
@@ -295,6 +327,7 @@ def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: 
 
 async def _create(request: web.Request, store: Store, target: Target) -> web.Response:
     obj = await read_body(request, target.rt)
+    check_fields(request, target.rt, obj)
     request["object_name"] = (obj.get("metadata") or {}).get("name") or ""
     out = store.create(target.rt, obj, target.namespace, dry_run=is_dry_run(request))
     request["object_name"] = out["metadata"]["name"]
@@ -305,7 +338,7 @@ async def _delete_collection(request: web.Request, store: Store, target: Target)
     opts = await _delete_options(request)
     dry = is_dry_run(request) or bool(opts.get("dryRun"))
     deleted = []
-    for entry in store.list_entries(target.rt, target.namespace, selector_predicate(request)):
+    for entry in store.list_entries(target.rt, target.namespace, selection_of(request, target.rt)):
         meta = entry.obj["metadata"]
         deleted.append(store.delete(target.rt, meta.get("namespace"), meta["name"], dry_run=dry,
                                     propagation=opts.get("propagationPolicy"), grace_seconds=grace_seconds(request, opts)))

@@ -13,7 +13,7 @@ import re
 from typing import Callable, Iterable
 
 __all__ = ["SelectorError", "parse_label_selector", "parse_field_selector", "match_label_selector",
-           "FIELD_SELECTORS"]
+           "label_equalities", "field_equalities", "field_value", "FIELD_SELECTORS"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,38 @@ def parse_field_selector(text: str | None, kind: str = "") -> Predicate:
         return all((_field_value(obj, field) != value) if negate else (_field_value(obj, field) == value)
                    for field, negate, value in tests)
     return predicate
+
+
+def label_equalities(text: str | None) -> list[tuple[str, str]]:
+    """The `key=value`, `key==value` and single-value `key in (value)` terms of a label selector (what an
+    index can answer); call after `parse_label_selector` has accepted the text."""
+    if text is None or not text.strip():
+        return []
+    out = []
+    for term in _split_terms(text):
+        if (m := _EQUALITY_RE.match(term)) and m["op"] != "!=":
+            out.append((m["key"], m["value"] or ""))
+        elif (m := _SET_RE.match(term)) and m["op"] == "in" and len(values := m["values"].split(",")) == 1:
+            out.append((m["key"], values[0].strip()))
+    return out
+
+
+def field_equalities(text: str | None) -> dict[str, str]:
+    """The `field=value` / `field==value` terms of a field selector; call after `parse_field_selector`."""
+    if text is None or not text.strip():
+        return {}
+    out = {}
+    for term in _split_unescaped(text, ","):
+        if term.strip():
+            field, op, value = _parse_field_term(term)
+            if op != "!=":
+                out[field] = value
+    return out
+
+
+def field_value(obj: dict, field: str) -> str:
+    """The selectable value of `field` as the server compares it ("" when missing, "false" for booleans)."""
+    return _field_value(obj, field)
 
 
 def match_label_selector(selector: dict | None, labels: dict | None) -> bool:

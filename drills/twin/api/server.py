@@ -18,7 +18,7 @@ from aiohttp import web
 
 from drills.twin.api import discovery, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
-from drills.twin.api.handlers import OPEN_WATCHES, dispatch, resolve
+from drills.twin.api.handlers import OPEN_WATCHES, WARNINGS, dispatch, resolve
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
 from drills.twin.api.tls import NAMESPACE as SERVICE_ACCOUNT_NAMESPACE, TlsFiles, server_context
@@ -112,9 +112,14 @@ async def _grouped(request: web.Request) -> web.StreamResponse:
 
 @web.middleware
 async def _status_errors(request: web.Request, handler) -> web.StreamResponse:
-    """Every failure as a Status body with the matching code (and never a traceback to the client)."""
+    """Every failure as a Status body with the matching code (and never a traceback to the client); the
+    request's warnings as Warning headers."""
     try:
-        return await handler(request)
+        resp = await handler(request)
+        if request.get(WARNINGS) and not resp.prepared:
+            for value in request[WARNINGS]:
+                resp.headers.add("Warning", value)
+        return resp
     except st.ApiError as err:
         return _status_response(err.body(), err.code)
     except web.HTTPException as exc:

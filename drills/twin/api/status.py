@@ -26,15 +26,20 @@ __all__ = [
 class ApiError(Exception):
     """An API failure with its HTTP code, Status reason and human message (what the client prints)."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
+                 metadata: dict | None = None):
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        self.metadata = metadata  # ListMeta of the Status (an expired list's inconsistent continue token)
 
     def body(self) -> dict:
-        return status_body(self.code, self.reason, self.message, self.details)
+        body = status_body(self.code, self.reason, self.message, self.details)
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
+        return body
 
 
 def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
@@ -83,12 +88,14 @@ def conflict(plural: str, name: str, group: str = "", why: str = "") -> ApiError
                     _details(name, group, plural))
 
 
-def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = "") -> ApiError:
-    """422 with `Kind "name" is invalid: field: message` like the real validation errors."""
-    text = ", ".join(f"{field}: {msg}" for field, msg in causes)
+def invalid(kind: str, name: str, causes: list[tuple[str, ...]], group: str = "") -> ApiError:
+    """422 with `Kind "name" is invalid: field: message` like the real validation errors (several causes in
+    brackets, as an aggregate prints them). A cause is (field, message) or (field, message, reason)."""
+    texts = [f"{c[0]}: {c[1]}" for c in causes]
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     what = f"{kind}.{group}" if group else kind
     details = _details(name, group, kind, causes=[
-        {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes])
+        {"reason": c[2] if len(c) > 2 else "FieldValueInvalid", "message": c[1], "field": c[0]} for c in causes])
     return ApiError(422, "Invalid", f'{what} "{name}" is invalid: {text}', details)
 
 

@@ -1,110 +1,57 @@
 """The twin's object store: what etcd plus the generic registry are to a real API server.
 
-One global, monotonically increasing resourceVersion; objects as dicts indexed by resource,
-namespace and name; a bounded per-resource event history so watches can resume (older → 410 Gone);
-watchers fed through asyncio queues; per-pod log buffers. Single-threaded: call it from the loop.
+One global, monotonically increasing resourceVersion; objects per resource in key order with indexes
+(keyspace.py); a bounded per-resource event history so watches can resume and chunked lists read one
+snapshot (older → 410, paging.py); watchers routed by what they select (watchers.py); deletion with
+grace, finalizers and cascades (deletion.py); per-pod log buffers. Single-threaded: call it from the loop.
 Stored dicts are never mutated after they are stored — every write stores a new dict — so readers
 may keep references, but must not change them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import json
 import logging
 import random
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 from drills.core.clock import Clock, DilatedClock, to_iso
 from drills.twin.api import status as st
 from drills.twin.api.defaults import apply_defaults
+from drills.twin.api.deletion import Deletion
+from drills.twin.api.keyspace import Key, Keyspace
 from drills.twin.api.logs import PodLogs
+from drills.twin.api.paging import INCONSISTENT, Overlay, Page, decode_continue, expired_continue, read_page
 from drills.twin.api.resources import RESOURCES, ResourceType, by_path
+from drills.twin.api.selection import Selection, of_predicate
 from drills.twin.api.validation import validate, validate_name
+from drills.twin.api.watchers import Entry, WatchEvent, Watcher, WatchHub
 
-__all__ = ["Store", "Entry", "WatchEvent", "Watcher", "DEFAULT_HISTORY"]
+__all__ = ["Store", "Entry", "WatchEvent", "Watcher", "Page", "DEFAULT_HISTORY"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HISTORY = 20000  # events kept per resource for watch resume
+DEFAULT_HISTORY = 20000  # events kept per resource for watch resume and consistent pages
 _NAMESPACES = by_path("", "v1", "namespaces")
-_PODS = by_path("", "v1", "pods")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real generateName suffix uses
 _UNCHANGED_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
                    "deletionGracePeriodSeconds", "generation", "resourceVersion")
+Predicate = Callable[[dict], bool] | Selection | None
 
 
-class Entry:
-    """One stored version of an object and its JSON encoding, computed once and reused by every reader."""
-
-    __slots__ = ("obj", "_raw")
-
-    def __init__(self, obj: dict):
-        self.obj = obj
-        self._raw: bytes | None = None
-
-    @property
-    def raw(self) -> bytes:
-        if self._raw is None:
-            self._raw = json.dumps(self.obj, separators=(",", ":")).encode()
-        return self._raw
-
-
-@dataclass(frozen=True)
-class WatchEvent:
-    rv: int
-    type: str  # ADDED | MODIFIED | DELETED
-    entry: Entry
-    old: Entry | None = None
-
-
-@dataclass(eq=False)
-class Watcher:
-    """A subscription: events for one resource (one namespace or all) that pass `predicate`."""
-
-    rt: ResourceType
-    namespace: str | None
-    predicate: Callable[[dict], bool]
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
-
-    def offer(self, ev: WatchEvent) -> None:
-        """Translate a store event into what this watcher sees (selector transitions become ADDED/DELETED)."""
-        meta = ev.entry.obj.get("metadata", {})
-        if self.namespace and meta.get("namespace") != self.namespace:
-            return
-        now = self.predicate(ev.entry.obj)
-        if ev.type == "MODIFIED" and ev.old is not None:
-            before = self.predicate(ev.old.obj)
-            if now and not before:
-                self.queue.put_nowait(("ADDED", ev.entry))
-            elif before and not now:
-                self.queue.put_nowait(("DELETED", ev.entry))
-            elif now:
-                self.queue.put_nowait(("MODIFIED", ev.entry))
-        elif now:
-            self.queue.put_nowait((ev.type, ev.entry))
-
-
-class Store:
-    """In-memory objects of every resource type the twin serves."""
+class Store(Deletion):
+    """In-memory objects of every resource type the twin serves (deletion: see deletion.py)."""
 
     def __init__(self, clock: Clock | None = None, history: int = DEFAULT_HISTORY):
         self.clock = clock or DilatedClock()
         self._rv = 0
-        self._objects: dict[ResourceType, dict[str, dict[str, Entry]]] = {rt: {} for rt in RESOURCES}
+        self._tables: dict[ResourceType, Keyspace] = {rt: Keyspace(rt) for rt in RESOURCES}
         self._history: dict[ResourceType, deque[WatchEvent]] = {rt: deque(maxlen=history) for rt in RESOURCES}
         self._compacted: dict[ResourceType, int] = {rt: 0 for rt in RESOURCES}
-        self._watchers: dict[ResourceType, set[Watcher]] = {rt: set() for rt in RESOURCES}
+        self._hubs: dict[ResourceType, WatchHub] = {rt: WatchHub(rt) for rt in RESOURCES}
         self.logs = PodLogs(self.clock)
-        # Off: pods go at once. A kubelet component that finishes deletions (DELETE with grace 0) turns it on.
-        self.graceful_pods = False
-        # Off: a deleted namespace takes its contents at once. A namespace controller that empties it and
-        # finalizes it (PUT namespaces/{name}/finalize) turns it on: the namespace is Terminating meanwhile.
-        self.graceful_namespaces = False
 
     # -- reads -------------------------------------------------------------------------------------
     @property
@@ -118,39 +65,48 @@ class Store:
         return self.get_entry(rt, namespace, name).obj
 
     def get_entry(self, rt: ResourceType, namespace: str | None, name: str) -> Entry:
-        entry = self._objects[rt].get(_ns(rt, namespace), {}).get(name)
+        entry = self._tables[rt].get(_ns(rt, namespace), name)
         if entry is None:
             raise st.not_found(rt.plural, name, rt.group)
         return entry
 
     def find(self, rt: ResourceType, namespace: str | None, name: str) -> dict | None:
-        entry = self._objects[rt].get(_ns(rt, namespace), {}).get(name)
+        entry = self._tables[rt].get(_ns(rt, namespace), name)
         return entry.obj if entry else None
 
-    def list_entries(self, rt: ResourceType, namespace: str | None = None,
-                     predicate: Callable[[dict], bool] | None = None) -> list[Entry]:
+    def list_entries(self, rt: ResourceType, namespace: str | None = None, predicate: Predicate = None) -> list[Entry]:
         """Matching entries sorted by namespace then name, like etcd's key order."""
-        by_ns = self._objects[rt]
-        if rt.namespaced and namespace:
-            spaces: Iterable[str] = [namespace] if namespace in by_ns else []
-        else:
-            spaces = sorted(by_ns)
-        out: list[Entry] = []
-        for ns in spaces:
-            names = by_ns[ns]
-            for name in sorted(names):
-                entry = names[name]
-                if predicate is None or predicate(entry.obj):
-                    out.append(entry)
-        return out
+        return self.list_page(rt, namespace, of_predicate(predicate)).entries
 
     def list(self, rt: ResourceType, namespace: str | None = None,
-             predicate: Callable[[dict], bool] | None = None) -> tuple[list[dict], str]:
+             predicate: Predicate = None) -> tuple[list[dict], str]:
         """(objects, collection resourceVersion)."""
         return [e.obj for e in self.list_entries(rt, namespace, predicate)], self.resource_version
 
+    def list_page(self, rt: ResourceType, namespace: str | None, selection: Selection, *, limit: int = 0,
+                  continue_token: str = "", exact_rv: int | None = None) -> Page:
+        """A list or one chunk of it (paging.py): now, at the continue token's snapshot, or at `exact_rv`
+        (resourceVersionMatch=Exact); 410 Expired when the history no longer reaches that version."""
+        scope = namespace if rt.namespaced and namespace else None
+        after: Key | None = None
+        rv = self._rv
+        if continue_token:
+            rv, after = decode_continue(continue_token, rt.namespaced)
+            if rv == INCONSISTENT:
+                rv = self._rv
+            elif rv < self._compacted[rt]:
+                raise expired_continue(after)
+        elif exact_rv is not None:
+            if exact_rv < self._compacted[rt] or exact_rv > self._rv:
+                raise st.gone("The resourceVersion for the provided list is too old.") if exact_rv <= self._rv \
+                    else st.ApiError(504, "Timeout", f"Too large resource version: {exact_rv}, current: {self._rv}")
+            rv = exact_rv
+        overlay = self._overlay(rt, rv) if rv < self._rv else None
+        return read_page(self._tables[rt], scope, selection, limit=max(limit, 0), after=after, rv=rv,
+                         overlay=overlay)
+
     def count(self, rt: ResourceType) -> int:
-        return sum(len(names) for names in self._objects[rt].values())
+        return self._tables[rt].count()
 
     # -- writes ------------------------------------------------------------------------------------
     def create(self, rt: ResourceType, obj: dict, namespace: str | None = None, *, dry_run: bool = False) -> dict:
@@ -168,7 +124,7 @@ class Store:
                                  rt.group)
         name = meta["name"]
         validate_name(rt, name)
-        if name in self._objects[rt].get(ns, {}):
+        if self._tables[rt].get(ns, name) is not None:
             raise st.already_exists(rt.plural, name, rt.group)
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields"):
             meta.pop(key, None)
@@ -245,63 +201,12 @@ class Store:
         new.setdefault("metadata", {})
         return self.replace(rt, namespace, name, new, subresource=subresource, dry_run=dry_run)
 
-    def delete(self, rt: ResourceType, namespace: str | None, name: str, *, dry_run: bool = False,
-               preconditions: dict | None = None, propagation: str | None = None,
-               grace_seconds: int | None = None) -> dict:
-        """Delete now, or mark for deletion while finalizers remain (or while a pod terminates gracefully).
-
-        Unless `propagation` is "Orphan", dependents (ownerReferences to this uid) go too — the garbage
-        collector's job, done at once; deleting a namespace deletes its contents. With `graceful_pods`
-        on, a running pod on a node only gets deletionTimestamp = now + grace; its kubelet deletes it
-        for good with grace 0, as on a real cluster.
-        """
-        entry = self.get_entry(rt, namespace, name)
-        old = entry.obj
-        pre = preconditions or {}
-        if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
-            raise st.conflict(rt.plural, name, rt.group,
-                              f'Precondition failed: UID in precondition: {pre["uid"]}, UID in object meta: '
-                              f'{old["metadata"]["uid"]}')
-        if pre.get("resourceVersion") and str(pre["resourceVersion"]) != old["metadata"]["resourceVersion"]:
-            raise st.conflict(rt.plural, name, rt.group)
-        grace = self._pod_grace(rt, old, grace_seconds)
-        if grace:
-            meta = old["metadata"]
-            if meta.get("deletionTimestamp") and (meta.get("deletionGracePeriodSeconds") or 0) <= grace:
-                return old
-            new = copy.copy(old)
-            new["metadata"] = dict(meta, deletionTimestamp=to_iso(self.clock.timestamp() + grace),
-                                   deletionGracePeriodSeconds=grace)
-            return self._commit_update(rt, entry, new, dry_run)
-        if rt is _NAMESPACES and self.graceful_namespaces and (old.get("spec") or {}).get("finalizers"):
-            if old["metadata"].get("deletionTimestamp"):
-                return old
-            new = copy.copy(old)
-            new["metadata"] = dict(old["metadata"], deletionTimestamp=self.now_iso(), deletionGracePeriodSeconds=0)
-            new["status"] = dict(old.get("status") or {}, phase="Terminating")
-            return self._commit_update(rt, entry, new, dry_run)
-        if old["metadata"].get("finalizers"):
-            if old["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionGracePeriodSeconds"):
-                return old
-            new = copy.copy(old)
-            new["metadata"] = dict(old["metadata"], deletionTimestamp=self.now_iso(), deletionGracePeriodSeconds=0)
-            return self._commit_update(rt, entry, new, dry_run)
-        if dry_run:
-            return old
-        if rt is _NAMESPACES:
-            self._delete_namespace_contents(name)
-        gone = self._remove(rt, entry)
-        if propagation != "Orphan" and rt.kind != "Pod":
-            self._delete_dependents(old["metadata"]["uid"], _ns(rt, namespace), propagation)
-        return gone
-
     # -- watch -------------------------------------------------------------------------------------
-    def watch(self, rt: ResourceType, namespace: str | None, predicate: Callable[[dict], bool],
-              since: int | None) -> Watcher:
+    def watch(self, rt: ResourceType, namespace: str | None, predicate: Predicate, since: int | None) -> Watcher:
         """Subscribe; `since` None/0 starts with ADDED for every current match, else replays history (410 if gone)."""
-        watcher = Watcher(rt, namespace if rt.namespaced else None, predicate)
+        watcher = Watcher(rt, namespace if rt.namespaced else None, of_predicate(predicate))
         if not since:
-            for entry in self.list_entries(rt, watcher.namespace, predicate):
+            for entry in self.list_page(rt, watcher.namespace, watcher.selection).entries:
                 watcher.queue.put_nowait(("ADDED", entry))
         else:
             if since < self._compacted[rt]:
@@ -309,14 +214,14 @@ class Store:
             for ev in self._history[rt]:
                 if ev.rv > since:
                     watcher.offer(ev)
-        self._watchers[rt].add(watcher)
+        self._hubs[rt].add(watcher)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
-        self._watchers[watcher.rt].discard(watcher)
+        self._hubs[watcher.rt].discard(watcher)
 
     def watcher_count(self) -> int:
-        return sum(len(ws) for ws in self._watchers.values())
+        return sum(len(hub) for hub in self._hubs.values())
 
     # -- internals ---------------------------------------------------------------------------------
     def _next_rv(self) -> str:
@@ -344,21 +249,10 @@ class Store:
                                                           "field": "metadata.namespace"}]})
         return ns
 
-    def _pod_grace(self, rt: ResourceType, pod: dict, requested: int | None) -> int:
-        """Seconds of graceful termination this delete gets (0: delete now)."""
-        if not self.graceful_pods or rt is not _PODS:
-            return 0
-        spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            return 0
-        if requested is None or requested < 0:
-            requested = spec.get("terminationGracePeriodSeconds", 30)
-        return max(int(requested or 0), 0)
-
     def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         for _ in range(100):
             name = prefix + "".join(random.choices(_NAME_CHARS, k=5))
-            if name not in self._objects[rt].get(ns, {}):
+            if self._tables[rt].get(ns, name) is None:
                 return name
         raise st.ApiError(500, "AlreadyExists", f"could not generate a unique name from {prefix!r}")
 
@@ -380,18 +274,15 @@ class Store:
         return new
 
     def _put(self, rt: ResourceType, ns: str, name: str, entry: Entry, etype: str, old: Entry | None) -> None:
-        self._objects[rt].setdefault(ns, {})[name] = entry
+        self._tables[rt].put(ns, name, entry)
         self._record(rt, WatchEvent(self._rv, etype, entry, old))
 
     def _remove(self, rt: ResourceType, entry: Entry) -> dict:
         meta = entry.obj["metadata"]
         ns = _ns(rt, meta.get("namespace"))
-        names = self._objects[rt].get(ns, {})
-        names.pop(meta["name"], None)
-        if not names:
-            self._objects[rt].pop(ns, None)
+        self._tables[rt].remove(ns, meta["name"])
         gone = dict(entry.obj, metadata=dict(meta, resourceVersion=self._next_rv()))
-        self._record(rt, WatchEvent(self._rv, "DELETED", Entry(gone)))
+        self._record(rt, WatchEvent(self._rv, "DELETED", Entry(gone), entry))
         if rt.plural == "pods" and not rt.group:
             self.logs.drop(ns, meta["name"])
         return gone
@@ -401,24 +292,17 @@ class Store:
         if len(history) == history.maxlen:
             self._compacted[rt] = history[0].rv
         history.append(ev)
-        for watcher in self._watchers[rt]:
-            watcher.offer(ev)
+        self._hubs[rt].publish(ev)
 
-    def _delete_dependents(self, uid: str, ns: str, propagation: str | None) -> None:
-        for rt in RESOURCES:
-            for entry in list(self._objects[rt].get(ns, {}).values()):
-                refs = entry.obj["metadata"].get("ownerReferences") or ()
-                if any(ref.get("uid") == uid for ref in refs):
-                    meta = entry.obj["metadata"]
-                    if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
-                        self.delete(rt, meta.get("namespace"), meta["name"], propagation=propagation)
-
-    def _delete_namespace_contents(self, ns: str) -> None:
-        for rt in RESOURCES:
-            if rt.namespaced:
-                for entry in list(self._objects[rt].get(ns, {}).values()):
-                    self._remove(rt, entry)
-
+    def _overlay(self, rt: ResourceType, rv: int) -> Overlay:
+        """How the state at `rv` differs from now: each key changed since → its entry then (None: absent)."""
+        overlay: Overlay = {}
+        for ev in reversed(self._history[rt]):
+            if ev.rv <= rv:
+                break
+            meta = ev.entry.obj["metadata"]
+            overlay[(_ns(rt, meta.get("namespace")), meta["name"])] = None if ev.type == "ADDED" else ev.old
+        return overlay
 
 def _ns(rt: ResourceType, namespace: str | None) -> str:
     return (namespace or "") if rt.namespaced else ""

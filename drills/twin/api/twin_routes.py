@@ -7,6 +7,8 @@
   `restart=true` first rotates the current log to `previous` (a container restart).
   Answers `{"appended": n}`; 404 when the pod does not exist.
 - `POST /twin/v1/load` with `{"items": [obj, …]}` → creates them in one request (benchmarks and seeding).
+- `GET  /twin/v1/health` → `{"ok": bool, "broken": [{component, error, message, where, key, count, traceback}]}`
+  (see drills/twin/health.py); 503 while a component is broken, so `curl -f` fails.
 - `GET  /twin/v1/stats` → object counts, open watches (`watches`: how many; `watchers`: each one's resource,
   group, namespace, name, labelSelector, fieldSelector, userAgent), resourceVersion.
 
@@ -28,11 +30,12 @@ from drills.twin.api.resources import RESOURCES, by_kind, by_path
 from drills.twin.api.store import Store
 from drills.twin.api.subresources import log_container
 
-__all__ = ["routes"]
+__all__ = ["routes", "HEALTH"]
 
 log = logging.getLogger(__name__)
 
 _PODS = by_path("", "v1", "pods")
+HEALTH = "twin_health"  # app key: the twin's Health (set by the runtime; absent in bare API-server tests)
 
 
 def routes() -> list[web.RouteDef]:
@@ -40,6 +43,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/twin/v1/clock", _clock),
         web.get("/twin/v1/audit", _audit),
         web.get("/twin/v1/stats", _stats),
+        web.get("/twin/v1/health", _health),
         web.post("/twin/v1/namespaces/{namespace}/pods/{name}/log", _append_log),
         web.post("/twin/v1/load", _load),
         *twin_node_routes.routes(),  # node faults and container exits (C1)
@@ -64,6 +68,12 @@ async def _stats(request: web.Request) -> web.Response:
     watchers = list(request.app.get(OPEN_WATCHES, {}).values())
     return json_response({"resourceVersion": store.resource_version, "watches": store.watcher_count(),
                           "watchers": watchers, "objects": counts})
+
+
+async def _health(request: web.Request) -> web.Response:
+    health = request.app.get(HEALTH)
+    snapshot = health.snapshot() if health is not None else {"ok": True, "broken": []}
+    return json_response(snapshot, status=200 if snapshot["ok"] else 503)
 
 
 async def _append_log(request: web.Request) -> web.Response:

@@ -14,7 +14,8 @@ import time
 from aiohttp import web
 
 from drills.twin.api import status as st
-from drills.twin.api.handlers import Target, selector_predicate
+from drills.twin.api.handlers import Target, selection_of
+from drills.twin.api.selection import Selection
 from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
 
@@ -31,10 +32,9 @@ WATCH_QUEUES = "watch_queues"  # app key: the set of open watch queues (created 
 async def serve(request: web.Request, store: Store, target: Target) -> web.StreamResponse:
     """Stream events for `target` until timeout, client disconnect or server shutdown."""
     rt = target.rt
-    predicate = selector_predicate(request) or _all
+    selection = selection_of(request, rt)
     if target.name is not None:  # GET /pods/x?watch=1 is a watch with metadata.name=x
-        by_name, name = predicate, target.name
-        predicate = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731
+        selection = _named(selection, target.name)
     query = request.query
     since = _parse_rv(query.get("resourceVersion"))
     bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True")
@@ -46,7 +46,7 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     try:
-        watcher = store.watch(rt, target.namespace, predicate, None if initial_end else since)
+        watcher = store.watch(rt, target.namespace, selection, None if initial_end else since)
     except st.ApiError as err:
         await resp.write(_line({"type": "ERROR", "object": err.body()}))
         await resp.write_eof()
@@ -113,8 +113,12 @@ def close_all(app: web.Application) -> None:
         queue.put_nowait(_STOP)
 
 
-def _all(obj: dict) -> bool:
-    return True
+def _named(selection: Selection, name: str) -> Selection:
+    by_rest = selection.matches
+
+    def predicate(obj: dict) -> bool:
+        return obj["metadata"].get("name") == name and by_rest(obj)
+    return Selection(predicate, name=name, namespace=selection.namespace, keys=selection.keys)
 
 
 def _parse_rv(value: str | None) -> int | None:

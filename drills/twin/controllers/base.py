@@ -1,5 +1,11 @@
 """The reconcile loop every twin controller shares: a de-duplicating work queue of object keys,
-delayed requeues in cluster time, and errors that requeue with backoff instead of killing the loop."""
+delayed requeues in cluster time, and errors that requeue with backoff instead of killing the loop.
+
+Errors a real controller lives with (an API answer, a dropped connection, a timeout, failed file I/O)
+requeue quietly.
+Any other exception is a bug in the twin: it is reported to the twin's Health (logged with its
+traceback, served at /twin/v1/health, failing the e2e test whose twin it broke) and the key requeues.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,18 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
-from drills.core.clock import DilatedClock
-from drills.twin.controllers.client import TwinClient
-from drills.twin.controllers.informer import InformerFactory
+import aiohttp
 
-__all__ = ["Controller", "ControllerContext"]
+from drills.core.clock import DilatedClock
+from drills.twin.controllers.client import ApiError, TwinClient
+from drills.twin.controllers.informer import InformerFactory
+from drills.twin.health import Health
+
+__all__ = ["Controller", "ControllerContext", "EXPECTED_ERRORS"]
+
+# What a controller meets in ordinary life: answers of the API server, connections that drop, timeouts.
+# OSError: a workload's file I/O (the checkpoint store) fails as a real one can (defects make it so).
+EXPECTED_ERRORS = (ApiError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +40,7 @@ class ControllerContext:
     clock: DilatedClock
     profile: Any = None
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    health: Health = field(default_factory=Health)
 
     def wall(self, cluster_seconds: float) -> float:
         return max(0.0, cluster_seconds) / self.clock.scale
@@ -42,13 +56,18 @@ class Controller:
     """Subclasses set `name`, wire informers in `setup()` and implement `reconcile(key)`."""
 
     name = "controller"
+    # Reconciles in flight at once (controller-runtime's MaxConcurrentReconciles); never two of one key: a key
+    # enqueued while it is being reconciled runs again after, as client-go's work queue does.
+    workers = 1
 
     def __init__(self, ctx: ControllerContext):
         self.ctx = ctx
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._pending: set[Hashable] = set()
+        self._processing: set[Hashable] = set()
+        self._failures: dict[Hashable, int] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
-        self._task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
 
     def setup(self) -> None:
         """Register informer handlers (called before informers start)."""
@@ -59,7 +78,13 @@ class Controller:
     def enqueue(self, key: Hashable) -> None:
         if key not in self._pending:
             self._pending.add(key)
-            self._queue.put_nowait(key)
+            if key not in self._processing:
+                self._queue.put_nowait(key)
+
+    @property
+    def backlog(self) -> int:
+        """Keys waiting for a reconcile (timers not counted)."""
+        return len(self._pending)
 
     def enqueue_after(self, key: Hashable, cluster_seconds: float) -> None:
         """Reconcile `key` after `cluster_seconds` of twin time (an earlier request wins)."""
@@ -72,17 +97,19 @@ class Controller:
             timer.cancel()
         self._timers[key] = loop.call_at(when, self._fire, key)
 
-    def start(self) -> asyncio.Task:
-        self._task = asyncio.create_task(self._run(), name=f"controller:{self.name}")
-        return self._task
+    def start(self) -> list[asyncio.Task]:
+        self._tasks = [asyncio.create_task(self._run(), name=f"controller:{self.name}:{i}")
+                       for i in range(max(1, self.workers))]
+        return self._tasks
 
     async def stop(self) -> None:
         for timer in self._timers.values():
             timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             try:
-                await self._task
+                await task
             except (asyncio.CancelledError, Exception):
                 pass
 
@@ -91,17 +118,26 @@ class Controller:
         self.enqueue(key)
 
     async def _run(self) -> None:
-        failures: dict[Hashable, int] = {}
+        failures = self._failures
         while True:
             key = await self._queue.get()
             self._pending.discard(key)
+            self._processing.add(key)
             try:
                 await self.reconcile(key)
                 failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
-            except Exception as err:
+            except EXPECTED_ERRORS as err:
                 n = failures[key] = failures.get(key, 0) + 1
                 log.log(logging.WARNING if n > 3 else logging.DEBUG,
                         "%s: reconcile %s failed (%d): %s", self.name, key, n, err)
                 asyncio.get_running_loop().call_later(min(0.02 * 2 ** n, 1.0), self.enqueue, key)
+            except Exception as err:  # noqa: BLE001 — a bug: reported loudly (Health), never swallowed
+                n = failures[key] = failures.get(key, 0) + 1
+                self.ctx.health.report(f"controller {self.name}", key, err)
+                asyncio.get_running_loop().call_later(min(0.02 * 2 ** n, 1.0), self.enqueue, key)
+            finally:
+                self._processing.discard(key)
+                if key in self._pending:  # enqueued again while it ran
+                    self._queue.put_nowait(key)

@@ -11,6 +11,7 @@ no longer eligible, or gone, is deleted. Status carries the counts `kubectl get 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -27,6 +28,8 @@ from drills.twin.controllers.podutil import OwnerIndex, controller_ref, is_avail
 __all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
 
 log = logging.getLogger(__name__)
+
+_BURST = 500  # the real controller's burstReplicas: creates in flight at once
 
 PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
@@ -101,17 +104,16 @@ class DaemonSetController(Controller):
         nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
         wanted = {n for n, node in nodes.items() if eligible(ds, node)}
         creating = self._creating.setdefault(key, set())
-        for node_name in sorted(wanted - set(by_node) - creating):
-            creating.add(node_name)
-            try:
-                created = await self.ctx.client.create(PODS, self._pod(ds, node_name))
-            except ApiError as err:
-                creating.discard(node_name)
-                await record_event(self.ctx.client, ds, "FailedCreate", f"Error creating: {err.message}", "Warning",
-                                   "daemonset-controller", clock=self.ctx.clock)
-                continue
-            await record_event(self.ctx.client, ds, "SuccessfulCreate", f'Created pod: {created["metadata"]["name"]}',
-                               component="daemonset-controller", clock=self.ctx.clock)
+        missing = sorted(wanted - set(by_node) - creating)
+        batch, done = 1, 0
+        while done < len(missing):  # slowStartBatch: 1, 2, 4 … concurrent creates; a failure ends the burst
+            chunk = missing[done:done + batch]
+            done += len(chunk)
+            creating.update(chunk)
+            created = await asyncio.gather(*(self._create(ds, key, node_name) for node_name in chunk))
+            if not all(created):
+                break
+            batch = min(batch * 2, _BURST)
         creating.intersection_update(wanted - set(by_node))
         for node_name, on_node in by_node.items():
             extra = on_node if node_name not in wanted else on_node[1:]
@@ -120,6 +122,18 @@ class DaemonSetController(Controller):
                 await record_event(self.ctx.client, ds, "SuccessfulDelete", f'Deleted pod: {pod["metadata"]["name"]}',
                                    component="daemonset-controller", clock=self.ctx.clock)
         await self._write_status(ds, by_node, wanted)
+
+    async def _create(self, ds: dict, key: tuple, node_name: str) -> bool:
+        try:
+            created = await self.ctx.client.create(PODS, self._pod(ds, node_name))
+        except ApiError as err:
+            self._creating.get(key, set()).discard(node_name)
+            await record_event(self.ctx.client, ds, "FailedCreate", f"Error creating: {err.message}", "Warning",
+                               "daemonset-controller", clock=self.ctx.clock)
+            return False
+        await record_event(self.ctx.client, ds, "SuccessfulCreate", f'Created pod: {created["metadata"]["name"]}',
+                           component="daemonset-controller", clock=self.ctx.clock)
+        return True
 
     def _pod(self, ds: dict, node_name: str) -> dict:
         template = (ds.get("spec") or {}).get("template") or {}

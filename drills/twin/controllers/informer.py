@@ -12,6 +12,7 @@ from typing import Awaitable, Callable
 
 from drills.twin.api.resources import ResourceType
 from drills.twin.controllers.client import ApiError, TwinClient, key_of
+from drills.twin.health import Health
 
 __all__ = ["Informer", "InformerFactory", "Handler"]
 
@@ -24,8 +25,10 @@ Handler = Callable[[str, dict, dict | None], Awaitable[None] | None]
 class Informer:
     """A cache of one resource type (optionally one namespace) kept current by a watch."""
 
-    def __init__(self, client: TwinClient, rt: ResourceType, namespace: str | None = None):
+    def __init__(self, client: TwinClient, rt: ResourceType, namespace: str | None = None,
+                 health: Health | None = None):
         self.client, self.rt, self.namespace = client, rt, namespace
+        self.health = health or Health()
         self.cache: dict[tuple[str, str], dict] = {}
         self.synced = asyncio.Event()
         self._handlers: list[Handler] = []
@@ -111,8 +114,8 @@ class Informer:
                 result = handler(etype, obj, old)
                 if asyncio.iscoroutine(result):
                     await result
-            except Exception:
-                log.exception("informer %s handler failed on %s %s", self.rt.plural, etype, key_of(obj))
+            except Exception as err:  # noqa: BLE001 — a handler bug: reported loudly, the other handlers still run
+                self.health.report(f"informer {self.rt.plural} handler", f"{etype} {key_of(obj)}", err)
 
 
 class _Gone(Exception):
@@ -122,14 +125,15 @@ class _Gone(Exception):
 class InformerFactory:
     """One shared informer per (resource, namespace), as in client-go."""
 
-    def __init__(self, client: TwinClient):
+    def __init__(self, client: TwinClient, health: Health | None = None):
         self.client = client
+        self.health = health or Health()
         self._informers: dict[tuple[str, str, str, str | None], Informer] = {}
 
     def informer(self, rt: ResourceType, namespace: str | None = None) -> Informer:
         key = (rt.group, rt.version, rt.plural, namespace)
         if key not in self._informers:
-            self._informers[key] = Informer(self.client, rt, namespace)
+            self._informers[key] = Informer(self.client, rt, namespace, self.health)
         return self._informers[key]
 
     def start(self) -> None:

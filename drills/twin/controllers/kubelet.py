@@ -58,6 +58,7 @@ class _Planned:
 
 class Kubelet(Controller):
     name = "kubelet"
+    workers = 16  # a real cluster has one kubelet per node: one slow pod must not hold up the others
 
     def setup(self) -> None:
         from drills.twin.controllers.client import TwinClient
