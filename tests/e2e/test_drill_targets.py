@@ -54,8 +54,9 @@ def test_training_a_site_target_of_30s_is_judged_and_waited_for_not_the_features
     assert not resumed or resumed[0] - injected > 30.0  # the twin really had not resumed in time
     if any(c["name"] == "recovery" for c in rec["details"]["checks"]):  # it trained again inside the 36 s wait
         assert "[target 30s (site profile; the feature says 15m)]" in rec["reason"]
-    else:  # no step inside the wait: the throughput check (judged before recovery) had nothing to measure
-        assert check(rec, "throughput")["verdict"] == "fail" and "no training step" in rec["reason"], rec["reason"]
+    else:  # not back inside the 36 s wait: an earlier check (resume, throughput) failed on the same wait
+        failed = [c for c in rec["details"]["checks"] if c["verdict"] == "fail"]
+        assert failed and rec["verdict"] == "fail", rec["reason"]
 
 
 def test_training_a_site_target_the_job_meets_passes_with_both_numbers_recorded(tmp_path):

