@@ -41,7 +41,8 @@ def locust_processes(marker: str) -> list[str]:
 def healthy_run(tmp_path_factory) -> tuple:
     """One `drills run -m inference` on healthy twins (both scenarios), shared by the tests below."""
     reports = tmp_path_factory.mktemp("reports")
-    done = drills("run", "-m", "inference", "--no-html", "--reports", str(reports), "--run-id", "healthy")
+    done = drills("run", "-m", "inference", "-k", "loses", "--no-html", "--reports", str(reports), "--run-id",
+                  "healthy")  # the two pod-kill scenarios (the drain scenarios: test_inference_integrity.py)
     return done, reports / "healthy"
 
 

@@ -66,7 +66,7 @@ def serving_guarded(request, tmp_path_factory):
     many polls of the guard (every 0.2 s wall), so the trip does not hang on one poll under load."""
     tmp = tmp_path_factory.mktemp("serving")
     defect = [] if request.param == "healthy" else ["--defect", request.param]
-    done = drills("run", "-m", "inference", "-k", "not all", *defect, "--scale", "10", "--profile",
+    done = drills("run", "-m", "inference", "-k", "loses and not all", *defect, "--scale", "10", "--profile",
                   _profile(tmp, SERVING_GUARD), "--no-html", "--reports", str(tmp / "r"), "--run-id", "guarded",
                   timeout=400)
     return request.param, done, tmp / "r" / "guarded"
