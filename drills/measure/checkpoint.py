@@ -285,21 +285,27 @@ class TrainingMonitor:
     # -- event intake ---------------------------------------------------------------------------
 
     def _pump(self, done: Callable[[], bool], deadline_ts: float, tick: Callable[[], None] | None) -> bool:
+        """Take events until `done()` or the deadline. `done()` is accepted only after a catch-up (what the
+        cluster had that the streams had not delivered yet): a stability window that "held" while this
+        machine's streams lagged must still see a crash inside it."""
         if self._merger is None:
             raise CheckFailed("the training monitor was not started")
-        if done():
-            return True
-        for event in self._merger.events(deadline_ts):
-            if event is None:
-                if tick:
-                    tick()
-                if done():  # a condition on time alone (a stability window) holds between events too
-                    return True
-                continue
-            self._take(event)
+        while True:
             if done():
-                return True
-        return done()
+                for event in self._merger.catch_up():
+                    self._take(event)
+                if done():
+                    return True
+            for event in self._merger.events(deadline_ts):  # ends with a catch-up at the deadline
+                if event is None:
+                    if tick:
+                        tick()
+                else:
+                    self._take(event)
+                if done():  # a condition on time alone (a stability window) holds between events too
+                    break
+            else:
+                return done()
 
     def _take(self, event: WatchEvent) -> None:
         if event.source == "pods":
