@@ -34,6 +34,7 @@ __all__ = ["EventMerger", "WatchEvent", "wait_for", "list_pages", "stream_lines"
 log = logging.getLogger(__name__)
 
 _WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+_CATCH_UP_ROUNDS = 4  # a catch-up's rounds: the first reads every stream, later ones the logs it led to
 PAGE = 500  # items per list request (kubectl's --chunk-size): a large cluster's lists come in chunks
 
 
@@ -102,19 +103,26 @@ class EventMerger:
     def catch_up(self) -> Iterator[WatchEvent]:
         """Read every watched list and followed log once more and yield what the streams have not delivered
         yet, then every event queued before. Call it before accepting a condition on time alone."""
-        self._barriers += 1
-        barrier = WatchEvent("", "BARRIER", self._barriers, time.monotonic())
-        for name, source in list(self._watches.items()):
-            self._catch_up_watch(name, source)
-        for name, source in list(self._logs.items()):
-            self._catch_up_log(name, source)
-        self._queue.put(barrier)
-        while not self._stop.is_set():
-            event = self._queue.get()
-            if event is barrier:
+        done: set[str] = set()
+        for _ in range(_CATCH_UP_ROUNDS):  # logs the caller starts following while it takes the events: again
+            fresh = [name for name in [*self._watches, *self._logs] if name not in done]
+            if not fresh:
                 return
-            if event.type != "BARRIER":
-                yield event
+            self._barriers += 1
+            barrier = WatchEvent("", "BARRIER", self._barriers, time.monotonic())
+            for name in fresh:
+                if name in self._watches:
+                    self._catch_up_watch(name, self._watches[name])
+                else:
+                    self._catch_up_log(name, self._logs[name])
+            done.update(fresh)
+            self._queue.put(barrier)
+            while not self._stop.is_set():
+                event = self._queue.get()
+                if event is barrier:
+                    break
+                if event.type != "BARRIER":
+                    yield event
 
     def close(self) -> None:
         self._stop.set()
