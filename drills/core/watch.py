@@ -29,11 +29,13 @@ from drills.core.errors import DrillError
 if TYPE_CHECKING:
     from drills.core.kube import Cluster
 
-__all__ = ["EventMerger", "WatchEvent", "wait_for", "list_pages", "stream_lines", "obj_get", "short_reason"]
+__all__ = ["EventMerger", "WatchEvent", "wait_for", "retry_at", "list_pages", "stream_lines", "obj_get", "short_reason"]
 
 log = logging.getLogger(__name__)
 
 _WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+RETRY_S = 5.0  # cluster seconds between retries of a refused request (kubectl drain's interval)
+RETRY_MIN_WALL_S = 0.05  # ... but not more often than this on this machine (600×: every 30 cluster seconds)
 _CATCH_UP_ROUNDS = 4  # a catch-up's rounds: the first reads every stream, later ones the logs it led to
 PAGE = 500  # items per list request (kubectl's --chunk-size): a large cluster's lists come in chunks
 
@@ -242,6 +244,13 @@ class EventMerger:
         with self._lock:
             follow.ended = True
             self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+
+
+def retry_at(clock: Clock, deadline_ts: float) -> float:
+    """When a refused request (an eviction a budget blocks) is tried again if no event woke the wait first:
+    every `RETRY_S` cluster seconds as `kubectl drain` does, at most every `RETRY_MIN_WALL_S` of this
+    machine's time on a dilated clock, never past `deadline_ts`. A stream that lags must not hold a drain."""
+    return min(deadline_ts, clock.timestamp() + max(RETRY_S, clock.cluster_seconds(RETRY_MIN_WALL_S)))
 
 
 def wait_for(cluster: Cluster, list_fn: Callable, predicate: Callable[[dict], Any], deadline_ts: float,
