@@ -275,7 +275,7 @@ class TrainingMonitor:
             throughput_baseline=_round(tp.baseline(self._samples_of(old), injected_at)),
             throughput_after=_round(window[2]), throughput_unit=self._unit(),
             transport_before=nets[0], transport_after=nets[1], sockets_after=nets[2],
-            latest_checkpoint=self._state.latest_checkpoint(lost_at or injected_at),  # saves until the loss count
+            latest_checkpoint=self._state.latest_saved_by(old, resumed[1] if resumed else None),
             resumed_step=resumed[2] if resumed else None, first_step=first[2] if first else None,
             new_nodes=tuple(sorted({w.node for w in self._state.new(old) if w.node and not w.gone})),
             ended=self._state.ended(injected_at), job_phase=obj_get(state.job, "status", "state", "phase"),

@@ -87,8 +87,9 @@ class JobState:
         worker = self.workers.get(obj_get(event, "involvedObject", "uid") or "")
         at = _parse(event.get("eventTime") or event.get("firstTimestamp")
                     or obj_get(event, "metadata", "creationTimestamp"))
-        if worker is None or at is None or not (worker.stopped_at is None or worker.stopped_seen):
-            return
+        if worker is None or at is None or not worker.terminating or not (worker.stopped_at is None
+                                                                            or worker.stopped_seen):
+            return  # a live pod's Killing is a container restart; an eviction already read from the pod wins
         if worker.stopped_at is None or at < worker.stopped_at:
             worker.stopped_at, worker.stopped_seen = at, False
 
@@ -113,6 +114,13 @@ class JobState:
     def latest_checkpoint(self, before: datetime | None) -> int | None:
         """The latest checkpoint known before `before`: saved ones, or the one the run started from."""
         known = [s for _, at, s in self.checkpoints + self.resumes if before is None or at <= before]
+        return max(known) if known else None
+
+    def latest_saved_by(self, old: set[str], until: datetime | None) -> int | None:
+        """The latest checkpoint the workers before the fault (`old`) saved or started from, before `until`
+        (the new workers' resume): a save still in flight at the eviction completes within the grace period,
+        so what the old generation logged — not a moment — says what there was to resume from."""
+        known = [s for uid, at, s in self.checkpoints + self.resumes if uid in old and (until is None or at <= until)]
         return max(known) if known else None
 
     def resume_after(self, injected_at: datetime, old: set[str]) -> tuple[str, datetime, int] | None:
