@@ -35,10 +35,11 @@ def test_a_healthy_twin_passes_with_its_streams_half_an_hour_late(tmp_path):
     details, phases = rec["details"], rec["phases"]
     state = Path(details["twin_state"])
     truth = json.loads((state / "truth.json").read_text())["training"]["ai-platform/llm-finetune-8b"]["last"]
-    # the loss is the eviction's own time (the kubelet's Killing event, second precision), not when the late
-    # stream showed the pod gone
+    # the loss is when the kubelet began stopping the worker (its Killing event, second precision: after the
+    # eviction by the kubelet's reaction, seconds at 600× on a busy machine), not when the late stream showed
+    # the pod gone (30 twin minutes later)
     (eviction,) = [w for w in drill_mutations(audit_file(state)) if w.get("subresource") == "eviction"]
-    assert -1.0 <= _at(details["lost_at"]) - eviction["twinTime"] < 3.0, (details["lost_at"], eviction)
+    assert -1.0 <= _at(details["lost_at"]) - eviction["twinTime"] < 30.0, (details["lost_at"], eviction)
     assert _at(phases["detected"]) <= _at(phases["rescheduled"]), phases
     assert details["resumed_step"] == details["latest_checkpoint"] == truth["resumed_from_checkpoint"]["step"]
     assert abs(_at(phases["recovered"]) - truth["first_step_after_resume"]["at"]) < 1.0
