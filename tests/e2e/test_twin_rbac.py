@@ -85,15 +85,19 @@ def test_a_service_account_gets_403_until_bound_and_can_i_agrees(twin_factory, t
     assert admin.stdout.strip() == "yes"
 
 
-def _in_cluster_drill(twin, tmp_path: Path, name: str, *select: str, profile: Path | None = None,
-                      timeout: float = 400) -> subprocess.CompletedProcess:
+CORDON = ("-m", "training", "-k", "cordon")
+
+
+def _in_cluster_drill(twin, tmp_path: Path, name: str, select: tuple[str, ...] = CORDON,
+                      profile: Path | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    """`drills run` (the scenarios `select` picks; () every one) as the scheduled pod runs it."""
     from tests.e2e.test_revert_in_cluster import in_cluster
 
     if profile is None:
         text = (REPO / "drills" / "profile" / "twin.yaml").read_text()
         profile = tmp_path / f"{name}.yaml"
         profile.write_text(text.replace("  mode: twin ", "  mode: in-cluster "))
-    return subprocess.run([sys.executable, "-m", "drills.cli", "run", *(select or ("-m", "training", "-k", "cordon")),
+    return subprocess.run([sys.executable, "-m", "drills.cli", "run", *select,
                            "--profile", str(profile), "--no-html", "--reports", str(tmp_path / "reports"),
                            "--run-id", name, "--lanes", "1"],
                           cwd=REPO, env=in_cluster(twin), capture_output=True, text=True, timeout=timeout)
@@ -156,7 +160,7 @@ def test_a_site_nightly_in_cluster_passes_and_uses_every_granted_rule(twin_facto
     profile.write_text(yaml.safe_dump(site))
     docs = schedule_rbac(profile)
     apply_as_admin(twin, docs)
-    run = _in_cluster_drill(twin, tmp_path, "nightly", profile=profile, timeout=1500)
+    run = _in_cluster_drill(twin, tmp_path, "nightly", (), profile=profile, timeout=1500)
     recs = records(tmp_path / "reports" / "nightly")
     assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-2000:],
                                  [(r["scenario"], r["verdict"], r["reason"]) for r in recs])
@@ -188,7 +192,7 @@ def test_without_the_node_rule_the_in_cluster_drill_cannot_run(twin_factory, tmp
 def test_without_the_endpoints_rule_the_inference_drill_cannot_judge_serving(twin_factory, tmp_path):
     twin = twin_factory(tls=True)
     apply_as_admin(twin, without(schedule_rbac(), "Role", "endpoints"))
-    run = _in_cluster_drill(twin, tmp_path, "no-endpoints", "-m", "inference", "-k", "kill_one")
+    run = _in_cluster_drill(twin, tmp_path, "no-endpoints", ("-m", "inference", "-k", "kill_one"))
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     (rec,) = records(tmp_path / "reports" / "no-endpoints")
     assert rec["drill"] == "inference-pod-kill" and rec["verdict"] != "pass"

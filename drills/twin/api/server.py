@@ -19,7 +19,7 @@ import logging
 
 from aiohttp import web
 
-from drills.twin.api import discovery, rbac, status as st, twin_routes, watch
+from drills.twin.api import discovery, metrics, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, WARNINGS, dispatch, resolve
 from drills.twin.api.resources import by_path
@@ -50,6 +50,7 @@ def build_app(store: Store, audit: AuditLog | None = None, token: str | None = N
     app[OPEN_WATCHES] = {}
     app.add_routes(discovery.routes())
     app.add_routes(twin_routes.routes())
+    app.add_routes(metrics.routes())  # before the stored kinds' catch-all routes
     app.add_routes([
         web.route("*", "/api/{version}/{tail:.+}", _core),
         web.route("*", "/apis/{group}/{version}/{tail:.+}", _grouped),
@@ -188,21 +189,36 @@ def request_attributes(request: web.Request) -> rbac.Attributes:
     resource_path = (len(parts) >= 3 and parts[0] == "api") or (len(parts) >= 4 and parts[0] == "apis")
     if not resource_path:
         return rbac.Attributes(verb=request.method.lower().replace("head", "get"), path=request.path)
-    group, version, tail = ("", parts[1], "/".join(parts[2:])) if parts[0] == "api" else \
-        (parts[1], parts[2], "/".join(parts[3:]))
-    target, legacy_watch = resolve(group, version, tail)
+    group, version, tail = ("", parts[1], parts[2:]) if parts[0] == "api" else (parts[1], parts[2], parts[3:])
+    try:
+        target, legacy_watch = resolve(group, version, "/".join(tail))
+        resource, sub, namespace, name = target.rt.plural, target.sub, target.namespace, target.name
+    except st.ApiError:  # not a stored kind (metrics.k8s.io, or unknown: authorized before the 404, as kube does)
+        legacy_watch, resource, sub, namespace, name = _parse_path(tail)
     method = request.method
     if method in ("GET", "HEAD"):
         if legacy_watch or request.query.get("watch") in ("1", "true", "True"):
             verb = "watch"
         else:
-            verb = "get" if target.name else "list"
+            verb = "get" if name else "list"
     elif method == "DELETE":
-        verb = "delete" if target.name else "deletecollection"
+        verb = "delete" if name else "deletecollection"
     else:
         verb = _VERB_BY_METHOD.get(method, method.lower())
-    return rbac.Attributes(verb=verb, api_group=target.rt.group, resource=target.rt.plural,
-                           subresource=target.sub or "", namespace=target.namespace or "", name=target.name or "")
+    return rbac.Attributes(verb=verb, api_group=group, resource=resource, subresource=sub or "",
+                           namespace=namespace or "", name=name or "")
+
+
+def _parse_path(parts: list[str]) -> tuple[bool, str, str | None, str | None, str | None]:
+    """(watch, resource, subresource, namespace, name) of `[watch/][namespaces/{ns}/]{plural}[/{name}[/{sub}]]`,
+    whatever the resource (kube's RequestInfoFactory)."""
+    watch = bool(parts) and parts[0] == "watch"
+    parts = parts[1:] if watch else parts
+    namespace = None
+    if len(parts) > 2 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    return (watch, parts[0] if parts else "", parts[2] if len(parts) > 2 else None, namespace,
+            parts[1] if len(parts) > 1 else None)
 
 
 @web.middleware
