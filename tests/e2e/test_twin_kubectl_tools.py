@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 import requests
 
 from drills.twin.controllers.nodeutil import parse_quantity
+from drills.twin.workloads.accept_tools import nvidia_smi_list
 from tests.e2e.test_twin_kubectl import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")]
 
+REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "accept"
 SYSTEM_CPU_M, SYSTEM_MEMORY_MI = 250, 2048  # what the twin's kubelet and runtime use on every node (metrics.py)
 
 
@@ -26,7 +30,21 @@ def kubectl(twin, tmp_path) -> Kubectl:
     return Kubectl(twin, tmp_path / "kube-cache")
 
 
+def settled(kubectl: Kubectl) -> None:
+    """Wait (on the twin's watches, through kubectl) until every DaemonSet is rolled out and the seeded
+    workloads run: from then on no pod comes or goes on a healthy twin."""
+    listing = "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}"
+    for ds in kubectl("get", "daemonsets", "-A", "-o", listing).split():
+        ns, name = ds.split("/")
+        kubectl("rollout", "status", f"daemonset/{name}", "-n", ns, "--timeout=300s", timeout=320)
+    kubectl("rollout", "status", "deployment/llama-7b-infer", "-n", "ai-platform", "--timeout=300s", timeout=320)
+    for worker in ("llm-finetune-8b-worker-0", "llm-finetune-8b-worker-1"):
+        kubectl("wait", "--for=create", f"pod/{worker}", "-n", "ai-platform", "--timeout=300s", timeout=320)
+        kubectl("wait", "--for=condition=Ready", f"pod/{worker}", "-n", "ai-platform", "--timeout=300s", timeout=320)
+
+
 def test_top_nodes_shows_what_each_node_runs(twin, kubectl):
+    settled(kubectl)
     pods = requests.get(f"{twin.url}/api/v1/pods", params={"fieldSelector": "status.phase=Running"},
                         timeout=10).json()["items"]
     asked: dict[str, list[float]] = {}
@@ -53,3 +71,38 @@ def test_top_nodes_shows_what_each_node_runs(twin, kubectl):
     assert top_pods[0].split() == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
     cpu = sum(parse_quantity(c["resources"]["requests"]["cpu"]) for c in trainer["spec"]["containers"])
     assert top_pods[1].split()[:2] == ["llm-finetune-8b-worker-0", f"{round(cpu * 1000)}m"]
+
+
+def test_exec_nvidia_smi_lists_the_gpus_the_container_was_given(twin, kubectl):
+    settled(kubectl)
+    real = (REAL / "nvidia-smi-L-2x-a100.txt").read_text().splitlines()[1:]  # the shape every line must have
+    listed = kubectl("exec", "-n", "ai-platform", "llm-finetune-8b-worker-0", "--", "nvidia-smi", "-L").splitlines()
+    assert len(listed) == 8  # the worker asks for nvidia.com/gpu: 8
+    assert [_shape(line) for line in listed] == [_shape(real[0])] * 8
+    assert [line.split(":")[0] for line in listed] == [f"GPU {i}" for i in range(8)]
+    assert all(" NVIDIA H100 80GB HBM3 (UUID: " in line for line in listed)  # the node's GPU product
+    assert len({line.rsplit("UUID: ", 1)[1] for line in listed}) == 8
+    node = kubectl("get", "pod", "-n", "ai-platform", "llm-finetune-8b-worker-0", "-o", "jsonpath={.spec.nodeName}")
+    # the same GPUs as the acceptance tools print for that node
+    assert listed == nvidia_smi_list(node, "NVIDIA H100 80GB HBM3", 8)
+
+    daemon = kubectl("get", "pods", "-n", "gpu-operator", "-o", "name").split()[0]  # asks for no GPU
+    none = kubectl.run("exec", "-n", "gpu-operator", daemon, "--", "nvidia-smi", "-L", check=False)
+    assert none.stdout == "No devices were found\n" and none.returncode == 6
+    assert "command terminated with exit code 6" in none.stderr
+
+
+def test_exec_answers_env_and_refuses_what_is_not_on_the_image(kubectl):
+    settled(kubectl)
+    env = dict(line.split("=", 1) for line in kubectl("exec", "-n", "ai-platform", "llm-finetune-8b-worker-0", "--",
+                                                      "env").splitlines())
+    assert env["HOSTNAME"] == "llm-finetune-8b-worker-0" and env["KUBERNETES_SERVICE_PORT"] == "443"
+    missing = kubectl.run("exec", "-n", "ai-platform", "llm-finetune-8b-worker-0", "--", "bash", check=False)
+    assert missing.returncode == 1
+    assert 'exec: "bash": executable file not found in $PATH' in missing.stderr
+
+
+def _shape(line: str) -> str:
+    """`GPU n: <name> (UUID: GPU-8-4-4-4-12)` with the varying parts blanked."""
+    return re.sub(r"GPU \d+: .+ \(UUID: GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\)$",
+                  "GPU n: NAME (UUID: GPU-uuid)", line)
