@@ -106,3 +106,17 @@ def _shape(line: str) -> str:
     """`GPU n: <name> (UUID: GPU-8-4-4-4-12)` with the varying parts blanked."""
     return re.sub(r"GPU \d+: .+ \(UUID: GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\)$",
                   "GPU n: NAME (UUID: GPU-uuid)", line)
+
+
+def test_explain_pod_reads_the_served_openapi(kubectl):
+    pod = kubectl("explain", "pod")
+    assert pod.startswith("KIND:       Pod\nVERSION:    v1\n")
+    assert "Pod is a collection of containers that can run on a host." in pod
+    assert "  spec\t<PodSpec>" in pod and "  apiVersion\t<string>" in pod
+    ports = kubectl("explain", "pod.spec.containers.ports")
+    assert "FIELD: ports <[]ContainerPort>" in ports
+    assert "  containerPort\t<integer> -required-" in ports
+    deploy = kubectl("explain", "deployments.spec.replicas", "--api-version=apps/v1")
+    assert "FIELD: replicas <integer>" in deploy
+    unknown = kubectl.run("explain", "pod.spec.nope", check=False)
+    assert unknown.returncode != 0 and 'field "nope" does not exist' in unknown.stderr

@@ -11,7 +11,7 @@ import logging
 
 from aiohttp import web
 
-from drills.twin.api import metrics, status as st
+from drills.twin.api import metrics, openapi, status as st
 from drills.twin.api.resources import RESOURCES, ResourceType, groups
 
 __all__ = ["routes", "version_info", "resource_list", "SUBRESOURCE_KINDS"]
@@ -80,8 +80,7 @@ def routes() -> list[web.RouteDef]:
     return [
         *(web.get(path + slash, handler) for path, handler in documents for slash in ("", "/")),
         web.get("/openapi/v2", _openapi_v2),
-        web.get("/openapi/v3", _no_openapi),
-        web.get("/openapi/v3/{tail:.*}", _no_openapi),
+        *openapi.routes(),
         web.get("/healthz", _ok),
         web.get("/readyz", _ok),
         web.get("/livez", _ok),
@@ -165,10 +164,6 @@ async def _openapi_v2(request: web.Request) -> web.Response:
         return web.Response(body=_OPENAPI_V2_PB, content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
     return web.json_response({"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION},
                               "paths": {}, "definitions": {}})
-
-
-async def _no_openapi(request: web.Request) -> web.Response:
-    raise _not_served()
 
 
 async def _ok(request: web.Request) -> web.Response:
