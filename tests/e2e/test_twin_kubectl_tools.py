@@ -1,10 +1,12 @@
 """The twin through kubectl's operator tools: `top` (metrics.k8s.io), `exec` into a simulated container,
-`explain` (OpenAPI) — what a newcomer types while a drill runs."""
+`explain` (OpenAPI), `get -w` of a pod terminating — what a newcomer types while a drill runs."""
 
 from __future__ import annotations
 
+import queue
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,28 @@ def test_explain_pod_reads_the_served_openapi(kubectl):
     assert "FIELD: replicas <integer>" in deploy
     unknown = kubectl.run("explain", "pod.spec.nope", check=False)
     assert unknown.returncode != 0 and 'field "nope" does not exist' in unknown.stderr
+
+
+def test_get_pods_watch_shows_a_deleted_pod_terminating_for_its_grace_period(kubectl):
+    kubectl.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: grace-watch\n")
+    kubectl.apply("apiVersion: v1\nkind: Pod\nmetadata:\n  name: slow-stop\n  namespace: grace-watch\n"
+                  "  annotations: {twin.gpu-drills.io/stop-s: \"100000\"}\n"  # ignores SIGTERM: killed at the end
+                  "spec:\n  nodeName: gpu-infer-01\n  terminationGracePeriodSeconds: 1200\n"
+                  "  containers:\n  - name: main\n    image: vllm/vllm-openai:v0.6.3\n")
+    kubectl("wait", "--for=condition=Ready", "pod/slow-stop", "-n", "grace-watch", "--timeout=300s", timeout=320)
+    watch = kubectl.popen("get", "pods", "-n", "grace-watch", "-w", "--output-watch-events")
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in watch.stdout], daemon=True).start()
+    try:
+        assert lines.get(timeout=60).split()[:4] == ["EVENT", "NAME", "READY", "STATUS"]
+        assert lines.get(timeout=60).split()[:4] == ["ADDED", "slow-stop", "1/1", "Running"]
+        kubectl("delete", "pod", "slow-stop", "-n", "grace-watch", "--wait=false")
+        after = [lines.get(timeout=60).split()]
+        while after[-1][0] != "DELETED":  # SIGKILLed when its grace period ends (it ignores SIGTERM)
+            after.append(lines.get(timeout=120).split())
+        assert [line[:2] + line[3:4] for line in after] == [
+            ["MODIFIED", "slow-stop", "Terminating"]] * (len(after) - 1) + [["DELETED", "slow-stop", "Terminating"]]
+        assert len(after) >= 2
+    finally:
+        watch.kill()
+        watch.communicate()
