@@ -26,6 +26,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes loading the CPU")
     parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers (make test's TEST_WORKERS)")
+    parser.add_argument("--keep", default=None, help="write each run's whole pytest output here (run-N.log)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
@@ -37,6 +38,9 @@ def main() -> int:
                                    "--dist", "loadfile", "-q", "-p", "no:cacheprovider", *args.pytest_args],
                                   cwd=REPO, capture_output=True, text=True)
             wall = time.monotonic() - start
+            if args.keep:  # the failures' own words, for a run that was not clean
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                (Path(args.keep) / f"run-{n}.log").write_text(done.stdout + done.stderr)
             tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
             counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(num)
                       for num, kind in SUMMARY.findall(tail)}

@@ -2,7 +2,9 @@
 
 `apply` creates each object through the official client against the current kubeconfig context (the
 twin's too) and replaces the ones that already exist, so re-running it after a profile change updates
-the schedule in place.
+the schedule in place; then it prunes what it owns and no longer renders — objects of its kinds labelled
+with this schedule's instance and `managed-by: drills-schedule` (a Role left in a namespace the profile no
+longer drills, a features ConfigMap once `--features` is dropped). A Namespace is never pruned.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def schedule(
     time_zone: Optional[str] = typer.Option(None, "--time-zone", help="CronJob time zone, e.g. Europe/Berlin."),
     no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML in the pod (image without Java)."),
     create_namespace: bool = typer.Option(False, "--create-namespace", help="Render the Namespace too."),
+    node_selector: list[str] = typer.Option([], "--node-selector", help="KEY=VALUE the run's node must carry "
+                                                                          "(repeatable)."),
+    toleration: list[str] = typer.Option([], "--toleration", help="KEY[=VALUE]:EFFECT the run's pod tolerates "
+                                                                  "(repeatable)."),
+    priority_class: Optional[str] = typer.Option(None, "--priority-class", help="PriorityClass of the run's pod."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the YAML here (default: stdout)."),
     do_apply: bool = typer.Option(False, "--apply", help="Apply to the current kubeconfig context."),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Kubeconfig for --apply "
@@ -64,12 +71,15 @@ def schedule(
     context: Optional[str] = typer.Option(None, "--context", help="Context for --apply (default: current)."),
 ) -> None:
     """Render (or apply) a CronJob that runs the drills in the cluster on a schedule, with least-privilege RBAC."""
-    from drills.schedule.cronjob import ScheduleOptions, profile_warnings, render, render_yaml
+    from drills.schedule.cronjob import (ScheduleOptions, parse_node_selector, parse_toleration, profile_warnings,
+                                         render, render_yaml)
 
     opts = ScheduleOptions(profile=profile, image=image, cron=cron, namespace=namespace, name=name,
                            markexpr=markexpr, keyword=keyword, features=features, reports_pvc=reports_pvc, switch_secret=switch_secret,
                            load_secret=load_secret, checkpoint_pvc=checkpoint_pvc, time_zone=time_zone,
-                           html=not no_html, create_namespace=create_namespace)
+                           html=not no_html, create_namespace=create_namespace,
+                           node_selector=parse_node_selector(node_selector),
+                           tolerations=tuple(parse_toleration(t) for t in toleration), priority_class_name=priority_class)
     docs = render(opts)
     for warning in profile_warnings(opts):
         print(f"drills: warning: {warning}", file=sys.stderr)
@@ -120,8 +130,42 @@ def apply(docs: list[dict], *, kubeconfig: str | None = None, context: str | Non
                                             "answer; check the kubeconfig context and that the cluster is up") from None
                 raise
             lines.append(f"{verb} {kind.lower()} {where}")
+        lines += _prune(api, docs)
+    except ApiException as err:
+        raise DrillError(f"cannot prune: {err.status} {_reason(err)}") from None
     finally:
         api.close()
+    return lines
+
+
+def _prune(api, docs: list[dict]) -> list[str]:
+    """Delete this schedule's objects (its instance and managed-by labels) that `docs` no longer holds."""
+    from kubernetes import client
+
+    from drills.schedule.cronjob import SCHEDULE_LABEL
+
+    labels = next((d["metadata"].get("labels") or {} for d in docs if d["kind"] == "CronJob"), {})
+    keys = (SCHEDULE_LABEL, "app.kubernetes.io/managed-by")
+    if not all(k in labels for k in keys):
+        return []
+    selector = ",".join(f"{k}={labels[k]}" for k in keys)
+    wanted = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+    lines = []
+    for kind, (cls, suffix, namespaced) in _KINDS.items():
+        if kind == "Namespace":
+            continue
+        typed = getattr(client, cls)(api)
+        lister = getattr(typed, f"list_{suffix}_for_all_namespaces" if namespaced else f"list_{suffix}")
+        items = json.loads(lister(label_selector=selector, _preload_content=False).data).get("items", [])
+        for item in items:
+            meta = item["metadata"]
+            ns = meta.get("namespace") if namespaced else None
+            if (kind, ns, meta["name"]) in wanted:
+                continue
+            infix = "namespaced_" if namespaced else ""
+            getattr(typed, f"delete_{infix}{suffix}")(meta["name"], *((ns,) if namespaced else ()),
+                                                      _preload_content=False)
+            lines.append(f"pruned {kind.lower()} {f'{ns}/' if ns else ''}{meta['name']}")
     return lines
 
 

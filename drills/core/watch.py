@@ -3,6 +3,13 @@
 `EventMerger` runs list+watch streams (and pod log follows) in daemon threads and hands their events to
 one queue, so a check reacts to whichever comes first and never sleeps blindly. `wait_for` is the
 single-resource form. Watches re-list on 410 Gone. (`drills.core.kube` re-exports these names.)
+
+**A deadline ends the waiting, not the reading.** What a stream delivers can lag the cluster (an API
+server's watch is late, this machine is starved; on the twin one lagging wall second is ten cluster
+minutes). So when the deadline passes, or a caller is about to accept a condition on time alone,
+`catch_up()` reads the cluster once more (each watched list, each followed log), hands over what the
+streams had not delivered yet, and only then does the wait end: a verdict never depends on how late
+the streams were (`drills.core.catchup`).
 """
 
 from __future__ import annotations
@@ -15,17 +22,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from drills.core.catchup import LogSource, WatchSource
 from drills.core.clock import Clock
 from drills.core.errors import DrillError
 
 if TYPE_CHECKING:
     from drills.core.kube import Cluster
 
-__all__ = ["EventMerger", "WatchEvent", "wait_for", "list_pages", "stream_lines", "obj_get", "short_reason"]
+__all__ = ["EventMerger", "WatchEvent", "wait_for", "retry_at", "list_pages", "stream_lines", "obj_get", "short_reason"]
 
 log = logging.getLogger(__name__)
 
 _WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
+RETRY_S = 5.0  # cluster seconds between retries of a refused request (kubectl drain's interval)
+RETRY_MIN_WALL_S = 0.05  # ... but not more often than this on this machine (600×: every 30 cluster seconds)
+_CATCH_UP_ROUNDS = 4  # a catch-up's rounds: the first reads every stream, later ones the logs it led to
 PAGE = 500  # items per list request (kubectl's --chunk-size): a large cluster's lists come in chunks
 
 
@@ -51,30 +62,69 @@ class EventMerger:
         self._queue: queue.Queue[WatchEvent] = queue.Queue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._follows: set[str] = set()
+        self._lock = threading.Lock()  # what each source delivered, and the order it reaches the queue
+        self._watches: dict[str, WatchSource] = {}
+        self._logs: dict[str, LogSource] = {}
+        self._barriers = 0
 
     def watch(self, source: str, list_fn: Callable, *args, **kwargs) -> None:
         """Stream `list_fn(*args, **kwargs)` (a list call of the client) as ADDED (initial list) + watch events."""
+        self._watches[source] = WatchSource(list_fn, args, kwargs)
         self._start(source, self._run_watch, source, list_fn, args, kwargs)
 
     def follow_log(self, source: str, core, name: str, namespace: str, container: str | None = None) -> bool:
         """Follow a pod's log with timestamps (LOG events, one per line); once per source. True if started."""
-        if source in self._follows:
+        if source in self._logs:
             return False
-        self._follows.add(source)
-        self._start(source, self._run_follow, source, core, name, namespace, container)
+        kwargs = {"container": container} if container else {}
+
+        def read(**more) -> Any:
+            return core.read_namespaced_pod_log(name, namespace, timestamps=True, _preload_content=False,
+                                                **kwargs, **more)
+
+        self._logs[source] = LogSource(read)
+        self._start(source, self._run_follow, source)
         return True
 
     def events(self, deadline_ts: float, tick_wall_s: float = 1.0) -> Iterator[WatchEvent | None]:
-        """Events until the cluster-time deadline; None every `tick_wall_s` of silence (for progress)."""
+        """Events until the cluster-time deadline; None every `tick_wall_s` of silence (for progress). At the
+        deadline, what the streams had not delivered yet (`catch_up`) before the end."""
         while not self._stop.is_set():
             remaining = self.clock.wall_seconds(deadline_ts - self.clock.timestamp())
             if remaining <= 0:
+                yield from self.catch_up()
                 return
             try:
-                yield self._queue.get(timeout=min(tick_wall_s, remaining))
+                event = self._queue.get(timeout=min(tick_wall_s, remaining))
             except queue.Empty:
                 yield None
+                continue
+            if event.type != "BARRIER":  # a catch-up's end marker its caller stopped short of
+                yield event
+
+    def catch_up(self) -> Iterator[WatchEvent]:
+        """Read every watched list and followed log once more and yield what the streams have not delivered
+        yet, then every event queued before. Call it before accepting a condition on time alone."""
+        done: set[str] = set()
+        for _ in range(_CATCH_UP_ROUNDS):  # logs the caller starts following while it takes the events: again
+            fresh = [name for name in [*self._watches, *self._logs] if name not in done]
+            if not fresh:
+                return
+            self._barriers += 1
+            barrier = WatchEvent("", "BARRIER", self._barriers, time.monotonic())
+            for name in fresh:
+                if name in self._watches:
+                    self._catch_up_watch(name, self._watches[name])
+                else:
+                    self._catch_up_log(name, self._logs[name])
+            done.update(fresh)
+            self._queue.put(barrier)
+            while not self._stop.is_set():
+                event = self._queue.get()
+                if event is barrier:
+                    break
+                if event.type != "BARRIER":
+                    yield event
 
     def close(self) -> None:
         self._stop.set()
@@ -134,31 +184,73 @@ class EventMerger:
                         resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
                         continue
                     resource_version = obj_get(obj, "metadata", "resourceVersion", default=resource_version)
-                    self._queue.put(WatchEvent(source, event.get("type", "?"), obj, time.monotonic()))
+                    self._deliver(source, event.get("type", "?"), obj)
             finally:
                 resp.release_conn()
             if gone:  # history gone: start over from a fresh list
                 resource_version = self._relist(source, list_fn, args, kwargs)
 
+    def _deliver(self, source: str, etype: str, obj: dict) -> None:
+        with self._lock:
+            if self._watches[source].admit(etype, obj):
+                self._queue.put(WatchEvent(source, etype, obj, time.monotonic()))
+
     def _relist(self, source: str, list_fn: Callable, args: tuple, kwargs: dict) -> str:
+        """A fresh list: objects new or changed since delivered, and DELETED for those gone meanwhile."""
         items, resource_version = list_pages(list_fn, *args, **kwargs)
-        now = time.monotonic()
-        for item in items:
-            self._queue.put(WatchEvent(source, "ADDED", item, now))
+        for etype, obj in self._watches[source].differences(items):
+            self._deliver(source, etype, obj)
         return resource_version
 
-    def _run_follow(self, source: str, core, name: str, namespace: str, container: str | None) -> None:
-        kwargs = {"container": container} if container else {}
-        resp = core.read_namespaced_pod_log(name, namespace, follow=True, timestamps=True, _preload_content=False,
-                                            **kwargs)
+    def _catch_up_watch(self, name: str, source: WatchSource) -> None:
+        try:
+            self._relist(name, source.list_fn, source.args, source.kwargs)
+        except Exception as err:  # the stream's own thread reports a dead stream; the wait ends as before
+            log.debug("catch-up of %s: %s", name, short_reason(err))
+
+    def _catch_up_log(self, name: str, source: LogSource) -> None:
+        if source.ended:
+            return
+        try:
+            resp = source.read()
+            try:
+                text = resp.data.decode("utf-8", "replace")
+            finally:
+                resp.release_conn()
+        except Exception as err:  # the pod is gone, the API refused: the follow says what it can
+            log.debug("catch-up of %s: %s", name, short_reason(err))
+            return
+        with self._lock:
+            lines = source.missing(text)
+            now = time.monotonic()
+            for line in lines:
+                self._queue.put(WatchEvent(name, "LOG", line, now))
+            source.took(lines)
+
+    def _run_follow(self, source: str) -> None:
+        follow = self._logs[source]
+        resp = follow.read(follow=True)
+        index = 0
         try:
             for raw in stream_lines(resp):
                 if self._stop.is_set():
                     return
-                self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
+                with self._lock:
+                    if follow.admit(index, raw):
+                        self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
+                index += 1
         finally:
             resp.release_conn()
-        self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+        with self._lock:
+            follow.ended = True
+            self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+
+
+def retry_at(clock: Clock, deadline_ts: float) -> float:
+    """When a refused request (an eviction a budget blocks) is tried again if no event woke the wait first:
+    every `RETRY_S` cluster seconds as `kubectl drain` does, at most every `RETRY_MIN_WALL_S` of this
+    machine's time on a dilated clock, never past `deadline_ts`. A stream that lags must not hold a drain."""
+    return min(deadline_ts, clock.timestamp() + max(RETRY_S, clock.cluster_seconds(RETRY_MIN_WALL_S)))
 
 
 def wait_for(cluster: Cluster, list_fn: Callable, predicate: Callable[[dict], Any], deadline_ts: float,

@@ -1,5 +1,5 @@
 # WARNING: stops locust processes: the ones a load run recorded (pid + kernel start time) and any locust
-# whose command line writes into that run's load directory.
+# whose command line writes into that run's load directory; in pods mode deletes the load's Jobs, Service and pods.
 """The load generator as a journaled "fault": a run that dies by SIGKILL leaves locust running (its
 own safety nets — the parent watch, `--run-time` — take seconds to an hour), so the load fixture
 journals it like an injector does a fault, and `drills revert` stops it.
@@ -10,6 +10,8 @@ processes by it); `inject(target, plan)` starts the `LoadRunner` and records eac
 process group (locust runs in its own session) and its kernel start time, so a reused pid is never
 signalled; `revert(target, undo, record)` ends what is left — SIGTERM to each process group, then
 SIGKILL — and is idempotent. The runner itself is stopped (and its results read) by its owner first.
+In pods mode (drills/load/podrunner.py) the undo spec also names the load's objects (namespace and base name,
+known before anything is created), and revert deletes its Jobs, Service and every pod labelled with it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 
 from drills.core.errors import RevertFailed
-from drills.faults import Plan
+from drills.faults import Plan, Reach
 
 __all__ = ["KIND", "plan", "inject", "revert", "revert_spec", "record", "stop", "leftovers", "start_time"]
 
@@ -30,23 +32,31 @@ log = logging.getLogger(__name__)
 KIND = "load"
 
 
-def revert_spec(out_dir: str | Path) -> dict:
-    """What the journal keeps before locust starts: its load directory, which every locust argv names."""
-    return {"out_dir": str(Path(out_dir).resolve())}
+def revert_spec(out_dir: str | Path, objects: dict | None = None) -> dict:
+    """What the journal keeps before locust starts: its load directory, which every locust argv names, and in
+    pods mode the load's objects (`{"namespace", "name"}`)."""
+    return {"out_dir": str(Path(out_dir).resolve()), **({"pods": dict(objects)} if objects else {})}
 
 
 def record(runner) -> dict:
-    """The started processes of a `LoadRunner`: name, pid, process group and kernel start time."""
+    """The started processes of a `LoadRunner`: name, pid, process group and kernel start time (pods mode: none,
+    and the pods by role)."""
+    pods = getattr(runner, "pods", None)
     return {"out_dir": str(runner.out_dir.resolve()),
             "processes": [{"name": name, "pid": pid, "pgid": pid, "start": start_time(pid)}
-                          for name, pid in runner.processes()]}
+                          for name, pid in runner.processes()],
+            **({"pod_names": pods()} if pods is not None else {})}
 
 
 def plan(target, profile, *, runner) -> Plan:
-    """The load a `LoadRunner` will send; nothing starts here."""
+    """The load a `LoadRunner` (or `PodLoadRunner`) will send; nothing starts here."""
+    objects = runner.objects() if hasattr(runner, "objects") else None
+    where = f"locust, {runner.workers} workers" if objects is None else \
+        f"locust as pods in {objects['namespace']}: a master and {runner.workers} workers"
     return Plan(KIND, str(Path(runner.out_dir).resolve()),
-                f"send completions from {runner.users} users to {runner.host} (locust, {runner.workers} workers)",
-                revert_spec(runner.out_dir), spec=runner)
+                f"send completions from {runner.users} users to {runner.host} ({where})",
+                revert_spec(runner.out_dir, objects), spec=runner,
+                reach=Reach(namespaces=(objects["namespace"],)) if objects else Reach())
 
 
 def inject(target, plan: Plan) -> dict:
@@ -59,6 +69,12 @@ def inject(target, plan: Plan) -> dict:
 def revert(target, undo: dict, record: dict | None = None) -> str:
     """Stop this load's locust processes that still run (none, once its runner stopped them)."""
     data = {**undo, **(record or {})}
+    if data.get("pods"):
+        from drills.load.podrunner import delete_objects
+
+        deleted = delete_objects(target.cluster, data["pods"]["namespace"], data["pods"]["name"])
+        log.info("load of %s: %s", data["out_dir"], f"deleted {', '.join(deleted)}" if deleted else "nothing left")
+        return "stopped" if not deleted else f"stopped; deleted {', '.join(deleted)}"
     stopped = stop(data["out_dir"], data.get("processes") or [])
     log.info("load of %s: %s", data["out_dir"], f"stopped pid(s) {stopped}" if stopped else "nothing running")
     return "stopped" if not stopped else f"stopped; killed pid(s) {stopped}"

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 
 from drills.core.errors import InjectionFailed, RevertFailed
 from drills.core.kube import Cluster, EventMerger, obj_get
+from drills.core.watch import retry_at
 from drills.faults import Plan, Reach
 
 __all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert",
@@ -210,7 +211,7 @@ def _drain(cluster: Cluster, spec: NodeFaultSpec) -> tuple[str, ...]:
                 ns = pending[0]["metadata"]["namespace"]
                 changes.watch("pdb", cluster.policy.list_namespaced_pod_disruption_budget, ns)
                 watching = True
-            for event in changes.events(deadline):
+            for event in changes.events(retry_at(cluster.clock, deadline)):
                 if event is not None and event.type == "MODIFIED":
                     break
     return tuple(evicted)

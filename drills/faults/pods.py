@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from drills.core.errors import InjectionFailed
 from drills.core.kube import Cluster, EventMerger, obj_get
+from drills.core.watch import retry_at
 from drills.faults import NOTHING_TO_UNDO, Plan, Reach
 
 __all__ = ["MODES", "KIND", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "plan", "inject", "revert",
@@ -186,7 +187,8 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
 
 class _Budget:
     """Evictions paced by the PodDisruptionBudgets: a refused eviction is retried whenever a budget of the
-    namespace changes (a watch, opened at the first refusal), until `budget_wait_s` cluster seconds."""
+    namespace changes (a watch, opened at the first refusal) or `retry_at` says, until `budget_wait_s`
+    cluster seconds."""
 
     def __init__(self, cluster: Cluster, spec: PodKillSpec) -> None:
         self.cluster, self.spec = cluster, spec
@@ -206,7 +208,7 @@ class _Budget:
                 self.changes = EventMerger(self.cluster.clock)
                 self.changes.watch("pdb", self.cluster.policy.list_namespaced_pod_disruption_budget, self.spec.namespace)
                 continue
-            for event in self.changes.events(self.deadline):
+            for event in self.changes.events(retry_at(self.cluster.clock, self.deadline)):
                 if event is not None:
                     break
 

@@ -80,6 +80,9 @@ def _add_arguments(parser) -> None:
     g.add_argument("--bucket-flush-s", env_var="DRILLS_LOAD_BUCKET_FLUSH_S", type=float, default=0.25)
     g.add_argument("--parent-pid", env_var="DRILLS_LOAD_PARENT_PID", type=int, default=0,
                    help="quit as soon as this process is gone (orphan safety net)")
+    g.add_argument("--report-stdout", env_var="DRILLS_LOAD_REPORT_STDOUT", action="store_true", default=False,
+                   help="master: print locust's summary (json, stats and failures CSV) as one JSON line on stdout "
+                        "every second and at quit (a pod's results travel in its log)")
 
 
 class _BucketSink:
@@ -114,6 +117,7 @@ class _BucketSink:
 
 
 _sink: _BucketSink | None = None
+_reporter = None  # _SummaryReporter on a master with --report-stdout
 _replica_header = ""
 _latency_scale = 1.0  # cluster seconds per wall second (the twin's scale; 1 for a real endpoint)
 
@@ -136,6 +140,10 @@ def _on_init(environment, **_kw) -> None:
         gevent.spawn(_watch_parent, environment, opts.parent_pid)
     # Options are read here, from this process's own command line: a worker later receives the
     # master's custom arguments, which would point every worker at the master's bucket file.
+    if opts.report_stdout and isinstance(environment.runner, MasterRunner):
+        global _reporter
+        _reporter = _SummaryReporter(environment)
+        gevent.spawn(_reporter.loop)
     if opts.bucket_file and not isinstance(environment.runner, MasterRunner):
         _sink = _BucketSink(opts.bucket_file, opts.bucket_s, opts.bucket_flush_s)
         gevent.spawn(_sink.loop)
@@ -196,6 +204,38 @@ def _on_quit(**_kw) -> None:
     # After runner.quit(): requests in flight when quitting began have completed and been counted.
     if _sink is not None:
         _sink.close()
+    if _reporter is not None:
+        _reporter.print()
+
+
+SUMMARY_KEY = "drills_locust"  # drills.load.podrunner reads these lines
+
+
+class _SummaryReporter:
+    """The master's summary on stdout: what `--json-file` and `--csv` would write, as one JSON line."""
+
+    def __init__(self, environment) -> None:
+        from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+        self.environment = environment
+        self.csv = StatsCSV(environment, PERCENTILES_TO_REPORT)
+
+    def print(self) -> None:
+        import csv
+        import io
+
+        stats, failures = io.StringIO(), io.StringIO()
+        self.csv.requests_csv(csv.writer(stats))
+        self.csv.failures_csv(csv.writer(failures))
+        line = {SUMMARY_KEY: {"json": self.environment.runner.stats.serialize_stats(),
+                              "stats_csv": stats.getvalue(), "failures_csv": failures.getvalue()}}
+        sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def loop(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            self.print()
 
 
 class OpenAIUser(FastHttpUser):

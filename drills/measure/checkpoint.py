@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from drills.profile.model import TrainingWorkload
-from drills.core.clock import Clock
+from drills.core.clock import Clock, parse_iso
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
 from drills.measure import throughput as tp
@@ -158,6 +158,8 @@ class TrainingMonitor:
                            label_selector=f"{JOB_LABEL}={w.job}")
         self._merger.watch("job", self.cluster.custom.list_namespaced_custom_object, *VOLCANO[:2], w.namespace,
                            VOLCANO[2], field_selector=f"metadata.name={w.job}")
+        self._merger.watch("killing", self.cluster.core.list_namespaced_event, w.namespace,
+                           field_selector="involvedObject.kind=Pod,reason=Killing")
         return self
 
     def close(self) -> None:
@@ -273,7 +275,7 @@ class TrainingMonitor:
             throughput_baseline=_round(tp.baseline(self._samples_of(old), injected_at)),
             throughput_after=_round(window[2]), throughput_unit=self._unit(),
             transport_before=nets[0], transport_after=nets[1], sockets_after=nets[2],
-            latest_checkpoint=self._state.latest_checkpoint(injected_at),
+            latest_checkpoint=self._state.latest_checkpoint(lost_at or injected_at),  # saves until the loss count
             resumed_step=resumed[2] if resumed else None, first_step=first[2] if first else None,
             new_nodes=tuple(sorted({w.node for w in self._state.new(old) if w.node and not w.gone})),
             ended=self._state.ended(injected_at), job_phase=obj_get(state.job, "status", "state", "phase"),
@@ -285,21 +287,27 @@ class TrainingMonitor:
     # -- event intake ---------------------------------------------------------------------------
 
     def _pump(self, done: Callable[[], bool], deadline_ts: float, tick: Callable[[], None] | None) -> bool:
+        """Take events until `done()` or the deadline. `done()` is accepted only after a catch-up (what the
+        cluster had that the streams had not delivered yet): a stability window that "held" while this
+        machine's streams lagged must still see a crash inside it."""
         if self._merger is None:
             raise CheckFailed("the training monitor was not started")
-        if done():
-            return True
-        for event in self._merger.events(deadline_ts):
-            if event is None:
-                if tick:
-                    tick()
-                if done():  # a condition on time alone (a stability window) holds between events too
-                    return True
-                continue
-            self._take(event)
+        while True:
             if done():
-                return True
-        return done()
+                for event in self._merger.catch_up():
+                    self._take(event)
+                if done():
+                    return True
+            for event in self._merger.events(deadline_ts):  # ends with a catch-up at the deadline
+                if event is None:
+                    if tick:
+                        tick()
+                else:
+                    self._take(event)
+                if done():  # a condition on time alone (a stability window) holds between events too
+                    break
+            else:
+                return done()
 
     def _take(self, event: WatchEvent) -> None:
         if event.source == "pods":
@@ -309,7 +317,11 @@ class TrainingMonitor:
             self._state.job = event.obj
             after = obj_get(event.obj, "status", "state", "phase")
             if before == "Running" and after != "Running" and self._state.job_left_running_at is None:
-                self._state.job_left_running_at = _cluster_time(self.cluster, event.wall)
+                since = obj_get(event.obj, "status", "state", "lastTransitionTime")  # Volcano's own record
+                self._state.job_left_running_at = (parse_iso(since).astimezone(timezone.utc) if since
+                                                   else _cluster_time(self.cluster, event.wall))
+        elif event.source == "killing" and event.type != "DELETED" and isinstance(event.obj, dict):
+            self._state.take_killing(event.obj)
         elif event.source.startswith("log:") and event.type == "LOG":
             self._take_line(event.source[4:], event.obj)
         elif event.type == "ERROR":

@@ -33,6 +33,7 @@ class Worker:
     terminating: bool = False
     terminating_seen: datetime | None = None  # cluster time we first saw it terminating or gone
     stopped_at: datetime | None = None  # when it was evicted/deleted (deletionTimestamp − grace) or exited
+    stopped_seen: bool = False  # stopped_at is only when we saw it gone (its own time was never delivered)
     unschedulable: str | None = None  # the scheduler's PodScheduled=False message while it is Pending
     gone: bool = False
 
@@ -75,9 +76,21 @@ class JobState:
             worker.gone = worker.terminating = True
         if worker.terminating and worker.terminating_seen is None:
             worker.terminating_seen = seen_at()
-        if worker.terminating and worker.stopped_at is None:
-            worker.stopped_at = _stopped_at(pod) or worker.terminating_seen
+        if worker.terminating and (worker.stopped_at is None or worker.stopped_seen):
+            own = _stopped_at(pod)
+            worker.stopped_at, worker.stopped_seen = (own, False) if own else (worker.stopped_at or worker.terminating_seen, True)
         return worker
+
+    def take_killing(self, event: dict) -> None:
+        """A kubelet's `Killing` event for a worker: when it was stopped, for a worker whose terminating state
+        a stream never delivered (a watch that caught up only after the pod was gone)."""
+        worker = self.workers.get(obj_get(event, "involvedObject", "uid") or "")
+        at = _parse(event.get("eventTime") or event.get("firstTimestamp")
+                    or obj_get(event, "metadata", "creationTimestamp"))
+        if worker is None or at is None or not (worker.stopped_at is None or worker.stopped_seen):
+            return
+        if worker.stopped_at is None or at < worker.stopped_at:
+            worker.stopped_at, worker.stopped_seen = at, False
 
     def reached_at(self, step: int) -> datetime | None:
         """When the log first showed the job at `step` or beyond (None: not yet)."""
@@ -180,8 +193,9 @@ class JobState:
     def timeline(self, injected_at: datetime, old: set[str], replicas: int,
                   on_node: set[str] | None = None) -> Timeline:
         events: list[tuple[str, datetime]] = [("injected", injected_at)]
-        signs = [self.job_left_running_at] + [self.workers[u].terminating_seen for u in old
-                                                       if u in self.workers]
+        # the objects' own times (an eviction's, a container's exit) before when a stream happened to show them
+        signs = [self.job_left_running_at] + [self.workers[u].stopped_at or self.workers[u].terminating_seen
+                                              for u in old if u in self.workers]
         signs = [s for s in signs if s is not None]
         if signs:
             events.append(("detected", max(min(signs), injected_at)))

@@ -225,7 +225,8 @@ class ServingMonitor:
                          field_selector=f"metadata.name={self.workload.deployment}")
             merger.watch("endpoints", self.cluster.core.list_namespaced_endpoints, ns,
                          field_selector=f"metadata.name={self.workload.service}")
-            for event in merger.events(deadline_ts, tick_wall_s=0.05):
+            def take(event) -> None:
+                nonlocal dep, listed, ready_at, recovered_wall, next_read
                 if event is not None:
                     if event.type == "ERROR":
                         raise CheckFailed(f"watching the inference workload failed: {event.obj}")
@@ -258,7 +259,7 @@ class ServingMonitor:
                     ready_at = max((_cond_time(p, "Ready", "True") or clock.timestamp() for p in fresh),
                                    default=clock.timestamp())
                     mark("ready", ready_at)
-                if recovered_wall is None and time.monotonic() >= next_read:
+                if recovered_wall is None and (event is None or time.monotonic() >= next_read):
                     next_read = time.monotonic() + 0.1
                     seen, inj_wall = buckets(), to_wall(clock, inj_ts)
                     if outage_expected:  # every replica killed: serving again means after the outage showed,
@@ -273,12 +274,18 @@ class ServingMonitor:
                     if found is not None:
                         recovered_wall = found
                         mark("recovered", to_cluster(clock, found))
+
+            for event in merger.events(deadline_ts, tick_wall_s=0.05):  # ends with a catch-up at the deadline
+                take(event)
                 now = clock.timestamp()
                 if ready_at is not None and recovered_wall is not None and \
                         now >= max(ready_at, to_cluster(clock, recovered_wall)) + window_s:
                     break
                 if event is None and on_wait:
                     on_wait("recovered" if recovered_wall is None else "ready", now - inj_ts)
+            for event in merger.catch_up():  # the window passed: judge what the cluster has, not the streams
+                take(event)
+            take(None)  # a last look at the load once every event is in
         fresh = self._replacements(pods, baseline, killed, restarts, restart_mode)
         effect.finish()
         seen = buckets()

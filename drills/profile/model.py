@@ -28,6 +28,7 @@ from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
 from drills.profile.explain import explain_validation_error
+from drills.profile.load import LoadGenerator
 
 __all__ = [
     "TargetProfile",
@@ -36,6 +37,7 @@ __all__ = [
     "TrainingWorkload",
     "InferenceWorkload",
     "LoadShape",
+    "LoadGenerator",
     "Workloads",
     "SwitchConfig",
     "Switches",
@@ -130,6 +132,7 @@ class InferenceWorkload(Strict):
     # replacement served. None: the twin's gateway header when the endpoint is from-twin, else unknown.
     replica_header: str | None = None
     load: LoadShape = LoadShape()
+    load_generator: LoadGenerator = LoadGenerator()  # locust here or as pods (drills/profile/load.py)
 
     @field_validator("endpoint")
     @classmethod

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from drills.profile.base import Seconds, Strict
+from drills.profile.load import PodResources
 
 __all__ = ["Saturation", "StorageConfig"]
 
@@ -37,7 +38,9 @@ class Saturation(Strict):
     # job mode, one fio pod on EACH node matching node_selector (not cordoned), kept apart by a required pod
     # anti-affinity: every storage client loads the store at once (parallelism is then the node count)
     per_node: bool = False
-    image: str = "docker.io/xridge/fio:latest"
+    image: str = "docker.io/xridge/fio:3.13-r1"  # pinned (fio 3.13, Alpine, libaio); a site pins its mirror's digest
+    priority_class_name: str | None = None  # placement: the fio pods' PriorityClass (None: the namespace default)
+    resources: PodResources = PodResources(cpu="1", memory="256Mi", memory_limit="1Gi")
     start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
     tolerations: list[dict[str, Any]] = []  # e.g. [{key: nvidia.com/gpu, operator: Exists}]: run on GPU nodes
     node_selector: dict[str, str] = {}
@@ -53,6 +56,13 @@ class Saturation(Strict):
                 raise ValueError(f'must be fio server addresses like "10.0.0.5", "node-3,8765" or '
                                  f'"ip:10.0.0.5,8766" (got {host!r})')
         return hosts
+
+    @field_validator("image")
+    @classmethod
+    def _pinned_image(cls, value: str) -> str:
+        if value.endswith(":latest") or ("@" not in value and ":" not in value.split("/")[-1]):
+            raise ValueError(f"must be pinned by a tag other than latest or by digest (got {value!r})")
+        return value
 
     @field_validator("block_size", "size")
     @classmethod

@@ -28,7 +28,7 @@ from drills.profile.model import TargetProfile, load_target
 from drills.core.errors import DrillError
 
 __all__ = ["ScheduleOptions", "render", "render_yaml", "profile_warnings", "validate_cron", "rbac_rules",
-           "feature_files", "PROFILE_DIR", "FEATURES_DIR", "FEATURES_BINDER", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV"]
+           "feature_files", "parse_toleration", "parse_node_selector", "PROFILE_DIR", "FEATURES_DIR", "FEATURES_BINDER", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV", "SCHEDULE_LABEL"]
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,11 @@ _CONFIGMAP_KEY = re.compile(r"[^-._a-zA-Z0-9]")
 SWITCH_DIR = "/etc/gpu-drills/switch"  # the switch-credential Secret (SSH key, known_hosts), read-only
 REPORTS_DIR = "/var/lib/gpu-drills/reports"  # the reports PVC (or an emptyDir)
 LOAD_KEY_ENV = "DRILLS_LOAD_API_KEY"
+SCHEDULE_LABEL = "gpu-drills.io/schedule"
 RUN_AS = 10001  # the image's non-root user (deploy/Containerfile)
 _LABEL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _CRON_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
                 ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
@@ -68,6 +71,11 @@ class ScheduleOptions:
     html: bool = True  # build the Allure HTML in the pod (needs the image's Java)
     create_namespace: bool = False
     deadline_s: int = 4 * 3600  # the Job's activeDeadlineSeconds: SIGTERM, then every fault is reverted
+    # placement of the run's pod: e.g. a system node pool, its taint tolerated, a PriorityClass that keeps it
+    # from being preempted by the workloads it drills
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[dict, ...] = ()
+    priority_class_name: str | None = None
 
 
 def render(opts: ScheduleOptions) -> list[dict]:
@@ -197,10 +205,11 @@ _Dumper.add_representer(str, _str)
 class _Meta:
     def __init__(self, opts: ScheduleOptions):
         self.namespace = opts.namespace
-        self.labels = {"app.kubernetes.io/name": "gpu-drills", "app.kubernetes.io/instance": opts.name,
-                       "app.kubernetes.io/managed-by": "drills-schedule"}
         # cluster-scoped names must not collide between installs in two namespaces
         self.cluster_name = opts.name if opts.name == opts.namespace else f"{opts.name}-{opts.namespace}"
+        # SCHEDULE_LABEL names this install (name and namespace): `--apply` prunes only what carries it
+        self.labels = {"app.kubernetes.io/name": "gpu-drills", "app.kubernetes.io/instance": opts.name,
+                       "app.kubernetes.io/managed-by": "drills-schedule", SCHEDULE_LABEL: self.cluster_name}
 
     def of(self, name: str, namespace: str | None = None) -> dict:
         return {"name": name, "namespace": namespace or self.namespace, "labels": dict(self.labels)}
@@ -222,6 +231,9 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
         _merge(per_ns[ns], rules["workload"])
     if profile.storage.saturation.mode == "job":
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
+    gen = profile.workloads.inference.load_generator
+    if gen.mode == "pods":
+        _merge(per_ns.setdefault(gen.namespace or profile.workloads.inference.namespace, []), rules["load_pods"])
     lock_ns = profile.safety.lock_namespace or profile.workloads.training.namespace
     _merge(per_ns.setdefault(lock_ns, []), rules["lock"])
     home = per_ns.setdefault(opts.namespace, [])
@@ -290,13 +302,16 @@ def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta,
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+                            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
     }
     pod = {"serviceAccountName": opts.name, "restartPolicy": "Never",
            "terminationGracePeriodSeconds": 300,  # SIGTERM → every injected fault is reverted before exit
            "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                                "seccompProfile": {"type": "RuntimeDefault"}},
-           "containers": [container], "volumes": volumes}
+           "containers": [container], "volumes": volumes,
+           **({"nodeSelector": dict(opts.node_selector)} if opts.node_selector else {}),
+           **({"tolerations": [dict(t) for t in opts.tolerations]} if opts.tolerations else {}),
+           **({"priorityClassName": opts.priority_class_name} if opts.priority_class_name else {})}
     spec = {"schedule": opts.cron, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
             "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 5, "suspend": False,
             "jobTemplate": {"metadata": {"labels": dict(meta.labels)},
@@ -309,17 +324,44 @@ def _cronjob(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta,
 
 
 def _command(opts: ScheduleOptions, site_features: bool = False) -> str:
-    """Revert leftovers of a killed run first (the journal is on the reports volume), then run."""
-    run = ["drills", "run", "--profile", f"{PROFILE_DIR}/profile.yaml", "--reports", REPORTS_DIR]
+    """Revert leftovers of a killed run first (the journal is on the reports volume), then check the profile and
+    the cluster (`drills validate`, read-only: a ✗ ends the run red before any fault), then run."""
+    profile = f"{PROFILE_DIR}/profile.yaml"
+    run = ["drills", "run", "--profile", profile, "--reports", REPORTS_DIR]
+    validate = ["drills", "validate", "--profile", profile]
     if opts.markexpr:
         run += ["-m", opts.markexpr]
+        validate += ["-m", opts.markexpr]
     if opts.keyword:
         run += ["-k", opts.keyword]
     if not opts.html:
         run.append("--no-html")
     if site_features:
         run.append(FEATURES_DIR)
-    return f"drills revert --reports {REPORTS_DIR} && exec {shlex.join(run)}"
+    return f"drills revert --reports {REPORTS_DIR} && {shlex.join(validate)} && exec {shlex.join(run)}"
+
+
+def parse_node_selector(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` items (`--node-selector`); DrillError names a malformed one."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise DrillError(f"--node-selector {item!r}: must be KEY=VALUE with a label key and value")
+        out.append((key, value))
+    return tuple(out)
+
+
+def parse_toleration(text: str) -> dict:
+    """A toleration from `KEY[=VALUE]:EFFECT` (kubectl taint's syntax; no VALUE: operator Exists)."""
+    head, sep, effect = text.rpartition(":")
+    key, eq, value = head.partition("=")
+    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not _LABEL_KEY.match(key) \
+            or (eq and not _LABEL_VALUE.match(value)):
+        raise DrillError(f"--toleration {text!r}: must be KEY[=VALUE]:EFFECT, EFFECT one of NoSchedule, "
+                         "PreferNoSchedule, NoExecute")
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect} if eq else \
+        {"key": key, "operator": "Exists", "effect": effect}
 
 
 def _inventory_files(profile_path: str, text: str) -> dict[str, str]:

@@ -99,6 +99,7 @@ class Timings(Strict):
     model_load_base: Duration = 52.0
     model_load_per_billion_params: Duration = 0.16
     volcano_restart_delay: Duration = 3.0
+    watch_lag: Duration = 0.0  # how late the API server delivers watch events (an overloaded watch cache)
     jitter: Fraction = 0.1
 
 

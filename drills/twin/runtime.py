@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Iterable
 import yaml
 
 from drills.core.clock import DilatedClock, to_iso
+from drills.twin.api.watchlag import WATCH_LAG
 from drills.core.errors import DrillError
 from drills.core.liveness import ProcessIdentity
 from drills.twin.api.audit import AuditLog
@@ -79,6 +80,7 @@ class Twin:
                                 tls=make_tls(self.state_dir, host) if tls else None)
         self.health = Health()  # what broke in the twin's components (health.py), served at /twin/v1/health
         self.server.app[HEALTH] = self.health
+        self.server.app[WATCH_LAG] = self.profile.timings.watch_lag if self.profile is not None else 0.0
         self.info: dict[str, Any] = {}
         self._components: list[Component] = []
         self._started: list[Component] = []

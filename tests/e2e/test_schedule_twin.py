@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -118,3 +119,31 @@ def test_apply_to_an_unreachable_cluster_is_one_line(profile, tmp_path):
     err = proc.stderr.strip()
     assert proc.returncode != 0 and "\n" not in err
     assert err.startswith("drills: cannot apply ServiceAccount gpu-drills/gpu-drills") and "does not answer" in err
+
+
+def test_apply_prunes_what_it_owns_and_no_longer_renders(twin, tmp_path):
+    """A profile that no longer takes its run lock in `default` leaves no Role there after the next --apply; the
+    features ConfigMap goes with --features; another schedule's objects (another name) are never touched."""
+    features = tmp_path / "features"
+    features.mkdir()
+    shutil.copy(sorted((Path(__file__).resolve().parents[2] / "features" / "inference").glob("*.feature"))[0], features)
+    v1, v2 = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
+    v1.write_text(PROFILE + "safety: {lock_namespace: default}\n")
+    v2.write_text(PROFILE)
+    common = ["--image", "registry.local/gpu-drills:0.1.0", "--apply", "--namespace", "prune", "--create-namespace"]
+    for name, profile, extra in (("neighbour", v1, []), ("pruned", v1, ["--features", str(features)])):
+        proc = drills("schedule", "--profile", str(profile), "--name", name, *common, *extra, kubeconfig=twin.kubeconfig)
+        assert proc.returncode == 0, proc.stderr
+    rbac, core = client.RbacAuthorizationV1Api(api_client_for(twin)), client.CoreV1Api(api_client_for(twin))
+    assert {"pruned-prune", "neighbour-prune"} <= {r.metadata.name for r in rbac.list_namespaced_role("default").items}
+    proc = drills("schedule", "--profile", str(v2), "--name", "pruned", *common, kubeconfig=twin.kubeconfig)
+    assert proc.returncode == 0, proc.stderr
+    pruned = sorted(line for line in proc.stdout.splitlines() if line.startswith("pruned "))
+    assert pruned == ["pruned configmap prune/pruned-features", "pruned role default/pruned-prune",
+                      "pruned rolebinding default/pruned-prune"], proc.stdout
+    roles = {r.metadata.name for r in rbac.list_namespaced_role("default").items}
+    assert "pruned-prune" not in roles and "neighbour-prune" in roles
+    assert {c.metadata.name for c in core.list_namespaced_config_map("prune").items} >= {"pruned-profile",
+                                                                                          "neighbour-profile"}
+    again = drills("schedule", "--profile", str(v2), "--name", "pruned", *common, kubeconfig=twin.kubeconfig)
+    assert again.returncode == 0 and not [ln for ln in again.stdout.splitlines() if ln.startswith("pruned ")]

@@ -47,6 +47,7 @@ EFFECTS = {
     "nccl-socket-transport": lambda p: _job(p).nccl.transport == "socket",
     "no-max-retry": lambda p: _job(p).max_retry == 0,
     "stale-endpoints": lambda p: _infer(p).endpoints_lag >= 30,
+    "lagging-watch": lambda p: p.timings.watch_lag >= 1800,
     "no-headroom": lambda p: _infer(p).max_concurrency * (_infer(p).replicas - 1) < 4,  # 4 users, one replica lost
     "error-200": lambda p: _infer(p).errors_as_200,
     "hanging-pod": lambda p: _infer(p).wedged_replacements,

@@ -176,8 +176,12 @@ def test_cronjob_pod(docs):
     assert mounts["checkpoints"]["mountPath"] == "/ckpt"
     shell, flag, script = container["args"]
     assert (shell, flag) == ("sh", "-c")
-    revert, run = script.split(" && exec ")
+    revert, validate, run = script.replace(" && exec ", " && ").split(" && ")
     assert shlex.split(revert) == ["drills", "revert", "--reports", mounts["reports"]["mountPath"]]
+    # the profile and the cluster are checked (read-only) before any fault: a ✗ ends the Job red here
+    assert shlex.split(validate) == ["drills", "validate", "--profile", mounts["profile"]["mountPath"] + "/profile.yaml",
+                                     "-m", "inference or training"]
+    assert " && exec drills run " in script
     argv = shlex.split(run)
     assert argv[:2] == ["drills", "run"] and argv[argv.index("-m") + 1] == "inference or training"
     assert argv[argv.index("--profile") + 1] == mounts["profile"]["mountPath"] + "/profile.yaml"
@@ -248,3 +252,56 @@ def test_cli_writes_the_file_and_warns_about_unmounted_paths(tmp_path, capsys):
     assert captured.out == ""
     assert "switch leaf1: key_file" in captured.err and "--switch-secret" in captured.err
     assert [d["kind"] for d in yaml.safe_load_all(out.read_text())][-1] == "CronJob"
+
+
+def test_the_runs_pod_placement_and_priority(profile):
+    from drills.schedule.cronjob import parse_node_selector, parse_toleration
+
+    opts = ScheduleOptions(profile=profile, image="img", node_selector=parse_node_selector(["pool=system"]),
+                           tolerations=(parse_toleration("dedicated=drills:NoSchedule"),
+                                        parse_toleration("nvidia.com/gpu:NoSchedule")),
+                           priority_class_name="system-cluster-critical")
+    pod = cronjob(render(opts))["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "system"} and pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "drills", "effect": "NoSchedule"},
+                                  {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    plain = cronjob(render(ScheduleOptions(profile=profile, image="img")))
+    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(
+        plain["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+
+
+@pytest.mark.parametrize("bad", ["pool", "=x", "pool=a b"])
+def test_a_bad_node_selector_is_one_line(bad):
+    from drills.schedule.cronjob import parse_node_selector
+
+    with pytest.raises(DrillError, match="--node-selector"):
+        parse_node_selector([bad])
+
+
+@pytest.mark.parametrize("bad", ["key", "key:Never", "key=a b:NoSchedule"])
+def test_a_bad_toleration_is_one_line(bad):
+    from drills.schedule.cronjob import parse_toleration
+
+    with pytest.raises(DrillError, match="KEY\\[=VALUE\\]:EFFECT"):
+        parse_toleration(bad)
+
+
+def test_pods_load_generator_gets_its_role_and_local_load_none(tmp_path):
+    path = tmp_path / "p.yaml"
+    text = PROFILE.replace('endpoint: "http://llama.serving:8000"}',
+                           'endpoint: "http://llama.serving:8000", load_generator: {mode: pods, workers: 2, '
+                           'namespace: loadgen, image: "r.example.com/gpu-drills:1"}}')
+    assert "loadgen" in text
+    path.write_text(text)
+    docs = render(ScheduleOptions(profile=str(path), image="img"))
+    (role,) = [d for d in by_kind(docs, "Role", "loadgen")]
+    assert {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]} == {
+        ("batch", "jobs"): ["create", "delete"], ("", "services"): ["create", "delete"], ("", "pods"): ["delete"],
+        ("", "pods/log"): ["get"]}
+    assert not by_kind(render(ScheduleOptions(profile=profile_path(tmp_path), image="img")), "Role", "loadgen")
+
+
+def profile_path(tmp_path):
+    path = tmp_path / "plain.yaml"
+    path.write_text(PROFILE)
+    return str(path)

@@ -14,7 +14,9 @@ from typing import Any
 from drills.core.errors import InvalidProfile
 from drills.faults.storage.spec import FILES_PREFIX, LABELS, SaturationSpec, fio_jobs, remote_job
 
-__all__ = ["render_fio_job", "render_jobfile", "clients_argv"]
+__all__ = ["render_fio_job", "render_jobfile", "clients_argv", "RUN_AS"]
+
+RUN_AS = 10001  # a non-root uid/gid for fio (the store's files belong to the fsGroup)
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +58,24 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
                     "terminationGracePeriodSeconds": 30,
                     # spread over nodes: the point is load from several storage clients (per node: required)
                     "affinity": {"podAntiAffinity": _anti_affinity(spec)},
+                    # Pod Security "restricted" (drills/schedule/podsecurity.py): fio needs no root on a PVC the
+                    # fsGroup makes writable
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                                        "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "fio",
                         "image": spec.image,
                         "command": ["/bin/sh", "-c", script],
                         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "volumeMounts": [{"name": "store", "mountPath": spec.mount_path}],
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "runAsNonRoot": True, "readOnlyRootFilesystem": True},
+                        **({"resources": {k: dict(v) for k, v in spec.resources}} if spec.resources else {}),
                     }],
                     "volumes": [{"name": "store", "persistentVolumeClaim": {"claimName": spec.claim}}],
                     **({"tolerations": [dict(t) for t in spec.tolerations]} if spec.tolerations else {}),
                     **({"nodeSelector": dict(spec.node_selector)} if spec.node_selector else {}),
+                    **({"priorityClassName": spec.priority_class_name} if spec.priority_class_name else {}),
                 },
             },
         },

@@ -21,8 +21,8 @@ __all__ = ["MODES", "DEFAULT_IMAGE", "JOB_NAME", "FILES_PREFIX", "LABELS", "Satu
 log = logging.getLogger(__name__)
 
 MODES = ("local", "job", "clients")
-# Alpine with fio (kubestone's image); a profile should pin its own mirror and tag.
-DEFAULT_IMAGE = "docker.io/xridge/fio:latest"
+# Alpine with fio 3.13 and libaio (kubestone's image), pinned; a profile should pin its own mirror's digest.
+DEFAULT_IMAGE = "docker.io/xridge/fio:3.13-r1"
 JOB_NAME = "drills-saturate"
 FILES_PREFIX = ".drills-fio-"
 LABELS = {"app.kubernetes.io/name": "fio", "app.kubernetes.io/managed-by": "gpu-drills",
@@ -57,6 +57,8 @@ class SaturationSpec:
     mount_path: str = "/store"
     tolerations: tuple[dict, ...] = ()  # e.g. the GPU nodes' taint: the storage clients are those nodes
     node_selector: tuple[tuple[str, str], ...] = ()
+    priority_class_name: str | None = None
+    resources: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # requests/limits, as PodResources renders
     # clients mode
     clients: tuple[str, ...] = ()
 
@@ -66,6 +68,7 @@ class SaturationSpec:
         object.__setattr__(self, "extra", tuple((str(k), str(v)) for k, v in dict(self.extra).items()))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
         object.__setattr__(self, "node_selector", tuple(dict(self.node_selector).items()))
+        object.__setattr__(self, "resources", tuple((k, tuple(dict(v).items())) for k, v in dict(self.resources).items()))
         if self.mode not in MODES:
             raise InvalidProfile(f"storage saturation mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.max_seconds <= 0:
@@ -83,7 +86,7 @@ def saturation_spec(profile, directory: str, output: str | None = None) -> Satur
         extra=tuple((k, str(int(v)) if isinstance(v, bool) else str(v)) for k, v in st.fio_options.items()),
         namespace=sat.namespace, claim=sat.claim, parallelism=sat.parallelism, per_node=sat.per_node, image=sat.image,
         mount_path=sat.mount_path, tolerations=tuple(sat.tolerations), node_selector=tuple(sat.node_selector.items()),
-        clients=tuple(sat.clients))
+        priority_class_name=sat.priority_class_name, resources=sat.resources.to_k8s(), clients=tuple(sat.clients))
 
 
 def fio_jobs(spec: SaturationSpec, directory: str | Path) -> list[FioJob]:

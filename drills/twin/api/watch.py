@@ -1,7 +1,8 @@
 """Watch: a chunked stream of newline-delimited events, as the real API server sends them.
 
 Resumes from `resourceVersion` (410 Gone as an ERROR event when the history no longer reaches it),
-ends after `timeoutSeconds` (wall seconds, like the real server), sends BOOKMARKs when asked.
+ends after `timeoutSeconds` (wall seconds, like the real server), sends BOOKMARKs when asked; late by
+`timings.watch_lag` when a profile says so (`watchlag.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from drills.twin.api.handlers import Target, selection_of
 from drills.twin.api.selection import Selection
 from drills.twin.api.store import Entry, Store
 from drills.twin.api.tables import to_table, wants_table
+from drills.twin.api.watchlag import WATCH_LAG, LaggedQueue, is_twin_component
 
 __all__ = ["serve", "WATCH_QUEUES", "BOOKMARK_INTERVAL_S", "DEFAULT_TIMEOUT_S", "close_all"]
 
@@ -55,6 +57,8 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
     queues.add(watcher.queue)
     if initial_end:  # watch-list: initial ADDED events, then a bookmark that marks their end
         watcher.queue.put_nowait(("INITIAL_END", None))
+    lag_s = request.app.get(WATCH_LAG, 0.0) if not is_twin_component(request) else 0.0
+    events = LaggedQueue(watcher.queue, lag_s / store.clock.scale) if lag_s > 0 else watcher.queue
 
     def encode(etype: str, entry: Entry) -> bytes:
         if table:
@@ -74,7 +78,7 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
                 break
             wait = min(deadline, next_bookmark) - now
             try:
-                etype, entry = await asyncio.wait_for(watcher.queue.get(), timeout=max(wait, 0.01))
+                etype, entry = await asyncio.wait_for(events.get(), timeout=max(wait, 0.01))
             except asyncio.TimeoutError:
                 if bookmarks and time.monotonic() >= next_bookmark:
                     await resp.write(_bookmark(rt, store.resource_version))
@@ -86,10 +90,10 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
                 await resp.write(_bookmark(rt, store.resource_version, initial_end=True))
                 continue
             chunk = [encode(etype, entry)]
-            while not watcher.queue.empty() and len(chunk) < 512:  # batch a burst into one write
-                etype, entry = watcher.queue.get_nowait()
+            while not events.empty() and len(chunk) < 512:  # batch a burst into one write
+                etype, entry = events.get_nowait()
                 if etype in ("STOP", "INITIAL_END"):
-                    watcher.queue.put_nowait((etype, entry))
+                    events.put_nowait((etype, entry))
                     break
                 chunk.append(encode(etype, entry))
             await resp.write(b"".join(chunk))
@@ -98,6 +102,8 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
     except ConnectionResetError:
         pass
     finally:
+        if isinstance(events, LaggedQueue):
+            events.close()
         store.unwatch(watcher)
         queues.discard(watcher.queue)
     try:

@@ -11,7 +11,8 @@
   `pod-terminating` stage takes it out of Ready at once, `pod-terminate` stops its containers after
   `termination` twin seconds — the process's own stop time (pod annotation `twin.gpu-drills.io/stop-s`,
   else `timings.container_stop`), at most what is left of the grace period — and removes it with
-  grace 0. A pod removed at once (`--force --grace-period=0`) only gets its `Killing` event.
+  grace 0. Its `Killing` event is recorded when the termination starts, as a real kubelet's is; a pod
+  removed at once (`--force --grace-period=0`) gets it when it is gone.
 - Container exit: set the pod annotation `twin.gpu-drills.io/exit` to JSON
   `{"code": 1, "reason": "Error", "message": "...", "container": "name"}` (or
   `POST /twin/v1/namespaces/{ns}/pods/{name}/exit` with that body, which writes it). The kubelet
@@ -74,6 +75,8 @@ class Kubelet(Controller):
         self._exiting: dict[tuple, dict] = {}  # exit requests taken off the pod, not yet applied
         self._images: dict[str, set[str]] = {}
         self._gone: dict[tuple, dict] = {}
+        self._killing: dict[tuple, dict] = {}  # pods whose termination started: their Killing event is due
+        self._killed_uids: set[str] = set()  # pods whose Killing event was recorded
         self._stopped: set[str] = set()
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
@@ -83,8 +86,14 @@ class Kubelet(Controller):
         await self.client.close()
 
     async def reconcile(self, key: Hashable) -> None:
-        if key[0] == "gone":
-            await self._killed(self._gone.pop(key[1], None))
+        if key[0] in ("gone", "killing"):  # Killing when the termination starts; at removal only if it never did
+            pod = self._gone.pop(key[1], None) if key[0] == "gone" else self._killing.pop(key[1], None)
+            uid = (pod or {}).get("metadata", {}).get("uid")
+            if key[0] == "killing" or uid not in self._killed_uids:
+                self._killed_uids.add(uid)
+                await self._killed(pod)
+            if key[0] == "gone":
+                self._killed_uids.discard(uid)
             return
         pod = self.pods.get(*key)
         if pod is None:
@@ -116,6 +125,10 @@ class Kubelet(Controller):
                 self.enqueue(("gone", key))
             return
         if (pod.get("spec") or {}).get("nodeName"):
+            if pod["metadata"].get("deletionTimestamp") and pod["metadata"].get("uid") not in self._killed_uids \
+                    and key not in self._killing:
+                self._killing[key] = pod
+                self.enqueue(("killing", key))
             self.enqueue(key)
 
     def _on_node(self, etype: str, node: dict, old: dict | None) -> None:

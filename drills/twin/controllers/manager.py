@@ -41,6 +41,7 @@ CONTROLLERS: list[str] = [
     "drills.twin.workloads.serving:ServingTruthController",
     "drills.twin.workloads.acceptance:AcceptanceController",
     "drills.twin.workloads.fio_pods:FioPodController",
+    "drills.twin.workloads.locust_pods:LocustPodController",
 ]
 
 

@@ -1,0 +1,68 @@
+"""The profile's `workloads.inference.load_generator`: where the inference load comes from — locust here (a
+master and `workers` local processes, the default) or locust as Kubernetes pods (a master Job, a worker Job of
+`workers` pods and the master's Service, drills/load/pods.py) when one machine cannot make enough load."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from drills.profile.base import Seconds, Strict
+
+__all__ = ["LoadGenerator", "PodResources"]
+
+# An image reference pinned by digest (`repo@sha256:<64 hex>`) or by a tag that is not `latest`.
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+_QUANTITY = re.compile(r"^\d+(?:\.\d+)?(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+class PodResources(Strict):
+    """Requests and limits of one container (Kubernetes quantities: "500m", "1", "512Mi")."""
+
+    cpu: str = "1"
+    memory: str = "512Mi"
+    cpu_limit: str | None = None  # None: no CPU limit (a throttled load generator under-reports the endpoint)
+    memory_limit: str = "1Gi"
+
+    @field_validator("cpu", "memory", "cpu_limit", "memory_limit")
+    @classmethod
+    def _quantity(cls, value: str | None) -> str | None:
+        if value is not None and not _QUANTITY.match(str(value)):
+            raise ValueError(f'must be a Kubernetes quantity like "500m", "2" or "512Mi" (got {value!r})')
+        return value
+
+    def to_k8s(self) -> dict[str, Any]:
+        limits = {"memory": self.memory_limit, **({"cpu": self.cpu_limit} if self.cpu_limit else {})}
+        return {"requests": {"cpu": self.cpu, "memory": self.memory}, "limits": limits}
+
+
+class LoadGenerator(Strict):
+    mode: Literal["local", "pods"] = "local"
+    # local: worker processes beside the master (0: one process); pods: worker pods (at least 1).
+    # `drills run --load-workers N` overrides it.
+    workers: int = Field(0, ge=0, le=1000)
+    # pods mode: the drills image (it holds the locustfile, /opt/gpu-drills/drills/load/locustfile.py)
+    image: str = "registry.example.com/gpu-drills:0.1.0"
+    namespace: str | None = None  # None: the inference workload's namespace
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    priority_class_name: str | None = None
+    service_account: str | None = None  # None: the namespace's default (the pods call no API)
+    resources: PodResources = PodResources()
+    start_timeout_s: Seconds = 300.0  # cluster seconds for the master and every worker pod to be Running
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        if not _IMAGE.match(value) or value.endswith(":latest") or ("@" not in value and ":" not in value.split("/")[-1]):
+            raise ValueError(f'must be an image pinned by a tag other than latest or by digest, like '
+                             f'"registry.example.com/gpu-drills:0.1.0" (got {value!r})')
+        return value
+
+    @model_validator(mode="after")
+    def _pods_need_workers(self) -> "LoadGenerator":
+        if self.mode == "pods" and self.workers < 1:
+            raise ValueError("mode pods needs workers ≥ 1 (the number of locust worker pods)")
+        return self
