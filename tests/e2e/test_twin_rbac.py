@@ -103,6 +103,13 @@ def _in_cluster_drill(twin, tmp_path: Path, name: str, select: tuple[str, ...] =
                           cwd=REPO, env=in_cluster(twin), capture_output=True, text=True, timeout=timeout)
 
 
+def _in_cluster_validate(twin, profile: Path) -> subprocess.CompletedProcess:
+    from tests.e2e.test_revert_in_cluster import in_cluster
+
+    return subprocess.run([sys.executable, "-m", "drills.cli", "validate", "--profile", str(profile)], cwd=REPO,
+                          env=in_cluster(twin), capture_output=True, text=True, timeout=300)
+
+
 def sa_requests(twin) -> list[dict]:
     """The audit records of the scheduled run's service account (every request it made, reads included)."""
     return [r for r in audit_of(twin) if (r.get("user") or {}).get("username") == SA]
@@ -160,6 +167,8 @@ def test_a_site_nightly_in_cluster_passes_and_uses_every_granted_rule(twin_facto
     profile.write_text(yaml.safe_dump(site))
     docs = schedule_rbac(profile)
     apply_as_admin(twin, docs)
+    checked = _in_cluster_validate(twin, profile)  # the CronJob checks before it runs
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
     run = _in_cluster_drill(twin, tmp_path, "nightly", (), profile=profile, timeout=1500)
     recs = records(tmp_path / "reports" / "nightly")
     assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-2000:],

@@ -103,7 +103,8 @@ def test_cluster_role_only_what_a_node_drill_needs(docs):
 
 
 def test_workload_namespaces_get_their_own_roles(docs):
-    workload = {("", "pods", "delete", ()), ("", "pods/log", "get", ()), ("", "events", "list", ())}
+    workload = {("", "pods", "delete", ()), ("", "pods/log", "get", ()), ("", "events", "list", ()),
+                ("", "events", "watch", ())}
     workload |= {(g, r, v, ()) for g, r in (("apps", "deployments"), ("", "endpoints"), ("batch.volcano.sh", "jobs"))
                  for v in ("get", "list", "watch")}
     lease = {("coordination.k8s.io", "leases", v, ()) for v in ("get", "create", "update")}
