@@ -30,6 +30,21 @@ OTHER_OSES = ("nxos", "eos", "cumulus", "onyx")
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
+    handle = start_twin(tmp_path_factory.mktemp("site-twin"),
+                        profile=sonic_twin_profile(tmp_path_factory.mktemp("site-twin-profile")))
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def site_profile(twin, tmp_path_factory) -> str:
+    profile = site_profile_of(twin.info, {"mode": "kubeconfig", "kubeconfig": twin.info["kubeconfig"]})
+    return write_profile(tmp_path_factory.mktemp("site") / "site.yaml", yaml.safe_dump(profile))
+
+
+def sonic_twin_profile(folder: Path) -> str:
     """The minimal twin with every switch on SONiC (a site's single-OS fabric) and a leaf per training node:
     the drills run one after another on this one cluster, and after two node losses the job may sit on two
     nodes that would share a leaf in the minimal topology, where no uplink carries its traffic (the network
@@ -41,23 +56,19 @@ def twin(tmp_path_factory):
                                       "leaf-4": {"role": "leaf", "dialect": "sonic"}})
     raw["node_pools"]["training"]["leaves"] = ["leaf-1", "leaf-2", "leaf-3", "leaf-4"]
     raw["name"] = "site-sonic"
-    path = tmp_path_factory.mktemp("site-twin-profile") / "site-sonic.yaml"
+    path = folder / "site-sonic.yaml"
     path.write_text(yaml.safe_dump(raw))
-    handle = start_twin(tmp_path_factory.mktemp("site-twin"), profile=str(path))
-    try:
-        yield handle
-    finally:
-        handle.stop()
+    return str(path)
 
 
-@pytest.fixture(scope="module")
-def site_profile(twin, tmp_path_factory) -> str:
-    info = twin.info
+def site_profile_of(info: dict, cluster: dict) -> dict:
+    """The site's profile for a twin started from `sonic_twin_profile` (its twin.json `info`), reached as
+    `cluster` says."""
     switches = [s for s in info["switches"] if s.get("role") == "leaf"]
     assert {s["dialect"] for s in switches} == {"sonic"}
-    profile = {
+    return {
         "name": "site",
-        "cluster": {"mode": "kubeconfig", "kubeconfig": info["kubeconfig"]},
+        "cluster": cluster,
         "workloads": {"training": {"checkpoint_interval_steps": 1500},
                       "inference": {"endpoint": info["gateway"], "replica_header": "x-twin-replica"}},
         "switches": {"devices": switches},
@@ -68,7 +79,6 @@ def site_profile(twin, tmp_path_factory) -> str:
         "safety": {"allow": {"nodes": ["gpu-train-*", "gpu-infer-*"], "namespaces": ["ai-platform"],
                              "switches": ["leaf-*"], "interfaces": ["Ethernet*"]}},
     }
-    return write_profile(tmp_path_factory.mktemp("site") / "site.yaml", yaml.safe_dump(profile))
 
 
 @pytest.fixture(scope="module")

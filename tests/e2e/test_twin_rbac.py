@@ -1,6 +1,8 @@
 """RBAC on the twin's HTTPS listener: a service account may do what its bindings allow and gets the real
 403 otherwise; `kubectl auth can-i` answers from the same rules. The least-privilege RBAC `drills schedule`
-renders is sufficient for a scheduled drill run in in-cluster mode, and each of its rules is needed."""
+renders is sufficient for a scheduled drill run in in-cluster mode (no request refused: the twin audits
+every request of a token with the authorizer's decision) and minimal: a site-like run of every drill uses
+every verb of every rule, and without a needed rule the drill that needs it fails on the 403."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
+import yaml
+
 from drills.schedule.cronjob import ScheduleOptions, render
-from tests.e2e.drill_helpers import REPO
+from drills.twin.api.rbac import Attributes, rule_allows
+from tests.e2e.drill_helpers import REPO, audit_of, records
 
 pytestmark = [pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")]
 
@@ -80,37 +85,124 @@ def test_a_service_account_gets_403_until_bound_and_can_i_agrees(twin_factory, t
     assert admin.stdout.strip() == "yes"
 
 
-def _in_cluster_drill(twin, tmp_path: Path, name: str) -> subprocess.CompletedProcess:
+CORDON = ("-m", "training", "-k", "cordon")
+
+
+def _in_cluster_drill(twin, tmp_path: Path, name: str, select: tuple[str, ...] = CORDON,
+                      profile: Path | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    """`drills run` (the scenarios `select` picks; () every one) as the scheduled pod runs it."""
     from tests.e2e.test_revert_in_cluster import in_cluster
 
-    text = (REPO / "drills" / "profile" / "twin.yaml").read_text()
-    profile = tmp_path / f"{name}.yaml"
-    profile.write_text(text.replace("  mode: twin ", "  mode: in-cluster "))
-    return subprocess.run([sys.executable, "-m", "drills.cli", "run", "-m", "training", "-k", "cordon", "--profile",
-                           str(profile), "--no-html", "--reports", str(tmp_path / name), "--run-id", name],
-                          cwd=REPO, env=in_cluster(twin), capture_output=True, text=True, timeout=400)
+    if profile is None:
+        text = (REPO / "drills" / "profile" / "twin.yaml").read_text()
+        profile = tmp_path / f"{name}.yaml"
+        profile.write_text(text.replace("  mode: twin ", "  mode: in-cluster "))
+    return subprocess.run([sys.executable, "-m", "drills.cli", "run", *select,
+                           "--profile", str(profile), "--no-html", "--reports", str(tmp_path / "reports"),
+                           "--run-id", name, "--lanes", "1"],
+                          cwd=REPO, env=in_cluster(twin), capture_output=True, text=True, timeout=timeout)
+
+
+def _in_cluster_validate(twin, profile: Path) -> subprocess.CompletedProcess:
+    from tests.e2e.test_revert_in_cluster import in_cluster
+
+    return subprocess.run([sys.executable, "-m", "drills.cli", "validate", "--profile", str(profile)], cwd=REPO,
+                          env=in_cluster(twin), capture_output=True, text=True, timeout=300)
+
+
+def sa_requests(twin) -> list[dict]:
+    """The audit records of the scheduled run's service account (every request it made, reads included)."""
+    return [r for r in audit_of(twin) if (r.get("user") or {}).get("username") == SA]
+
+
+def refused(requests_: list[dict]) -> list[str]:
+    return [f"{r['verb']} {r['path']}" for r in requests_
+            if r["annotations"]["authorization.k8s.io/decision"] != "allow"]
+
+
+def unused_grants(docs: list[dict], requests_: list[dict]) -> list[str]:
+    """Each verb × resource of each rendered rule that no allowed request of the run needed."""
+    allowed = [r for r in requests_ if r["annotations"]["authorization.k8s.io/decision"] == "allow"
+               and not r["resource"].startswith("/")]
+    unused = []
+    for doc in docs:
+        if doc["kind"] not in ("Role", "ClusterRole"):
+            continue
+        namespace = doc["metadata"].get("namespace") if doc["kind"] == "Role" else None
+        for rule in doc["rules"]:
+            for verb in rule["verbs"]:
+                for resource in rule.get("resources", ()):
+                    one = dict(rule, verbs=[verb], resources=[resource])
+                    if not any(rule_allows(one, Attributes(verb=r["verb"], api_group=r["group"],
+                                                           resource=r["resource"], subresource=r["subresource"],
+                                                           namespace=r["namespace"], name=r["name"]))
+                               for r in allowed if namespace is None or r["namespace"] == namespace):
+                        unused.append(f"{doc['kind']} {namespace or ''} {verb} {resource}".replace("  ", " "))
+    return unused
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="issue 16: the in-cluster cordon drill under the rendered RBAC does not finish: not a 403 "
-                         "(none in the audit) nor slowness (it reaches caught_up after ~7 s of wall time), it hangs "
-                         "after caught_up, before the checks are printed; to pin down with a stack dump")
 def test_the_scheduled_rbac_is_sufficient_for_an_in_cluster_drill(twin_factory, tmp_path):
     twin = twin_factory(tls=True)
     apply_as_admin(twin, schedule_rbac())
     run = _in_cluster_drill(twin, tmp_path, "allowed")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Forbidden" not in run.stdout + run.stderr
+    made = sa_requests(twin)
+    assert {r["verb"] for r in made} >= {"list", "watch", "patch", "create"}  # the drill ran as the account
+    assert refused(made) == []
+
+
+@pytest.mark.slow
+def test_a_site_nightly_in_cluster_passes_and_uses_every_granted_rule(twin_factory, tmp_path):
+    """Every drill of the image, in-cluster on a site-like twin, under exactly the rendered RBAC: the run is
+    green, nothing is refused, and each granted verb was needed by some request (the node census of a stop
+    condition is what watches nodes)."""
+    from tests.e2e.test_site_nightly import site_profile_of, sonic_twin_profile
+
+    twin = twin_factory(profile=sonic_twin_profile(tmp_path), tls=True)
+    site = site_profile_of(twin.info, {"mode": "in-cluster"})
+    site["safety"]["stop_conditions"] = [{"metric": "not_ready_nodes", "above": 3}]
+    profile = tmp_path / "site.yaml"
+    profile.write_text(yaml.safe_dump(site))
+    docs = schedule_rbac(profile)
+    apply_as_admin(twin, docs)
+    checked = _in_cluster_validate(twin, profile)  # the CronJob checks before it runs
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
+    run = _in_cluster_drill(twin, tmp_path, "nightly", (), profile=profile, timeout=1500)
+    recs = records(tmp_path / "reports" / "nightly")
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-2000:],
+                                 [(r["scenario"], r["verdict"], r["reason"]) for r in recs])
+    assert {r["drill"] for r in recs} == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation"}
+    made = sa_requests(twin)
+    assert refused(made) == []
+    assert unused_grants(docs, made) == []
+
+
+def without(docs: list[dict], kind: str, resource: str) -> list[dict]:
+    """The rendered documents with every rule of `kind` on `resource` removed."""
+    for doc in docs:
+        if doc["kind"] == kind:
+            doc["rules"] = [r for r in doc["rules"] if resource not in r.get("resources", ())]
+    return docs
 
 
 @pytest.mark.slow
 def test_without_the_node_rule_the_in_cluster_drill_cannot_run(twin_factory, tmp_path):
     twin = twin_factory(tls=True)
-    docs = schedule_rbac()
-    for doc in docs:
-        if doc["kind"] == "ClusterRole":
-            doc["rules"] = [r for r in doc["rules"] if r.get("resources") != ["nodes"]]
-    apply_as_admin(twin, docs)
+    apply_as_admin(twin, without(schedule_rbac(), "ClusterRole", "nodes"))
     run = _in_cluster_drill(twin, tmp_path, "denied")
     assert run.returncode != 0
     assert "forbidden" in (run.stdout + run.stderr).lower()
+    assert any("/api/v1/nodes" in line for line in refused(sa_requests(twin)))
+
+
+@pytest.mark.slow
+def test_without_the_endpoints_rule_the_inference_drill_cannot_judge_serving(twin_factory, tmp_path):
+    twin = twin_factory(tls=True)
+    apply_as_admin(twin, without(schedule_rbac(), "Role", "endpoints"))
+    run = _in_cluster_drill(twin, tmp_path, "no-endpoints", ("-m", "inference", "-k", "kill_one"))
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    (rec,) = records(tmp_path / "reports" / "no-endpoints")
+    assert rec["drill"] == "inference-pod-kill" and rec["verdict"] != "pass"
+    assert refused(sa_requests(twin)) == ["get /api/v1/namespaces/ai-platform/endpoints/llama-7b-infer"]

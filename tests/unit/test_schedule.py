@@ -92,7 +92,7 @@ def test_cluster_role_only_what_a_node_drill_needs(docs):
     (role,) = by_kind(docs, "ClusterRole")
     assert rules_of(role) == {
         ("", "nodes", "get", ()), ("", "nodes", "list", ()), ("", "nodes", "watch", ()), ("", "nodes", "patch", ()),
-        ("", "pods", "get", ()), ("", "pods", "list", ()), ("", "pods", "watch", ()),
+        ("", "pods", "list", ()), ("", "pods", "watch", ()),
         ("", "pods/eviction", "create", ()),
         ("policy", "poddisruptionbudgets", "list", ()), ("policy", "poddisruptionbudgets", "watch", ()),
         ("", "namespaces", "get", ("kube-system",)),  # the cluster's identity for the journal, nothing more
@@ -105,8 +105,7 @@ def test_cluster_role_only_what_a_node_drill_needs(docs):
 def test_workload_namespaces_get_their_own_roles(docs):
     workload = {("", "pods", "delete", ()), ("", "pods/log", "get", ()), ("", "events", "list", ()),
                 ("", "events", "watch", ())}
-    workload |= {(g, r, v, ()) for g, r in (("apps", "deployments"), ("apps", "replicasets"),
-                                            ("batch.volcano.sh", "jobs"), ("scheduling.volcano.sh", "podgroups"))
+    workload |= {(g, r, v, ()) for g, r in (("apps", "deployments"), ("", "endpoints"), ("batch.volcano.sh", "jobs"))
                  for v in ("get", "list", "watch")}
     lease = {("coordination.k8s.io", "leases", v, ()) for v in ("get", "create", "update")}
     for ns in ("ai-platform", "serving"):

@@ -1,4 +1,7 @@
-"""The audit log: one record per mutating API request, in the state dir and over HTTP.
+"""The audit log: one record per mutating API request, in the state dir and over HTTP; on the HTTPS
+listener, one per API request (reads too), with `user` and the authorizer's `annotations`
+(`authorization.k8s.io/decision`: allow|forbid, `authorization.k8s.io/reason`), as a real API server's
+audit policy at Metadata level records them.
 
 Drills prove a dry run mutates nothing by reading it: a dry-run request is recorded with
 `dryRun: true`, everything else that writes is recorded as it is.
@@ -61,7 +64,8 @@ class AuditLog:
             self._fh = open(path, "w", encoding="utf-8", buffering=1)  # one file per twin run
 
     def record(self, *, verb: str, group: str, resource: str, subresource: str | None, namespace: str | None,
-               name: str | None, user_agent: str, code: int, dry_run: bool, method: str, path: str) -> dict:
+               name: str | None, user_agent: str, code: int, dry_run: bool, method: str, path: str,
+               user: dict | None = None, annotations: dict | None = None) -> dict:
         self._seq += 1
         twin_now = self.clock.timestamp()
         rec = {
@@ -81,6 +85,10 @@ class AuditLog:
             "method": method,
             "path": path,
         }
+        if user is not None:  # a token's user (the HTTPS listener), with the authorizer's decision
+            rec["user"] = user
+        if annotations:
+            rec["annotations"] = annotations
         self._records.append(rec)
         if self._fh is not None:
             self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")

@@ -11,7 +11,7 @@ import logging
 
 from aiohttp import web
 
-from drills.twin.api import status as st
+from drills.twin.api import metrics, openapi, status as st
 from drills.twin.api.resources import RESOURCES, ResourceType, groups
 
 __all__ = ["routes", "version_info", "resource_list", "SUBRESOURCE_KINDS"]
@@ -31,9 +31,12 @@ _OPENAPI_V2_PB = _pb_string(1, "2.0") + bytes([2 << 3 | 2]) + bytes(
     [len(_pb_string(1, "Kubernetes") + _pb_string(2, GIT_VERSION))]) + _pb_string(1, "Kubernetes") + _pb_string(2, GIT_VERSION)
 
 # subresource → (group, version, kind, verbs); group None means "the parent's"
+_SERVED = RESOURCES + metrics.RESOURCES  # stored kinds, and the computed metrics (metrics.py)
+
 SUBRESOURCE_KINDS: dict[str, tuple[str | None, str | None, str | None, tuple[str, ...]]] = {
     "status": (None, None, None, ("get", "patch", "update")),
     "log": ("", "v1", "Pod", ("get",)),
+    "exec": ("", "v1", "PodExecOptions", ("create", "get")),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "binding": ("", "v1", "Binding", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
@@ -51,7 +54,7 @@ def version_info() -> dict:
 
 def resource_list(group: str, version: str) -> dict | None:
     """The APIResourceList of one group version (None when the twin does not serve it)."""
-    rts = [r for r in RESOURCES if r.group == group and r.version == version]
+    rts = [r for r in _SERVED if r.group == group and r.version == version]
     if not rts:
         return None
     resources: list[dict] = []
@@ -77,8 +80,7 @@ def routes() -> list[web.RouteDef]:
     return [
         *(web.get(path + slash, handler) for path, handler in documents for slash in ("", "/")),
         web.get("/openapi/v2", _openapi_v2),
-        web.get("/openapi/v3", _no_openapi),
-        web.get("/openapi/v3/{tail:.*}", _no_openapi),
+        *openapi.routes(),
         web.get("/healthz", _ok),
         web.get("/readyz", _ok),
         web.get("/livez", _ok),
@@ -133,13 +135,13 @@ async def _core_resources(request: web.Request) -> web.Response:
 
 
 async def _group_list(request: web.Request) -> web.Response:
-    docs = [_group_doc(g, vs) for g, vs in groups().items() if g]
+    docs = [_group_doc(g, vs) for g, vs in _groups().items() if g]
     return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": docs})
 
 
 async def _group(request: web.Request) -> web.Response:
     name = request.match_info["group"]
-    versions = groups().get(name)
+    versions = _groups().get(name)
     if not name or not versions:
         raise _not_served()
     return web.json_response(dict(_group_doc(name, versions), kind="APIGroup", apiVersion="v1"))
@@ -164,12 +166,13 @@ async def _openapi_v2(request: web.Request) -> web.Response:
                               "paths": {}, "definitions": {}})
 
 
-async def _no_openapi(request: web.Request) -> web.Response:
-    raise _not_served()
-
-
 async def _ok(request: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+def _groups() -> dict[str, list[str]]:
+    """The stored kinds' groups, and the computed metrics.k8s.io."""
+    return {**groups(), metrics.GROUP: [metrics.VERSION]}
 
 
 def _not_served() -> st.ApiError:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from drills.twin.api import status as st
 from drills.twin.api.resources import by_path
 
-__all__ = ["Attributes", "User", "authorize", "forbidden", "service_account_user", "DEFAULT_POLICY"]
+__all__ = ["Attributes", "User", "authorize", "decide", "forbidden", "rule_allows", "service_account_user",
+           "DEFAULT_POLICY"]
 
 _GROUP = "rbac.authorization.k8s.io"
 _ROLES = by_path(_GROUP, "v1", "roles")
@@ -54,14 +55,26 @@ def service_account_user(namespace: str, name: str) -> User:
 
 def authorize(store, user: User, attrs: Attributes) -> bool:
     """Whether any role bound to `user` allows `attrs`."""
+    return decide(store, user, attrs) is not None
+
+
+def decide(store, user: User, attrs: Attributes) -> str | None:
+    """The real authorizer's reason for allowing `attrs` (the audit annotation `authorization.k8s.io/reason`,
+    e.g. `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to ServiceAccount "sa/ns"`), or None
+    when nothing allows it."""
     for binding in store.list(_CLUSTER_BINDINGS)[0]:
-        if _binds(binding, user, "") and _role_allows(store, binding, "", attrs):
-            return True
+        subject = _subject(binding, user, "")
+        if subject is not None and _role_allows(store, binding, "", attrs):
+            return f"RBAC: allowed by ClusterRoleBinding {_q(binding['metadata']['name'])} of {_ref(binding)} to " \
+                   f"{_describe(subject, '')}"
     if attrs.namespace:
         for binding in store.list(_BINDINGS, attrs.namespace)[0]:
-            if _binds(binding, user, attrs.namespace) and _role_allows(store, binding, attrs.namespace, attrs):
-                return True
-    return False
+            subject = _subject(binding, user, attrs.namespace)
+            if subject is not None and _role_allows(store, binding, attrs.namespace, attrs):
+                meta = binding["metadata"]
+                return f"RBAC: allowed by RoleBinding {_q(meta['name'] + '/' + meta['namespace'])} of " \
+                       f"{_ref(binding)} to {_describe(subject, attrs.namespace)}"
+    return None
 
 
 def forbidden(user: User, attrs: Attributes) -> st.ApiError:
@@ -100,18 +113,35 @@ DEFAULT_POLICY: list[dict] = [
 ]
 
 
-def _binds(binding: dict, user: User, namespace: str) -> bool:
+def _subject(binding: dict, user: User, namespace: str) -> dict | None:
+    """The binding's subject that names `user` (or one of its groups), or None."""
     for subject in binding.get("subjects") or ():
         kind, name = subject.get("kind"), subject.get("name")
         if kind == "ServiceAccount":
             sa_ns = subject.get("namespace") or namespace
             if user.name == f"{_SA_PREFIX}{sa_ns}:{name}":
-                return True
+                return subject
         elif kind == "User" and user.name == name:
-            return True
+            return subject
         elif kind == "Group" and name in user.groups:
-            return True
-    return False
+            return subject
+    return None
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'  # Go's %q for plain names
+
+
+def _ref(binding: dict) -> str:
+    ref = binding.get("roleRef") or {}
+    return f"{ref.get('kind', '')} {_q(ref.get('name', ''))}"
+
+
+def _describe(subject: dict, namespace: str) -> str:
+    """kube's describeSubject: a service account as "name/namespace"."""
+    if subject.get("kind") == "ServiceAccount":
+        return f"ServiceAccount {_q(subject['name'] + '/' + (subject.get('namespace') or namespace))}"
+    return f"{subject.get('kind')} {_q(subject.get('name', ''))}"
 
 
 def _role_allows(store, binding: dict, namespace: str, attrs: Attributes) -> bool:
@@ -122,10 +152,11 @@ def _role_allows(store, binding: dict, namespace: str, attrs: Attributes) -> boo
         role = store.find(_ROLES, namespace, ref.get("name", ""))
     else:
         role = None
-    return role is not None and any(_rule_allows(rule, attrs) for rule in role.get("rules") or ())
+    return role is not None and any(rule_allows(rule, attrs) for rule in role.get("rules") or ())
 
 
-def _rule_allows(rule: dict, attrs: Attributes) -> bool:
+def rule_allows(rule: dict, attrs: Attributes) -> bool:
+    """Whether one PolicyRule allows `attrs` (kube's RuleAllows)."""
     verbs = rule.get("verbs") or ()
     if "*" not in verbs and attrs.verb not in verbs:
         return False

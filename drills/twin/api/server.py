@@ -4,11 +4,14 @@ Routes: discovery (discovery.py), `/api/v1/...` and `/apis/{group}/{version}/...
 the twin's own `/twin/v1/...` (twin_routes.py). Failures are rendered as Status objects; every
 mutating request is written to the audit log (the twin's own log appends excepted, see audit.py).
 With `tls` (tls.py) the same app is also served over HTTPS, where a request must carry the
-service-account bearer token (401 otherwise), as a pod talks to a real API server.
+service-account bearer token (401 otherwise), as a pod talks to a real API server; there every API
+request, reads included, is audited with its user and the authorizer's decision and reason (the real
+audit annotations), so a test can tell which granted rule a run used and that none was refused.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import json
@@ -16,7 +19,7 @@ import logging
 
 from aiohttp import web
 
-from drills.twin.api import discovery, rbac, status as st, twin_routes, watch
+from drills.twin.api import discovery, metrics, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, WARNINGS, dispatch, resolve
 from drills.twin.api.resources import by_path
@@ -33,12 +36,13 @@ _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE"
 
 
 _TOKEN = web.AppKey("bearer_token", str)
+_STARTED = "response_started"  # the status a streamed response (watch, log follow) started with
 
 
 def build_app(store: Store, audit: AuditLog | None = None, token: str | None = None) -> web.Application:
     """The aiohttp application serving `store` (the audit log is optional for in-process tests); `token`:
     the bearer token HTTPS requests must carry."""
-    app = web.Application(middlewares=[_status_errors, _authenticated, _audited], client_max_size=64 * 1024 * 1024)
+    app = web.Application(middlewares=[_status_errors, _audited, _authenticated], client_max_size=64 * 1024 * 1024)
     app["store"] = store
     app["audit"] = audit
     app[_TOKEN] = token or ""
@@ -46,11 +50,13 @@ def build_app(store: Store, audit: AuditLog | None = None, token: str | None = N
     app[OPEN_WATCHES] = {}
     app.add_routes(discovery.routes())
     app.add_routes(twin_routes.routes())
+    app.add_routes(metrics.routes())  # before the stored kinds' catch-all routes
     app.add_routes([
         web.route("*", "/api/{version}/{tail:.+}", _core),
         web.route("*", "/apis/{group}/{version}/{tail:.+}", _grouped),
     ])
     app.on_shutdown.append(_on_shutdown)
+    app.on_response_prepare.append(_on_response_prepare)
     return app
 
 
@@ -148,7 +154,11 @@ async def _authenticated(request: web.Request, handler) -> web.StreamResponse:
         request["user"] = user
         if not request.path.startswith(TWIN_PREFIX):
             attrs = request_attributes(request)
-            if not rbac.authorize(request.app["store"], user, attrs):
+            reason = rbac.decide(request.app["store"], user, attrs)
+            request["authorization"] = {"authorization.k8s.io/decision": "allow" if reason else "forbid",
+                                        "authorization.k8s.io/reason": reason or ""}
+            request["attributes"] = attrs
+            if reason is None:
                 raise rbac.forbidden(user, attrs)
     return await handler(request)
 
@@ -179,31 +189,49 @@ def request_attributes(request: web.Request) -> rbac.Attributes:
     resource_path = (len(parts) >= 3 and parts[0] == "api") or (len(parts) >= 4 and parts[0] == "apis")
     if not resource_path:
         return rbac.Attributes(verb=request.method.lower().replace("head", "get"), path=request.path)
-    group, version, tail = ("", parts[1], "/".join(parts[2:])) if parts[0] == "api" else \
-        (parts[1], parts[2], "/".join(parts[3:]))
-    target, legacy_watch = resolve(group, version, tail)
+    group, version, tail = ("", parts[1], parts[2:]) if parts[0] == "api" else (parts[1], parts[2], parts[3:])
+    try:
+        target, legacy_watch = resolve(group, version, "/".join(tail))
+        resource, sub, namespace, name = target.rt.plural, target.sub, target.namespace, target.name
+    except st.ApiError:  # not a stored kind (metrics.k8s.io, or unknown: authorized before the 404, as kube does)
+        legacy_watch, resource, sub, namespace, name = _parse_path(tail)
     method = request.method
     if method in ("GET", "HEAD"):
         if legacy_watch or request.query.get("watch") in ("1", "true", "True"):
             verb = "watch"
         else:
-            verb = "get" if target.name else "list"
+            verb = "get" if name else "list"
     elif method == "DELETE":
-        verb = "delete" if target.name else "deletecollection"
+        verb = "delete" if name else "deletecollection"
     else:
         verb = _VERB_BY_METHOD.get(method, method.lower())
-    return rbac.Attributes(verb=verb, api_group=target.rt.group, resource=target.rt.plural,
-                           subresource=target.sub or "", namespace=target.namespace or "", name=target.name or "")
+    return rbac.Attributes(verb=verb, api_group=group, resource=resource, subresource=sub or "",
+                           namespace=namespace or "", name=name or "")
+
+
+def _parse_path(parts: list[str]) -> tuple[bool, str, str | None, str | None, str | None]:
+    """(watch, resource, subresource, namespace, name) of `[watch/][namespaces/{ns}/]{plural}[/{name}[/{sub}]]`,
+    whatever the resource (kube's RequestInfoFactory)."""
+    watch = bool(parts) and parts[0] == "watch"
+    parts = parts[1:] if watch else parts
+    namespace = None
+    if len(parts) > 2 and parts[0] == "namespaces":
+        namespace, parts = parts[1], parts[2:]
+    return (watch, parts[0] if parts else "", parts[2] if len(parts) > 2 else None, namespace,
+            parts[1] if len(parts) > 1 else None)
 
 
 @web.middleware
 async def _audited(request: web.Request, handler) -> web.StreamResponse:
     audit: AuditLog | None = request.app["audit"]
-    if audit is None or request.method not in MUTATING_METHODS:
+    if audit is None:
         return await handler(request)
     if request.path.startswith(TWIN_PREFIX):
+        if request.method not in MUTATING_METHODS:
+            return await handler(request)
         return await _twin_audited(request, handler, audit)
-    if not request.path.startswith("/api"):
+    by_token = request.secure and bool(request.app[_TOKEN])  # the service-account listener: reads too
+    if not by_token and (request.method not in MUTATING_METHODS or not request.path.startswith("/api")):
         return await handler(request)
     code = 500
     try:
@@ -216,22 +244,32 @@ async def _audited(request: web.Request, handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         code = exc.status
         raise
+    except asyncio.CancelledError:  # the client hung up: a watch or log follow ends so
+        code = request.get(_STARTED, 499)
+        raise
     finally:
-        target = request.get("target")
-        verb = request.get("verb") or _VERB_BY_METHOD.get(request.method, request.method.lower())
-        audit.record(
-            verb=verb,
-            group=target.rt.group if target else "",
-            resource=(target.rt.plural if target else request.path),
-            subresource=target.sub if target else None,
-            namespace=target.namespace if target else None,
-            name=(target.name if target else None) or request.get("object_name"),
-            user_agent=request.headers.get("User-Agent", ""),
-            code=code,
-            dry_run=bool(request.query.getall("dryRun", [])),
-            method=request.method,
-            path=request.path,
-        )
+        _record(audit, request, code)
+
+
+def _record(audit: AuditLog, request: web.Request, code: int) -> None:
+    target = request.get("target")
+    attrs: rbac.Attributes | None = request.get("attributes")
+    verb = request.get("verb") or (attrs.verb if attrs else _VERB_BY_METHOD.get(request.method,
+                                                                                   request.method.lower()))
+    user: rbac.User | None = request.get("user")
+    if target is not None:
+        where = {"group": target.rt.group, "resource": target.rt.plural, "subresource": target.sub,
+                 "namespace": target.namespace, "name": target.name or request.get("object_name")}
+    elif attrs is not None and attrs.resource_request:
+        where = {"group": attrs.api_group, "resource": attrs.resource, "subresource": attrs.subresource,
+                 "namespace": attrs.namespace, "name": attrs.name}
+    else:
+        where = {"group": "", "resource": request.path, "subresource": None, "namespace": None,
+                 "name": request.get("object_name")}
+    audit.record(verb=verb, **where, user_agent=request.headers.get("User-Agent", ""), code=code,
+                 dry_run=bool(request.query.getall("dryRun", [])), method=request.method, path=request.path,
+                 user={"username": user.name, "groups": list(user.groups)} if user else None,
+                 annotations=request.get("authorization"))
 
 
 async def _twin_audited(request: web.Request, handler, audit: AuditLog) -> web.StreamResponse:
@@ -255,6 +293,10 @@ async def _twin_audited(request: web.Request, handler, audit: AuditLog) -> web.S
 
 def _status_response(body: dict, code: int) -> web.Response:
     return web.Response(body=json.dumps(body).encode(), status=code, content_type="application/json")
+
+
+async def _on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    request[_STARTED] = response.status
 
 
 async def _on_shutdown(app: web.Application) -> None:

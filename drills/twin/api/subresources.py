@@ -1,4 +1,5 @@
-"""Subresources: status, pods/log, pods/eviction, pods/binding, {deployments,replicasets}/scale."""
+"""Subresources: status, pods/log, pods/exec (remotecommand.py), pods/eviction, pods/binding,
+{deployments,replicasets}/scale."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from drills.twin.api.disruption import check_eviction
 from drills.twin.api.handlers import Target, grace_seconds, is_dry_run, json_response, patch_object, read_body
 from drills.twin.api.logs import LogLine
 from drills.twin.api.patch import PatchError, apply_patch
+from drills.twin.api.remotecommand import exec_pod
 from drills.twin.api.store import Store
 
 __all__ = ["dispatch", "log_container"]
@@ -210,6 +212,11 @@ async def _log(request: web.Request, store: Store, target: Target) -> web.Stream
     return resp
 
 
+async def _exec(request: web.Request, store: Store, target: Target) -> web.StreamResponse:
+    pod = store.get(target.rt, target.namespace, target.name)
+    return await exec_pod(request, store, target, log_container(pod, request.query.get("container")))
+
+
 def _fmt(line: LogLine, stamps: bool) -> bytes:
     if not stamps:
         return line.text.encode() + b"\n"
@@ -246,4 +253,6 @@ _ROUTES = {
     ("binding", "POST"): _binding,
     ("eviction", "POST"): _eviction,
     ("log", "GET"): _log,
+    ("exec", "GET"): _exec,
+    ("exec", "POST"): _exec,
 }

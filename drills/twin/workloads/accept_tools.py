@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["MARK", "nvidia_smi", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json"]
+__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -28,7 +28,7 @@ def nvidia_smi(node: str, name: str, visible: int, driver: str, cuda: str, temps
     """`nvidia-smi -L` then `nvidia-smi` (shapes: nvidia-smi-L-2x-a100.txt, nvidia-smi-8x-h100.txt)."""
     if visible == 0:
         return ["No devices were found"]
-    out = [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(visible)]
+    out = nvidia_smi_list(node, name, visible)
     width = 89
     out += ["+" + "-" * width + "+",
             f"| NVIDIA-SMI {driver:<22} Driver Version: {driver:<14} CUDA Version: {cuda:<9}|",
@@ -44,6 +44,12 @@ def nvidia_smi(node: str, name: str, visible: int, driver: str, cuda: str, temps
                 "|                                         |                        |             Disabled |",
                 "+-----------------------------------------+------------------------+----------------------+"]
     return out
+
+
+def nvidia_smi_list(node: str, name: str, visible: int) -> list[str]:
+    """`nvidia-smi -L` of the first `visible` GPUs of `node` (shape: nvidia-smi-L-2x-a100.txt); a GPU keeps
+    its UUID wherever it is listed."""
+    return [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(visible)] or ["No devices were found"]
 
 
 def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | None = None,
