@@ -106,6 +106,9 @@ def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, ex
         assert "15m target" in rec["reason"]
     else:
         assert rec["details"]["transport_seen"] == "NET/Socket"
+        # only the worker behind the lossy leaf lost RDMA: one pod, named with its NCCL rank
+        reason = rec["reason"]
+        assert reason.count("(rank ") == 1 and ("(rank 0)" in reason or "(rank 8)" in reason), reason
     assert _uplink_up(twin, rec["details"]["switch"], rec["details"]["interface"])
 
 
