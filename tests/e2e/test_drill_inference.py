@@ -104,6 +104,20 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
     assert journal.count('"kind":"load"') == 2 and "nothing to undo" in journal
 
 
+def test_healthy_twin_passes_with_the_integrity_checks(healthy_run):
+    """1 of 2 killed on the healthy twin (issue 12): the survivor served, the replacement is Ready, in the
+    Service's endpoints and serving; nothing failed or hung; recovery counts from the kill, not the load's start."""
+    _, run_dir = healthy_run
+    rec = records(run_dir)[0]
+    assert rec["verdict"] == "pass", rec["reason"]
+    checks = {c["name"]: c for c in rec["details"]["checks"]}
+    assert checks["fault effect"]["verdict"] == "pass" and checks["visible failures"]["verdict"] == "pass"
+    (replacement,) = rec["details"]["replacements"].values()
+    assert replacement["ready"] and replacement["in_endpoints"] and replacement["served"] > 0
+    assert rec["details"]["load"]["failure_kinds"] == {}  # nothing failed, nothing hung
+    assert 0 <= rec["recovery_s"] < 5  # from the pod kill, not from the start of the load
+
+
 def test_allure_carries_the_locust_summary_and_the_load_chart(healthy_run):
     _, run_dir = healthy_run
     results = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]

@@ -103,9 +103,14 @@ def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, ex
     if defect == "single-uplink":  # the leaf is cut off: NCCL times out and the job restarts (on the same leaf)
         d = rec["details"]
         assert d["path"] == "restarted" and d["nccl_timeouts"] >= 1 and d["job_restarts"] >= 1
-        assert "15m target" in rec["reason"]
+        assert "15m target" in rec["reason"] and "NCCL timed out" in rec["reason"]
+        failing = [c for c in d["checks"] if c["verdict"] == "fail"]  # the timeouts are named by a failing check
+        assert failing and any("NCCL timed out" in c["reason"] for c in failing), failing
     else:
         assert rec["details"]["transport_seen"] == "NET/Socket"
+        # only the worker behind the lossy leaf lost RDMA: one pod, named with its NCCL rank
+        reason = rec["reason"]
+        assert reason.count("(rank ") == 1 and ("(rank 0)" in reason or "(rank 8)" in reason), reason
     assert _uplink_up(twin, rec["details"]["switch"], rec["details"]["interface"])
 
 

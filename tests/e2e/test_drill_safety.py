@@ -27,7 +27,8 @@ def _drill_in_background(twin, reports, run_id: str):
     return proc
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+# SIGTERM once the node is lost is test_interrupts.py's training trial (which asserts all of this and more)
+@pytest.mark.parametrize("signum", [signal.SIGINT], ids=["SIGINT"])
 def test_signal_mid_drill_reverts(signum, twin_factory, tmp_path):
     twin = twin_factory(scale=SLOW_SCALE)
     proc = _drill_in_background(twin, tmp_path, "sig")

@@ -104,6 +104,7 @@ def test_slow_store_fails_the_probe_save_check(tmp_path):
     assert [c["name"] for c in failed] == ["checkpoint save"]
     assert "over the 2× budget" in failed[0]["reason"]
     assert rec["category"] == "storage_io" and "checkpoint save under saturation" in rec["reason"]
+    assert rec["details"]["probe_baseline"]["write_mb_s"] < 20  # the probe measured the slow store itself
     assert_clean(tmp_path / "slow")
 
 

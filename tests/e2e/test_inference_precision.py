@@ -27,7 +27,9 @@ TARGET_S = 300.0
 MAX_ERROR = {"60": 0.01 * TARGET_S, "600": 0.02 * TARGET_S}
 
 
-@pytest.mark.parametrize("scale", ["60", "600"])
+# 60× (the default scale) is test_drill_inference.py's test_measured_recovery_matches_the_twins_ground_truth (the
+# same scenario, every replica killed, held to 1 %); both scales, repeated, are bench/suite.py's figures.
+@pytest.mark.parametrize("scale", ["600"])
 def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path):
     done = drills("run", "-m", "inference", "-k", "all", "--scale", scale, "--no-html", "--reports", str(tmp_path),
                   "--run-id", f"x{scale}")

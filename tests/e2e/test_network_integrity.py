@@ -65,21 +65,15 @@ def test_a_socket_fallback_after_recovery_fails_inside_the_stability_window(tmp_
     assert rec["details"]["transport_seen"] == "NET/Socket"
 
 
-def test_single_uplink_timeouts_are_named_by_a_failing_check(tmp_path):
-    done, (rec,) = _run(tmp_path, "single", "-k", ONE, "--defect", "single-uplink", "--scale", "600")
-    assert done.returncode == 1, done.stdout + done.stderr
-    failing = [c for c in rec["details"]["checks"] if c["verdict"] == "fail"]
-    assert failing and any("NCCL timed out" in c["reason"] for c in failing), failing
-    assert rec["verdict"] == "fail" and "NCCL timed out" in rec["reason"]
-
-
 def test_healthy_twin_passes_for_every_switch_os_over_netmiko_with_strict_host_keys(tmp_path):
-    """One scenario per OS through netmiko (the shell Examples), on a twin with a leaf of each under the job."""
+    """One scenario per OS through netmiko (the shell Examples), on a twin with a leaf of each under the job.
+    SONiC and NX-OS over netmiko pass in test_drill_network.py's healthy run (the minimal twin's leaves): here
+    the three OSes only this twin has."""
     profile = write_profile(tmp_path / "five.yaml", FIVE_DIALECTS)
-    done, recs = _run(tmp_path, "five", "-k", "shell", "--profile", profile)
+    done, recs = _run(tmp_path, "five", "-k", "shell and not sonic and not nxos", "--profile", profile)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted((r["details"]["dialect"], r["details"]["ssh_transport"]) for r in recs) == \
-        sorted((d, "shell") for d in DIALECTS)
+        sorted((d, "shell") for d in DIALECTS if d not in ("sonic", "nxos"))
     for rec in recs:
         d = rec["details"]
         assert rec["verdict"] == "pass" and d["path"] == "rerouted", rec["reason"]

@@ -31,9 +31,9 @@ FAILING_STEP = "And no more than 2000 steps are lost"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple]:
-    """Four real runs, shared by every test: two healthy ones into one reports folder (trend), one
-    with the sparse-checkpoints defect (fails: a checkpoint interval lets a drain lose > 2000 steps),
-    one with `--lang zh`. Each is (CompletedProcess, run dir)."""
+    """Three real runs, shared by every test: a healthy one, then one with the sparse-checkpoints defect
+    (fails: a checkpoint interval lets a drain lose > 2000 steps) into the same reports folder (a trend of a
+    pass and a fail), and one with `--lang zh`. Each is (CompletedProcess, run dir)."""
     try:
         allure_bin()
     except DrillError as err:
@@ -42,8 +42,7 @@ def runs(tmp_path_factory) -> dict[str, tuple]:
         pytest.skip("chromium not installed: `make bootstrap` as root installs Debian chromium")
     root = tmp_path_factory.mktemp("reports")
     out = {}
-    for name, folder, extra in (("first", "trend", ()), ("second", "trend", ()),
-                                ("failed", "failed", ("--defect", "sparse-checkpoints")),
+    for name, folder, extra in (("first", "trend", ()), ("failed", "trend", ("--defect", "sparse-checkpoints")),
                                 ("zh", "zh", ("--lang", "zh"))):
         done = drills("run", *SELECT, *extra, "--reports", str(root / folder), "--run-id", name, timeout=180)
         out[name] = (done, root / folder / name)
@@ -79,20 +78,20 @@ def _latest_html(run_dir: Path) -> Path:
 
 
 def test_second_real_run_has_a_trend_of_two_points_and_names_the_scenario_and_verdict(runs):
-    for name in ("first", "second"):
-        done, _ = runs[name]
-        assert done.returncode == 0, done.stdout + done.stderr
-    _, second = runs["second"]
+    done, _ = runs["first"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    done, second = runs["failed"]
+    assert done.returncode == 1, done.stdout + done.stderr
     html = _latest_html(second)
     assert html.resolve() == (second / "report" / "index.html").resolve()
     trend = _embedded(html, "history/history-trend.json")
     assert [p["buildOrder"] for p in trend] == [2, 1]
-    assert [p["data"]["passed"] for p in trend] == [1, 1]
+    assert [(p["data"]["passed"], p["data"]["failed"]) for p in trend] == [(0, 1), (1, 0)]  # newest first
     text = dom_text(rendered_dom(html, until=_trend_drawn))
     widget = text[text.index("Trend"):]
     assert "#1" in widget and "#2" in widget  # Allure draws the trend only from two builds on
-    assert "GPU cluster resilience drills — second" in text
-    assert report_leaves(rendered_dom(html, "suites")) == {SCENARIO: "passed"}
+    assert "GPU cluster resilience drills — failed" in text
+    assert report_leaves(rendered_dom(html, "suites")) == {SCENARIO: "failed"}
 
 
 def test_failed_real_drill_shows_its_category_and_failed_step_with_the_reason(runs):

@@ -63,10 +63,11 @@ def serving_guarded(request, tmp_path_factory):
     """The inference drill (1 of 2 replicas killed under load) with a guard on the users' error rate, on a
     twin with the `stale-endpoints` defect (the gateway keeps routing to the killed replica for 45 s: about
     half the requests fail) and on a healthy one. Scale 10: the 45 s of stale routing are 4.5 s of wall time,
-    many polls of the guard (every 0.2 s wall), so the trip does not hang on one poll under load."""
+    many polls of the guard (every 0.2 s wall), so the trip does not hang on one poll under load. The healthy
+    twin runs at the default scale (60): fewer polls per 10 s window make a false trip likelier, not rarer."""
     tmp = tmp_path_factory.mktemp("serving")
-    defect = [] if request.param == "healthy" else ["--defect", request.param]
-    done = drills("run", "-m", "inference", "-k", "loses and not all", *defect, "--scale", "10", "--profile",
+    defect = [] if request.param == "healthy" else ["--defect", request.param, "--scale", "10"]
+    done = drills("run", "-m", "inference", "-k", "loses and not all", *defect, "--profile",
                   _profile(tmp, SERVING_GUARD), "--no-html", "--reports", str(tmp / "r"), "--run-id", "guarded",
                   timeout=400)
     return request.param, done, tmp / "r" / "guarded"

@@ -4,7 +4,8 @@ and asserts the drill does NOT pass — it fails, or is inconclusive, for the ri
 The twin's store is a mounted file system with a modelled bandwidth (drills/twin/workloads/storefs.py)
 that fio, the checkpoint probe and the job's saves all share, so nothing is throttled to pass:
 
-- a slow store (`slow-store`) fails the probe's save-time check, measured by the probe itself;
+- a slow store (`slow-store`) fails the probe's save-time check, measured by the probe itself (the run is
+  test_drill_storage.py's test_slow_store_fails_the_probe_save_check, which asserts both);
 - a store that gives fio less than its declared bandwidth fails the bandwidth check;
 - a store that corrupts data fails on the baseline probe (`corrupt-store-reads`);
 - a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store (the training drill fails it);
@@ -57,14 +58,6 @@ def run(tmp_path: Path, run_id: str, *args: str, scale: str = FAST, exit_codes=(
     (rec,) = records(tmp_path / run_id)
     assert done.returncode in exit_codes, done.stdout + done.stderr  # never a pass, unless a test says so
     return rec, {c["name"]: c for c in rec["details"]["checks"]}
-
-
-def test_slow_store_fails_the_probe_save_check(tmp_path):
-    rec, checks = run(tmp_path, "slow", "--defect", "slow-store")
-    assert rec["verdict"] == "fail" and rec["category"] == "storage_io"
-    probe = checks["checkpoint save"]
-    assert probe["verdict"] == "fail" and "over the 2× budget" in probe["reason"], probe
-    assert rec["details"]["probe_baseline"]["write_mb_s"] < 20  # the probe measured the slow store itself
 
 
 def test_a_store_below_its_declared_bandwidth_fails(tmp_path):
