@@ -30,6 +30,7 @@ class Informer:
         self.client, self.rt, self.namespace = client, rt, namespace
         self.health = health or Health()
         self.cache: dict[tuple[str, str], dict] = {}
+        self._by_ns: dict[str, dict[tuple[str, str], dict]] = {}  # client-go's namespace index
         self.synced = asyncio.Event()
         self._handlers: list[Handler] = []
         self._task: asyncio.Task | None = None
@@ -42,6 +43,10 @@ class Informer:
 
     def items(self) -> list[dict]:
         return list(self.cache.values())
+
+    def in_namespace(self, namespace: str) -> list[dict]:
+        """The cached objects of one namespace (the namespace index: no walk over the whole cache)."""
+        return list(self._by_ns.get(namespace or "", {}).values())
 
     def start(self) -> asyncio.Task:
         if self._task is None:
@@ -79,6 +84,9 @@ class Informer:
         fresh = {key_of(o): o for o in items}
         old = self.cache
         self.cache = fresh
+        self._by_ns = {}
+        for key, obj in fresh.items():
+            self._by_ns.setdefault(key[0], {})[key] = obj
         for key, obj in fresh.items():
             prev = old.get(key)
             if prev is None:
@@ -103,8 +111,14 @@ class Informer:
             prev = self.cache.get(key)
             if etype == "DELETED":
                 self.cache.pop(key, None)
+                space = self._by_ns.get(key[0])
+                if space is not None:
+                    space.pop(key, None)
+                    if not space:
+                        del self._by_ns[key[0]]
             else:
                 self.cache[key] = obj
+                self._by_ns.setdefault(key[0], {})[key] = obj
             await self._emit(etype, obj, prev)
         return rv
 

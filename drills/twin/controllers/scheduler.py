@@ -26,7 +26,7 @@ from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
 from drills.twin.controllers.schedfit import (
-    NodeState, failure_message, filter_node, fits_resources, pod_requests_cached, preemption_message, score,
+    AllocatableCache, NodeState, failure_message, filter_node, fits_resources, pod_requests_cached, preemption_message, score,
 )
 
 __all__ = ["Scheduler", "SCHEDULER_NAMES", "RETRY_S"]
@@ -60,6 +60,7 @@ class Scheduler(Controller):
         self._used: dict[str, dict[str, float]] = defaultdict(dict)
         self._on_node: dict[str, set] = defaultdict(set)
         self._node_sig: dict[str, tuple] = {}
+        self._allocatable = AllocatableCache()
         self._last_event: dict[tuple, tuple[str, float]] = {}
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node_event)
@@ -68,7 +69,8 @@ class Scheduler(Controller):
     async def reconcile(self, key: Hashable) -> None:
         if not self._waiting:
             return
-        states = {n["metadata"]["name"]: NodeState.of(n, self._used.get(n["metadata"]["name"]))
+        used, alloc = self._used, self._allocatable.of
+        states = {n["metadata"]["name"]: NodeState.of(n, used.get(n["metadata"]["name"]), alloc(n))
                   for n in self.nodes.items()}
         for unit in self._units():
             if unit[0] is None:
@@ -102,6 +104,7 @@ class Scheduler(Controller):
         name = node["metadata"]["name"]
         if etype == "DELETED":
             self._node_sig.pop(name, None)
+            self._allocatable.forget(name)
             self._kick()
             return
         spec, status = node.get("spec") or {}, node.get("status") or {}
