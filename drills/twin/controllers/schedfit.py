@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 from drills.twin.controllers.nodeutil import (
     GPU, UNSCHEDULABLE_TAINT, matches_node_selector, parse_quantity, pod_requests, untolerated,
 )
 
-__all__ = ["NodeState", "AllocatableCache", "filter_node", "fits_resources", "score", "failure_message", "preemption_message",
+__all__ = ["NodeState", "AllocatableCache", "Snapshot", "filter_node", "fits_resources", "score", "failure_message", "preemption_message",
            "pod_requests_cached"]
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,35 @@ class AllocatableCache:
 
     def forget(self, name: str) -> None:
         self._parsed.pop(name, None)
+
+
+class Snapshot(Mapping):
+    """The nodes of one scheduling cycle by name, each NodeState built on first use (then kept for the cycle,
+    so what this cycle places counts): a DaemonSet pod looked up on its one node costs one NodeState, not one
+    per node of the cluster; iterating builds them all (a pod that may go anywhere looks at every node)."""
+
+    def __init__(self, node: Callable[[str], dict | None], names: Callable[[], list[str]],
+                 used: dict[str, dict[str, float]], allocatable: AllocatableCache):
+        self._node, self._names, self._used, self._alloc = node, names, used, allocatable
+        self._states: dict[str, NodeState] = {}
+
+    def __getitem__(self, name: str) -> NodeState:
+        state = self._states.get(name)
+        if state is None:
+            node = self._node(name)
+            if node is None:
+                raise KeyError(name)
+            state = self._states[name] = NodeState.of(node, self._used.get(name), self._alloc.of(node))
+        return state
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._states or (isinstance(name, str) and self._node(name) is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in self._names() if name in self])
+
+    def __len__(self) -> int:
+        return len(self._names())
 
 
 def filter_node(pod: dict, state: NodeState, *, resources: bool = True) -> list[str]:
