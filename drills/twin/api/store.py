@@ -35,6 +35,7 @@ __all__ = ["Store", "Entry", "WatchEvent", "Watcher", "Page", "DEFAULT_HISTORY"]
 log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY = 20000  # events kept per resource for watch resume and consistent pages
+COMPACT_AFTER = 1000  # writes after which a superseded version keeps only its JSON (Entry.compact)
 _NAMESPACES = by_path("", "v1", "namespaces")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real generateName suffix uses
 _UNCHANGED_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
@@ -52,6 +53,7 @@ class Store(Deletion):
         self._history: dict[ResourceType, deque[WatchEvent]] = {rt: deque(maxlen=history) for rt in RESOURCES}
         self._compacted: dict[ResourceType, int] = {rt: 0 for rt in RESOURCES}
         self._hubs: dict[ResourceType, WatchHub] = {rt: WatchHub(rt) for rt in RESOURCES}
+        self._superseded: deque[Entry] = deque()  # past versions still held as dicts, oldest first
         self.logs = PodLogs(self.clock)
 
     # -- reads -------------------------------------------------------------------------------------
@@ -294,6 +296,19 @@ class Store(Deletion):
             self._compacted[rt] = history[0].rv
         history.append(ev)
         self._hubs[rt].publish(ev)
+        self._retire(ev)
+
+    def _retire(self, ev: WatchEvent) -> None:
+        """Past versions stay in the history as JSON only, COMPACT_AFTER writes after they stopped being
+        current: the history holds bytes, not a second dict per version (recent ones stay dicts, as the
+        watches still being sent read them)."""
+        superseded = self._superseded
+        if ev.old is not None:
+            superseded.append(ev.old)
+        if ev.type == "DELETED":
+            superseded.append(ev.entry)  # the last version of a deleted object is a past version too
+        while len(superseded) > COMPACT_AFTER:
+            superseded.popleft().compact()
 
     def _overlay(self, rt: ResourceType, rv: int) -> Overlay:
         """How the state at `rv` differs from now: each key changed since → its entry then (None: absent)."""
