@@ -20,6 +20,7 @@ from typing import Callable
 
 from drills.core.clock import Clock, DilatedClock, to_iso
 from drills.twin.api import status as st
+from drills.twin.api.compact import interned
 from drills.twin.api.defaults import apply_defaults
 from drills.twin.api.deletion import Deletion
 from drills.twin.api.keyspace import Key, Keyspace
@@ -141,6 +142,7 @@ class Store(Deletion):
             meta["resourceVersion"] = self.resource_version
             return obj
         meta["resourceVersion"] = self._next_rv()
+        obj = interned(obj)  # stored compactly (compact.py); equal to what was asked for
         self._put(rt, ns, name, Entry(obj), "ADDED", None)
         return obj
 
@@ -273,6 +275,7 @@ class Store(Deletion):
         if dry_run:
             return new
         meta["resourceVersion"] = self._next_rv()
+        new = interned(new)  # stored compactly (compact.py); equal to what was asked for
         self._put(rt, _ns(rt, meta.get("namespace")), meta["name"], Entry(new), "MODIFIED", old_entry)
         return new
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
+from drills.twin.api.compact import interned
 from drills.twin.api.resources import ResourceType
 from drills.twin.controllers.client import ApiError, TwinClient, key_of
 from drills.twin.health import Health
@@ -81,7 +82,7 @@ class Informer:
 
     async def _relist(self) -> str:
         items, rv = await self.client.list(self.rt, self.namespace)
-        fresh = {key_of(o): o for o in items}
+        fresh = {key_of(o): interned(o) for o in items}  # cached compactly (shared keys and strings)
         old = self.cache
         self.cache = fresh
         self._by_ns = {}
@@ -108,6 +109,7 @@ class Informer:
             if etype == "BOOKMARK":
                 continue
             key = key_of(obj)
+            obj = interned(obj)  # cached compactly: one copy of each key and short string across the cache
             prev = self.cache.get(key)
             if etype == "DELETED":
                 self.cache.pop(key, None)
