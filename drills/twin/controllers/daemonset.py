@@ -191,10 +191,22 @@ class DaemonSetController(Controller):
             status["numberUnavailable"] = unavailable
         cur = ds.get("status") or {}
         if any(cur.get(k) != v for k, v in status.items()) or ("numberUnavailable" in cur and unavailable <= 0):
-            await self.ctx.client.replace(DAEMONSETS, ds["metadata"]["namespace"], ds["metadata"]["name"],
-                                          {**ds, "status": status}, sub="status")
+            await self._put_status(ds, status)
         if min_ready > 0 and status["numberReady"] > status["numberAvailable"]:
             self.enqueue_after((ds["metadata"]["namespace"], ds["metadata"]["name"]), min_ready / 2)
+
+    async def _put_status(self, ds: dict, status: dict) -> None:
+        """PUT the status; on a conflict (the cache trails our own last write) read the DaemonSet afresh and
+        try once more, as the real controller's storeDaemonSetStatus does (StatusUpdateRetries = 1)."""
+        ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
+        try:
+            await self.ctx.client.replace(DAEMONSETS, ns, name, {**ds, "status": status}, sub="status")
+        except ApiError as err:
+            fresh = await self.ctx.client.get(DAEMONSETS, ns, name) if err.status == 409 else None
+            if fresh is None or fresh["metadata"].get("uid") != ds["metadata"].get("uid") \
+                    or fresh["metadata"].get("generation") != ds["metadata"].get("generation"):
+                raise
+            await self.ctx.client.replace(DAEMONSETS, ns, name, {**fresh, "status": status}, sub="status")
 
 
 def _node_of(pod: dict) -> str:
