@@ -55,3 +55,17 @@ def test_past_versions_kept_as_json_serve_resumes_and_pages(monkeypatch):
     assert seen == ["Running", "Succeeded", "Failed", "Unknown"]
     page = store.list_page(PODS, "ns", ALL, exact_rv=since)  # the state then, rebuilt from compacted versions
     assert [e.obj for e in page.entries] == [first]
+
+
+def test_the_audit_log_keeps_lines_and_serves_records_after_a_seq(tmp_path):
+    from drills.twin.api import audit as audit_mod
+
+    log = audit_mod.AuditLog(DilatedClock(scale=60), tmp_path / "audit.jsonl")
+    made = [log.record(verb="patch", group="", resource="nodes", subresource="status", namespace=None, name=f"n{i}",
+                       user_agent="kubelet", code=200, dry_run=False, method="PATCH", path=f"/api/v1/nodes/n{i}/status")
+            for i in range(5)]
+    assert log.records() == made
+    assert [r["name"] for r in log.records(since=3)] == ["n3", "n4"]
+    assert log.records(since=5) == []
+    log.close()
+    assert [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()] == made
