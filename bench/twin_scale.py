@@ -8,10 +8,10 @@ Two shapes:
 
 Measures (with the 1-minute load average at each phase, and the twin's own CPU seconds to start and to settle,
 which a loaded machine does not inflate): start time (process start → twin.json), time until the workloads
-settle (both jobs stepping, every replica Ready, no pod Pending), RSS, CPU over `--idle-s` seconds of steady state, p50/p99 of list nodes,
-list pods by field selector (spec.nodeName, a random node each round), the full pod list, and one chunk of a
-paginated pod list (limit=500, continued through the whole list); with `--drill`, the wall time of one
-node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
+settle (both jobs stepping, every replica Ready, no pod Pending), RSS, CPU over `--idle-s` seconds of steady
+state, p50/p99 of list nodes, list pods by field selector (spec.nodeName, a random node each round), the full
+pod list, and one chunk of a paginated pod list (limit=500, continued through the whole list); with `--drill`,
+the wall time of one node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
 
     .venv/bin/python bench/twin_scale.py [--profile large | --nodes 4096 --pods 50000] [--drill] [--json]
 """
