@@ -25,9 +25,21 @@ def interned(value: Any) -> Any:
     """A copy of a JSON value whose dict keys and short strings are interned (other values shared as they are)."""
     cls = value.__class__
     if cls is dict:
-        return {_intern(k) if k.__class__ is str else k: interned(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():  # scalars inline: a call per dict or list only, not per value
+            c = v.__class__
+            if c is str:
+                if len(v) <= MAX_INTERNED:
+                    v = _intern(v)
+            elif c is dict or c is list:
+                v = interned(v)
+            out[_intern(k) if k.__class__ is str else k] = v
+        return out
     if cls is list:
-        return [interned(v) for v in value]
+        return [interned(v) if v.__class__ in _CONTAINERS or v.__class__ is str else v for v in value]
     if cls is str and len(value) <= MAX_INTERNED:
         return _intern(value)
     return value
+
+
+_CONTAINERS = (dict, list)
