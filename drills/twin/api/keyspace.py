@@ -65,6 +65,28 @@ class Keyspace:
                 return self._indexed(scope, sets, after)
         return self._walk(scope, after)
 
+    def ordered(self, scope: str | None, after: Key | None, limit: int) -> tuple[list[tuple[Key, Entry]], bool]:
+        """Up to `limit` (0: all) (key, entry) pairs in key order after `after`, and whether more follow: the
+        unselective list's path, slicing the sorted names instead of walking keys one by one."""
+        out: list[tuple[Key, Entry]] = []
+        if scope is not None:
+            spaces = [scope] if scope in self._names else []
+        else:
+            spaces = self._spaces[bisect.bisect_left(self._spaces, after[0]):] if after else self._spaces
+        for ns in spaces:
+            names, objs = self._names[ns], self.by_ns[ns]
+            start = 0
+            if after is not None:
+                if ns < after[0]:
+                    continue
+                if ns == after[0]:
+                    start = bisect.bisect_right(names, after[1])
+            stop = len(names) if not limit else min(len(names), start + limit + 1 - len(out))
+            out.extend([((ns, name), objs[name]) for name in names[start:stop]])
+            if limit and len(out) > limit:
+                return out[:limit], True
+        return out, False
+
     def count_after(self, scope: str | None, after: Key) -> int:
         """How many keys in the scope come after `after`."""
         ns, name = after
