@@ -9,7 +9,7 @@ Two shapes:
 Measures (with the 1-minute load average at each phase, and the twin's own CPU seconds to start and to settle,
 which a loaded machine does not inflate): start time (process start → twin.json), time until the workloads
 settle (both jobs stepping, every replica Ready, no pod Pending), RSS, CPU over `--idle-s` seconds of steady
-state, p50/p99 of list nodes, list pods by field selector (spec.nodeName, a random node each round), the full
+state (after the kubelets have taken up the filler pods), p50/p99 of list nodes, list pods by field selector (spec.nodeName, a random node each round), the full
 pod list, and one chunk of a paginated pod list (limit=500, continued through the whole list); with `--drill`,
 the wall time of one node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
 
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"settled after {settled:.1f} s ({cpu_s['settle']:.1f} CPU s, load {loads['settle']})",
                   file=sys.stderr, flush=True)
             filled = _fill(http, twin, args.pods) if args.pods else 0.0
+            absorbed = _quiesce(http, twin.url, args.settle_timeout_s) if args.pods else 0.0
             rss_settled = _rss_mib(twin.pid)
             cpu = _cpu_percent(twin.pid, args.idle_s)
             loads["idle"] = _load()
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": args.scale or 60, "nodes": stats["objects"].get("nodes"), "pods": stats["objects"].get("pods"),
         "gpus": None, "start_s": round(started, 2), "settled_s": round(settled, 2),
         "twin_cpu_s": {k: round(v, 1) for k, v in cpu_s.items()}, "load_average_1m": loads,
-        "filler_pods_load_s": round(filled, 2), "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
+        "filler_pods_load_s": round(filled, 2), "filler_pods_absorbed_s": round(absorbed, 1), "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
         f"cpu_percent_of_one_core_over_{args.idle_s:g}s": round(cpu, 1),
         "list_ms": {name: {"p50": round(p50 * 1000, 1), "p99": round(p99 * 1000, 1)} for name, (p50, p99) in lists.items()},
         "node_loss_drill_s": drill_s, "node_loss_drill_s_minimal": minimal_drill_s,
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"twin `{figures['profile']}`: {figures['nodes']} nodes, {figures['pods']} pods, scale {figures['scale']}x")
         print(f"  start (process → twin.json): {started:.2f} s; workloads settled (jobs stepping, replicas Ready): "
-              f"{settled:.2f} s; filler pods loaded in {filled:.2f} s")
+              f"{settled:.2f} s; filler pods loaded in {filled:.2f} s, absorbed by the kubelets in {absorbed:.1f} s")
         print(f"  the twin's CPU time: {cpu_s['start']:.1f} s to start, {cpu_s['settle']:.1f} s to settle")
         print(f"  load average (1 min) at each phase: {loads}")
         print(f"  RSS: {rss_settled} MiB settled, {rss_end} MiB at the end")
@@ -150,6 +151,19 @@ def _fill(http: requests.Session, twin, total: int) -> float:
     if batch:
         http.post(f"{url}/twin/v1/load", json={"items": batch}, timeout=120).raise_for_status()
     return time.perf_counter() - t0
+
+
+def _quiesce(http: requests.Session, url: str, timeout_s: float, floor_per_s: float = 60.0) -> float:
+    """Seconds until the twin's writes fall back to steady state (≤ `floor_per_s` a second, three seconds in
+    a row: heartbeats and the workloads), once the kubelets have taken up the filler pods (their stages write
+    each one): steady-state figures are measured after that, not during it."""
+    t0 = time.monotonic()
+    calm, rv = 0, int(http.get(f"{url}/twin/v1/stats", timeout=30).json()["resourceVersion"])
+    while calm < 3 and time.monotonic() - t0 < timeout_s:
+        time.sleep(1.0)
+        now = int(http.get(f"{url}/twin/v1/stats", timeout=30).json()["resourceVersion"])
+        calm, rv = (calm + 1 if now - rv <= floor_per_s else 0), now
+    return time.monotonic() - t0
 
 
 def _filler_pod(i: int, node: str) -> dict:
