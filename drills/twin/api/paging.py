@@ -60,11 +60,9 @@ def read_page(keyspace: Keyspace, scope: str | None, selection: Selection, *, li
     """Up to `limit` (0: all) matching entries after `after`, as of `rv` (`overlay`: how the state at `rv`
     differs from now; None when reading now)."""
     if not overlay and selection.empty and selection == ALL:  # a plain list now: slices, no per-key work
-        pairs, more = keyspace.ordered(scope, after, limit)
-        out = [entry for _, entry in pairs]
-        if not more or not pairs:
+        out, last, more = keyspace.ordered(scope, after, limit)
+        if not more or last is None:
             return Page(out, str(rv))
-        last = pairs[-1][0]
         return Page(out, str(rv), encode_continue(rv, last), keyspace.count_after(scope, last))
     keys: Iterator[Key] = keyspace.keys(scope, selection, after)
     if overlay:
