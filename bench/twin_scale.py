@@ -6,11 +6,12 @@ Two shapes:
   N − 6 idle 8-GPU nodes, and filler pods bound to them up to P pods in all (`--nodes 4096 --pods 50000`:
   32,768 GPUs, the issue-19 profile). The GPU DaemonSets run on every fleet node as on the others.
 
-Measures: start time (process start → twin.json), time until the workloads settle (both jobs stepping, every
-replica Ready, from the ground truth), RSS, CPU over `--idle-s` seconds of steady state, p50/p99 of list nodes,
-list pods by field selector (spec.nodeName, a random node each round), the full pod list, and one chunk of a
-paginated pod list (limit=500, continued through the whole list); with `--drill`, the wall time of one
-node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
+Measures (with the 1-minute load average at each phase, and the twin's own CPU seconds to start and to settle,
+which a loaded machine does not inflate): start time (process start → twin.json), time until the workloads
+settle (both jobs stepping, every replica Ready, no pod Pending), RSS, CPU over `--idle-s` seconds of steady
+state (after the kubelets have taken up the filler pods), p50/p99 of list nodes, list pods by field selector (spec.nodeName, a random node each round), the full
+pod list, and one chunk of a paginated pod list (limit=500, continued through the whole list); with `--drill`,
+the wall time of one node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
 
     .venv/bin/python bench/twin_scale.py [--profile large | --nodes 4096 --pods 50000] [--drill] [--json]
 """
@@ -54,11 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         twin = start_twin(Path(tmp) / "state", profile=profile, scale=args.scale, timeout=300)
         with twin:
             started = time.perf_counter() - t0
+            cpu_s = {"start": _cpu_seconds(twin.pid)}
+            loads = {"start": _load()}
             http = requests.Session()
             settled = _settle(http, twin, args.settle_timeout_s) - t0
+            cpu_s["settle"], loads["settle"] = _cpu_seconds(twin.pid) - cpu_s["start"], _load()
+            print(f"settled after {settled:.1f} s ({cpu_s['settle']:.1f} CPU s, load {loads['settle']})",
+                  file=sys.stderr, flush=True)
             filled = _fill(http, twin, args.pods) if args.pods else 0.0
+            absorbed = _quiesce(http, twin.url, args.settle_timeout_s) if args.pods else 0.0
             rss_settled = _rss_mib(twin.pid)
             cpu = _cpu_percent(twin.pid, args.idle_s)
+            loads["idle"] = _load()
             nodes = [n["metadata"]["name"] for n in http.get(f"{twin.url}/api/v1/nodes", timeout=60).json()["items"]]
             rng = random.Random(1)
             lists = {
@@ -73,18 +81,22 @@ def main(argv: list[str] | None = None) -> int:
                 "one chunk of a paginated pod list (limit=500)": _chunks(http, f"{twin.url}/api/v1/pods", 500,
                                                                         args.rounds),
             }
+            loads["lists"] = _load()
             stats = http.get(f"{twin.url}/twin/v1/stats", timeout=30).json()
             rss_end = _rss_mib(twin.pid)
             print(f"measured: {json.dumps({'start_s': round(started, 2), 'settled_s': round(settled, 2), 'rss_mib': rss_end, 'cpu': round(cpu, 1), 'lists': lists})}",
                   file=sys.stderr, flush=True)
             _settle(http, twin, args.settle_timeout_s)  # settled again after the list benchmarks
             drill_s = _drill(twin.state_dir, Path(tmp)) if args.drill else None
+            loads["drill"] = _load()
         minimal_drill_s = _minimal_drill(Path(tmp), args.scale) if args.drill else None
+        loads["minimal drill"] = _load()
     figures = {
         "profile": args.profile if not args.nodes else f"minimal + fleet ({args.nodes} nodes)",
         "scale": args.scale or 60, "nodes": stats["objects"].get("nodes"), "pods": stats["objects"].get("pods"),
         "gpus": None, "start_s": round(started, 2), "settled_s": round(settled, 2),
-        "filler_pods_load_s": round(filled, 2), "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
+        "twin_cpu_s": {k: round(v, 1) for k, v in cpu_s.items()}, "load_average_1m": loads,
+        "filler_pods_load_s": round(filled, 2), "filler_pods_absorbed_s": round(absorbed, 1), "rss_mib_settled": rss_settled, "rss_mib_end": rss_end,
         f"cpu_percent_of_one_core_over_{args.idle_s:g}s": round(cpu, 1),
         "list_ms": {name: {"p50": round(p50 * 1000, 1), "p99": round(p99 * 1000, 1)} for name, (p50, p99) in lists.items()},
         "node_loss_drill_s": drill_s, "node_loss_drill_s_minimal": minimal_drill_s,
@@ -96,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"twin `{figures['profile']}`: {figures['nodes']} nodes, {figures['pods']} pods, scale {figures['scale']}x")
         print(f"  start (process → twin.json): {started:.2f} s; workloads settled (jobs stepping, replicas Ready): "
-              f"{settled:.2f} s; filler pods loaded in {filled:.2f} s")
+              f"{settled:.2f} s; filler pods loaded in {filled:.2f} s, absorbed by the kubelets in {absorbed:.1f} s")
+        print(f"  the twin's CPU time: {cpu_s['start']:.1f} s to start, {cpu_s['settle']:.1f} s to settle")
+        print(f"  load average (1 min) at each phase: {loads}")
         print(f"  RSS: {rss_settled} MiB settled, {rss_end} MiB at the end")
         print(f"  CPU in steady state over {args.idle_s:g} s: {cpu:.1f} % of one core")
         for name, (p50, p99) in lists.items():
@@ -137,6 +151,19 @@ def _fill(http: requests.Session, twin, total: int) -> float:
     if batch:
         http.post(f"{url}/twin/v1/load", json={"items": batch}, timeout=120).raise_for_status()
     return time.perf_counter() - t0
+
+
+def _quiesce(http: requests.Session, url: str, timeout_s: float, floor_per_s: float = 60.0) -> float:
+    """Seconds until the twin's writes fall back to steady state (≤ `floor_per_s` a second, three seconds in
+    a row: heartbeats and the workloads), once the kubelets have taken up the filler pods (their stages write
+    each one): steady-state figures are measured after that, not during it."""
+    t0 = time.monotonic()
+    calm, rv = 0, int(http.get(f"{url}/twin/v1/stats", timeout=30).json()["resourceVersion"])
+    while calm < 3 and time.monotonic() - t0 < timeout_s:
+        time.sleep(1.0)
+        now = int(http.get(f"{url}/twin/v1/stats", timeout=30).json()["resourceVersion"])
+        calm, rv = (calm + 1 if now - rv <= floor_per_s else 0), now
+    return time.monotonic() - t0
 
 
 def _filler_pod(i: int, node: str) -> dict:
@@ -197,6 +224,11 @@ def _rss_mib(pid: int) -> int:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+
+
+def _load() -> float:
+    """The 1-minute load average: the figures above mean little without it on a shared machine."""
+    return round(os.getloadavg()[0], 2)
 
 
 def _cpu_percent(pid: int, seconds: float) -> float:

@@ -16,6 +16,7 @@ and change no object, so they would drown the writes the log exists to show.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -56,7 +57,8 @@ class AuditLog:
     def __init__(self, clock: Clock, path: Path | None = None):
         self.clock = clock
         self.path = path
-        self._records: deque[dict] = deque(maxlen=_KEEP)
+        # (seq, the record's JSON line): a line is a third of the dict it encodes, and 200,000 of them are kept
+        self._records: deque[tuple[int, str]] = deque(maxlen=_KEEP)
         self._seq = 0
         self._fh = None
         if path is not None:
@@ -89,14 +91,18 @@ class AuditLog:
             rec["user"] = user
         if annotations:
             rec["annotations"] = annotations
-        self._records.append(rec)
+        line = json.dumps(rec, separators=(",", ":"))
+        self._records.append((self._seq, line))
         if self._fh is not None:
-            self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            self._fh.write(line + "\n")
         return rec
 
     def records(self, since: int = 0) -> list[dict]:
-        """Records with `seq` greater than `since`, oldest first."""
-        return [r for r in self._records if r["seq"] > since]
+        """Records with `seq` greater than `since`, oldest first (only those are decoded)."""
+        kept = self._records
+        first = kept[0][0] if kept else 0
+        start = max(0, since + 1 - first)  # seqs are consecutive: the one after `since` is at this index
+        return [json.loads(line) for _, line in itertools.islice(kept, start, None)]
 
     def close(self) -> None:
         if self._fh is not None:

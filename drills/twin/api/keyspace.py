@@ -65,6 +65,34 @@ class Keyspace:
                 return self._indexed(scope, sets, after)
         return self._walk(scope, after)
 
+    def ordered(self, scope: str | None, after: Key | None, limit: int) -> tuple[list[Entry], Key | None, bool]:
+        """Up to `limit` (0: all) entries in key order after `after`, the key of the last one, and whether more
+        follow: the unselective list's path, slicing the sorted names instead of walking keys one by one (and
+        making no object per entry, so a list of 60,000 pods sets off no garbage collection)."""
+        out: list[Entry] = []
+        last: Key | None = None
+        if scope is not None:
+            spaces = [scope] if scope in self._names else []
+        else:
+            spaces = self._spaces[bisect.bisect_left(self._spaces, after[0]):] if after else self._spaces
+        for ns in spaces:
+            names, objs = self._names[ns], self.by_ns[ns]
+            start = 0
+            if after is not None:
+                if ns < after[0]:
+                    continue
+                if ns == after[0]:
+                    start = bisect.bisect_right(names, after[1])
+            room = limit - len(out) if limit else len(names)
+            taken = names[start:start + room]
+            if taken:
+                out.extend([objs[name] for name in taken])
+                last = (ns, taken[-1])
+            if limit and len(out) == limit:
+                more = start + room < len(names) or any(self._names[s] for s in spaces[spaces.index(ns) + 1:])
+                return out, last, more
+        return out, last, False
+
     def count_after(self, scope: str | None, after: Key) -> int:
         """How many keys in the scope come after `after`."""
         ns, name = after

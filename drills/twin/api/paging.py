@@ -21,7 +21,7 @@ from typing import Iterator
 
 from drills.twin.api import status as st
 from drills.twin.api.keyspace import Key, Keyspace
-from drills.twin.api.selection import Selection
+from drills.twin.api.selection import ALL, Selection
 from drills.twin.api.watchers import Entry
 
 __all__ = ["Page", "Overlay", "read_page", "encode_continue", "decode_continue", "expired_continue",
@@ -59,6 +59,11 @@ def read_page(keyspace: Keyspace, scope: str | None, selection: Selection, *, li
               rv: int, overlay: Overlay | None) -> Page:
     """Up to `limit` (0: all) matching entries after `after`, as of `rv` (`overlay`: how the state at `rv`
     differs from now; None when reading now)."""
+    if not overlay and selection.empty and selection == ALL:  # a plain list now: slices, no per-key work
+        out, last, more = keyspace.ordered(scope, after, limit)
+        if not more or last is None:
+            return Page(out, str(rv))
+        return Page(out, str(rv), encode_continue(rv, last), keyspace.count_after(scope, last))
     keys: Iterator[Key] = keyspace.keys(scope, selection, after)
     if overlay:
         changed = sorted(k for k in overlay if (scope is None or k[0] == scope) and (after is None or k > after))

@@ -11,6 +11,7 @@ may keep references, but must not change them.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 import uuid
@@ -19,6 +20,7 @@ from typing import Callable
 
 from drills.core.clock import Clock, DilatedClock, to_iso
 from drills.twin.api import status as st
+from drills.twin.api.compact import interned
 from drills.twin.api.defaults import apply_defaults
 from drills.twin.api.deletion import Deletion
 from drills.twin.api.keyspace import Key, Keyspace
@@ -34,6 +36,7 @@ __all__ = ["Store", "Entry", "WatchEvent", "Watcher", "Page", "DEFAULT_HISTORY"]
 log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY = 20000  # events kept per resource for watch resume and consistent pages
+COMPACT_AFTER = 1000  # writes after which a superseded version keeps only its JSON (Entry.compact)
 _NAMESPACES = by_path("", "v1", "namespaces")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real generateName suffix uses
 _UNCHANGED_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
@@ -51,6 +54,7 @@ class Store(Deletion):
         self._history: dict[ResourceType, deque[WatchEvent]] = {rt: deque(maxlen=history) for rt in RESOURCES}
         self._compacted: dict[ResourceType, int] = {rt: 0 for rt in RESOURCES}
         self._hubs: dict[ResourceType, WatchHub] = {rt: WatchHub(rt) for rt in RESOURCES}
+        self._superseded: deque[Entry] = deque()  # past versions still held as dicts, oldest first
         self.logs = PodLogs(self.clock)
 
     # -- reads -------------------------------------------------------------------------------------
@@ -138,6 +142,7 @@ class Store(Deletion):
             meta["resourceVersion"] = self.resource_version
             return obj
         meta["resourceVersion"] = self._next_rv()
+        obj = interned(obj)  # stored compactly (compact.py); equal to what was asked for
         self._put(rt, ns, name, Entry(obj), "ADDED", None)
         return obj
 
@@ -196,7 +201,7 @@ class Store(Deletion):
     def update(self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[dict], dict], *,
                subresource: str | None = None, dry_run: bool = False) -> dict:
         """Read-modify-write in one step (atomic: the loop is single-threaded); `change` returns a new dict."""
-        current = copy.deepcopy(self.get(rt, namespace, name))
+        current = json.loads(self.get_entry(rt, namespace, name).raw)  # a private copy: 3-5x cheaper than deepcopy
         new = change(current)
         new.setdefault("metadata", {})
         return self.replace(rt, namespace, name, new, subresource=subresource, dry_run=dry_run)
@@ -270,6 +275,7 @@ class Store(Deletion):
         if dry_run:
             return new
         meta["resourceVersion"] = self._next_rv()
+        new = interned(new)  # stored compactly (compact.py); equal to what was asked for
         self._put(rt, _ns(rt, meta.get("namespace")), meta["name"], Entry(new), "MODIFIED", old_entry)
         return new
 
@@ -293,6 +299,19 @@ class Store(Deletion):
             self._compacted[rt] = history[0].rv
         history.append(ev)
         self._hubs[rt].publish(ev)
+        self._retire(ev)
+
+    def _retire(self, ev: WatchEvent) -> None:
+        """Past versions stay in the history as JSON only, COMPACT_AFTER writes after they stopped being
+        current: the history holds bytes, not a second dict per version (recent ones stay dicts, as the
+        watches still being sent read them)."""
+        superseded = self._superseded
+        if ev.old is not None:
+            superseded.append(ev.old)
+        if ev.type == "DELETED":
+            superseded.append(ev.entry)  # the last version of a deleted object is a past version too
+        while len(superseded) > COMPACT_AFTER:
+            superseded.popleft().compact()
 
     def _overlay(self, rt: ResourceType, rv: int) -> Overlay:
         """How the state at `rv` differs from now: each key changed since → its entry then (None: absent)."""

@@ -23,19 +23,34 @@ log = logging.getLogger(__name__)
 
 
 class Entry:
-    """One stored version of an object and its JSON encoding, computed once and reused by every reader."""
+    """One stored version of an object and its JSON encoding, computed once and reused by every reader.
 
-    __slots__ = ("obj", "_raw")
+    A past version (superseded, kept in the history for watch resumes and consistent pages) is compacted
+    to its JSON alone: `obj` then decodes a fresh dict on each read, and the history holds bytes, not dicts.
+    """
+
+    __slots__ = ("_obj", "_raw")
 
     def __init__(self, obj: dict):
-        self.obj = obj
+        self._obj: dict | None = obj
         self._raw: bytes | None = None
+
+    @property
+    def obj(self) -> dict:
+        obj = self._obj
+        return obj if obj is not None else json.loads(self._raw)  # type: ignore[arg-type]
 
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            self._raw = json.dumps(self.obj, separators=(",", ":")).encode()
+            self._raw = json.dumps(self._obj, separators=(",", ":")).encode()
         return self._raw
+
+    def compact(self) -> None:
+        """Keep only the JSON (a version no longer current: read rarely, and never changed)."""
+        if self._obj is not None:
+            self.raw  # noqa: B018 — encoded before the dict goes
+            self._obj = None
 
 
 @dataclass(frozen=True)

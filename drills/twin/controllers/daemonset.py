@@ -74,16 +74,39 @@ class DaemonSetController(Controller):
         self.nodes.add_handler(self._on_node)
         self.sets.add_handler(self._on_set)
         self._creating: dict[tuple, set[str]] = {}  # DaemonSet key → nodes with a create in flight
+        # DaemonSet key → ((uid, generation), the nodes it should run on): computed over every node once per
+        # template generation, then kept current per node event, so a pod event does not re-read 4,096 nodes
+        self._wanted: dict[tuple, tuple[tuple, set[str]]] = {}
 
     def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
-        if etype != "DELETED":
-            self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
+        key = (ds["metadata"]["namespace"], ds["metadata"]["name"])
+        if etype == "DELETED":
+            self._wanted.pop(key, None)
+        else:
+            self.enqueue(key)
 
     def _on_node(self, etype: str, node: dict, old: dict | None) -> None:
         if old is not None and etype == "MODIFIED" and _placement(old) == _placement(node):
             return  # heartbeats do not change where daemons belong
+        name = node["metadata"]["name"]
+        for key, (sig, wanted) in list(self._wanted.items()):
+            ds = self.sets.get(*key)
+            if ds is None or _signature(ds) != sig:
+                del self._wanted[key]  # recomputed over every node by the next reconcile
+            elif etype != "DELETED" and eligible(ds, node):
+                wanted.add(name)
+            else:
+                wanted.discard(name)
         for ds in self.sets.items():
             self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
+
+    def _nodes_wanted(self, key: tuple, ds: dict) -> set[str]:
+        """The nodes `ds` should run on (cached per template generation, kept current by node events)."""
+        sig = _signature(ds)
+        hit = self._wanted.get(key)
+        if hit is None or hit[0] != sig:
+            hit = self._wanted[key] = (sig, {n["metadata"]["name"] for n in self.nodes.items() if eligible(ds, n)})
+        return hit[1]
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
         self.index.update(etype, pod)
@@ -101,8 +124,7 @@ class DaemonSetController(Controller):
         for pod in pods:
             if not is_terminating(pod):
                 by_node.setdefault(_node_of(pod), []).append(pod)
-        nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
-        wanted = {n for n, node in nodes.items() if eligible(ds, node)}
+        wanted = set(self._nodes_wanted(key, ds))
         creating = self._creating.setdefault(key, set())
         missing = sorted(wanted - set(by_node) - creating)
         batch, done = 1, 0
@@ -169,10 +191,22 @@ class DaemonSetController(Controller):
             status["numberUnavailable"] = unavailable
         cur = ds.get("status") or {}
         if any(cur.get(k) != v for k, v in status.items()) or ("numberUnavailable" in cur and unavailable <= 0):
-            await self.ctx.client.replace(DAEMONSETS, ds["metadata"]["namespace"], ds["metadata"]["name"],
-                                          {**ds, "status": status}, sub="status")
+            await self._put_status(ds, status)
         if min_ready > 0 and status["numberReady"] > status["numberAvailable"]:
             self.enqueue_after((ds["metadata"]["namespace"], ds["metadata"]["name"]), min_ready / 2)
+
+    async def _put_status(self, ds: dict, status: dict) -> None:
+        """PUT the status; on a conflict (the cache trails our own last write) read the DaemonSet afresh and
+        try once more, as the real controller's storeDaemonSetStatus does (StatusUpdateRetries = 1)."""
+        ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
+        try:
+            await self.ctx.client.replace(DAEMONSETS, ns, name, {**ds, "status": status}, sub="status")
+        except ApiError as err:
+            fresh = await self.ctx.client.get(DAEMONSETS, ns, name) if err.status == 409 else None
+            if fresh is None or fresh["metadata"].get("uid") != ds["metadata"].get("uid") \
+                    or fresh["metadata"].get("generation") != ds["metadata"].get("generation"):
+                raise
+            await self.ctx.client.replace(DAEMONSETS, ns, name, {**fresh, "status": status}, sub="status")
 
 
 def _node_of(pod: dict) -> str:
@@ -187,6 +221,11 @@ def _node_of(pod: dict) -> str:
             if field.get("key") == "metadata.name" and field.get("values"):
                 return field["values"][0]
     return ""
+
+
+def _signature(ds: dict) -> tuple:
+    """What decides where a DaemonSet runs changes only with its template, and so with its generation."""
+    return ds["metadata"].get("uid"), ds["metadata"].get("generation")
 
 
 def _placement(node: dict) -> tuple:

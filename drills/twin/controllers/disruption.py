@@ -88,8 +88,8 @@ class DisruptionController(Controller):
             return
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
-        pods = [p for p in self.pods.items() if p["metadata"].get("namespace") == ns
-                and selector is not None and match_label_selector(selector, p["metadata"].get("labels") or {})
+        pods = [p for p in self.pods.in_namespace(ns)
+                if selector is not None and match_label_selector(selector, p["metadata"].get("labels") or {})
                 and not p["metadata"].get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         status = budget(spec, pods, self._expected_scale(ns, pods))

@@ -70,8 +70,8 @@ class EndpointsController(Controller):
         selector = (svc.get("spec") or {}).get("selector")
         if not selector:
             return  # services without selectors have hand-made Endpoints
-        pods = [p for p in self.pods.items() if p["metadata"].get("namespace") == ns
-                and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+        pods = [p for p in self.pods.in_namespace(ns)
+                if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
         if key in self.frozen_at:
             pods = self._admit(key, pods)
         subsets = endpoint_subsets(svc, pods)

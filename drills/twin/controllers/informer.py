@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
+from drills.twin.api.compact import interned
 from drills.twin.api.resources import ResourceType
 from drills.twin.controllers.client import ApiError, TwinClient, key_of
 from drills.twin.health import Health
@@ -30,6 +31,7 @@ class Informer:
         self.client, self.rt, self.namespace = client, rt, namespace
         self.health = health or Health()
         self.cache: dict[tuple[str, str], dict] = {}
+        self._by_ns: dict[str, dict[tuple[str, str], dict]] = {}  # client-go's namespace index
         self.synced = asyncio.Event()
         self._handlers: list[Handler] = []
         self._task: asyncio.Task | None = None
@@ -42,6 +44,10 @@ class Informer:
 
     def items(self) -> list[dict]:
         return list(self.cache.values())
+
+    def in_namespace(self, namespace: str) -> list[dict]:
+        """The cached objects of one namespace (the namespace index: no walk over the whole cache)."""
+        return list(self._by_ns.get(namespace or "", {}).values())
 
     def start(self) -> asyncio.Task:
         if self._task is None:
@@ -76,9 +82,12 @@ class Informer:
 
     async def _relist(self) -> str:
         items, rv = await self.client.list(self.rt, self.namespace)
-        fresh = {key_of(o): o for o in items}
+        fresh = {key_of(o): interned(o) for o in items}  # cached compactly (shared keys and strings)
         old = self.cache
         self.cache = fresh
+        self._by_ns = {}
+        for key, obj in fresh.items():
+            self._by_ns.setdefault(key[0], {})[key] = obj
         for key, obj in fresh.items():
             prev = old.get(key)
             if prev is None:
@@ -100,11 +109,18 @@ class Informer:
             if etype == "BOOKMARK":
                 continue
             key = key_of(obj)
+            obj = interned(obj)  # cached compactly: one copy of each key and short string across the cache
             prev = self.cache.get(key)
             if etype == "DELETED":
                 self.cache.pop(key, None)
+                space = self._by_ns.get(key[0])
+                if space is not None:
+                    space.pop(key, None)
+                    if not space:
+                        del self._by_ns[key[0]]
             else:
                 self.cache[key] = obj
+                self._by_ns.setdefault(key[0], {})[key] = obj
             await self._emit(etype, obj, prev)
         return rv
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 from drills.twin.controllers.nodeutil import (
     GPU, UNSCHEDULABLE_TAINT, matches_node_selector, parse_quantity, pod_requests, untolerated,
 )
 
-__all__ = ["NodeState", "filter_node", "fits_resources", "score", "failure_message", "preemption_message",
+__all__ = ["NodeState", "AllocatableCache", "Snapshot", "filter_node", "fits_resources", "score", "failure_message", "preemption_message",
            "pod_requests_cached"]
 
 log = logging.getLogger(__name__)
@@ -31,8 +33,9 @@ class NodeState:
     used: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, node: dict, used: dict[str, float] | None) -> "NodeState":
-        alloc = {k: parse_quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+    def of(cls, node: dict, used: dict[str, float] | None, allocatable: dict[str, float] | None = None) -> "NodeState":
+        """`allocatable`: the node's parsed allocatable when the caller has it (AllocatableCache), else parsed here."""
+        alloc = parse_allocatable(node) if allocatable is None else allocatable
         return cls(node["metadata"]["name"], node, alloc, dict(used or {}))
 
     def free(self, resource: str) -> float:
@@ -41,6 +44,58 @@ class NodeState:
     def add(self, requests: dict[str, float], sign: float = 1.0) -> None:
         for name, qty in requests.items():
             self.used[name] = self.used.get(name, 0.0) + sign * qty
+
+
+def parse_allocatable(node: dict) -> dict[str, float]:
+    return {k: parse_quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+
+
+class AllocatableCache:
+    """Each node's parsed `status.allocatable`, parsed again only when its informer object changes (informer
+    objects are replaced on every event, never mutated): a scheduling cycle over 4,096 nodes then costs no
+    quantity parsing for the nodes that did not change. Readers must not mutate the dicts it returns."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, tuple[dict, dict[str, float]]] = {}
+
+    def of(self, node: dict) -> dict[str, float]:
+        name = node["metadata"]["name"]
+        hit = self._parsed.get(name)
+        if hit is None or hit[0] is not node:
+            hit = self._parsed[name] = (node, parse_allocatable(node))
+        return hit[1]
+
+    def forget(self, name: str) -> None:
+        self._parsed.pop(name, None)
+
+
+class Snapshot(Mapping):
+    """The nodes of one scheduling cycle by name, each NodeState built on first use (then kept for the cycle,
+    so what this cycle places counts): a DaemonSet pod looked up on its one node costs one NodeState, not one
+    per node of the cluster; iterating builds them all (a pod that may go anywhere looks at every node)."""
+
+    def __init__(self, node: Callable[[str], dict | None], names: Callable[[], list[str]],
+                 used: dict[str, dict[str, float]], allocatable: AllocatableCache):
+        self._node, self._names, self._used, self._alloc = node, names, used, allocatable
+        self._states: dict[str, NodeState] = {}
+
+    def __getitem__(self, name: str) -> NodeState:
+        state = self._states.get(name)
+        if state is None:
+            node = self._node(name)
+            if node is None:
+                raise KeyError(name)
+            state = self._states[name] = NodeState.of(node, self._used.get(name), self._alloc.of(node))
+        return state
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._states or (isinstance(name, str) and self._node(name) is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in self._names() if name in self])
+
+    def __len__(self) -> int:
+        return len(self._names())
 
 
 def filter_node(pod: dict, state: NodeState, *, resources: bool = True) -> list[str]:

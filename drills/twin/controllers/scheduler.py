@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Hashable
 
 from drills.core.clock import to_iso
@@ -26,7 +27,8 @@ from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
 from drills.twin.controllers.schedfit import (
-    NodeState, failure_message, filter_node, fits_resources, pod_requests_cached, preemption_message, score,
+    AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, pod_requests_cached,
+    preemption_message, score,
 )
 
 __all__ = ["Scheduler", "SCHEDULER_NAMES", "RETRY_S"]
@@ -60,6 +62,7 @@ class Scheduler(Controller):
         self._used: dict[str, dict[str, float]] = defaultdict(dict)
         self._on_node: dict[str, set] = defaultdict(set)
         self._node_sig: dict[str, tuple] = {}
+        self._allocatable = AllocatableCache()
         self._last_event: dict[tuple, tuple[str, float]] = {}
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node_event)
@@ -68,8 +71,8 @@ class Scheduler(Controller):
     async def reconcile(self, key: Hashable) -> None:
         if not self._waiting:
             return
-        states = {n["metadata"]["name"]: NodeState.of(n, self._used.get(n["metadata"]["name"]))
-                  for n in self.nodes.items()}
+        states = Snapshot(lambda name: self.nodes.get("", name), lambda: [k[1] for k in self.nodes.cache],
+                          self._used, self._allocatable)
         for unit in self._units():
             if unit[0] is None:
                 await self._schedule_one(unit[1][0], states)
@@ -102,6 +105,7 @@ class Scheduler(Controller):
         name = node["metadata"]["name"]
         if etype == "DELETED":
             self._node_sig.pop(name, None)
+            self._allocatable.forget(name)
             self._kick()
             return
         spec, status = node.get("spec") or {}, node.get("status") or {}
@@ -149,7 +153,7 @@ class Scheduler(Controller):
             task.cancel()
         await super().stop()
 
-    async def _schedule_one(self, pod: dict, states: dict[str, NodeState]) -> None:
+    async def _schedule_one(self, pod: dict, states: Snapshot) -> None:
         req = pod_requests_cached(pod)
         best, reasons = _place(pod, req, states, self._spread(pod), self._anti_affinity(pod))
         if best is not None:
@@ -169,7 +173,7 @@ class Scheduler(Controller):
             message += " " + preemption_message(len(states), helpful, not_helpful)
         await self._unschedulable(pod, message)
 
-    def _plan_preemption(self, pod: dict, req: dict, prio: int, states: dict[str, NodeState]):
+    def _plan_preemption(self, pod: dict, req: dict, prio: int, states: Snapshot):
         """(node, victims) freeing room by evicting the fewest, lowest-priority pods; None when no node helps."""
         best, best_cost, helpful, not_helpful = None, None, 0, 0
         for st in states.values():
@@ -218,7 +222,7 @@ class Scheduler(Controller):
         await client.patch(PODS, ns, name, {"status": {"nominatedNodeName": node}}, sub="status", kind="merge")
 
     # -- gangs ----------------------------------------------------------------------------------
-    async def _schedule_gang(self, group: tuple[str, str], pods: list[dict], states: dict[str, NodeState]) -> None:
+    async def _schedule_gang(self, group: tuple[str, str], pods: list[dict], states: Snapshot) -> None:
         pg = self.groups.get(*group)
         if pg is None:
             return  # Volcano binds nothing before the PodGroup exists; its creation kicks a cycle
@@ -367,7 +371,7 @@ class Scheduler(Controller):
         return value, policy
 
 
-def _place(pod: dict, req: dict, states: dict[str, NodeState], spread=None,
+def _place(pod: dict, req: dict, states: Mapping[str, NodeState], spread=None,
            repels=None) -> tuple[NodeState | None, Counter]:
     """The best node for `pod`, or None and why each node failed (kube-scheduler's first failing filter).
 
