@@ -135,8 +135,8 @@ def test_a_budget_the_disk_cannot_meet_fails_the_probe_check(tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_saturation_leaves_no_fio(signum, tmp_path):
-    proc = drills_popen("run", "-m", "storage", "--scale", "60", "--no-html", "--reports", str(tmp_path),
-                        "--run-id", "sig")
+    proc = drills_popen("run", "-m", "storage", "--scale", "20", "--no-html", "--reports", str(tmp_path),
+                        "--run-id", "sig")  # slow enough that fio still runs when the signal arrives on a busy machine
     wait_for_injection(tmp_path / "sig", proc)
     assert fio_processes(tmp_path / "sig")  # the saturation is really running
     proc.send_signal(signum)

@@ -46,8 +46,9 @@ def test_a_pulled_image_stays_cached_on_its_node(twin_factory):
     core = core_of(handle)
     core.create_namespaced_pod(NS, gpu_pod("first", gpus=1, node="gpu-train-03", image=COLD))
     wait_for(lambda: _ready(core, "first"), "first Ready")
-    images = [n for img in core.read_node("gpu-train-03").status.images for n in img.names]
-    assert COLD in images
+    # the kubelet reports a pulled image in the node's status on its next status write, not with the pod
+    wait_for(lambda: COLD in [n for img in core.read_node("gpu-train-03").status.images or [] for n in img.names],
+             f"{COLD} in the node's images")
     core.create_namespaced_pod(NS, gpu_pod("second", gpus=1, node="gpu-train-03", image=COLD))
     assert _startup_s(core, "second") < 75  # well short of a cold pull (81-99 s), whatever the machine load
     assert first_event(core, "second", "Pulled").message == f'Container image "{COLD}" already present on machine'
