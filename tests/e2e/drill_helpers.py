@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,8 +24,15 @@ def drills(*args: str, timeout: float = 240, **popen) -> subprocess.CompletedPro
 
 
 def drills_popen(*args: str) -> subprocess.Popen:
+    """A run in the background that a test will signal: SIGINT/SIGTERM at their defaults in the child (a test
+    suite started from a non-interactive shell's background job inherits SIGINT ignored, and so would the run)."""
     return subprocess.Popen([sys.executable, "-m", "drills.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
+                            stderr=subprocess.PIPE, text=True, env=_env(), preexec_fn=default_signals)
+
+
+def default_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def records(run_dir: Path) -> list[dict]:

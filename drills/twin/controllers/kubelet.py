@@ -244,9 +244,12 @@ class Kubelet(Controller):
         if not fresh:
             return
         known.update(fresh)
+        # every image this kubelet knows, not the cache's list plus this pod's: two pods starting at once on
+        # one node would each patch a list without the other's image (a merge patch replaces the list)
         current = self.nodes.get("", node["metadata"]["name"]) or node
         images = list((current.get("status") or {}).get("images") or [])
-        images += [{"names": [img], "sizeBytes": 8_000_000_000} for img in fresh]
+        listed = {n for img in images for n in img.get("names") or []}
+        images += [{"names": [img], "sizeBytes": 8_000_000_000} for img in sorted(known - listed)]
         await self.client.patch(NODES, None, node["metadata"]["name"], {"status": {"images": images}},
                                 sub="status", kind="merge")
 
