@@ -142,8 +142,9 @@ def test_failures_land_in_the_outage_window_and_recovery_after_it(peer, tmp_path
     assert error_rate(buckets, up + TOL_S, None) == 0.0
     assert set(result.errors()) == {"503 no ready replica"}
 
+    # recovered is when the first good request was sent: one sent a hair before `up` can be answered after it
     recovered = first_sustained_success(buckets, after=down, min_duration_s=0.5, min_ok=20)
-    assert recovered is not None and up <= recovered < up + TOL_S
+    assert recovered is not None and up - 0.05 <= recovered < up + TOL_S
 
     # Locust's own summary agrees with the buckets on totals.
     assert result.requests == sum(e["num_requests"] for e in result.summary)
