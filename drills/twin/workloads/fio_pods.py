@@ -24,16 +24,13 @@ import shutil
 from pathlib import Path
 from typing import Any, Hashable
 
-from drills.twin.api.resources import by_kind
-from drills.twin.controllers.base import Controller
-from drills.twin.controllers.client import key_of
 from drills.twin.workloads.hub import hub_for
+from drills.twin.workloads.process_pods import ProcessPodController
 
 __all__ = ["FioPodController", "fio_command"]
 
 log = logging.getLogger(__name__)
 
-PODS = by_kind("v1", "Pod")
 _RUNTIME = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}
 
@@ -55,37 +52,18 @@ def fio_command(pod: dict) -> tuple[str, list[str]] | None:
     return None
 
 
-class FioPodController(Controller):
+class FioPodController(ProcessPodController):
     name = "fio-pods"
 
     def __init__(self, ctx: Any):
         super().__init__(ctx)
         self.hub = hub_for(ctx.twin)  # type: ignore[attr-defined]
-        self.runs: dict[Hashable, asyncio.Task] = {}
 
-    def setup(self) -> None:
-        self.pods = self.ctx.informers.informer(PODS)
-        self.pods.add_handler(self._on_pod)
+    def command(self, pod: dict) -> Any:
+        return fio_command(pod)
 
-    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
-        if fio_command(pod) is not None:
-            self.enqueue(key_of(pod))
-
-    async def stop(self) -> None:
-        for task in self.runs.values():
-            task.cancel()
-        await asyncio.gather(*self.runs.values(), return_exceptions=True)
-        await super().stop()
-
-    async def reconcile(self, key: Hashable) -> None:
-        pod = self.pods.get(*key)  # type: ignore[misc]
-        task = self.runs.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
-            if task is not None and not task.done():
-                task.cancel()  # SIGTERM to fio; the log goes with the pod
-            return
-        if task is None and (pod.get("status") or {}).get("phase") == "Running":
-            self.runs[key] = asyncio.create_task(self._run_fio(pod), name=f"fio:{key}")
+    def launch(self, key: Hashable, pod: dict) -> asyncio.Task:
+        return asyncio.create_task(self._run_fio(pod), name=f"fio:{key}")
 
     async def _run_fio(self, pod: dict) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]

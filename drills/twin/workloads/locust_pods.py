@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any, Hashable
 
 from drills.twin.api.resources import by_kind
-from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import key_of
+from drills.twin.workloads.process_pods import ProcessPodController
 
 __all__ = ["LocustPodController", "locust_command", "IMAGE_APP_DIR"]
 
 log = logging.getLogger(__name__)
 
-PODS = by_kind("v1", "Pod")
 SERVICES = by_kind("v1", "Service")
 IMAGE_APP_DIR = "/opt/gpu-drills"  # drills.load.pods.IMAGE_APP_DIR: the image's copy of the source tree
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -54,44 +53,27 @@ def locust_command(pod: dict) -> tuple[str, list[str]] | None:
     return None
 
 
-class LocustPodController(Controller):
+class LocustPodController(ProcessPodController):
     name = "locust-pods"
 
     def __init__(self, ctx: Any):
         super().__init__(ctx)
-        self.runs: dict[Hashable, asyncio.Task] = {}
         self.ports: dict[Hashable, int] = {}  # master pod → the loopback port its process listens on
 
     def setup(self) -> None:
-        self.pods = self.ctx.informers.informer(PODS)
+        super().setup()
         self.services = self.ctx.informers.informer(SERVICES)
-        self.pods.add_handler(self._on_pod)
 
-    def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
-        if locust_command(pod) is not None:
-            self.enqueue(key_of(pod))
+    def command(self, pod: dict) -> Any:
+        return locust_command(pod)
 
-    async def stop(self) -> None:
-        for task in self.runs.values():
-            task.cancel()
-        await asyncio.gather(*self.runs.values(), return_exceptions=True)
-        await super().stop()
-
-    async def reconcile(self, key: Hashable) -> None:
-        pod = self.pods.get(*key)  # type: ignore[misc]
-        task = self.runs.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
-            if task is not None and not task.done():
-                task.cancel()  # SIGTERM; the process stops in its own time
-            return
-        if task is not None or (pod.get("status") or {}).get("phase") != "Running":
-            return
+    def launch(self, key: Hashable, pod: dict) -> asyncio.Task | None:
         container, args = locust_command(pod)  # type: ignore[misc]
         argv = self._adapt(pod, args)
         if argv is None:  # a worker whose master does not run yet: as a worker retries the Service
             self.enqueue_after(key, self.ctx.clock.scale * 0.1)
-            return
-        self.runs[key] = asyncio.create_task(self._run_container(pod, container, argv), name=f"locust:{key}")
+            return None
+        return asyncio.create_task(self._run_container(pod, container, argv), name=f"locust:{key}")
 
     # -- the process ---------------------------------------------------------------------------------
     async def _run_container(self, pod: dict, container: str, argv: list[str]) -> None:
