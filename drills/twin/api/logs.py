@@ -67,17 +67,21 @@ class PodLogs:
         return list(buf.lines) if buf else []
 
     async def follow(self, namespace: str, pod: str, container: str) -> AsyncIterator[LogLine]:
-        """Lines appended from now on, until the pod is deleted or the container restarts."""
+        """Lines appended from now on, until the pod is deleted or the container restarts — every line written
+        before the end included, as a kubelet's stream delivers a container's last lines after it exits."""
         buf = self._current.setdefault((namespace, pod), {}).setdefault(container, _Buffer())
         seen = buf.total
-        while not buf.closed:
-            await buf.changed.wait()
-            buf.changed.clear()
+        while True:
             new = buf.total - seen
             if new > 0:
+                seen = buf.total
                 for line in list(buf.lines)[-min(new, len(buf.lines)):]:
                     yield line
-                seen = buf.total
+                continue  # more may have come, or the end, while the reader took those
+            if buf.closed:
+                return
+            await buf.changed.wait()
+            buf.changed.clear()
 
     def drop(self, namespace: str, pod: str) -> None:
         """The pod is gone: forget its logs and end every follower."""
