@@ -18,6 +18,11 @@ error messages with counts; `k` failures per kind (`drills.load.outcome`: status
 invalid, timeout, connection); `r` successes per replica that answered (the endpoint's replica header,
 when it sends one). Several lines may carry the same `t` (a late request, one file
 per worker): readers merge them. Everything here is pure and free of locust.
+
+Each flush also writes a watermark line, `{"upto": 1718000000.1}`: every request that completed before `upto`
+is in the lines above it (`read_watermark`). A reader that must judge up to a moment — a drill at its deadline
+— waits until the watermark passes it, instead of judging the buckets the load has not written yet (at 600×
+the flush interval alone is minutes of cluster time).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
+    "read_watermark",
+    "watermark_line",
+    "WATERMARK_KEY",
     "first_failure",
     "kind_counts",
     "served_by",
@@ -52,6 +60,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_ERRORS_PER_BUCKET = 3
+WATERMARK_KEY = "upto"
 HIST_BINS_PER_OCTAVE = 8
 
 
@@ -163,6 +172,36 @@ class BucketAccumulator:
         done = sorted(self._open)
         return [self._open.pop(i) for i in done]
 
+    def closed_until(self, now_s: float, grace_s: float = 0.05) -> float:
+        """After `take_closed(now_s, grace_s)`: every completion before this moment is in a taken bucket."""
+        return math.floor((now_s - grace_s) / self.width) * self.width
+
+
+def watermark_line(upto: float) -> str:
+    """The JSONL line saying that every request completed before `upto` (epoch seconds) was written above it."""
+    return json.dumps({WATERMARK_KEY: round(upto, 6)}) + "\n"
+
+
+def read_watermark(paths: Iterable[str | Path]) -> float | None:
+    """Until when all the files are complete: the smallest of their latest watermarks (None while a file has
+    none — a worker that has not flushed yet holds the others back)."""
+    marks = []
+    for path in paths:
+        p = Path(path)
+        if not p.exists():
+            return None
+        latest = None
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if line.startswith('{"' + WATERMARK_KEY + '"'):
+                try:
+                    latest = float(json.loads(line)[WATERMARK_KEY])
+                except (ValueError, KeyError, TypeError):
+                    continue
+        if latest is None:
+            return None
+        marks.append(latest)
+    return min(marks) if marks else None
+
 
 def read_buckets(paths: Iterable[str | Path]) -> list[Bucket]:
     """All buckets from the JSONL files (missing files and a torn last line are skipped), merged by time."""
@@ -173,7 +212,7 @@ def read_buckets(paths: Iterable[str | Path]) -> list[Bucket]:
             continue
         for line in p.read_text(encoding="utf-8").splitlines():
             line = line.strip()
-            if not line:
+            if not line or line.startswith('{"' + WATERMARK_KEY + '"'):
                 continue
             try:
                 raw.append(Bucket.from_json(json.loads(line)))

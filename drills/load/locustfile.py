@@ -45,10 +45,10 @@ from locust import FastHttpUser, events, task  # noqa: E402
 from locust.runners import MasterRunner
 
 try:
-    from drills.load.buckets import BucketAccumulator  # noqa: E402
+    from drills.load.buckets import BucketAccumulator, watermark_line  # noqa: E402
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from drills.load.buckets import BucketAccumulator
+    from drills.load.buckets import BucketAccumulator, watermark_line
 from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S, classify_answer, classify_exception  # noqa: E402
 
 log = logging.getLogger("drills.load.locustfile")
@@ -99,12 +99,15 @@ class _BucketSink:
         self.acc.add(end_s, latency_ms, error, kind, replica, start_s)
 
     def flush(self, everything: bool = False) -> None:
+        """Closed buckets, then the watermark: every completion before it is written (even with no request)."""
         if self.file.closed:
             return
-        closed = self.acc.take_all() if everything else self.acc.take_closed(time.time())
-        if closed:
-            self.file.write("".join(json.dumps(b.to_json(), separators=(",", ":")) + "\n" for b in closed))
-            self.file.flush()
+        now = time.time()
+        closed = self.acc.take_all() if everything else self.acc.take_closed(now)
+        upto = now if everything else self.acc.closed_until(now)
+        self.file.write("".join(json.dumps(b.to_json(), separators=(",", ":")) + "\n" for b in closed)
+                        + watermark_line(upto))
+        self.file.flush()
 
     def loop(self) -> None:
         while True:

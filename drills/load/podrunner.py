@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from drills.core.errors import CheckFailed, InjectionFailed, RevertFailed
 from drills.core.watch import EventMerger, obj_get
+from drills.load.buckets import WATERMARK_KEY
 from drills.load.pods import LoadPodsSpec, load_name, pod_selector, render_load_objects
 from drills.load.runner import LoadResult, LoadRunner
 
@@ -169,7 +170,8 @@ class PodLoadRunner(LoadRunner):
 
         def worker(line: str) -> None:
             found = _json(line)
-            out = buckets if found is not None and "t" in found and "w" in found else log_file
+            out = buckets if found is not None and ("t" in found and "w" in found or WATERMARK_KEY in found) \
+                else log_file
             out.write(line + "\n")
             out.flush()
         return worker

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drills.core.errors import CheckFailed
-from drills.load.buckets import Bucket, WindowStats, read_buckets, rebin, window
+from drills.load.buckets import Bucket, WindowStats, read_buckets, read_watermark, rebin, window
 from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S
 
 __all__ = ["LoadRunner", "LoadResult", "LOCUSTFILE"]
@@ -43,6 +43,7 @@ __all__ = ["LoadRunner", "LoadResult", "LOCUSTFILE"]
 log = logging.getLogger(__name__)
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+LATE_RESULTS_S = 10.0  # wall seconds a reader waits for the load's results to reach a moment (normally ~0.35 s)
 
 
 @dataclass
@@ -213,6 +214,20 @@ class LoadRunner:
     def buckets(self) -> list[Bucket]:
         """Buckets written so far (live while running: they lag by the flush interval, ~0.3 s)."""
         return read_buckets(self.bucket_files)
+
+    def covered_until(self) -> float | None:
+        """Epoch wall moment before which every completed request is in `buckets()` (None: nothing flushed yet)."""
+        return read_watermark(self.bucket_files)
+
+    def wait_covered(self, until: float, timeout_s: float = LATE_RESULTS_S) -> float | None:
+        """Wait until the load's results reach the wall moment `until` (each worker flushes every ~0.25 s), at
+        most `timeout_s` or until the load ended; returns the watermark reached (None: nothing flushed)."""
+        end = time.monotonic() + timeout_s
+        while True:
+            mark = self.covered_until()
+            if (mark is not None and mark >= until) or time.monotonic() >= end or not self.running:
+                return mark
+            time.sleep(0.02)
 
     def result(self) -> LoadResult:
         summary_path = self.out_dir / "locust.json"

@@ -111,6 +111,7 @@ class ServingRecovery:
     wall: dict[str, float] = field(default_factory=dict)  # phase → epoch wall seconds
     replacements: tuple[Replacement, ...] = ()
     unaffected: tuple[str, ...] = ()  # killed pods the fault did not take down (none: it had its effect)
+    load_gap_s: float = 0.0  # cluster seconds at the end of the wait the load's results did not reach (it lagged)
 
     def slowest(self) -> tuple[str, float, str] | None:
         """(phase, seconds, pod) of the slowest startup phase of any replacement."""
@@ -192,9 +193,12 @@ class ServingMonitor:
     def recovery(self, baseline: ServingBaseline, record: dict, buckets: Callable[[], list[Bucket]], *,
                  deadline_ts: float, settle_s: float, window_s: float,
                  on_phase: Callable[[str, datetime], None] | None = None,
-                 on_wait: Callable[[str, float], None] | None = None) -> ServingRecovery:
+                 on_wait: Callable[[str, float], None] | None = None,
+                 covered: Callable[[float], float | None] | None = None) -> ServingRecovery:
         """Watch until the Deployment is Ready, the endpoint served for `settle_s` and `window_s` more
-        passed (for the p99 after recovery) — or until `deadline_ts` (cluster time)."""
+        passed (for the p99 after recovery) — or until `deadline_ts` (cluster time). Not yet recovered then,
+        it reads the load once `covered(wall moment)` (the load's watermark, waited for) says its results
+        reach the end of the wait: a deadline ends the waiting, not the reading."""
         clock, ns = self.cluster.clock, self.workload.namespace
         injected = parse_iso(record["injected_at"])
         inj_ts = injected.timestamp()
@@ -285,6 +289,11 @@ class ServingMonitor:
                     on_wait("recovered" if recovered_wall is None else "ready", now - inj_ts)
             for event in merger.catch_up():  # the window passed: judge what the cluster has, not the streams
                 take(event)
+            gap = 0.0
+            if recovered_wall is None and covered is not None:
+                end_wall = to_wall(clock, min(clock.timestamp(), deadline_ts))
+                upto = covered(end_wall)
+                gap = clock.cluster_seconds(end_wall - (upto if upto is not None else to_wall(clock, inj_ts)))
             take(None)  # a last look at the load once every event is in
         fresh = self._replacements(pods, baseline, killed, restarts, restart_mode)
         effect.finish()
@@ -299,7 +308,8 @@ class ServingMonitor:
             timeline=timeline, killed=tuple(record["pods"]), survivors=max(0, record["running_before"] - len(killed)),
             desired=baseline.desired, ready_replicas=len([p for p in pods.values() if _ready(p)]),
             replaced=len([r for r in replacements if r.counts]), startups=startups, wall=wall,
-            replacements=replacements, unaffected=effect.unaffected)
+            replacements=replacements, unaffected=effect.unaffected,
+            load_gap_s=0.0 if recovered_wall is not None else max(0.0, round(gap, 3)))
 
     def busiest_node(self) -> str:
         """The node running the most Ready replicas (ties: the first by name): draining it disrupts the most."""

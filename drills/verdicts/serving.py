@@ -14,7 +14,8 @@ from drills.load.outcome import ERROR_200, INVALID, TIMEOUT
 from drills.measure.replicas import Replacement
 from drills.verdicts.timeline import Verdict, format_duration, judge_min
 
-__all__ = ["judge_fault_effect", "judge_replacements", "judge_visible_failures", "masked_failures"]
+__all__ = ["judge_fault_effect", "judge_load_coverage", "judge_replacements", "judge_visible_failures",
+           "masked_failures"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,17 @@ def judge_fault_effect(unaffected: Sequence[str], killed: int, restart_mode: boo
     return Verdict("fault effect", False, float(killed - len(unaffected)), float(killed), "pods",
                    f"inconclusive: the fault had no effect on {len(unaffected)} of {killed} killed pods "
                    f"({pods}: {state}), so there is no recovery to judge", inconclusive=True)
+
+
+def judge_load_coverage(gap_s: float) -> Verdict:
+    """Pass iff the load's results reach the end of the recovery wait; otherwise inconclusive — with no
+    answer seen yet, the last `gap_s` cluster seconds the load generator had not reported may hold one."""
+    if gap_s <= 0:
+        return Verdict("load results", True, 0.0, 0.0, "s", "load results: they cover the whole recovery wait")
+    return Verdict("load results", False, round(gap_s, 1), 0.0, "s",
+                   f"inconclusive: the load generator's results stop {format_duration(gap_s)} before the end of "
+                   "the recovery wait (it fell behind), so whether the endpoint served again in time is unknown",
+                   inconclusive=True)
 
 
 def judge_replacements(replacements: Sequence[Replacement], killed: int) -> Verdict:
