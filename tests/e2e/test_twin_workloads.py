@@ -37,7 +37,9 @@ def test_logs_read_like_an_nccl_job_in_twin_time(training):
     assert transport.transport == "RoCE" and transport.devices[0] == "mlx5_0:1/RoCE" and transport.is_rdma
     saved = [e for e in events if e.kind == "checkpoint_saved"]  # Megatron-LM: the save line, then its timer
     steps = sorted({e.step for e in saved if e.step is not None})
-    assert steps[-2:] == [4500, 6000]  # a job under way: its log shows the save before the last one (the interval)
+    # a job under way: its log shows the saves before the pod started, every 1,500 steps (the interval), and any
+    # made since (a test slowed by a busy machine reads the log later: 7,500 may be there too)
+    assert {4500, 6000} <= set(steps) and all(b - a == 1500 for a, b in zip(steps, steps[1:])), steps
     assert any(e.step == 6000 and e.path == f"/ckpt/{JOB}" for e in saved) and max(e.duration_s or 0 for e in saved) > 0
     steps = [e for e in events if e.kind == "step"]
     assert steps[0].step == 6150 and all(b.step > a.step for a, b in zip(steps, steps[1:]))
