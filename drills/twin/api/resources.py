@@ -46,7 +46,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), subresources=("status", "finalize"),
           categories=()),
     _core("nodes", "Node", namespaced=False, short_names=("no",), subresources=("status",), categories=()),
-    _core("pods", "Pod", short_names=("po",), subresources=("status", "log", "eviction", "binding", "exec")),
+    _core("pods", "Pod", short_names=("po",), subresources=("status", "log", "eviction", "binding", "exec", "portforward")),
     _core("events", "Event", short_names=("ev",), categories=()),
     _core("services", "Service", short_names=("svc",), subresources=("status",)),
     _core("endpoints", "Endpoints", short_names=("ep",), categories=(), singular="endpoints"),
