@@ -23,7 +23,7 @@ from typing import Awaitable, Callable, Iterable, Protocol
 
 import h11
 
-__all__ = ["Connection", "Echo", "HttpConnection", "HttpReply", "HttpRequest", "PORT_PROGRAMS", "Program",
+__all__ = ["Connection", "Echo", "Factory", "HttpConnection", "HttpReply", "HttpRequest", "PORT_PROGRAMS", "Program",
            "listener"]
 
 PORT_PROGRAMS = "twin.port_programs"  # app key: extra Programs registered by components
