@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="peer-e2e-") as tmp:
         work = Path(tmp)
         (work / "peer_shim.py").write_text(_CONFTEST.format(parent=str(suite.resolve().parent)))
+        # the suite reads its manifests at `kubernetes/e2e_test/test_yaml/...`, relative to the checkout's root
+        # (the working directory); a folder without __init__.py never shadows the installed `kubernetes`
+        (work / "kubernetes").mkdir()
+        (work / "kubernetes" / "e2e_test").symlink_to(suite.resolve(), target_is_directory=True)
         handle = start_twin(work / "twin", profile=_with_cpu_pool(args.profile, args.cpu_nodes, work))
         try:
             env = dict(os.environ, KUBECONFIG=handle.kubeconfig, HOME=str(work), PYTHONPATH=str(work))
