@@ -85,7 +85,8 @@ async def _put_finalize(request: web.Request, store: Store, target: Target) -> w
 # -- scale -------------------------------------------------------------------------------------------------
 def _scale(obj: dict) -> dict:
     meta = obj["metadata"]
-    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    selector = selector.get("matchLabels") or {} if obj.get("kind") != "ReplicationController" else selector
     return {
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
