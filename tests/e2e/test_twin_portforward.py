@@ -1,12 +1,16 @@
 """pods/portforward through the official python client (`kubernetes.stream.portforward`, the kubelet's
-WebSocket channel protocol): an echo server's ports, nginx's welcome page, a vLLM replica's own API,
-and the kubelet's "connection refused" for a port nothing listens on."""
+WebSocket channel protocol) and through `kubectl port-forward` (SPDY tunnelled in a WebSocket): an echo
+server's ports, nginx's welcome page, a vLLM replica's own API, and the kubelet's "connection refused"
+for a port nothing listens on."""
 
 from __future__ import annotations
 
 import json
+import re
 import select
+import shutil
 import socket
+import subprocess
 import urllib.request
 
 import pytest
@@ -22,14 +26,19 @@ INFER_NS, INFER_APP = "ai-platform", "llama-7b-infer"  # the minimal profile's v
 
 
 @pytest.fixture(scope="module")
-def core(tmp_path_factory):
-    handle = start_twin(tmp_path_factory.mktemp("twin-pf"), profile="minimal")
-    api = api_client_for(handle)
+def handle(tmp_path_factory):
+    twin = start_twin(tmp_path_factory.mktemp("twin-pf"), profile="minimal")
     try:
-        yield client.CoreV1Api(api)
+        yield twin
     finally:
-        api.close()
-        handle.stop()
+        twin.stop()
+
+
+@pytest.fixture(scope="module")
+def core(handle):
+    api = api_client_for(handle)
+    yield client.CoreV1Api(api)
+    api.close()
 
 
 def _running(core: client.CoreV1Api, name: str, container: dict) -> None:
@@ -97,11 +106,15 @@ def test_nginx_serves_its_welcome_page_and_404(core):
     assert missing.value.code == 404 and b"<center>nginx/1.27.3</center>" in missing.value.read()
 
 
-def test_a_vllm_replica_answers_its_own_api_keep_alive(core):
+def _replica(core: client.CoreV1Api) -> str:
     pods = wait_for(lambda: [p for p in core.list_namespaced_pod(INFER_NS, label_selector=f"app={INFER_APP}").items
                              if p.status.container_statuses and p.status.container_statuses[0].ready],
                     "a ready vLLM replica", deadline_s=60)
-    pf = portforward(core.connect_get_namespaced_pod_portforward, pods[0].metadata.name, INFER_NS, ports="8000")
+    return pods[0].metadata.name
+
+
+def test_a_vllm_replica_answers_its_own_api_keep_alive(core):
+    pf = portforward(core.connect_get_namespaced_pod_portforward, _replica(core), INFER_NS, ports="8000")
     sock = pf.socket(8000)
     sock.setblocking(True)
     sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -131,3 +144,33 @@ def test_port_forward_to_a_pod_not_running_is_refused(core):
     with pytest.raises(client.ApiException) as refused:
         portforward(core.connect_get_namespaced_pod_portforward, "nowhere", NS, ports="80")
     assert "pod nowhere is not running" in str(refused.value)
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_kubectl_port_forward_to_a_vllm_replica_then_to_a_closed_port(handle, core, tmp_path):
+    base = ["kubectl", "--kubeconfig", handle.kubeconfig, "--cache-dir", str(tmp_path), "-n", INFER_NS]
+    forward = subprocess.Popen([*base, "port-forward", f"pod/{_replica(core)}", ":8000", ":9999"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        local = {}
+        while len(local) < 2:  # "Forwarding from 127.0.0.1:NNNNN -> 8000", one line per port and address family
+            line = forward.stdout.readline()
+            assert line, f"kubectl port-forward ended: {forward.stderr.read()}"
+            if m := re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)", line):
+                local[int(m[2])] = int(m[1])
+        models = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{local[8000]}/v1/models", timeout=30).read())
+        request = urllib.request.Request(f"http://127.0.0.1:{local[8000]}/v1/completions",
+                                         data=json.dumps({"prompt": "hi", "max_tokens": 3}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        answer = json.loads(urllib.request.urlopen(request, timeout=30).read())
+        assert [m["id"] for m in models["data"]] == [answer["model"]] and answer["usage"]["completion_tokens"] == 3
+        with pytest.raises(OSError):  # nothing listens on 9999 in the pod: kubectl drops the connection
+            urllib.request.urlopen(f"http://127.0.0.1:{local[9999]}/", timeout=30)
+        _, err = forward.communicate(timeout=30)  # and, as kubectl ≥ 1.31 does, gives up on the pod
+    finally:
+        if forward.poll() is None:
+            forward.kill()
+            forward.communicate()
+    assert "an error occurred forwarding" in err and "dial tcp4 127.0.0.1:9999: connect: connection refused" in err
+    assert "lost connection to pod" in err and forward.returncode == 1

@@ -3,9 +3,9 @@
 channel 2i+1, and the first frame on each is the port number (2 bytes, little-endian). The client's
 frames on a data channel are the bytes it writes to that port; the twin feeds them to what the pod
 serves there (drills/twin/workloads/container_ports.py) and sends its answer back on the same channel.
-A port nothing listens on gets the kubelet's "connection refused" on its error channel at once. kubectl's
-SPDY-based port-forward (and its WebSocket tunnel of SPDY) is not spoken: it gets the 400 a server
-without SPDY would give.
+A port nothing listens on gets the kubelet's "connection refused" on its error channel at once.
+kubectl's SPDY tunnelled through the WebSocket (`SPDY/3.1+portforward.k8s.io`) is portforward_spdy.py;
+a plain SPDY upgrade (kubectl's fallback) gets the 400 a server without SPDY would give.
 """
 
 from __future__ import annotations
@@ -19,17 +19,20 @@ from aiohttp import WSMsgType, web
 
 from drills.twin.api import status as st
 from drills.twin.api.handlers import Target
+from drills.twin.api.portforward_spdy import PROTOCOL as SPDY_TUNNEL
+from drills.twin.api.portforward_spdy import serve as serve_spdy
 from drills.twin.api.store import Store
 from drills.twin.workloads import container_ports
 
 __all__ = ["PROTOCOLS", "portforward_pod"]
 
-PROTOCOLS = ("v4.channel.k8s.io",)
+PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io")
 
 
 async def portforward_pod(request: web.Request, store: Store, target: Target) -> web.StreamResponse:
     request["verb"] = "create" if request.method == "POST" else "get"
-    ports = _ports(request.query.getall("ports", []))
+    tunnel = SPDY_TUNNEL in [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    ports = [] if tunnel else _ports(request.query.getall("ports", []))  # kubectl names ports in its streams
     pod = store.get(target.rt, target.namespace, target.name)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise st.bad_request(f"pod {target.name} is not running")
@@ -38,6 +41,10 @@ async def portforward_pod(request: web.Request, store: Store, target: Target) ->
         raise st.bad_request("Upgrade request required")
     await ws.prepare(request)
     extra = request.app.get(container_ports.PORT_PROGRAMS, ())
+    if tunnel:
+        await serve_spdy(ws, pod, lambda port: container_ports.listener(pod, port, store.clock.timestamp, extra),
+                         lambda port: _refused(pod, port))
+        return ws
     queues: dict[int, asyncio.Queue] = {}
     tasks: list[asyncio.Task] = []
     for ix, port in enumerate(ports):

@@ -86,7 +86,7 @@ class _App:
 
 
 def _json(status: int, body: dict) -> HttpReply:
-    return HttpReply(status, json.dumps(body).encode(), _JSON)
+    return HttpReply(status, json.dumps(body, separators=(",", ":")).encode(), _JSON)  # FastAPI's JSONResponse
 
 
 def _error(status: int, message: str, kind: str) -> HttpReply:
