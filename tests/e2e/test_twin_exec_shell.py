@@ -55,7 +55,8 @@ def test_a_script_with_a_loop_a_substitution_and_a_pipe(core):
 
 
 @pytest.mark.parametrize("command, code", [(["false"], 1), (["/bin/sh", "-c", "sleep 1; exit 3"], 3), (["true"], 0),
-                                           (["/bin/sh", "-c", "nope"], 127), (["/bin/sh", "-c", "echo &"], 2)])
+                                           (["/bin/sh", "-c", "nope"], 127), (["/bin/sh", "-c", "echo &"], 2),
+                                           (["/bin/sh", "-c", "echo x >/dev/null; false"], 1)])
 def test_exit_codes(core, command, code):
     run = stream(core.connect_get_namespaced_pod_exec, POD, NS, command=command, stderr=True, stdin=False,
                  stdout=True, tty=False, _preload_content=False)

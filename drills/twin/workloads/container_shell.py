@@ -143,7 +143,7 @@ def _lex(source: str) -> list:
         op = next((o for o in _OPS if source.startswith(o, i)), None)
         if op is not None:
             if op == ">":
-                target = re.match(r">\s*(\S+)", source[i:])
+                target = re.match(r">\s*([^\s;|&]+)", source[i:])
                 if not target or target.group(1) != "/dev/null":
                     raise ShellSyntaxError("redirection to a file")
                 tokens.append(("op", ">/dev/null"))
