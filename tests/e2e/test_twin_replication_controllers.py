@@ -5,25 +5,33 @@ compares byte for byte: the Status body of a conflict, here an APIService's."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from kubernetes import client, utils
 
 from drills.twin.launcher import start_twin
 from fixtures.twin import api_client_for
+from tests.e2e.test_twin_kubectl import Kubectl
 from tests.e2e.twin_core_helpers import GPU_TOLERATION, wait_for
 
 NS = "default"
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    handle = start_twin(tmp_path_factory.mktemp("twin-rc"), profile="minimal")
-    api = api_client_for(handle)
+def handle(tmp_path_factory):
+    twin = start_twin(tmp_path_factory.mktemp("twin-rc"), profile="minimal")
     try:
-        yield api
+        yield twin
     finally:
-        api.close()
-        handle.stop()
+        twin.stop()
+
+
+@pytest.fixture(scope="module")
+def api(handle):
+    api = api_client_for(handle)
+    yield api
+    api.close()
 
 
 def _pods(core: client.CoreV1Api, app: str) -> list:
@@ -66,3 +74,18 @@ def test_a_conflict_is_the_real_servers_status_bytes(api):
         '"message":"apiservices.apiregistration.k8s.io \\"v1alpha1.wardle.k8s.io\\" already exists",'
         '"reason":"AlreadyExists","details":{"name":"v1alpha1.wardle.k8s.io","group":"apiregistration.k8s.io",'
         '"kind":"apiservices"},"code":409}\n')
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_kubectl_scales_and_prints_a_replication_controller(handle, tmp_path):
+    kubectl = Kubectl(handle, tmp_path / "kube-cache")
+    kubectl.apply("apiVersion: v1\nkind: ReplicationController\nmetadata: {name: api}\nspec:\n  replicas: 1\n"
+                  "  template:\n    metadata: {labels: {app: api, tier: fe}}\n    spec:\n"
+                  "      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n"
+                  "      containers: [{name: nginx, image: nginx}]\n")
+    assert kubectl("scale", "rc/api", "--replicas=2").strip() == "replicationcontroller/api scaled"
+    kubectl("wait", "--for=jsonpath={.status.readyReplicas}=2", "rc/api", "--timeout=60s", timeout=90)
+    header, row = kubectl("get", "rc", "api", "-o", "wide").splitlines()
+    assert header.split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+    assert row.split()[:4] == ["api", "2", "2", "2"] and row.split()[-3:] == ["nginx", "nginx", "app=api,tier=fe"]
