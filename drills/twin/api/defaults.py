@@ -53,6 +53,7 @@ _FILL: dict[str, dict] = {
     "apps/v1/Deployment": {"spec": {"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
                                     "strategy": {"type": "RollingUpdate"}}, "status": {}},
     "apps/v1/ReplicaSet": {"spec": {"replicas": 1}, "status": {"replicas": 0}},
+    "v1/ReplicationController": {"spec": {"replicas": 1}, "status": {"replicas": 0}},
     "apps/v1/DaemonSet": {"spec": {"revisionHistoryLimit": 10, "updateStrategy": {"type": "RollingUpdate"}},
                           "status": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0,
                                      "numberMisscheduled": 0, "numberReady": 0}},
@@ -157,6 +158,18 @@ def _workload(obj: dict, now: str) -> None:
                 rolling.setdefault(k, v)
 
 
+def _replication_controller(obj: dict, now: str) -> None:
+    """A ReplicationController's selector (a plain map) and labels default to its template's labels."""
+    _workload(obj, now)
+    spec = _sub(obj, "spec")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    if isinstance(labels, dict) and labels:
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        if not _meta(obj).get("labels"):
+            _meta(obj)["labels"] = dict(labels)
+
+
 def _batch_job(obj: dict, now: str) -> None:
     _workload(obj, now)  # a template without restartPolicy gets Always, which a Job refuses (422), as on a real server
 
@@ -222,6 +235,7 @@ _SPECIAL: dict[str, Callable[[dict, str], None]] = {
     "v1/Event": _event,
     "apps/v1/Deployment": _workload,
     "apps/v1/ReplicaSet": _workload,
+    "v1/ReplicationController": _replication_controller,
     "apps/v1/DaemonSet": _workload,
     "batch/v1/Job": _batch_job,
     "coordination.k8s.io/v1/Lease": _lease,

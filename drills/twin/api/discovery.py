@@ -37,6 +37,7 @@ SUBRESOURCE_KINDS: dict[str, tuple[str | None, str | None, str | None, tuple[str
     "status": (None, None, None, ("get", "patch", "update")),
     "log": ("", "v1", "Pod", ("get",)),
     "exec": ("", "v1", "PodExecOptions", ("create", "get")),
+    "portforward": ("", "v1", "PodPortForwardOptions", ("create", "get")),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "binding": ("", "v1", "Binding", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),

@@ -63,6 +63,7 @@ PATCH_STRATEGIES: dict[str, dict[str, str]] = {
     "Service": {**_META, "spec.ports": "port", **_CONDITIONS},
     "Deployment.apps": _WORKLOAD,
     "ReplicaSet.apps": _WORKLOAD,
+    "ReplicationController": _WORKLOAD,
     "DaemonSet.apps": _WORKLOAD,
     "StatefulSet.apps": _WORKLOAD,
     "Job.batch": _WORKLOAD,

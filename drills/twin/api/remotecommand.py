@@ -2,16 +2,19 @@
 `v4.channel.k8s.io`): each binary message is one channel byte then data — 0 stdin, 1 stdout, 2 stderr,
 3 error (the exec's Status as JSON: Success, or NonZeroExitCode with the exit code as an ExitCode cause),
 4 resize; v5 adds 255, a close signal for one channel. The twin answers from the container's model
-(drills/twin/workloads/container_exec.py) and closes. A request without the WebSocket upgrade (SPDY,
+(drills/twin/workloads/container_exec.py): what the client writes on stdin goes to the command (a shell
+reading its commands, `cat`); a v5 close of stdin is its end of input. When the command ends, the exit
+Status and the close. A request without the WebSocket upgrade (SPDY,
 kubectl's fallback) gets the 400 a server without SPDY would give; kubectl then reports it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from drills.twin.api import status as st
 from drills.twin.api.handlers import Target
@@ -23,8 +26,10 @@ __all__ = ["PROTOCOLS", "exec_pod"]
 
 log = logging.getLogger(__name__)
 
-PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-STDOUT, STDERR, ERROR = 1, 2, 3
+V5 = "v5.channel.k8s.io"
+PROTOCOLS = (V5, "v4.channel.k8s.io")
+STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
+_TRUE = ("1", "true", "True")
 _NODES = by_path("", "v1", "nodes")
 
 
@@ -44,8 +49,10 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
     await ws.prepare(request)
     node_name = pod["spec"].get("nodeName")
     node = store.find(_NODES, None, node_name) if node_name else None
+    wanted = {STDOUT: q.get("stdout") in _TRUE, STDERR: q.get("stderr") in _TRUE}
     try:
-        result = container_exec.run(command, pod, container, node)
+        session = container_exec.start(command, pod, container, node, store.clock.timestamp(),
+                                       stdin=q.get("stdin") in _TRUE)
     except container_exec.NotFound as missing:
         await _send(ws, ERROR, json.dumps(st.status_body(
             500, "InternalError", f'Internal error occurred: error executing command in container: failed to exec in '
@@ -53,13 +60,35 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
             f'"{missing.executable}": executable file not found in $PATH: unknown', {})).encode())
         await ws.close()
         return ws
-    if result.stdout and q.get("stdout") in ("1", "true"):
-        await _send(ws, STDOUT, result.stdout.encode())
-    if result.stderr and q.get("stderr") in ("1", "true"):
-        await _send(ws, STDERR, result.stderr.encode())
-    await _send(ws, ERROR, json.dumps(_exit_status(command, result.code)).encode())
+    await _flush(ws, session, wanted, store)
+    if not session.finished:
+        async for msg in ws:
+            if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
+                continue
+            data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
+            if data[:1] == bytes([STDIN]):
+                session.feed(data[1:])
+            elif data[:2] == bytes([CLOSE, STDIN]) and ws.ws_protocol == V5:
+                session.close_stdin()
+            await _flush(ws, session, wanted, store)
+            if session.finished:
+                break
+        else:
+            return ws  # the client went away before the command ended
+    await _send(ws, ERROR, json.dumps(_exit_status(command, session.output.code)).encode())
     await ws.close()
     return ws
+
+
+async def _flush(ws: web.WebSocketResponse, session: container_exec.Session, wanted: dict[int, bool],
+                 store: Store) -> None:
+    """Send what the command printed since the last flush, once the (twin) time it took has passed."""
+    out = session.take()
+    if out.seconds:
+        await asyncio.sleep(store.clock.wall_seconds(out.seconds))
+    for channel, data in ((STDOUT, out.stdout), (STDERR, out.stderr)):
+        if data and wanted[channel]:
+            await _send(ws, channel, data)
 
 
 def _exit_status(command: list[str], code: int) -> dict:

@@ -36,6 +36,7 @@ FIELD_SELECTORS: dict[str, tuple[str, ...]] = {
     "Namespace": ("status.phase",),
     "Secret": ("type",),
     "ReplicaSet": ("status.replicas",),
+    "ReplicationController": ("status.replicas",),
     "Job": ("status.successful",),
 }
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
-import json
 import logging
 
 from aiohttp import web
@@ -292,7 +291,7 @@ async def _twin_audited(request: web.Request, handler, audit: AuditLog) -> web.S
 
 
 def _status_response(body: dict, code: int) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=code, content_type="application/json")
+    return web.Response(body=st.encode(body), status=code, content_type="application/json")
 
 
 async def _on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:

@@ -1,14 +1,19 @@
 """meta/v1 Status answers: every API failure the twin returns is one of these, like the real server.
 
-Handlers raise `ApiError`; the server middleware renders it as a Status body with the same code.
+Handlers raise `ApiError`; the server middleware renders it as a Status body with the same code, encoded
+as the real server's Go encoder writes it (`encode`): fields in the struct's order, compact, `<>&` escaped,
+a trailing newline — clients compare these bodies byte for byte (the python client's create_from_yaml
+error text embeds them).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 __all__ = [
     "ApiError",
+    "encode",
     "status_body",
     "success",
     "not_found",
@@ -51,11 +56,17 @@ def status_body(code: int, reason: str, message: str, details: dict | None = Non
         "status": "Failure",
         "message": message,
         "reason": reason,
-        "code": code,
     }
     if details:
         body["details"] = details
+    body["code"] = code  # after details: metav1.Status's field order
     return body
+
+
+def encode(body: dict) -> bytes:
+    """`body` as Go's encoding/json Encoder writes it (the keys in the order given)."""
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n").encode()
 
 
 def success(code: int = 200, details: dict | None = None) -> dict:

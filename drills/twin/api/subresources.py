@@ -1,5 +1,5 @@
-"""Subresources: status, pods/log, pods/exec (remotecommand.py), pods/eviction, pods/binding,
-{deployments,replicasets}/scale."""
+"""Subresources: status, pods/log, pods/exec (remotecommand.py), pods/portforward (portforward.py),
+pods/eviction, pods/binding, {deployments,replicasets}/scale."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from drills.twin.api.disruption import check_eviction
 from drills.twin.api.handlers import Target, grace_seconds, is_dry_run, json_response, patch_object, read_body
 from drills.twin.api.logs import LogLine
 from drills.twin.api.patch import PatchError, apply_patch
+from drills.twin.api.portforward import portforward_pod
 from drills.twin.api.remotecommand import exec_pod
 from drills.twin.api.store import Store
 
@@ -84,7 +85,8 @@ async def _put_finalize(request: web.Request, store: Store, target: Target) -> w
 # -- scale -------------------------------------------------------------------------------------------------
 def _scale(obj: dict) -> dict:
     meta = obj["metadata"]
-    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    selector = selector.get("matchLabels") or {} if obj.get("kind") != "ReplicationController" else selector
     return {
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
@@ -255,4 +257,6 @@ _ROUTES = {
     ("log", "GET"): _log,
     ("exec", "GET"): _exec,
     ("exec", "POST"): _exec,
+    ("portforward", "GET"): portforward_pod,
+    ("portforward", "POST"): portforward_pod,
 }

@@ -157,6 +157,14 @@ COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
         Column("Current", p.as_int("status.replicas"), type="integer", description="The observed number of pods."),
         Column("Ready", p.as_int("status.readyReplicas"), type="integer", description="The number of ready pods."),
         _AGE, *_template_columns("spec.template.spec.containers")),
+    ("", "replicationcontrollers"): (  # a plain-map selector (labels.FormatLabels)
+        _NAME,
+        Column("Desired", p.as_int("spec.replicas"), type="integer", description="The number of desired pods."),
+        Column("Current", p.as_int("status.replicas"), type="integer", description="The observed number of pods."),
+        Column("Ready", p.as_int("status.readyReplicas"), type="integer", description="The number of ready pods."),
+        _AGE, *_template_columns("spec.template.spec.containers")[:2],
+        Column("Selector", lambda obj, now: p.selector({"matchLabels": p.get(obj, "spec.selector")}), priority=1,
+               description="Label selector over the pods this object manages.")),
     ("apps", "daemonsets"): (
         _NAME,
         Column("Desired", p.as_int("status.desiredNumberScheduled"), type="integer", description="Nodes to run it."),

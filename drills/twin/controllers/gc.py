@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 # dependents watched → their possible owners (apiVersion, kind)
 _DEPENDENTS = {
-    ("v1", "Pod"): (("apps/v1", "ReplicaSet"), ("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job")),
+    ("v1", "Pod"): (("apps/v1", "ReplicaSet"), ("v1", "ReplicationController"), ("batch/v1", "Job"),
+                    ("batch.volcano.sh/v1alpha1", "Job")),
     ("apps/v1", "ReplicaSet"): (("apps/v1", "Deployment"),),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): (("batch.volcano.sh/v1alpha1", "Job"),),
 }

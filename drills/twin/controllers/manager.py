@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 # Order matters only for setup(); all run concurrently.
 CONTROLLERS: list[str] = [
     "drills.twin.controllers.replicaset:ReplicaSetController",
+    "drills.twin.controllers.replicaset:ReplicationControllerController",
     "drills.twin.controllers.deployment:DeploymentController",
     "drills.twin.controllers.daemonset:DaemonSetController",
     "drills.twin.controllers.volcano:VolcanoJobController",

@@ -1,4 +1,5 @@
-"""ReplicaSet controller: keep `spec.replicas` active pods from the template and report status.
+"""ReplicaSet controller: keep `spec.replicas` active pods from the template and report status. The
+ReplicationController's (core/v1, a plain-map selector) is the same controller on its own kind.
 
 Like kube-controller-manager's: pods get `generateName` names (new name and uid every time), a
 controller ownerReference, and creations/deletions are tracked as *expectations* so a lagging
@@ -19,12 +20,13 @@ from drills.twin.controllers.events import record_event
 from drills.twin.controllers.podutil import (OwnerIndex, controller_ref, is_active, is_available, is_ready,
                                             is_terminating, pod_from_template, ready_since, set_condition)
 
-__all__ = ["ReplicaSetController", "replicaset_status"]
+__all__ = ["ReplicaSetController", "ReplicationControllerController", "replicaset_status"]
 
 log = logging.getLogger(__name__)
 
 PODS = by_kind("v1", "Pod")
 REPLICASETS = by_kind("apps/v1", "ReplicaSet")
+REPLICATION_CONTROLLERS = by_kind("v1", "ReplicationController")
 _EXPECTATION_TTL_S = 5.0  # wall seconds: a lost watch event must not freeze a ReplicaSet
 _BURST = 50
 
@@ -41,10 +43,12 @@ class _Expect:
 
 class ReplicaSetController(Controller):
     name = "replicaset"
+    resource = REPLICASETS
+    component = "replicaset-controller"
 
     def setup(self) -> None:
         self.pods = self.ctx.informers.informer(PODS)
-        self.rsets = self.ctx.informers.informer(REPLICASETS)
+        self.rsets = self.ctx.informers.informer(self.resource)
         self.index = OwnerIndex()
         self.expect: dict[str, _Expect] = {}
         self.pods.add_handler(self._on_pod)
@@ -60,12 +64,12 @@ class ReplicaSetController(Controller):
         uid = self.index.update(etype, obj)
         if old is not None and old is not obj:
             prev = controller_ref(old)
-            if prev and prev.get("uid") != uid and prev.get("kind") == "ReplicaSet":
+            if prev and prev.get("uid") != uid and prev.get("kind") == self.resource.kind:
                 self.enqueue((old["metadata"]["namespace"], prev["name"]))
         if not uid:
             return
         ref = next(r for r in obj["metadata"]["ownerReferences"] if r.get("controller"))
-        if ref.get("kind") != "ReplicaSet":
+        if ref.get("kind") != self.resource.kind:
             return
         exp = self.expect.get(uid)
         key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
@@ -104,10 +108,10 @@ class ReplicaSetController(Controller):
                 except ApiError as err:
                     self.expect[uid].adds -= 1
                     await record_event(self.ctx.client, rs, "FailedCreate", f"Error creating: {err.message}",
-                                       "Warning", "replicaset-controller", clock=self.ctx.clock)
+                                       "Warning", self.component, clock=self.ctx.clock)
                     return f"{err.reason}: {err.message}"
                 await record_event(self.ctx.client, rs, "SuccessfulCreate",
-                                   f'Created pod: {created["metadata"]["name"]}', component="replicaset-controller",
+                                   f'Created pod: {created["metadata"]["name"]}', component=self.component,
                                    clock=self.ctx.clock)
             if diff > count:
                 self.enqueue_after((rs["metadata"]["namespace"], rs["metadata"]["name"]), 0)
@@ -123,18 +127,24 @@ class ReplicaSetController(Controller):
                     self.expect[uid].deletes.discard((meta["namespace"], meta["name"]))
                     return f"{err.reason}: {err.message}"
                 await record_event(self.ctx.client, rs, "SuccessfulDelete", f'Deleted pod: {meta["name"]}',
-                                   component="replicaset-controller", clock=self.ctx.clock)
+                                   component=self.component, clock=self.ctx.clock)
         return None
 
     async def _write_status(self, rs: dict, pods: list[dict], active: list[dict], failure: str | None) -> None:
         status = replicaset_status(rs, active, self.ctx.clock.timestamp(), to_iso(self.ctx.clock.now()), failure)
         cur = rs.get("status") or {}
         if any(cur.get(k) != v for k, v in status.items()):
-            await self.ctx.client.patch(REPLICASETS, rs["metadata"]["namespace"], rs["metadata"]["name"],
+            await self.ctx.client.patch(self.resource, rs["metadata"]["namespace"], rs["metadata"]["name"],
                                         {"status": status}, sub="status")
         min_ready = float(rs["spec"].get("minReadySeconds") or 0)
         if min_ready > 0 and status["readyReplicas"] > status["availableReplicas"]:
             self.enqueue_after((rs["metadata"]["namespace"], rs["metadata"]["name"]), min_ready / 2)
+
+
+class ReplicationControllerController(ReplicaSetController):
+    name = "replication-controller"
+    resource = REPLICATION_CONTROLLERS
+    component = "replication-controller"
 
 
 def replicaset_status(rs: dict, active: list[dict], now: float, now_iso: str, failure: str | None = None) -> dict:

@@ -1,6 +1,7 @@
-"""What a simulated container answers to `kubectl exec` (the twin has no processes: a few commands an
-operator types during a drill are answered from the twin's model, anything else is not on the image).
+"""What a simulated container answers to `kubectl exec` (the twin has no processes: the programs an
+operator or a client's tests type are answered from the twin's model, anything else is not on the image).
 
+Programs (`_PROGRAMS`, by executable name; every image has them):
 - `nvidia-smi -L`: the GPUs the container was given (its `nvidia.com/gpu` limit, the first of its node's,
   with the UUIDs the acceptance tools print for that node); none → "No devices were found", exit 6
   (NVML_ERROR_NOT_FOUND). The name is the node's GPU feature discovery label `nvidia.com/gpu.product`
@@ -8,29 +9,38 @@ operator types during a drill are answered from the twin's model, anything else 
   dashes, e.g. "A100-SXM4-80GB", would be spelled with spaces).
 - `env` / `printenv [NAME]`: the container's literal env plus what the kubelet adds (HOSTNAME, the API
   service's KUBERNETES_* variables, PATH, HOME).
-- `hostname`, `true`, `false`, `cat FILE` (no file on the image: "No such file or directory", exit 1).
+- `hostname`, `true`, `false`, `echo [-n]`, `seq [FIRST [INC]] LAST`, `date` (the twin's clock, busybox's
+  format), `uptime` (since the node was created), `sleep N` (takes N twin seconds), `gzip` (stdin, as
+  `gzip` writes it to a pipe), `ls [/]` (the image's root: busybox's for busybox images, Debian's
+  otherwise), `cat` (stdin; no file on the image: "No such file or directory", exit 1).
+- `sh -c SCRIPT` and `sh` reading commands from stdin: container_shell.py's subset of sh.
 - anything else: the container runtime's "executable file not found in $PATH" (`NotFound`).
+
+An exec with stdin attached (`start`): `sh` without `-c` runs each line it reads until `exit` (or the
+end of stdin); `cat` (or `sh -c cat`) copies stdin to stdout until stdin is closed; any other command
+runs at once and does not read stdin.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import gzip
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
 
+from drills.core.clock import parse_iso
 from drills.twin.controllers.nodeutil import parse_quantity
 from drills.twin.workloads.accept_tools import nvidia_smi_list
+from drills.twin.workloads.container_shell import Output, Program, Shell
 
-__all__ = ["ExecResult", "NotFound", "run"]
+__all__ = ["NotFound", "Output", "Session", "run", "start"]
 
 GPU = "nvidia.com/gpu"
 _PATH = "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SERVICE_HOST, _SERVICE_PORT = "10.96.0.1", "443"  # the default `kubernetes` Service a pod sees
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    stdout: str
-    stderr: str = ""
-    code: int = 0
+_ROOTS = {"busybox": "bin dev etc home lib lib64 proc root sys tmp usr var",
+          "debian": "bin boot dev etc home lib lib64 media mnt opt proc root run sbin srv sys tmp usr var"}
+SHELLS = ("sh",)
 
 
 class NotFound(Exception):
@@ -41,42 +51,204 @@ class NotFound(Exception):
         self.executable = executable
 
 
-def run(command: list[str], pod: dict, container: str, node: dict | None) -> ExecResult:
-    """Run `command` in `container` of `pod` on `node`: what it prints and its exit code."""
+@dataclass
+class _Container:
+    pod: dict
+    spec: dict
+    node: dict | None
+    now: float  # twin epoch seconds
+
+    @property
+    def flavour(self) -> str:
+        return "busybox" if (self.spec.get("image") or "").rsplit("/", 1)[-1].startswith("busybox") else "debian"
+
+
+def run(command: list[str], pod: dict, container: str, node: dict | None, now: float) -> Output:
+    """Run `command` (stdin not attached) in `container` of `pod` on `node`: what it prints, its exit code."""
+    return start(command, pod, container, node, now, stdin=False).output
+
+
+def start(command: list[str], pod: dict, container: str, node: dict | None, now: float, stdin: bool) -> "Session":
+    """A started exec; raises NotFound when `command[0]` is not on the image."""
     if not command:
         raise NotFound("")
-    exe, args = command[0].rsplit("/", 1)[-1], command[1:]
-    spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
-    if exe == "nvidia-smi" and args == ["-L"]:
-        return _nvidia_smi_list(spec, node)
-    if exe in ("env", "printenv"):
-        env = _env(pod, spec)
-        if args:
-            found = [env[name] for name in args if name in env]
-            return ExecResult("".join(f"{v}\n" for v in found), code=0 if len(found) == len(args) else 1)
-        return ExecResult("".join(f"{k}={v}\n" for k, v in env.items()))
-    if exe == "hostname":
-        return ExecResult(pod["metadata"]["name"] + "\n")
-    if exe in ("true", "false"):
-        return ExecResult("", code=0 if exe == "true" else 1)
-    if exe == "cat":
-        return ExecResult("", "".join(f"cat: {path}: No such file or directory\n" for path in args), code=1)
-    raise NotFound(command[0])
+    box = _Container(pod, next(c for c in pod["spec"]["containers"] if c["name"] == container), node, now)
+    exe, args = _base(command[0]), command[1:]
+    shell = Shell(lambda name: _program(box, name), _env(box))
+    if exe in SHELLS:
+        if args[:1] == ["-c"] and len(args) > 1:
+            if stdin and args[1].strip() == "cat":
+                return Session(copying=True)
+            output, _ = shell.run(args[1])
+            return Session(output=output, finished=True)
+        return Session(shell=shell) if stdin else Session(output=Output(), finished=True)
+    if exe == "cat" and not args and stdin:
+        return Session(copying=True)
+    program = _program(box, exe)
+    if program is None:
+        raise NotFound(command[0])
+    return Session(output=program([exe, *args], b""), finished=True)
 
 
-def _nvidia_smi_list(spec: dict, node: dict | None) -> ExecResult:
-    limits = (spec.get("resources") or {}).get("limits") or {}
+@dataclass
+class Session:
+    """An exec in progress: what it printed so far (`output`, drained by `take`), whether it ended."""
+
+    output: Output = field(default_factory=Output)
+    finished: bool = False
+    shell: Shell | None = None
+    copying: bool = False
+    _line: bytes = b""
+
+    def feed(self, data: bytes) -> None:
+        if self.finished:
+            return
+        if self.copying:
+            self.output.stdout += data
+            return
+        if self.shell is not None:
+            self._line += data
+            while b"\n" in self._line and not self.finished:
+                line, self._line = self._line.split(b"\n", 1)
+                out, exited = self.shell.run(line.decode(errors="replace"))
+                self._add(out)
+                self.finished = exited
+
+    def close_stdin(self) -> None:
+        """End of stdin: a copying command and a shell reading its commands end (a shell runs what is left)."""
+        if self.finished:
+            return
+        if self.shell is not None and self._line.strip():
+            out, _ = self.shell.run(self._line.decode(errors="replace"))
+            self._add(out)
+        if self.shell is not None:
+            self.output.code = self.shell.last
+        self.finished = True
+
+    def take(self) -> Output:
+        out, self.output = self.output, Output(code=self.output.code)
+        return out
+
+    def _add(self, out: Output) -> None:
+        self.output.stdout += out.stdout
+        self.output.stderr += out.stderr
+        self.output.seconds += out.seconds
+        self.output.code = out.code
+
+
+# -- the programs ------------------------------------------------------------------------------------------
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _program(box: _Container, name: str) -> Program | None:
+    make = _PROGRAMS.get(_base(name))
+    return (lambda argv, stdin: make(box, argv[1:], stdin)) if make is not None else None
+
+
+def _text(text: str, code: int = 0) -> Output:
+    return Output(text.encode(), b"", code)
+
+
+def _echo(box: _Container, args: list[str], stdin: bytes) -> Output:
+    newline = not args[:1] == ["-n"]
+    return _text(" ".join(args if newline else args[1:]) + ("\n" if newline else ""))
+
+
+def _seq(box: _Container, args: list[str], stdin: bytes) -> Output:
+    try:
+        nums = [int(a) for a in args]
+    except ValueError as err:
+        return Output(b"", f"seq: invalid number '{err.args[0].split(': ', 1)[-1]}'\n".encode(), 1)
+    first, inc, last = {1: (1, 1, nums[-1] if nums else 0), 2: (nums[0], 1, nums[-1]),
+                        3: (nums[0], nums[1], nums[-1])}.get(len(nums), (1, 1, 0))
+    if not nums or len(nums) > 3 or inc == 0:
+        return Output(b"", b"Usage: seq [-w] [-s SEP] [FIRST [INC]] LAST\n", 1)
+    return _text("".join(f"{n}\n" for n in range(first, last + (1 if inc > 0 else -1), inc)))
+
+
+def _date(box: _Container, args: list[str], stdin: bytes) -> Output:
+    moment = datetime.fromtimestamp(box.now, timezone.utc)
+    return _text(moment.strftime("%a %b ") + f"{moment.day:2d}" + moment.strftime(" %H:%M:%S UTC %Y\n"))
+
+
+def _uptime(box: _Container, args: list[str], stdin: bytes) -> Output:
+    created = ((box.node or {}).get("metadata") or {}).get("creationTimestamp")
+    up = int(box.now - parse_iso(created).timestamp()) if created else 0
+    days, rest = divmod(max(up, 0), 86400)
+    hours, minutes = rest // 3600, rest % 3600 // 60
+    clock = datetime.fromtimestamp(box.now, timezone.utc).strftime("%H:%M:%S")
+    span = (f"{days} day{'s' if days != 1 else ''}, " if days else "") + \
+        (f"{hours:2d}:{minutes:02d}" if hours else f"{minutes} min")
+    return _text(f" {clock} up {span},  0 users,  load average: 0.00, 0.00, 0.00\n")
+
+
+def _sleep(box: _Container, args: list[str], stdin: bytes) -> Output:
+    try:
+        seconds = float(args[0]) if args else None
+    except ValueError:
+        seconds = None
+    if seconds is None:
+        return Output(b"", f"sleep: invalid number '{args[0] if args else ''}'\n".encode(), 1)
+    return Output(seconds=seconds)
+
+
+def _ls(box: _Container, args: list[str], stdin: bytes) -> Output:
+    paths = [a for a in args if not a.startswith("-")] or ["/"]
+    missing = [p for p in paths if p.rstrip("/") != ""]
+    if missing:
+        return Output(b"", "".join(f"ls: {p}: No such file or directory\n" for p in missing).encode(),
+                      1 if box.flavour == "busybox" else 2)
+    return _text("".join(f"{name}\n" for name in _ROOTS[box.flavour].split()))
+
+
+def _cat(box: _Container, args: list[str], stdin: bytes) -> Output:
+    if not args:
+        return Output(stdin)
+    return Output(b"", "".join(f"cat: {path}: No such file or directory\n" for path in args).encode(), 1)
+
+
+def _env_program(box: _Container, args: list[str], stdin: bytes) -> Output:
+    env = _env(box)
+    if args:
+        found = [env[name] for name in args if name in env]
+        return _text("".join(f"{v}\n" for v in found), 0 if len(found) == len(args) else 1)
+    return _text("".join(f"{k}={v}\n" for k, v in env.items()))
+
+
+def _nvidia_smi(box: _Container, args: list[str], stdin: bytes) -> Output:
+    if args != ["-L"]:
+        return Output(b"", b"nvidia-smi: only -L is modelled by the twin\n", 2)
+    limits = (box.spec.get("resources") or {}).get("limits") or {}
     given = int(parse_quantity(limits.get(GPU)))
-    if node is None or given == 0:
-        return ExecResult("No devices were found\n", code=6)
-    product = (node["metadata"].get("labels") or {}).get(f"{GPU}.product", "NVIDIA-GPU")
-    return ExecResult("".join(f"{line}\n" for line in nvidia_smi_list(node["metadata"]["name"],
-                                                                       product.replace("-", " "), given)))
+    if box.node is None or given == 0:
+        return _text("No devices were found\n", 6)
+    product = (box.node["metadata"].get("labels") or {}).get(f"{GPU}.product", "NVIDIA-GPU")
+    return _text("".join(f"{line}\n" for line in nvidia_smi_list(box.node["metadata"]["name"],
+                                                                  product.replace("-", " "), given)))
 
 
-def _env(pod: dict, spec: dict) -> dict[str, str]:
-    env = {"PATH": _PATH, "HOSTNAME": pod["metadata"]["name"]}
-    env.update({e["name"]: e["value"] for e in spec.get("env") or () if "value" in e})
+_PROGRAMS: dict[str, Callable[[_Container, list[str], bytes], Output]] = {
+    "true": lambda box, args, stdin: Output(),
+    "false": lambda box, args, stdin: Output(code=1),
+    "echo": _echo,
+    "seq": _seq,
+    "date": _date,
+    "uptime": _uptime,
+    "sleep": _sleep,
+    "gzip": lambda box, args, stdin: Output(gzip.compress(stdin, mtime=0)),
+    "ls": _ls,
+    "cat": _cat,
+    "env": _env_program,
+    "printenv": _env_program,
+    "hostname": lambda box, args, stdin: _text(box.pod["metadata"]["name"] + "\n"),
+    "nvidia-smi": _nvidia_smi,
+}
+
+
+def _env(box: _Container) -> dict[str, str]:
+    env = {"PATH": _PATH, "HOSTNAME": box.pod["metadata"]["name"]}
+    env.update({e["name"]: e["value"] for e in box.spec.get("env") or () if "value" in e})
     env.update({"KUBERNETES_SERVICE_HOST": _SERVICE_HOST, "KUBERNETES_SERVICE_PORT": _SERVICE_PORT,
                 "KUBERNETES_SERVICE_PORT_HTTPS": _SERVICE_PORT, "KUBERNETES_PORT": f"tcp://{_SERVICE_HOST}:443",
                 "HOME": "/root"})

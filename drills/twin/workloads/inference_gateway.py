@@ -214,7 +214,7 @@ class Gateway:
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
-        return web.json_response(self._body(model, body, tokens, chat, latency),
+        return web.json_response(self.completion_body(model, body, tokens, chat, latency),
                                  headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
 
     def _model(self, name: Any) -> _Model | None:
@@ -261,7 +261,7 @@ class Gateway:
         response.headers[LATENCY_HEADER] = _ms(FAIL_LATENCY_S)
         return response
 
-    def _body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float) -> dict:
+    def completion_body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float) -> dict:
         text = " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
         prompt = req.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in req.get("messages") or []
                                                              if isinstance(m, dict))
@@ -298,8 +298,12 @@ def modelled_latency(service_s: float, inflight: int, max_concurrency: int) -> f
 
 
 def install_gateway(twin: Any) -> Gateway:
+    from drills.twin.workloads.container_ports import PORT_PROGRAMS
+    from drills.twin.workloads.vllm_replica import replica_program
+
     gateway = Gateway(twin)
     twin.add_component("inference-gateway", gateway.start, gateway.stop)
+    twin.server.app.setdefault(PORT_PROGRAMS, []).append(replica_program(gateway))  # port-forward to a replica
     return gateway
 
 
