@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import yaml
 from aiohttp import web
 
-from drills.twin.api import protobuf, schema, status as st
+from drills.twin.api import managed, partial, protobuf, schema, status as st
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selection import Selection, from_query
@@ -194,18 +194,25 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
         body = _json_patch_operations(body)
     else:
         check_fields(request, rt, body, patch=ctype != APPLY_PATCH)
-    if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
+    if ctype == APPLY_PATCH:
         if not isinstance(body, dict):
             raise st.bad_request("error decoding patch: apply patch must be an object")
+        managed.check_apply(body, request.query.get("fieldManager", ""), rt.kind)
+    if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         body.setdefault("metadata", {})["name"] = target.name
         request["created"] = True
-        return store.create(rt, body, target.namespace, dry_run=is_dry_run(request))
+        created = managed.applied(dict(body, apiVersion=rt.api_version, kind=rt.kind), body,
+                                  request.query["fieldManager"], store.now_iso())
+        return store.create(rt, created, target.namespace, dry_run=is_dry_run(request))
 
     def change(current: dict) -> dict:
         try:
-            return apply_patch(current, body, ctype, rt.kind)
+            new = apply_patch(current, body, ctype, rt.kind)
         except PatchError as err:
             raise st.ApiError(422, "Invalid", f'{rt.kind} "{target.name}" is invalid: {err}') from None
+        if ctype == APPLY_PATCH:
+            new = managed.applied(new, body, request.query["fieldManager"], store.now_iso(), sub)
+        return new
 
     return store.update(rt, target.namespace, target.name, change, subresource=sub, dry_run=is_dry_run(request))
 
@@ -279,6 +286,10 @@ def _list(request: web.Request, store: Store, target: Target) -> web.Response:
                            exact_rv=_int_param(query, "resourceVersion") if match == "Exact" else None)
     if wants_table(request.headers.get("Accept")):
         return _table_response(request, store, target.rt, [e.obj for e in page.entries], page.list_meta())
+    if (metadata_only := partial.requested(request.headers.get("Accept"))) is not None:
+        body = partial.listed(metadata_only, target.rt, [e.obj for e in page.entries], page.list_meta())
+        return web.Response(body=partial.encode(body),
+                            headers={"Content-Type": partial.media_type(metadata_only)})
     return web.Response(body=list_body(target.rt, page.entries, page.resource_version, page.list_meta()),
                         content_type="application/json")
 
@@ -312,6 +323,9 @@ def _render(request: web.Request, store: Store, rt: ResourceType, entry: Entry) 
     if wants_table(request.headers.get("Accept")):
         return _table_response(request, store, rt, [entry.obj],
                                {"resourceVersion": entry.obj["metadata"].get("resourceVersion", "")})
+    if (metadata_only := partial.requested(request.headers.get("Accept"))) is not None:
+        return web.Response(body=partial.encode(partial.single(metadata_only, rt, entry.obj)),
+                            headers={"Content-Type": partial.media_type(metadata_only)})
     return web.Response(body=entry.raw, content_type="application/json")
 
 

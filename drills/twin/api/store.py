@@ -130,7 +130,7 @@ class Store(Deletion):
         validate_name(rt, name)
         if self._tables[rt].get(ns, name) is not None:
             raise st.already_exists(rt.plural, name, rt.group)
-        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields"):
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self.now_iso()
@@ -187,6 +187,8 @@ class Store(Deletion):
                     meta[key] = old["metadata"][key]
                 else:
                     meta.pop(key, None)
+            if "managedFields" not in meta and "managedFields" in old["metadata"]:  # omitted: kept, as the real server
+                meta["managedFields"] = old["metadata"]["managedFields"]
             if "status" in rt.subresources and subresource is None:  # status only through /status
                 if "status" in old:
                     new["status"] = old["status"]
