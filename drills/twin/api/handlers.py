@@ -197,7 +197,7 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
     if ctype == APPLY_PATCH:
         if not isinstance(body, dict):
             raise st.bad_request("error decoding patch: apply patch must be an object")
-        managed.check_apply(body, request.query.get("fieldManager", ""), rt.kind)
+        managed.check_apply(body, request.query.get("fieldManager", ""))
     if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         body.setdefault("metadata", {})["name"] = target.name
         request["created"] = True

@@ -33,7 +33,7 @@ _LIST_MAP_KEYS = {
 }
 
 
-def check_apply(config: dict, field_manager: str, kind: str) -> None:
+def check_apply(config: dict, field_manager: str) -> None:
     """What the real server refuses in an apply request before looking at the object."""
     if not field_manager:
         raise st.invalid("PatchOptions", "", [("fieldManager", "Required value: is required for apply patch")],
