@@ -99,6 +99,33 @@ def test_a_pod_that_stops_on_sigterm_goes_before_its_grace_period_ends(kubectl):
     assert 4 <= _twin_now(kubectl) - started < 600
 
 
+def test_a_deleted_pods_containers_show_their_final_state_before_it_goes(kubectl):
+    from kubernetes import client, config, watch
+
+    kubectl.apply(_pod("final", grace=30, stop_s=5))
+    _until(lambda: _ready(kubectl, "final"), "the pod to be Ready")
+    since = _pod_json(kubectl, "final")["metadata"]["resourceVersion"]
+    kubectl("-n", NS, "delete", "pod", "final", "--wait=false")
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubectl.env["KUBECONFIG"], client_configuration=cfg)
+    with client.ApiClient(cfg) as api:
+        events = []
+        for event in watch.Watch().stream(client.CoreV1Api(api).list_namespaced_pod, NS, resource_version=since,
+                                          field_selector="metadata.name=final", timeout_seconds=30):
+            events.append(event)
+            if event["type"] == "DELETED":
+                break
+    assert [e["type"] for e in events][-1] == "DELETED", [e["type"] for e in events]
+    last_modified = events[-2]
+    assert last_modified["type"] == "MODIFIED"
+    state = last_modified["object"].status.container_statuses[0].state
+    assert state.running is None and state.terminated is not None
+    # it stopped on SIGTERM (5 s, within its 30 s grace period): exit 0
+    assert (state.terminated.exit_code, state.terminated.reason) == (0, "Completed")
+    assert state.terminated.finished_at >= state.terminated.started_at
+    assert last_modified["object"].metadata.deletion_timestamp is not None
+
+
 def test_force_deletion_removes_at_once(kubectl):
     kubectl.apply(_pod("forced", grace=600, stop_s=10_000))
     _until(lambda: _ready(kubectl, "forced"), "the pod to be Ready")

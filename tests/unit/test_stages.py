@@ -13,6 +13,7 @@ from kubernetes.client import ApiClient
 from drills.twin.api.defaults import apply_defaults
 from drills.twin.api.patch import STRATEGIC_MERGE_PATCH, apply_patch
 from drills.twin.api.resources import by_kind
+from drills.twin.controllers.nodeutil import container_statuses, stop_outcome
 from drills.twin.profile import load_profile
 from drills.twin.stages import Delay, evaluate, get_path, render_template
 
@@ -88,7 +89,12 @@ def test_pull_events_say_cached_or_pulled(profile):
 def test_deleted_pods_go(profile):
     pod = _pod()
     pod["metadata"]["deletionTimestamp"] = NOW
-    assert _step(profile, pod, {**_ctx(True), "termination": 2.0}) == ("pod-terminate", None)
+    ctx = {**_ctx(True), "termination": 2.0, "stop": stop_outcome(2.0, 30.0), "container_statuses": container_statuses(pod)}
+    name, pod = _step(profile, pod, ctx)
+    assert name == "pod-terminate"  # never started: its container still ends terminated
+    assert pod["status"]["containerStatuses"][0]["state"] == {"terminated": {
+        "exitCode": 0, "reason": "Completed", "finishedAt": NOW}}  # the nulls dropped by the merge
+    assert _step(profile, pod, ctx) == ("pod-remove", None)
     unscheduled = _pod(node=None)
     unscheduled["metadata"]["deletionTimestamp"] = NOW
     assert _step(profile, unscheduled, _ctx(True)) == ("pod-delete-unscheduled", None)
@@ -107,7 +113,16 @@ def test_a_deleted_ready_pod_leaves_ready_at_once_then_stops_after_its_terminati
     assert stage.matches(pod, ctx) and stage.delay.seconds(profile.timings, {"termination": 30.0}) == 30.0
     assert stage.render_enter_events(pod, ctx)[0] == {
         "type": "Normal", "reason": "Killing", "message": "Stopping container vllm", "source": "kubelet"}
-    assert _step(profile, pod, {**ctx, "termination": 30.0}) == ("pod-terminate", None)
+    running = pod["status"]["containerStatuses"][0]
+    name, pod = _step(profile, pod, {**ctx, "termination": 30.0, "stop": stop_outcome(45.0, 30.0),
+                                     "container_statuses": container_statuses(pod)})
+    assert name == "pod-terminate"  # SIGKILLed when the grace period ran out
+    final = pod["status"]["containerStatuses"][0]
+    assert final["state"] == {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": NOW,
+                                             "startedAt": running["state"]["running"]["startedAt"],
+                                             "containerID": running["containerID"]}}
+    assert (final["ready"], final["started"], final["imageID"]) == (False, False, running["imageID"])
+    assert _step(profile, pod, ctx) == ("pod-remove", None)
     unscheduled = _pod(node=None)
     unscheduled["metadata"]["deletionTimestamp"] = NOW
     assert _step(profile, unscheduled, _ctx(True)) == ("pod-delete-unscheduled", None)

@@ -10,8 +10,9 @@
 - Deletion: the API server marks a running pod (deletionTimestamp = now + grace); the
   `pod-terminating` stage takes it out of Ready at once, `pod-terminate` stops its containers after
   `termination` twin seconds — the process's own stop time (pod annotation `twin.gpu-drills.io/stop-s`,
-  else `timings.container_stop`), at most what is left of the grace period — and removes it with
-  grace 0. Its `Killing` event is recorded when the termination starts, as a real kubelet's is; a pod
+  else `timings.container_stop`), at most what is left of the grace period — each container then shows
+  its final `terminated` state (`stop`: 0 Completed, or 137 Error when SIGKILLed), and `pod-remove`
+  removes it with grace 0. Its `Killing` event is recorded when the termination starts, as a real kubelet's is; a pod
   removed at once (`--force --grace-period=0`) gets it when it is gone.
 - Container exit: set the pod annotation `twin.gpu-drills.io/exit` to JSON
   `{"code": 1, "reason": "Error", "message": "...", "container": "name"}` (or
@@ -35,7 +36,8 @@ from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import (
-    EXIT_ANNOTATION, STARTUP_ANNOTATION, STOP_ANNOTATION, kubelet_stopped, node_ip, pod_ip,
+    EXIT_ANNOTATION, STARTUP_ANNOTATION, STOP_ANNOTATION, container_statuses, kubelet_stopped, node_ip, pod_ip,
+    stop_outcome,
 )
 from drills.twin.stages import Stage
 
@@ -210,21 +212,22 @@ class Kubelet(Controller):
             readiness = float(ann[STARTUP_ANNOTATION])
         except (KeyError, ValueError):
             readiness = float(getattr(self.timings, "pod_startup", 2.0))
+        stop, left = self._stop_times(pod)
         return {"now": to_iso(self.ctx.clock.now()), "host_ip": node_ip(node), "pod_ip": pod_ip(node, pod),
                 "image_cached": image in self._node_images(node), "readiness": readiness, "delay": 0.0,
-                "termination": self._termination(pod)}
+                "termination": max(0.0, min(stop, left)), "stop": stop_outcome(stop, left),
+                "container_statuses": container_statuses(pod)}
 
-    def _termination(self, pod: dict) -> float:
-        """Twin seconds until a deleted pod's containers are gone: their stop time, cut off by the grace period."""
+    def _stop_times(self, pod: dict) -> tuple[float, float]:
+        """A deleted pod's containers' stop time (twin seconds) and what is left of its grace period."""
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
-            return 0.0
+            return 0.0, 0.0
         try:
             stop = float((meta.get("annotations") or {})[STOP_ANNOTATION])
         except (KeyError, ValueError):
             stop = float(getattr(self.timings, "container_stop", 2.0))
-        left = parse_iso(meta["deletionTimestamp"]).timestamp() - self.ctx.clock.timestamp()
-        return max(0.0, min(stop, left))
+        return stop, parse_iso(meta["deletionTimestamp"]).timestamp() - self.ctx.clock.timestamp()
 
     def _node_images(self, node: dict) -> set[str]:
         name = node["metadata"]["name"]

@@ -20,6 +20,7 @@ __all__ = [
     "GPU", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "UNSCHEDULABLE_TAINT",
     "parse_quantity", "pod_requests", "tolerates", "toleration_seconds", "untolerated", "matches_node_selector",
     "kubelet_stopped", "stopped_at", "condition", "is_terminal", "node_ip", "pod_ip", "gpu_unhealthy",
+    "stop_outcome", "container_statuses",
 ]
 
 log = logging.getLogger(__name__)
@@ -213,3 +214,17 @@ def _expr_matches(expr: dict, value: str | None) -> bool:
             return False
         return a > b if op == "Gt" else a < b
     return False
+
+
+def stop_outcome(stop_s: float, left_s: float) -> dict:
+    """How a deleted pod's containers end: exiting on SIGTERM within the grace period (0, Completed), else
+    killed when it runs out (SIGKILL: 137, Error)."""
+    return {"exitCode": 0, "reason": "Completed"} if stop_s <= left_s else {"exitCode": 137, "reason": "Error"}
+
+
+def container_statuses(pod: dict) -> list[dict]:
+    """The pod's containerStatuses, and a not-yet-created one for each container that has none."""
+    have = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    return [have.get(c.get("name")) or {"name": c.get("name"), "image": c.get("image", ""), "imageID": "",
+                                        "ready": False, "restartCount": 0, "started": False, "state": {}}
+            for c in (pod.get("spec") or {}).get("containers") or []]
