@@ -7,8 +7,8 @@ follows each pod's log: a worker's bucket lines go to `buckets-w<i>.jsonl` (the 
 `locust-w<i>.log`), the master's summary lines become `locust.json`, `locust_stats.csv` and
 `locust_failures.csv` (the rest to `locust-master.log`). `stop()` deletes the master Job — its pod gets SIGTERM,
 the master tells the workers to quit and they flush their last buckets and report their last stats — waits until
-the workers ended, reads what their logs hold beyond what was followed, then deletes every object and waits
-until no pod is left. The summary is the master's last report (printed every second and at quit); a cluster
+the workers ended and the master's log ended (its report at quit), reads what the workers' logs hold beyond what
+was followed, then deletes every object and waits until no pod is left. The summary is the master's last report (printed every second and at quit); a cluster
 keeps a deleted pod's log until its process exits, the twin (whose clock runs faster than a real process
 stops) may lose the one printed at quit, so there it can miss the last second. The buckets — what a drill
 measures — are complete either way.
