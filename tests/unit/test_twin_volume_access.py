@@ -46,3 +46,4 @@ def test_the_twin_profile_section_and_the_shells_words():
     assert VolumeRoot.from_storage(storage) == IGNORES_FS_GROUP
     assert VolumeRoot.from_storage(None) == ROOT_OWNED
     assert denied_line("/store/d") == "mkdir: can't create directory '/store/d': Permission denied"
+    assert denied_line("/d", "Read-only file system") == "mkdir: can't create directory '/d': Read-only file system"

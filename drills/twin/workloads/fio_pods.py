@@ -11,7 +11,8 @@ The container is recognised by its command: a shell script with a line `fio --ou
   O_DIRECT (`--direct=0` there) and a missing libaio falls back to psync.
 A container that may not create its directory on the store — its uid/gid/fsGroup against the store's owner, mode
 and whether it applies fsGroup (twin profile `storage`, workloads/volume_access.py) — fails as busybox's
-`mkdir -p` does, before fio starts (defect store-ignores-fsgroup).
+`mkdir -p` does, before fio starts (defect store-ignores-fsgroup); so does one whose directory is not on a volume
+while its root file system is read-only.
 A pod deleted while fio runs stops it (SIGTERM, as the kubelet would) and its log is gone with it.
 The store's modelled bandwidth is shared with the probe and the training job, as on a real store.
 """
@@ -73,8 +74,12 @@ class FioPodController(ProcessPodController):
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         container, args = fio_command(pod)  # type: ignore[misc]
         fs_group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+        target, on_volume = _target_dir(pod, container, args)
+        if not on_volume and _read_only_root(pod, container):
+            await self._finish(ns, name, container, denied_line(target, "Read-only file system") + "\n", 1)
+            return
         if not may_create(identity(pod, container), VolumeRoot.from_storage(self.hub.storage), fs_group):
-            await self._finish(ns, name, container, denied_line(_target_dir(pod, container, args)) + "\n", 1)
+            await self._finish(ns, name, container, denied_line(target) + "\n", 1)
             return
         workdir = Path(self.hub.store_root) / f".drills-fio-pod-{ns}-{name}"
         workdir.mkdir(parents=True, exist_ok=True)
@@ -134,10 +139,15 @@ class FioPodController(ProcessPodController):
         return max(1, math.ceil(seconds / self.ctx.clock.scale))
 
 
-def _target_dir(pod: dict, container: str, args: list[str]) -> str:
-    """The first directory the container cannot create: the first component, below its volume's mount path, of
-    the directory fio writes in (the script's `D=` of the Job drills renders, or fio's `--directory`) — what
-    `mkdir -p` names when the volume's root refuses it."""
+def _read_only_root(pod: dict, container: str) -> bool:
+    spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
+    return bool((spec.get("securityContext") or {}).get("readOnlyRootFilesystem"))
+
+
+def _target_dir(pod: dict, container: str, args: list[str]) -> tuple[str, bool]:
+    """The first directory the container would create for fio (the script's `D=` of the Job drills renders, or
+    fio's `--directory`): its first component below the volume it lies on — what `mkdir -p` names when the
+    volume's root refuses it — and whether it lies on a volume at all (else on the image's root file system)."""
     spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
     argv = list(spec.get("command") or []) + list(spec.get("args") or [])
     target = next((a.partition("=")[2] for a in args if a.startswith("--directory=")), "")
@@ -151,5 +161,6 @@ def _target_dir(pod: dict, container: str, args: list[str]) -> str:
     target = target.replace("$(POD_NAME)", pod["metadata"]["name"])
     for mount in (m.get("mountPath", "").rstrip("/") for m in spec.get("volumeMounts") or []):
         if mount and target.startswith(mount + "/"):
-            return f"{mount}/{target[len(mount) + 1:].split('/')[0]}"
-    return target or "/"
+            return f"{mount}/{target[len(mount) + 1:].split('/')[0]}", True
+    parts = [p for p in target.split("/") if p]
+    return "/" + (parts[0] if parts else ""), False

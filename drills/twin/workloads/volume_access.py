@@ -65,6 +65,7 @@ def may_create(who: Identity, root: VolumeRoot, fs_group: int | None) -> bool:
     return mode & 0o003 == 0o003
 
 
-def denied_line(path: str) -> str:
-    """What busybox's `mkdir -p` (the fio images' shell) prints when it may not create `path`."""
-    return f"mkdir: can't create directory '{path}': Permission denied"
+def denied_line(path: str, why: str = "Permission denied") -> str:
+    """What busybox's `mkdir -p` (the fio images' shell) prints when it may not create `path` (`why`: strerror,
+    EACCES or EROFS)."""
+    return f"mkdir: can't create directory '{path}': {why}"
