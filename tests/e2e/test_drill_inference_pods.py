@@ -53,7 +53,7 @@ def _bucket_totals(load_dir: Path) -> dict[str, tuple[int, int]]:
     """Per worker pod: (requests, failures) its log's bucket lines hold."""
     totals = {}
     for path in sorted(load_dir.glob("buckets-w*.jsonl")):
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lines = [b for b in map(json.loads, filter(str.strip, path.read_text().splitlines())) if "t" in b]  # not watermarks
         totals[path.stem] = (sum(b["ok"] + b["fail"] for b in lines), sum(b["fail"] for b in lines))
     return totals
 
