@@ -78,8 +78,11 @@ class PatchError(ValueError):
     """A patch that cannot be applied (bad body, bad path, unsupported type); message says why."""
 
 
-def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "") -> dict:
+def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "", *, owned: bool = False) -> dict:
     """Return a new object: `obj` with `patch` (already decoded JSON) applied per `content_type`.
+
+    `owned`: `obj` is the caller's private copy (the store's read-modify-write decodes one), changed in place
+    instead of copied again.
 
     `kind` selects strategic-merge keys (e.g. containers merge by name); unknown kinds merge like
     merge-patch except where a known list field says otherwise. The group comes from `obj["apiVersion"]`,
@@ -89,10 +92,11 @@ def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "") -> dic
     if ctype == JSON_PATCH:
         result = _json_patch(obj, _decode(patch, ctype))
     elif ctype == MERGE_PATCH:
-        result = _merge_patch(copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype))
+        result = _merge_patch(obj if owned else copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype))
     elif ctype in (STRATEGIC_MERGE_PATCH, APPLY_PATCH):
         keys = merge_keys(kind or obj.get("kind", ""), obj.get("apiVersion", ""))
-        result = _smp_map(copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype), "", keys)
+        result = _smp_map(obj if owned else copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype), "",
+                          keys)
     else:
         raise PatchError(f"the content type {content_type!r} is not a supported patch type "
                          f"({JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}, {APPLY_PATCH})")
