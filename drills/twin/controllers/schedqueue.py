@@ -21,7 +21,8 @@ class WaitQueue:
     def __init__(self) -> None:
         self._pods: dict[Key, dict] = {}
         self._order: dict[Key, tuple] = {}
-        self._sorted: list[tuple[tuple, Key]] = []
+        self._sorted: list[tuple[tuple, Key]] = []  # the pods not held, in order
+        self._held: set[Key] = set()  # waiting, but out of the cycles (a binding is under way)
 
     def __contains__(self, key: object) -> bool:
         return key in self._pods
@@ -41,10 +42,25 @@ class WaitQueue:
     def pop(self, key: Key, default: dict | None = None) -> dict | None:
         pod = self._pods.pop(key, None)
         if pod is not None:
-            entry = (self._order.pop(key), key)
-            i = bisect_left(self._sorted, entry)
-            del self._sorted[i]
+            place = self._order.pop(key)
+            if key in self._held:
+                self._held.discard(key)
+            else:
+                del self._sorted[bisect_left(self._sorted, (place, key))]
         return default if pod is None else pod
+
+    def hold(self, key: Key) -> None:
+        """Leave the pod out of `ordered` (its binding is under way) until `release`: a cycle then walks only
+        the pods it may place, not the thousands whose bindings wait for a slot."""
+        if key in self._pods and key not in self._held:
+            self._held.add(key)
+            del self._sorted[bisect_left(self._sorted, (self._order[key], key))]
+
+    def release(self, key: Key) -> None:
+        """Back in the cycles (its binding failed); nothing when it is no longer waiting."""
+        if key in self._held:
+            self._held.discard(key)
+            insort(self._sorted, (self._order[key], key))
 
     def ordered(self) -> Iterator[tuple[Key, dict]]:
         """(key, pod) in scheduling order (a snapshot: the queue may change while the caller awaits)."""
@@ -55,4 +71,4 @@ class WaitQueue:
 
     def reorder(self, order: Callable[[dict], tuple]) -> None:
         self._order = {key: order(pod) for key, pod in self._pods.items()}
-        self._sorted = sorted((place, key) for key, place in self._order.items())
+        self._sorted = sorted((place, key) for key, place in self._order.items() if key not in self._held)

@@ -160,6 +160,7 @@ class Scheduler(Controller):
             best.add(req)  # this cycle counts it there at once; the binding goes on in the background
             key = key_of(pod)
             self._in_flight[key] = asyncio.create_task(self._bind_in_background(key, pod, best.name))
+            self._waiting.hold(key)
             return
         message = failure_message(len(states), reasons)
         prio, policy = self._priority(pod)
@@ -276,6 +277,7 @@ class Scheduler(Controller):
             self.ctx.health.report(f"controller {self.name}", key, err)
         finally:
             self._in_flight.pop(key, None)
+            self._waiting.release(key)
 
     async def _bind(self, pod: dict, node: str) -> bool:
         ns, name = key_of(pod)
