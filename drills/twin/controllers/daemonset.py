@@ -77,11 +77,13 @@ class DaemonSetController(Controller):
         # DaemonSet key → ((uid, generation), the nodes it should run on): computed over every node once per
         # template generation, then kept current per node event, so a pod event does not re-read 4,096 nodes
         self._wanted: dict[tuple, tuple[tuple, set[str]]] = {}
+        self._revisions: dict[tuple, str] = {}  # (uid, generation) → its template's hash, hashed once
 
     def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
         key = (ds["metadata"]["namespace"], ds["metadata"]["name"])
         if etype == "DELETED":
             self._wanted.pop(key, None)
+            self._revisions = {sig: rev for sig, rev in self._revisions.items() if sig[0] != ds["metadata"].get("uid")}
         else:
             self.enqueue(key)
 
@@ -156,7 +158,7 @@ class DaemonSetController(Controller):
     def _pod(self, ds: dict, node_name: str) -> dict:
         template = (ds.get("spec") or {}).get("template") or {}
         generation = str(ds["metadata"].get("generation", 1))
-        pod = pod_from_template(template, ds, extra_labels={"controller-revision-hash": _revision(template),
+        pod = pod_from_template(template, ds, extra_labels={"controller-revision-hash": self._revision(ds),
                                                             "pod-template-generation": generation})
         spec = pod["spec"]
         spec["tolerations"] = daemon_tolerations(spec)
@@ -167,9 +169,16 @@ class DaemonSetController(Controller):
 
     def _status(self, ds: dict, daemons, wanted: set[str]) -> dict:
         min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
-        revision = _revision((ds.get("spec") or {}).get("template") or {})
-        counts = daemons.counts(wanted, revision, min_ready, self.ctx.clock.timestamp())
+        counts = daemons.counts(wanted, self._revision(ds), min_ready, self.ctx.clock.timestamp())
         return {**counts, "observedGeneration": ds["metadata"].get("generation", 1)}
+
+    def _revision(self, ds: dict) -> str:
+        """The template's hash (the controller-revision-hash label), once per template generation."""
+        sig = _signature(ds)
+        revision = self._revisions.get(sig)
+        if revision is None:
+            revision = self._revisions[sig] = _revision((ds.get("spec") or {}).get("template") or {})
+        return revision
 
     async def _write_status(self, ds: dict, status: dict) -> None:
         min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
