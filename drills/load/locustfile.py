@@ -230,8 +230,11 @@ class _SummaryReporter:
         stats, failures = io.StringIO(), io.StringIO()
         self.csv.requests_csv(csv.writer(stats))
         self.csv.failures_csv(csv.writer(failures))
-        line = {SUMMARY_KEY: {"json": self.environment.runner.stats.serialize_stats(),
-                              "stats_csv": stats.getvalue(), "failures_csv": failures.getvalue()}}
+        # Not `stats.serialize_stats()`: that is locust's end-of-run call and resets every entry it serializes
+        # (`get_stripped_report`), so printed every second it left only the last second's requests.
+        entries = [e.serialize() for e in self.environment.runner.stats.entries.values()
+                   if e.num_requests or e.num_failures]
+        line = {SUMMARY_KEY: {"json": entries, "stats_csv": stats.getvalue(), "failures_csv": failures.getvalue()}}
         sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
         sys.stdout.flush()
 

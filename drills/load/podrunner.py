@@ -7,8 +7,8 @@ follows each pod's log: a worker's bucket lines go to `buckets-w<i>.jsonl` (the 
 `locust-w<i>.log`), the master's summary lines become `locust.json`, `locust_stats.csv` and
 `locust_failures.csv` (the rest to `locust-master.log`). `stop()` deletes the master Job — its pod gets SIGTERM,
 the master tells the workers to quit and they flush their last buckets and report their last stats — waits until
-the workers ended, reads what their logs hold beyond what was followed, then deletes every object and waits
-until no pod is left. The summary is the master's last report (printed every second and at quit); a cluster
+the workers ended and the master's log ended (its report at quit), reads what the workers' logs hold beyond what
+was followed, then deletes every object and waits until no pod is left. The summary is the master's last report (printed every second and at quit); a cluster
 keeps a deleted pod's log until its process exits, the twin (whose clock runs faster than a real process
 stops) may lose the one printed at quit, so there it can miss the last second. The buckets — what a drill
 measures — are complete either way.
@@ -47,7 +47,7 @@ class PodLoadRunner(LoadRunner):
         self.pod_options = dict(pod_options or {})  # node_selector, tolerations, priority_class_name, …
         self.pod_start_timeout_s = pod_start_timeout_s
         self.name = load_name(str(self.out_dir.resolve()))
-        self._followers: list[_Follower] = []
+        self._followers: dict[str, _Follower] = {}  # role → its pod's log
         self._summary: dict | None = None
         self._pods: dict[str, str] = {}  # role (master, w0, w1, …) → pod name
         self._launched = False
@@ -106,7 +106,7 @@ class PodLoadRunner(LoadRunner):
                 raise InjectionFailed(f"could not create the load's {what}: {err.status} {err.reason}") from None
         self._pods = self._wait_running(spec)
         for role, pod in sorted(self._pods.items()):
-            self._followers.append(_Follower(self.cluster.core, self.namespace, pod, self._sink(role)))
+            self._followers[role] = _Follower(self.cluster.core, self.namespace, pod, self._sink(role))
         self.started_at = time.time()
         log.info("load started: %s users against %s from %d worker pods (%s/%s)", self.users, self.host,
                  self.workers, self.namespace, self.name)
@@ -124,10 +124,12 @@ class PodLoadRunner(LoadRunner):
         try:
             self._quit_master()
             self._wait_workers_ended()
+            if "master" in self._followers:  # its last summary, printed as it quits (workers' final stats in)
+                self._followers["master"].wait(self.stop_timeout_s)
         finally:
-            for f in self._followers:
+            for f in self._followers.values():
                 f.close()
-            for role, f in zip(sorted(self._pods), self._followers):
+            for role, f in self._followers.items():
                 if role != "master":
                     f.read_rest()
             self._write_summary()
@@ -144,7 +146,7 @@ class PodLoadRunner(LoadRunner):
         while time.monotonic() < deadline:
             if any(b.n for b in self.buckets()):
                 return
-            ended = [f.pod for f in self._followers if f.done]
+            ended = [f.pod for f in self._followers.values() if f.done]
             if ended:
                 raise CheckFailed(f"locust pod {ended[0]} ended before any request completed against {self.host}: "
                                   f"{self._log_tail('master')}")
@@ -300,6 +302,10 @@ class _Follower:
             except Exception:  # noqa: BLE001 — already closed
                 pass
         self._thread.join(timeout=10)
+
+    def wait(self, timeout_s: float) -> None:
+        """Until the log ends (the container exited and its pod went) or `timeout_s` wall seconds."""
+        self._thread.join(timeout=timeout_s)
 
     def read_rest(self) -> None:
         """The lines the pod's log holds beyond those followed (the last flush before the container ended)."""

@@ -122,15 +122,17 @@ def store_bandwidth_mb_s(fio: FioResult | None) -> float | None:
     return fio.total_bw_bytes_s / MB if fio is not None else None
 
 
-def judge_saturation_effect(fio: FioResult | None, baseline: ProbeSeries) -> Verdict:
+def judge_saturation_effect(fio: FioResult | None, baseline: ProbeSeries, missing: tuple[str, ...] = ()) -> Verdict:
     """Before anything is judged "under saturation", fio must have loaded the store: at least MIN_EFFECT of
-    the bandwidth the store gave the probe alone. Otherwise the verdict is inconclusive, never a pass."""
+    the bandwidth the store gave the probe alone. Otherwise the verdict is inconclusive, never a pass.
+    `missing`: the fio pods without a report and why ("pod: why"), named when none left one."""
     alone = baseline.write_mb_s
     need = MIN_EFFECT * alone
     name = "saturation effect"
     if fio is None:
+        why = f" ({'; '.join(missing)})" if missing else ""
         return Verdict(name, False, None, need, "MB/s", inconclusive=True, reason=
-                       "inconclusive: the fault had no effect that can be shown: fio left no report")
+                       f"inconclusive: the fault had no effect that can be shown: fio left no report{why}")
     got = fio.total_bw_bytes_s / MB
     if not within(need, got):
         return Verdict(name, False, got, need, "MB/s", baseline=alone, inconclusive=True, reason=

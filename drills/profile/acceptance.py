@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drills.profile.images import FIO_IMAGE
+
 __all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "AcceptanceConfig", "GATE_TAINT_KEY"]
 
 CheckName = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "switch-port", "storage"]
@@ -50,7 +52,7 @@ DEFAULT_JOBS: dict[str, JobSpec] = {
     "rdma": JobSpec(image="docker.io/mellanox/tcpdump-rdma:latest", gpus=False,
                     command=_sh('echo "=== ibstat"; ibstat; for d in $ACCEPT_RAILS; do echo "=== ib_write_bw -d $d"; '
                                 'ib_write_bw -d "$d" -s 65536 -D 10 --report_gbits "$ACCEPT_PEER"; done')),
-    "storage": JobSpec(image="docker.io/xridge/fio:latest", gpus=False,
+    "storage": JobSpec(image=FIO_IMAGE, gpus=False,  # the storage drill's fio image, by digest
                        command=_sh('fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
                                    "--ioengine=libaio --iodepth=32 --runtime=60 --time_based --group_reporting "
                                    "--name=seqread --rw=read --name=seqwrite --rw=write --stonewall")),

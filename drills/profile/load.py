@@ -10,11 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from drills.profile.base import Seconds, Strict
+from drills.profile.images import check_image
 
 __all__ = ["LoadGenerator", "PodResources"]
 
-# An image reference pinned by digest (`repo@sha256:<64 hex>`) or by a tag that is not `latest`.
-_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 _QUANTITY = re.compile(r"^\d+(?:\.\d+)?(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 
@@ -56,10 +55,7 @@ class LoadGenerator(Strict):
     @field_validator("image")
     @classmethod
     def _pinned(cls, value: str) -> str:
-        if not _IMAGE.match(value) or value.endswith(":latest") or ("@" not in value and ":" not in value.split("/")[-1]):
-            raise ValueError(f'must be an image pinned by a tag other than latest or by digest, like '
-                             f'"registry.example.com/gpu-drills:0.1.0" (got {value!r})')
-        return value
+        return check_image(value)
 
     @model_validator(mode="after")
     def _pods_need_workers(self) -> "LoadGenerator":

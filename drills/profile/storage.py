@@ -9,11 +9,13 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from drills.profile.base import Seconds, Strict
+from drills.profile.images import FIO_IMAGE, check_image
 from drills.profile.load import PodResources
 
 __all__ = ["Saturation", "StorageConfig"]
 
 _FIO_HOST = re.compile(r"^(?:(?:ip|ip6|sock):)?[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(?:,\d{1,5})?$")
+RUN_AS = 10001  # fio's default uid and gid: not root, not a system account
 _SIZE = re.compile(r"^\d+(?:\.\d+)?[kKmMgGtT]?(?:i?[bB])?$")
 
 
@@ -38,7 +40,14 @@ class Saturation(Strict):
     # job mode, one fio pod on EACH node matching node_selector (not cordoned), kept apart by a required pod
     # anti-affinity: every storage client loads the store at once (parallelism is then the node count)
     per_node: bool = False
-    image: str = "docker.io/xridge/fio:3.13-r1"  # pinned (fio 3.13, Alpine, libaio); a site pins its mirror's digest
+    image: str = FIO_IMAGE  # by digest (drills/profile/images.py); a site pins its mirror's digest
+    # who fio runs as (never root, Pod Security "restricted"): a uid/gid that may create directories in the store
+    # under mount_path. fs_group makes the volume group-writable where the volume type supports it (the kubelet
+    # changes ownership only when the root does not match: OnRootMismatch); many parallel file systems and NFS
+    # ignore it: set run_as_user/run_as_group to an owner of the store's directory there, fs_group: null.
+    run_as_user: int = RUN_AS
+    run_as_group: int = RUN_AS
+    fs_group: int | None = RUN_AS
     priority_class_name: str | None = None  # placement: the fio pods' PriorityClass (None: the namespace default)
     resources: PodResources = PodResources(cpu="1", memory="256Mi", memory_limit="1Gi")
     start_timeout_s: Seconds = 300.0  # cluster seconds for the Job's pods to be Running
@@ -57,12 +66,18 @@ class Saturation(Strict):
                                  f'"ip:10.0.0.5,8766" (got {host!r})')
         return hosts
 
+    @field_validator("run_as_user", "run_as_group", "fs_group")
+    @classmethod
+    def _not_root(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be a uid/gid of 1 or more: fio never runs as root (got {value}); use one that "
+                             "may write the store's directory")
+        return value
+
     @field_validator("image")
     @classmethod
-    def _pinned_image(cls, value: str) -> str:
-        if value.endswith(":latest") or ("@" not in value and ":" not in value.split("/")[-1]):
-            raise ValueError(f"must be pinned by a tag other than latest or by digest (got {value!r})")
-        return value
+    def _by_digest(cls, value: str) -> str:
+        return check_image(value, digest=True)
 
     @field_validator("block_size", "size")
     @classmethod

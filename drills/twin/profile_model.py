@@ -285,6 +285,13 @@ class Storage(Strict):
     io_bandwidth_mb_s: float | None = Field(default=None, gt=0)
     client_bandwidth_mb_s: float = Field(default=40.0, gt=0)
     corrupt_reads: int = Field(default=0, ge=0)  # the first N files read back get one flipped byte
+    # Who may create directories in the store's root, as a pod's fio sees its volume (workloads/fio_pods.py): its
+    # owner, group and mode bits (octal), and whether the volume applies a pod's fsGroup (block and local volumes
+    # do; NFS and most parallel file systems do not): the kubelet then makes the fsGroup its group, rwx.
+    owner_uid: int = Field(default=0, ge=0)
+    owner_gid: int = Field(default=0, ge=0)
+    mode: str = Field(default="0755", pattern=r"^0?[0-7]{3}$")
+    fs_group_applied: bool = True
 
 
 class Workloads(Strict):

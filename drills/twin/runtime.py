@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Iterable
 import yaml
 
 from drills.core.clock import DilatedClock, to_iso
+from drills.core.heap import freeze_startup_heap
 from drills.twin.api.watchlag import WATCH_LAG
 from drills.core.errors import DrillError
 from drills.core.liveness import ProcessIdentity
@@ -127,6 +128,7 @@ class Twin:
             if extra:
                 self.info.update(extra)
             log.info("twin component %s started", comp.name)
+        log.debug("startup heap frozen: %d objects", freeze_startup_heap())
         _write_atomic(self.state_dir / TWIN_JSON, json.dumps(self.info, indent=2) + "\n")
         return self.info
 

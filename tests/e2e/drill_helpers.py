@@ -81,6 +81,21 @@ def wait_for_injection(run_dir: Path, proc: subprocess.Popen, timeout: float = 1
     raise AssertionError("no injection within the timeout")
 
 
+def twin_locust_processes(twin) -> list[int]:
+    """Live locust processes a twin started for its locust pods (they carry `--parent-pid <twin pid>`)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if b"locust" in argv and b"--parent-pid" in argv and str(twin.pid).encode() in argv and state != "Z":
+                out.append(int(entry.name))
+    return out
+
+
 def write_profile(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)

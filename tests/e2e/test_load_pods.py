@@ -21,6 +21,7 @@ from drills.faults import reverter
 from drills.load import LoadRunner
 from drills.load.podrunner import PodLoadRunner
 from drills.load.pods import LABELS, pod_selector
+from tests.e2e.drill_helpers import twin_locust_processes
 
 pytestmark = pytest.mark.slow
 
@@ -64,21 +65,6 @@ def _ours(cluster, name: str) -> dict[str, list[str]]:
             "services": [s.metadata.name for s in cluster.core.list_namespaced_service(NS, label_selector=sel).items]}
 
 
-def _locust_children(twin) -> list[int]:
-    """Live locust processes the twin started (they carry --parent-pid <twin pid>)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if b"locust" in argv and b"--parent-pid" in argv and str(twin.pid).encode() in argv and state != "Z":
-                out.append(int(entry.name))
-    return out
-
-
 def _wait(cond, what: str, timeout_s: float = 60.0):
     deadline = time.monotonic() + timeout_s
     while not (value := cond()):
@@ -106,7 +92,7 @@ def test_master_and_two_worker_pods_load_the_gateway_and_aggregate_like_local(tw
     assert result.requests > 0 and result.failures == 0, result.errors()
     assert len(result.summary) >= 1 and 0 < sum(e["num_requests"] for e in result.summary) <= result.requests
     assert _ours(cluster, runner.name) == {"pods": [], "jobs": [], "services": []}
-    _wait(lambda: not _locust_children(twin), "the twin's locust processes to end", 30)
+    _wait(lambda: not twin_locust_processes(twin), "the twin's locust processes to end", 30)
 
     local = LoadRunner(twin.info["gateway"], users=2, spawn_rate=20, out_dir=tmp_path / "local", workers=2, model="llama-7b",
                        wait_s=(0.02, 0.04), run_time_limit_s=60, latency_scale=twin.scale)
@@ -141,7 +127,7 @@ def test_the_journal_reverts_a_pod_load_left_by_a_killed_run(twin, cluster, tmp_
     outcomes = revert_open(tmp_path, "run", reverter)
     assert [o.reverted for o in outcomes] == [True]
     assert _ours(cluster, runner.name) == {"pods": [], "jobs": [], "services": []}
-    _wait(lambda: not _locust_children(twin), "the twin's locust processes to end", 30)
+    _wait(lambda: not twin_locust_processes(twin), "the twin's locust processes to end", 30)
     import atexit
 
     atexit.unregister(runner.stop)

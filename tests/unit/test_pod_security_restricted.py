@@ -9,6 +9,7 @@ import pytest
 
 from drills.faults.storage.saturation import SaturationSpec, render_fio_job
 from drills.load.pods import LoadPodsSpec, render_load_objects
+from drills.profile.images import FIO_IMAGE
 from drills.profile.model import parse_profile
 from drills.schedule.cronjob import ScheduleOptions, render
 from drills.schedule.podsecurity import pod_specs, restricted_violations
@@ -55,7 +56,7 @@ def test_fio_pods_carry_resources_and_the_profiles_priority_class(tmp_path):
     container = fio["containers"][0]
     assert container["resources"] == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
     assert fio["priorityClassName"] == "drills-low"
-    assert container["image"] == "docker.io/xridge/fio:3.13-r1"
+    assert container["image"] == FIO_IMAGE
 
 
 @pytest.mark.parametrize("breaks, says", [
@@ -110,7 +111,7 @@ def test_load_generator_profile_refuses_an_unpinned_image_and_pods_without_worke
         parse_profile("workloads: {inference: {load_generator: {image: 'registry.example.com/gpu-drills:latest'}}}")
     with pytest.raises(InvalidProfile, match="workers"):
         parse_profile("workloads: {inference: {load_generator: {mode: pods, workers: 0}}}")
-    with pytest.raises(InvalidProfile, match="pinned"):
+    with pytest.raises(InvalidProfile, match="by digest"):
         parse_profile("storage: {saturation: {image: 'docker.io/xridge/fio:latest'}}")
 
 

@@ -75,6 +75,15 @@ def test_fio_that_moved_almost_nothing_had_no_effect():
     assert judge_saturation_effect(fio(60), probe(0.2)).passed
 
 
+def test_fio_pods_without_a_report_are_named_with_why():
+    missing = ("drills-fio-saturation-x: fio report is not JSON: mkdir: can't create directory '/store/d': "
+               "Permission denied",)
+    v = judge_saturation_effect(None, probe(0.2), missing)
+    assert v.verdict == "inconclusive"
+    assert v.reason == ("inconclusive: the fault had no effect that can be shown: fio left no report "
+                        f"({missing[0]})")
+
+
 def test_an_inconclusive_verdict_cannot_pass():
     with pytest.raises(ValueError):
         Verdict("x", True, None, None, "", "r", inconclusive=True)

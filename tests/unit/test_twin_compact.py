@@ -69,3 +69,18 @@ def test_the_audit_log_keeps_lines_and_serves_records_after_a_seq(tmp_path):
     assert log.records(since=5) == []
     log.close()
     assert [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()] == made
+
+
+def test_audit_records_across_compressed_blocks_keep_the_newest(monkeypatch):
+    from drills.twin.api import audit as audit_mod
+
+    monkeypatch.setattr(audit_mod, "_BLOCK", 3)
+    monkeypatch.setattr(audit_mod, "_KEEP", 6)  # two blocks of three, then the oldest block goes
+    log = audit_mod.AuditLog(DilatedClock(scale=60))
+    for i in range(1, 11):
+        log.record(verb="patch", group="", resource="nodes", subresource="status", namespace=None, name=f"n{i}",
+                   user_agent="kubelet", code=200, dry_run=False, method="PATCH", path=f"/api/v1/nodes/n{i}/status")
+    assert [r["seq"] for r in log.records()] == [4, 5, 6, 7, 8, 9, 10]  # blocks 4-6 and 7-9, then 10 as a line
+    assert [r["seq"] for r in log.records(since=5)] == [6, 7, 8, 9, 10]
+    assert [r["seq"] for r in log.records(since=9)] == [10]
+    assert log.records(since=10) == []

@@ -97,8 +97,10 @@ def inject_job(cluster: Cluster, spec: SaturationSpec, start_timeout_s: float = 
             name = obj_get(pod, "metadata", "name")
             phase = obj_get(pod, "status", "phase")
             if phase == "Failed" or (event.type == "DELETED" and name in running):
+                tail = _log_tail(cluster, spec.namespace, name) if phase == "Failed" else ""
                 raise InjectionFailed(f"fio pod {spec.namespace}/{name} of the saturation Job "
-                                      f"{'failed' if phase == 'Failed' else 'was deleted'} before saturating")
+                                      f"{'failed' if phase == 'Failed' else 'was deleted'} before saturating"
+                                      + (f"; its log ends: {tail}" if tail else ""))
             if phase == "Running":
                 running[name] = obj_get(pod, "spec", "nodeName", default="") or ""
             else:
@@ -206,6 +208,20 @@ def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
 
 
 # helpers
+
+def _log_tail(cluster: Cluster, namespace: str, pod: str) -> str:
+    """The last lines of a pod's log (why its container failed: fio's or the shell's error), or ""."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _tail(cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=3) or "")
+    except ApiException:
+        return ""
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())[:400]
+
 
 def _pod_objects(cluster: Cluster, namespace: str, name: str) -> list[dict]:
     resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)

@@ -13,10 +13,9 @@ from typing import Any
 
 from drills.core.errors import InvalidProfile
 from drills.faults.storage.spec import FILES_PREFIX, LABELS, SaturationSpec, fio_jobs, remote_job
+from drills.profile.images import check_image
 
-__all__ = ["render_fio_job", "render_jobfile", "clients_argv", "RUN_AS"]
-
-RUN_AS = 10001  # a non-root uid/gid for fio (the store's files belong to the fsGroup)
+__all__ = ["render_fio_job", "render_jobfile", "clients_argv", "fio_security_context"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +24,10 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
     """The batch/v1 Job for `job` mode: `parallelism` pods, each running fio in its own directory of the PVC."""
     if not spec.claim:
         raise InvalidProfile("storage saturation job mode needs the store's PersistentVolumeClaim (claim)")
+    try:
+        check_image(spec.image, digest=True)
+    except ValueError as err:
+        raise InvalidProfile(f"storage.saturation.image {err}") from None
     workdir = f"{spec.mount_path.rstrip('/')}/{FILES_PREFIX}{spec.job_name}/$(POD_NAME)"  # kubelet expands
     job = remote_job(fio_jobs(spec, "$D")[0], spec)
     argv = ["fio", "--output-format=json", *job.to_argv()]
@@ -58,18 +61,14 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
                     "terminationGracePeriodSeconds": 30,
                     # spread over nodes: the point is load from several storage clients (per node: required)
                     "affinity": {"podAntiAffinity": _anti_affinity(spec)},
-                    # Pod Security "restricted" (drills/schedule/podsecurity.py): fio needs no root on a PVC the
-                    # fsGroup makes writable
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
-                                        "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": _pod_security_context(spec),
                     "containers": [{
                         "name": "fio",
                         "image": spec.image,
                         "command": ["/bin/sh", "-c", script],
                         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "volumeMounts": [{"name": "store", "mountPath": spec.mount_path}],
-                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                            "runAsNonRoot": True, "readOnlyRootFilesystem": True},
+                        "securityContext": fio_security_context(spec),
                         **({"resources": {k: dict(v) for k, v in spec.resources}} if spec.resources else {}),
                     }],
                     "volumes": [{"name": "store", "persistentVolumeClaim": {"claimName": spec.claim}}],
@@ -80,6 +79,15 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
             },
         },
     }
+
+
+def fio_security_context(spec: SaturationSpec) -> dict[str, Any]:
+    """The fio container's securityContext, Pod Security "restricted" (drills/schedule/podsecurity.py): not root,
+    no privilege escalation, no capability, a read-only root file system — fio writes only in its directory on the
+    store's volume (the script's `D`, under `mount_path`) and to stdout."""
+    return {"runAsNonRoot": True, "runAsUser": spec.run_as_user, "runAsGroup": spec.run_as_group,
+            "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def render_jobfile(spec: SaturationSpec) -> str:
@@ -100,6 +108,16 @@ def clients_argv(spec: SaturationSpec, jobfile: str | Path | list[str | Path], o
     for host, file in zip(spec.clients, files):
         argv += [f"--client={host}", str(file)]
     return argv
+
+
+def _pod_security_context(spec: SaturationSpec) -> dict[str, Any]:
+    """The pod's: the same user, and the store's volume group-writable through fsGroup where its type supports it
+    (ownership changed only when the volume's root does not match: a large store is not walked at every start)."""
+    sc: dict[str, Any] = {"runAsNonRoot": True, "runAsUser": spec.run_as_user, "runAsGroup": spec.run_as_group,
+                          "seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.fs_group is not None:
+        sc.update(fsGroup=spec.fs_group, fsGroupChangePolicy="OnRootMismatch")
+    return sc
 
 
 def _anti_affinity(spec: SaturationSpec) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from drills.core.errors import InvalidProfile
 from drills.faults.storage.fio import FioJob
+from drills.profile.images import FIO_IMAGE
+from drills.profile.storage import RUN_AS
 
 __all__ = ["MODES", "DEFAULT_IMAGE", "JOB_NAME", "FILES_PREFIX", "LABELS", "SaturationSpec", "saturation_spec",
            "fio_jobs", "remote_job"]
@@ -21,8 +23,7 @@ __all__ = ["MODES", "DEFAULT_IMAGE", "JOB_NAME", "FILES_PREFIX", "LABELS", "Satu
 log = logging.getLogger(__name__)
 
 MODES = ("local", "job", "clients")
-# Alpine with fio 3.13 and libaio (kubestone's image), pinned; a profile should pin its own mirror's digest.
-DEFAULT_IMAGE = "docker.io/xridge/fio:3.13-r1"
+DEFAULT_IMAGE = FIO_IMAGE  # by digest; a profile pins its own mirror's
 JOB_NAME = "drills-saturate"
 FILES_PREFIX = ".drills-fio-"
 LABELS = {"app.kubernetes.io/name": "fio", "app.kubernetes.io/managed-by": "gpu-drills",
@@ -55,6 +56,9 @@ class SaturationSpec:
     image: str = DEFAULT_IMAGE
     job_name: str = "drills-fio-saturation"
     mount_path: str = "/store"
+    run_as_user: int = RUN_AS  # fio's uid and gid in the pods (never 0), and the volume's fsGroup (None: not set)
+    run_as_group: int = RUN_AS
+    fs_group: int | None = RUN_AS
     tolerations: tuple[dict, ...] = ()  # e.g. the GPU nodes' taint: the storage clients are those nodes
     node_selector: tuple[tuple[str, str], ...] = ()
     priority_class_name: str | None = None
@@ -73,6 +77,9 @@ class SaturationSpec:
             raise InvalidProfile(f"storage saturation mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.max_seconds <= 0:
             raise InvalidProfile(f"storage saturation max_seconds {self.max_seconds} must be > 0")
+        if self.run_as_user < 1 or self.run_as_group < 1:
+            raise InvalidProfile(f"fio must not run as root (run_as_user {self.run_as_user}, run_as_group "
+                                 f"{self.run_as_group}): set a uid and gid ≥ 1 that may write the store")
         if self.parallelism < 1:
             raise InvalidProfile(f"storage saturation parallelism {self.parallelism} must be ≥ 1")
 
@@ -85,7 +92,8 @@ def saturation_spec(profile, directory: str, output: str | None = None) -> Satur
         iodepth=sat.iodepth, direct=sat.direct, max_seconds=sat.runtime_s, output=output,
         extra=tuple((k, str(int(v)) if isinstance(v, bool) else str(v)) for k, v in st.fio_options.items()),
         namespace=sat.namespace, claim=sat.claim, parallelism=sat.parallelism, per_node=sat.per_node, image=sat.image,
-        mount_path=sat.mount_path, tolerations=tuple(sat.tolerations), node_selector=tuple(sat.node_selector.items()),
+        mount_path=sat.mount_path, run_as_user=sat.run_as_user, run_as_group=sat.run_as_group,
+        fs_group=sat.fs_group, tolerations=tuple(sat.tolerations), node_selector=tuple(sat.node_selector.items()),
         priority_class_name=sat.priority_class_name, resources=sat.resources.to_k8s(), clients=tuple(sat.clients))
 
 

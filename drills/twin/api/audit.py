@@ -16,10 +16,10 @@ and change no object, so they would drown the writes the log exists to show.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 
@@ -49,6 +49,7 @@ def twin_target(path: str) -> dict | None:
     return {"resource": resource, "subresource": subresource, "namespace": namespace,
             "name": parts[1] if len(parts) > 1 else None}
 _KEEP = 200_000  # records kept in memory for GET /twin/v1/audit
+_BLOCK = 1_000  # records compressed together once complete (JSON lines of one twin compress about tenfold)
 
 
 class AuditLog:
@@ -57,8 +58,10 @@ class AuditLog:
     def __init__(self, clock: Clock, path: Path | None = None):
         self.clock = clock
         self.path = path
-        # (seq, the record's JSON line): a line is a third of the dict it encodes, and 200,000 of them are kept
-        self._records: deque[tuple[int, str]] = deque(maxlen=_KEEP)
+        # The newest records as JSON lines (a line is a third of the dict it encodes), older ones in compressed
+        # blocks of _BLOCK lines, (first seq, zlib of the lines): 200,000 lines are 100 MB, their blocks 10 MB
+        self._lines: list[str] = []
+        self._blocks: deque[tuple[int, bytes]] = deque(maxlen=_KEEP // _BLOCK)
         self._seq = 0
         self._fh = None
         if path is not None:
@@ -92,17 +95,24 @@ class AuditLog:
         if annotations:
             rec["annotations"] = annotations
         line = json.dumps(rec, separators=(",", ":"))
-        self._records.append((self._seq, line))
+        self._lines.append(line)
+        if len(self._lines) == _BLOCK:
+            self._blocks.append((self._seq - _BLOCK + 1, zlib.compress("\n".join(self._lines).encode(), 1)))
+            self._lines = []
         if self._fh is not None:
             self._fh.write(line + "\n")
         return rec
 
     def records(self, since: int = 0) -> list[dict]:
         """Records with `seq` greater than `since`, oldest first (only those are decoded)."""
-        kept = self._records
-        first = kept[0][0] if kept else 0
-        start = max(0, since + 1 - first)  # seqs are consecutive: the one after `since` is at this index
-        return [json.loads(line) for _, line in itertools.islice(kept, start, None)]
+        out: list[dict] = []
+        for first, block in list(self._blocks):
+            if first + _BLOCK - 1 > since:
+                lines = zlib.decompress(block).decode().split("\n")
+                out += [json.loads(line) for line in lines[max(0, since + 1 - first):]]
+        first = self._seq - len(self._lines) + 1  # seqs are consecutive: the one after `since` is at this index
+        out += [json.loads(line) for line in self._lines[max(0, since + 1 - first):]]
+        return out
 
     def close(self) -> None:
         if self._fh is not None:

@@ -207,7 +207,7 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
 
     def change(current: dict) -> dict:
         try:
-            new = apply_patch(current, body, ctype, rt.kind)
+            new = apply_patch(current, body, ctype, rt.kind, owned=True)  # Store.update decoded a private copy
         except PatchError as err:
             raise st.ApiError(422, "Invalid", f'{rt.kind} "{target.name}" is invalid: {err}') from None
         if ctype == APPLY_PATCH:

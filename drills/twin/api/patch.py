@@ -79,8 +79,11 @@ class PatchError(ValueError):
     """A patch that cannot be applied (bad body, bad path, unsupported type); message says why."""
 
 
-def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "") -> dict:
+def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "", *, owned: bool = False) -> dict:
     """Return a new object: `obj` with `patch` (already decoded JSON) applied per `content_type`.
+
+    `owned`: `obj` is the caller's private copy (the store's read-modify-write decodes one), changed in place
+    instead of copied again.
 
     `kind` selects strategic-merge keys (e.g. containers merge by name); unknown kinds merge like
     merge-patch except where a known list field says otherwise. The group comes from `obj["apiVersion"]`,
@@ -90,10 +93,11 @@ def apply_patch(obj: dict, patch: Any, content_type: str, kind: str = "") -> dic
     if ctype == JSON_PATCH:
         result = _json_patch(obj, _decode(patch, ctype))
     elif ctype == MERGE_PATCH:
-        result = _merge_patch(obj, _require_object(_decode(patch, ctype), ctype))
+        result = _merge_patch(obj if owned else copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype))
     elif ctype in (STRATEGIC_MERGE_PATCH, APPLY_PATCH):
         keys = merge_keys(kind or obj.get("kind", ""), obj.get("apiVersion", ""))
-        result = _smp_map(obj, _require_object(_decode(patch, ctype), ctype), "", keys)
+        result = _smp_map(obj if owned else copy.deepcopy(obj), _require_object(_decode(patch, ctype), ctype), "",
+                          keys)
     else:
         raise PatchError(f"the content type {content_type!r} is not a supported patch type "
                          f"({JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}, {APPLY_PATCH})")
@@ -144,10 +148,12 @@ def _json_patch(obj: dict, patch: Any) -> Any:
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, null deletes, anything else (lists included) replaces."""
+    """RFC 7386: objects merge recursively, null deletes, anything else (lists included) replaces.
+
+    `target` is the caller's own copy, changed in place (copied once at the top, not again at every level)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result = target if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -158,6 +164,8 @@ def _merge_patch(target: Any, patch: Any) -> Any:
 
 # -- strategic merge patch -------------------------------------------------------------------------------
 def _smp_map(original: dict, patch: dict, path: str, keys: dict[str, str]) -> dict:
+    """`original` merged with `patch`. `original` is the caller's own copy: it is changed in place (the object
+    is copied once at the top, not again at every level of the patch)."""
     directive = patch.get(_DIRECTIVE)
     if directive is not None:
         if directive == "delete":
@@ -167,7 +175,7 @@ def _smp_map(original: dict, patch: dict, path: str, keys: dict[str, str]) -> di
         if directive != "merge":
             raise PatchError(f"unknown patch type {directive!r} in {_where(path)} "
                              f"(expected replace, delete or merge)")
-    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+    result = original if isinstance(original, dict) else {}
     body = {k: v for k, v in patch.items() if not k.startswith("$")}
     directives = {k: v for k, v in patch.items() if k.startswith("$") and k != _DIRECTIVE}
 
@@ -226,7 +234,7 @@ def _smp_list(original: list, patch: list, path: str, key: str, keys: dict[str, 
             raise PatchError(f"unsupported $patch {directive!r} on an item of {_where(path)}")
     if replace:
         return [_fresh(item, f"{path}[]", keys) for item in items]
-    merged = [copy.deepcopy(o) for o in original]
+    merged = list(original)  # the caller's own copy: items merge in place
     for item in items:
         if key not in item:
             raise PatchError(f"an item of {_where(path)} does not contain its merge key {key!r}: {item!r}")

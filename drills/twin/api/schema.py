@@ -33,7 +33,7 @@ def unknown_fields(rt: ResourceType, obj: dict, *, drop: bool, patch: bool = Fal
     if model is None or not isinstance(obj, dict):
         return []
     found: list[str] = []
-    _walk(schemas["types"], model, obj, "", found, drop, patch)
+    _walk(schemas["types"], model, obj, None, found, drop, patch)
     return found
 
 
@@ -48,18 +48,20 @@ def warning_header(path: str) -> str:
     return "299 - " + json.dumps(f'unknown field "{path}"')
 
 
-def _walk(types: dict, t: str, value, path: str, found: list[str], drop: bool, patch: bool) -> None:
+def _walk(types: dict, t: str, value, path, found: list[str], drop: bool, patch: bool) -> None:
+    """`path` is a chain of (parent, segment) pairs, spelled out only for an unknown field (a kubelet's status
+    patch has hundreds of known fields and none unknown)."""
     if value is None or t in ("s", "*"):
         return
     if t.startswith("["):
         if isinstance(value, list):
             for i, item in enumerate(value):
-                _walk(types, t[1:-1], item, f"{path}[{i}]", found, drop, patch)
+                _walk(types, t[1:-1], item, (path, f"[{i}]"), found, drop, patch)
         return
     if t.startswith("{"):
         if isinstance(value, dict):
             for key, item in value.items():
-                _walk(types, t[1:-1], item, f"{path}[{key}]", found, drop, patch)
+                _walk(types, t[1:-1], item, (path, f"[{key}]"), found, drop, patch)
         return
     fields = types.get(t)
     if fields is None or not isinstance(value, dict):
@@ -67,14 +69,25 @@ def _walk(types: dict, t: str, value, path: str, found: list[str], drop: bool, p
     for key in list(value):
         if patch and key.startswith("$"):
             continue
-        where = f"{path}.{key}" if path else key
         sub = fields.get(key)
         if sub is None:
-            found.append(where)
+            found.append(_spelled((path, key)))
             if drop:
                 del value[key]
-        else:
-            _walk(types, sub, value[key], where, found, drop, patch)
+        elif sub not in ("s", "*"):
+            _walk(types, sub, value[key], (path, key), found, drop, patch)
+
+
+def _spelled(path) -> str:
+    """`spec.containers[0].volumeMount` from the chain (((("", "spec"), "containers"), "[0]"), "volumeMount")."""
+    parts: list[str] = []
+    while path:
+        path, segment = path
+        parts.append(segment)
+    out = ""
+    for segment in reversed(parts):
+        out += segment if segment.startswith("[") or not out else "." + segment
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -301,15 +301,18 @@ class Store(Deletion):
             self._compacted[rt] = history[0].rv
         history.append(ev)
         self._hubs[rt].publish(ev)
-        self._retire(ev)
+        self._retire(rt, ev)
 
-    def _retire(self, ev: WatchEvent) -> None:
+    def _retire(self, rt: ResourceType, ev: WatchEvent) -> None:
         """Past versions stay in the history as JSON only, COMPACT_AFTER writes after they stopped being
         current: the history holds bytes, not a second dict per version (recent ones stay dicts, as the
-        watches still being sent read them)."""
+        watches still being sent read them). Events are kept as JSON even while current: a 4,096-node twin
+        holds 75,000 of them (six per daemon pod started), read as JSON by lists and watches, rarely as dicts."""
         superseded = self._superseded
         if ev.old is not None:
             superseded.append(ev.old)
+        if ev.type != "DELETED" and rt.plural == "events":
+            superseded.append(ev.entry)
         if ev.type == "DELETED":
             superseded.append(ev.entry)  # the last version of a deleted object is a past version too
         while len(superseded) > COMPACT_AFTER:

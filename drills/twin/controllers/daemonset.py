@@ -21,9 +21,9 @@ from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError
 from drills.twin.controllers.events import record_event
+from drills.twin.controllers.daemontally import DaemonTally
 from drills.twin.controllers.nodeutil import matches_node_selector, untolerated
-from drills.twin.controllers.podutil import OwnerIndex, controller_ref, is_available, is_ready, is_terminating, \
-    pod_from_template
+from drills.twin.controllers.podutil import pod_from_template
 
 __all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
 
@@ -69,7 +69,7 @@ class DaemonSetController(Controller):
     def setup(self) -> None:
         inf = self.ctx.informers
         self.pods, self.nodes, self.sets = inf.informer(PODS), inf.informer(NODES), inf.informer(DAEMONSETS)
-        self.index = OwnerIndex()
+        self.tally = DaemonTally()  # each DaemonSet's pods by node, and its status counts, kept per pod event
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         self.sets.add_handler(self._on_set)
@@ -77,11 +77,13 @@ class DaemonSetController(Controller):
         # DaemonSet key → ((uid, generation), the nodes it should run on): computed over every node once per
         # template generation, then kept current per node event, so a pod event does not re-read 4,096 nodes
         self._wanted: dict[tuple, tuple[tuple, set[str]]] = {}
+        self._revisions: dict[tuple, str] = {}  # (uid, generation) → its template's hash, hashed once
 
     def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
         key = (ds["metadata"]["namespace"], ds["metadata"]["name"])
         if etype == "DELETED":
             self._wanted.pop(key, None)
+            self._revisions = {sig: rev for sig, rev in self._revisions.items() if sig[0] != ds["metadata"].get("uid")}
         else:
             self.enqueue(key)
 
@@ -109,9 +111,8 @@ class DaemonSetController(Controller):
         return hit[1]
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
-        self.index.update(etype, pod)
-        ref = controller_ref(pod)
-        if ref and ref.get("kind") == "DaemonSet":
+        ref = self.tally.update(etype, pod)
+        if ref is not None:
             self.enqueue((pod["metadata"]["namespace"], ref["name"]))
 
     async def reconcile(self, key: Hashable) -> None:
@@ -119,14 +120,13 @@ class DaemonSetController(Controller):
         ds = self.sets.get(ns, name)
         if ds is None or ds["metadata"].get("deletionTimestamp"):
             return
-        pods = [p for p in (self.pods.get(*k) for k in self.index.keys(ds["metadata"]["uid"])) if p is not None]
-        by_node: dict[str, list[dict]] = {}
-        for pod in pods:
-            if not is_terminating(pod):
-                by_node.setdefault(_node_of(pod), []).append(pod)
+        daemons = self.tally.of(ds["metadata"]["uid"])
         wanted = set(self._nodes_wanted(key, ds))
+        have = daemons.nodes()
+        status = self._status(ds, daemons, wanted)
+        extra = list(daemons.extra(wanted))
         creating = self._creating.setdefault(key, set())
-        missing = sorted(wanted - set(by_node) - creating)
+        missing = sorted(wanted - have - creating)
         batch, done = 1, 0
         while done < len(missing):  # slowStartBatch: 1, 2, 4 … concurrent creates; a failure ends the burst
             chunk = missing[done:done + batch]
@@ -136,14 +136,12 @@ class DaemonSetController(Controller):
             if not all(created):
                 break
             batch = min(batch * 2, _BURST)
-        creating.intersection_update(wanted - set(by_node))
-        for node_name, on_node in by_node.items():
-            extra = on_node if node_name not in wanted else on_node[1:]
-            for pod in extra:
-                await self.ctx.client.delete(PODS, ns, pod["metadata"]["name"], uid=pod["metadata"]["uid"])
-                await record_event(self.ctx.client, ds, "SuccessfulDelete", f'Deleted pod: {pod["metadata"]["name"]}',
-                                   component="daemonset-controller", clock=self.ctx.clock)
-        await self._write_status(ds, by_node, wanted)
+        creating.intersection_update(wanted - have)
+        for pod_name, uid in extra:
+            await self.ctx.client.delete(PODS, ns, pod_name, uid=uid)
+            await record_event(self.ctx.client, ds, "SuccessfulDelete", f"Deleted pod: {pod_name}",
+                               component="daemonset-controller", clock=self.ctx.clock)
+        await self._write_status(ds, status)
 
     async def _create(self, ds: dict, key: tuple, node_name: str) -> bool:
         try:
@@ -160,7 +158,7 @@ class DaemonSetController(Controller):
     def _pod(self, ds: dict, node_name: str) -> dict:
         template = (ds.get("spec") or {}).get("template") or {}
         generation = str(ds["metadata"].get("generation", 1))
-        pod = pod_from_template(template, ds, extra_labels={"controller-revision-hash": _revision(template),
+        pod = pod_from_template(template, ds, extra_labels={"controller-revision-hash": self._revision(ds),
                                                             "pod-template-generation": generation})
         spec = pod["spec"]
         spec["tolerations"] = daemon_tolerations(spec)
@@ -169,24 +167,22 @@ class DaemonSetController(Controller):
             {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
         return pod
 
-    async def _write_status(self, ds: dict, by_node: dict[str, list[dict]], wanted: set[str]) -> None:
-        now = self.ctx.clock.timestamp()
+    def _status(self, ds: dict, daemons, wanted: set[str]) -> dict:
         min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
-        scheduled = [n for n in by_node if n]
-        current = [n for n in scheduled if n in wanted]
-        daemons = [by_node[n][0] for n in current]
-        revision = _revision((ds.get("spec") or {}).get("template") or {})
-        status = {
-            "currentNumberScheduled": len(current),
-            "numberMisscheduled": len([n for n in scheduled if n not in wanted]),
-            "desiredNumberScheduled": len(wanted),
-            "numberReady": sum(1 for p in daemons if is_ready(p)),
-            "observedGeneration": ds["metadata"].get("generation", 1),
-            "updatedNumberScheduled": sum(1 for p in daemons if (p["metadata"].get("labels") or {}).get(
-                "controller-revision-hash") == revision),
-            "numberAvailable": sum(1 for p in daemons if is_available(p, min_ready, now)),
-        }
-        unavailable = len(wanted) - status["numberAvailable"]
+        counts = daemons.counts(wanted, self._revision(ds), min_ready, self.ctx.clock.timestamp())
+        return {**counts, "observedGeneration": ds["metadata"].get("generation", 1)}
+
+    def _revision(self, ds: dict) -> str:
+        """The template's hash (the controller-revision-hash label), once per template generation."""
+        sig = _signature(ds)
+        revision = self._revisions.get(sig)
+        if revision is None:
+            revision = self._revisions[sig] = _revision((ds.get("spec") or {}).get("template") or {})
+        return revision
+
+    async def _write_status(self, ds: dict, status: dict) -> None:
+        min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        unavailable = status["desiredNumberScheduled"] - status["numberAvailable"]
         if unavailable > 0:
             status["numberUnavailable"] = unavailable
         cur = ds.get("status") or {}
@@ -207,20 +203,6 @@ class DaemonSetController(Controller):
                     or fresh["metadata"].get("generation") != ds["metadata"].get("generation"):
                 raise
             await self.ctx.client.replace(DAEMONSETS, ns, name, {**fresh, "status": status}, sub="status")
-
-
-def _node_of(pod: dict) -> str:
-    """The node a daemon pod is on, or is meant for (its node affinity) while it waits for the scheduler."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return spec["nodeName"]
-    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
-              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
-    for term in terms:
-        for field in term.get("matchFields") or ():
-            if field.get("key") == "metadata.name" and field.get("values"):
-                return field["values"][0]
-    return ""
 
 
 def _signature(ds: dict) -> tuple:

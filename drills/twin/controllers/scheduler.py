@@ -30,6 +30,7 @@ from drills.twin.controllers.schedfit import (
     AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, pod_requests_cached,
     preemption_message, score,
 )
+from drills.twin.controllers.schedqueue import WaitQueue
 
 __all__ = ["Scheduler", "SCHEDULER_NAMES", "RETRY_S"]
 
@@ -54,7 +55,7 @@ class Scheduler(Controller):
         inf = self.ctx.informers
         self.pods, self.nodes = inf.informer(PODS), inf.informer(NODES)
         self.classes, self.groups = inf.informer(PRIORITY_CLASSES), inf.informer(POD_GROUPS)
-        self._waiting: dict[tuple, dict] = {}
+        self._waiting = WaitQueue()  # pods waiting for a node, in scheduling order
         self._in_flight: dict[tuple, asyncio.Task] = {}  # binds under way (kube-scheduler binds asynchronously)
         self._bind_slots = asyncio.Semaphore(_BIND_CONCURRENCY)
         self._bound: dict[tuple, tuple[str, dict, str]] = {}  # pod key -> (node, requests, owner uid)
@@ -67,6 +68,7 @@ class Scheduler(Controller):
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node_event)
         self.groups.add_handler(lambda *_: self._kick())
+        self.classes.add_handler(lambda *_: self._waiting.reorder(self._order))  # priorities may have changed
 
     async def reconcile(self, key: Hashable) -> None:
         if not self._waiting:
@@ -96,9 +98,7 @@ class Scheduler(Controller):
             self._account(key, spec["nodeName"], pod_requests_cached(pod), _owner(pod))
         elif (spec.get("schedulerName") or "default-scheduler") in SCHEDULER_NAMES \
                 and not pod["metadata"].get("deletionTimestamp"):
-            fresh = key not in self._waiting
-            self._waiting[key] = pod
-            if fresh:
+            if self._waiting.put(key, pod, self._order):
                 self._kick()
 
     def _on_node_event(self, etype: str, node: dict, old: dict | None) -> None:
@@ -160,6 +160,7 @@ class Scheduler(Controller):
             best.add(req)  # this cycle counts it there at once; the binding goes on in the background
             key = key_of(pod)
             self._in_flight[key] = asyncio.create_task(self._bind_in_background(key, pod, best.name))
+            self._waiting.hold(key)
             return
         message = failure_message(len(states), reasons)
         prio, policy = self._priority(pod)
@@ -276,6 +277,7 @@ class Scheduler(Controller):
             self.ctx.health.report(f"controller {self.name}", key, err)
         finally:
             self._in_flight.pop(key, None)
+            self._waiting.release(key)
 
     async def _bind(self, pod: dict, node: str) -> bool:
         ns, name = key_of(pod)
@@ -313,20 +315,20 @@ class Scheduler(Controller):
     # -- helpers --------------------------------------------------------------------------------
     def _units(self) -> list[tuple[tuple[str, str] | None, list[dict]]]:
         """Pending pods as scheduling units (one pod, or one gang), highest priority first, then oldest."""
-        gangs: dict[tuple[str, str], list[dict]] = defaultdict(list)
-        units: list[tuple[tuple, tuple[str, str] | None, list[dict]]] = []
-        for key, pod in self._waiting.items():
+        gangs: dict[tuple[str, str], list[dict]] = {}
+        units: list[tuple[tuple[str, str] | None, list[dict]]] = []
+        for key, pod in self._waiting.ordered():  # a gang goes where its first member is
             if key in self._in_flight:
                 continue
             group = _group_of(pod) if (pod.get("spec") or {}).get("schedulerName") == "volcano" else None
-            if group:
+            if not group:
+                units.append((None, [pod]))
+            elif (key[0], group) in gangs:
                 gangs[(key[0], group)].append(pod)
             else:
-                units.append((self._order(pod), None, [pod]))
-        for group, pods in gangs.items():
-            units.append((min(self._order(p) for p in pods), group, pods))
-        units.sort(key=lambda u: u[0])
-        return [(u[1], u[2]) for u in units]
+                gangs[(key[0], group)] = members = [pod]
+                units.append(((key[0], group), members))
+        return units
 
     def _spread(self, pod: dict):
         """Penalty per replica of the same owner already on a node (default topology spread, soft)."""

@@ -9,6 +9,10 @@ The container is recognised by its command: a shell script with a line `fio --ou
   so a saturation ends when the cluster's clock says it does;
 - the twin's store adapting the I/O path as a real node's kernel would not need to: a FUSE mount has no
   O_DIRECT (`--direct=0` there) and a missing libaio falls back to psync.
+A container that may not create its directory on the store — its uid/gid/fsGroup against the store's owner, mode
+and whether it applies fsGroup (twin profile `storage`, workloads/volume_access.py) — fails as busybox's
+`mkdir -p` does, before fio starts (defect store-ignores-fsgroup); so does one whose directory is not on a volume
+while its root file system is read-only.
 A pod deleted while fio runs stops it (SIGTERM, as the kubelet would) and its log is gone with it.
 The store's modelled bandwidth is shared with the probe and the training job, as on a real store.
 """
@@ -26,6 +30,7 @@ from typing import Any, Hashable
 
 from drills.twin.workloads.hub import hub_for
 from drills.twin.workloads.process_pods import ProcessPodController
+from drills.twin.workloads.volume_access import VolumeRoot, denied_line, identity, may_create
 
 __all__ = ["FioPodController", "fio_command"]
 
@@ -68,6 +73,14 @@ class FioPodController(ProcessPodController):
     async def _run_fio(self, pod: dict) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         container, args = fio_command(pod)  # type: ignore[misc]
+        fs_group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+        target, on_volume = _target_dir(pod, container, args)
+        if not on_volume and _read_only_root(pod, container):
+            await self._finish(ns, name, container, denied_line(target, "Read-only file system") + "\n", 1)
+            return
+        if not may_create(identity(pod, container), VolumeRoot.from_storage(self.hub.storage), fs_group):
+            await self._finish(ns, name, container, denied_line(target) + "\n", 1)
+            return
         workdir = Path(self.hub.store_root) / f".drills-fio-pod-{ns}-{name}"
         workdir.mkdir(parents=True, exist_ok=True)
         argv = ["fio", *self._adapt(args, workdir)]
@@ -83,13 +96,16 @@ class FioPodController(ProcessPodController):
             raise
         shutil.rmtree(workdir, ignore_errors=True)
         text = out.decode(errors="replace") + ("" if proc.returncode == 0 else err.decode(errors="replace"))
+        await self._finish(ns, name, container, text, int(proc.returncode or 0))
+
+    async def _finish(self, ns: str, name: str, container: str, text: str, code: int) -> None:
+        """The container's output into the pod's log, then its exit."""
         client = self.ctx.client
         base = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{name}"
         async with client.session.post(f"{base}/log", params={"container": container}, data=text,
                                        headers={"Content-Type": "text/plain"}) as resp:
             if resp.status >= 400:
                 log.debug("fio log of %s/%s: HTTP %s", ns, name, resp.status)
-        code = int(proc.returncode or 0)
         exit_body = {"code": code, "reason": "Completed" if code == 0 else "Error", "container": container}
         async with client.session.post(f"{base}/exit", json=exit_body) as resp:
             if resp.status >= 400:
@@ -121,3 +137,30 @@ class FioPodController(ProcessPodController):
         match = _RUNTIME.match(value.strip())
         seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 60.0
         return max(1, math.ceil(seconds / self.ctx.clock.scale))
+
+
+def _read_only_root(pod: dict, container: str) -> bool:
+    spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
+    return bool((spec.get("securityContext") or {}).get("readOnlyRootFilesystem"))
+
+
+def _target_dir(pod: dict, container: str, args: list[str]) -> tuple[str, bool]:
+    """The first directory the container would create for fio (the script's `D=` of the Job drills renders, or
+    fio's `--directory`): its first component below the volume it lies on — what `mkdir -p` names when the
+    volume's root refuses it — and whether it lies on a volume at all (else on the image's root file system)."""
+    spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
+    argv = list(spec.get("command") or []) + list(spec.get("args") or [])
+    target = next((a.partition("=")[2] for a in args if a.startswith("--directory=")), "")
+    for line in (argv[2] if len(argv) > 2 else "").splitlines():
+        if line.startswith("D="):
+            try:
+                (target,) = shlex.split(line[2:])
+            except ValueError:
+                pass
+            break
+    target = target.replace("$(POD_NAME)", pod["metadata"]["name"])
+    for mount in (m.get("mountPath", "").rstrip("/") for m in spec.get("volumeMounts") or []):
+        if mount and target.startswith(mount + "/"):
+            return f"{mount}/{target[len(mount) + 1:].split('/')[0]}", True
+    parts = [p for p in target.split("/") if p]
+    return "/" + (parts[0] if parts else ""), False
