@@ -15,6 +15,7 @@ onto the old one.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -80,6 +81,7 @@ class LogSource:
     delivered: int = 0
     last_line: str | None = None
     ended: bool = False
+    finished: threading.Event = field(default_factory=threading.Event)  # the follow's thread is done reading
 
     def admit(self, index: int, line: str) -> bool:
         """Whether the follow's line number `index` is news (and count it); the caller holds the merger's lock."""

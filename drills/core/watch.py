@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 _WATCH_CHUNK_S = 5.0  # wall seconds per watch request, so stopping a stream never waits long
 RETRY_S = 5.0  # cluster seconds between retries of a refused request (kubectl drain's interval)
 RETRY_MIN_WALL_S = 0.05  # ... but not more often than this on this machine (600×: every 30 cluster seconds)
+_DRAIN_WALL_S = 10.0  # how long a catch-up waits for a removed pod's log follow to deliver its last lines
 _CATCH_UP_ROUNDS = 4  # a catch-up's rounds: the first reads every stream, later ones the logs it led to
 PAGE = 500  # items per list request (kubectl's --chunk-size): a large cluster's lists come in chunks
 
@@ -217,8 +218,11 @@ class EventMerger:
                 text = resp.data.decode("utf-8", "replace")
             finally:
                 resp.release_conn()
-        except Exception as err:  # the pod is gone, the API refused: the follow says what it can
+        except Exception as err:  # the pod is gone: what it wrote is in its follow, which the server ends after
+            # the last line — lines still on their way when a busy machine lags would be lost to the judgment
             log.debug("catch-up of %s: %s", name, short_reason(err))
+            if getattr(err, "status", None) == 404 and not source.finished.wait(_DRAIN_WALL_S):
+                log.warning("the log follow %s did not end within %.0f s of its pod's removal", name, _DRAIN_WALL_S)
             return
         with self._lock:
             lines = source.missing(text)
@@ -229,21 +233,24 @@ class EventMerger:
 
     def _run_follow(self, source: str) -> None:
         follow = self._logs[source]
-        resp = follow.read(follow=True)
-        index = 0
         try:
-            for raw in stream_lines(resp):
-                if self._stop.is_set():
-                    return
-                with self._lock:
-                    if follow.admit(index, raw):
-                        self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
-                index += 1
+            resp = follow.read(follow=True)
+            index = 0
+            try:
+                for raw in stream_lines(resp):
+                    if self._stop.is_set():
+                        return
+                    with self._lock:
+                        if follow.admit(index, raw):
+                            self._queue.put(WatchEvent(source, "LOG", raw, time.monotonic()))
+                    index += 1
+            finally:
+                resp.release_conn()
+            with self._lock:
+                follow.ended = True
+                self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
         finally:
-            resp.release_conn()
-        with self._lock:
-            follow.ended = True
-            self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
+            follow.finished.set()
 
 
 def retry_at(clock: Clock, deadline_ts: float) -> float:
