@@ -146,8 +146,6 @@ def heatmap_png(result, path: Path) -> Path | None:
         return None
     import math
 
-    import matplotlib.pyplot as plt
-
     from drills.report.timeline_chart import new_figure, save_figure
 
     names = list(dict.fromkeys([*result.plan.nodes, *(r.peer for r in cells)]))
@@ -168,7 +166,8 @@ def heatmap_png(result, path: Path) -> Path | None:
                 ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=7)
     ax.set_title("all_reduce_perf bus bandwidth per node pair (GB/s)", fontsize=10)
     fig.colorbar(image, ax=ax, shrink=0.8)
-    plt.setp(ax.spines.values(), visible=False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
     return save_figure(fig, path)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from drills.report.timeline_chart import save_figure
+from drills.report.timeline_chart import new_figure, save_figure
 
 __all__ = ["load_chart_png"]
 
@@ -19,9 +19,7 @@ def load_chart_png(rows: list[dict], path: Path, phases: dict[str, float] | None
                    target_s: float | None = None, title: str = "load over the drill") -> Path:
     """`rows`: dicts with t (cluster s since the fault), rps, fail (per second) and p99_ms; `phases`:
     phase → cluster s since the fault."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(3, 1, figsize=(8, 5.4), dpi=100, sharex=True)
+    fig, axes = new_figure((8, 5.4), 3, 1, sharex=True)
     t = [r["t"] for r in rows]
     series = (("requests/s", [r["rps"] for r in rows], "#1565c0"),
               ("failures/s", [r["fail"] for r in rows], "#c62828"),
@@ -30,8 +28,6 @@ def load_chart_png(rows: list[dict], path: Path, phases: dict[str, float] | None
         ax.plot(t, values, color=color, linewidth=1.1)
         ax.set_ylabel(label, fontsize=8)
         ax.set_ylim(bottom=0)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
         for name, at in (phases or {}).items():
             ax.axvline(at, color=_PHASE_COLORS.get(name, "#9e9e9e"), linestyle=":", linewidth=1)
         if target_s:

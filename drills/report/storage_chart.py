@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from drills.report.timeline_chart import save_figure
+from drills.report.timeline_chart import new_figure, save_figure
 
 __all__ = ["storage_png"]
 
@@ -15,14 +15,8 @@ log = logging.getLogger(__name__)
 
 def storage_png(figures: dict, path: Path) -> Path:
     """`figures`: probe_baseline / probe_saturated (ProbeSeries.to_dict()), fio (FioResult.summary() or None)."""
-    import matplotlib.pyplot as plt
-
-    from drills.report.timeline_chart import new_figure
-
     base, sat, fio = figures.get("probe_baseline") or {}, figures.get("probe_saturated") or {}, figures.get("fio")
-    new_figure((9, 3.4))  # fonts and style
-    plt.close("all")
-    fig, (bw, lat) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=100)
+    fig, (bw, lat) = new_figure((9, 3.4), 1, 2)
     labels = ["probe save", "probe load"]
     x = range(len(labels))
     bw.bar([i - 0.2 for i in x], [base.get("write_mb_s", 0), base.get("read_mb_s", 0)], 0.4, label="baseline",
@@ -49,7 +43,4 @@ def storage_png(figures: dict, path: Path) -> Path:
     lat.set_xticks(range(len(lat_names)), lat_names, fontsize=8)
     lat.set_title("latency", fontsize=10)
     lat.legend(fontsize=8)
-    for ax in (bw, lat):
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
     return save_figure(fig, path)

@@ -1,6 +1,8 @@
 """Timeline chart of one drill: its phases on a cluster-time axis (seconds since the fault was
 injected), the recovery target as a vertical line, and an optional overlay series (throughput,
-request rate) on a twin axis. Matplotlib with the Agg backend: no display, about 0.1 s a chart.
+request rate) on a twin axis. Matplotlib's object API (`Figure`, drawn by Agg when saved as PNG): no
+display, no pyplot — whose import (its backend machinery and figure manager) cost every `drills run` ~0.3-0.5 s
+of CPU for nothing a file needs.
 """
 
 from __future__ import annotations
@@ -9,13 +11,10 @@ import logging
 from pathlib import Path
 
 import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-
-from drills.core.record import PHASES, Record  # noqa: E402
-from drills.report.text import fmt_seconds, labels  # noqa: E402
+from drills.core.record import PHASES, Record
+from drills.report.text import fmt_seconds, labels
 
 __all__ = ["timeline_png", "new_figure", "save_figure"]
 
@@ -69,20 +68,22 @@ def timeline_png(record: Record, path: Path, overlay: list[tuple[float, float]] 
     return save_figure(fig, path)
 
 
-def new_figure(size: tuple[float, float]):
-    """A figure and axes with the report's fonts (CJK-capable) and a light style."""
-    plt.rcParams["font.family"] = _FONTS
-    fig, ax = plt.subplots(figsize=size, dpi=100)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return fig, ax
+def new_figure(size: tuple[float, float], rows: int = 1, cols: int = 1, **subplots):
+    """A figure and its axes (`rows` × `cols`, as `Figure.subplots`) with the report's fonts (CJK-capable) and
+    a light style."""
+    matplotlib.rcParams["font.family"] = _FONTS
+    fig = Figure(figsize=size, dpi=100)
+    axes = fig.subplots(rows, cols, **subplots)
+    for ax in (axes.flat if hasattr(axes, "flat") else [axes]):
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return fig, axes
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Lay out, write as PNG and free the figure (pyplot keeps every open figure otherwise)."""
+    """Lay out and write as PNG (a `Figure` outside pyplot is freed with its last reference)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, format="png")
-    plt.close(fig)
     return path
