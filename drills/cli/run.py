@@ -30,7 +30,7 @@ def run(
     no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML (no Java)."),
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     lanes: Optional[int] = typer.Option(None, "--lanes", min=1, envvar="DRILLS_LANES",
-                                        help="Scenarios at once, each on a fresh twin (default 3; 1: one by one)."),
+                                        help="Scenarios at once, each on a fresh twin (default 3, 1 above 120×; 1: one by one)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""

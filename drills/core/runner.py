@@ -49,6 +49,7 @@ PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.select
 # Scenarios at once on fresh twins: a drill mostly waits on its twin's clock; bench/suite.py measures the wall
 # time and the error against the twins' truth for each choice on 2 cores.
 DEFAULT_LANES = 3
+LANES_MAX_SCALE = 120.0  # above this twin scale scenarios run one by one unless --lanes says otherwise (_lanes)
 
 _STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow", Outcome.ABORTED: "magenta"}
 
@@ -239,12 +240,20 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
 
 
 def _lanes(opts: RunOptions, profile) -> int:
-    """How many scenarios may run at once: `opts.lanes` (default DEFAULT_LANES) when each gets a fresh twin
-    of its own; one on a real cluster or a running twin (one run at a time per cluster) and for a dry run."""
+    """How many scenarios may run at once: `opts.lanes` when each gets a fresh twin of its own, by default
+    DEFAULT_LANES up to LANES_MAX_SCALE and one above it; one on a real cluster or a running twin (one run at a
+    time per cluster) and for a dry run.
+
+    Lanes share this machine's cores, and a wall millisecond a drill's load waits for a core is `scale`
+    milliseconds of cluster time. At 600× the inference recovery measured in 3 lanes on 2 cores was 0.9-1.7 %
+    of its 5-minute target off the twin's truth, alone 0.1-0.5 % (bench/suite.py): accuracy first."""
     fresh_twins = not opts.twin_state and opts.target == "twin" and profile.cluster.mode == "twin"
     if not fresh_twins or opts.dry_run:
         return 1
-    return max(1, opts.lanes if opts.lanes is not None else DEFAULT_LANES)
+    if opts.lanes is not None:
+        return max(1, opts.lanes)
+    scale = opts.scale or profile.cluster.twin.scale
+    return DEFAULT_LANES if scale <= LANES_MAX_SCALE else 1
 
 
 def _make_run_dir(run_dir: Path) -> None:
