@@ -19,10 +19,7 @@ invalid, timeout, connection); `r` successes per replica that answered (the endp
 when it sends one). Several lines may carry the same `t` (a late request, one file
 per worker): readers merge them. Everything here is pure and free of locust.
 
-Each flush also writes a watermark line, `{"upto": 1718000000.1}`: every request that completed before `upto`
-is in the lines above it (`read_watermark`). A reader that must judge up to a moment — a drill at its deadline
-— waits until the watermark passes it, instead of judging the buckets the load has not written yet (at 600×
-the flush interval alone is minutes of cluster time).
+Each flush also ends with a watermark line (`drills.load.watermark`), which readers of buckets skip.
 """
 
 from __future__ import annotations
@@ -46,9 +43,6 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
-    "read_watermark",
-    "watermark_line",
-    "WATERMARK_KEY",
     "first_failure",
     "kind_counts",
     "served_by",
@@ -60,7 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_ERRORS_PER_BUCKET = 3
-WATERMARK_KEY = "upto"
+WATERMARK_KEY = "upto"  # the key of a flush's watermark line (drills.load.watermark), not a bucket
 HIST_BINS_PER_OCTAVE = 8
 
 
@@ -177,32 +171,6 @@ class BucketAccumulator:
         return math.floor((now_s - grace_s) / self.width) * self.width
 
 
-def watermark_line(upto: float) -> str:
-    """The JSONL line saying that every request completed before `upto` (epoch seconds) was written above it."""
-    return json.dumps({WATERMARK_KEY: round(upto, 6)}) + "\n"
-
-
-def read_watermark(paths: Iterable[str | Path]) -> float | None:
-    """Until when all the files are complete: the smallest of their latest watermarks (None while a file has
-    none — a worker that has not flushed yet holds the others back)."""
-    marks = []
-    for path in paths:
-        p = Path(path)
-        if not p.exists():
-            return None
-        latest = None
-        for line in p.read_text(encoding="utf-8").splitlines():
-            if line.startswith('{"' + WATERMARK_KEY + '"'):
-                try:
-                    latest = float(json.loads(line)[WATERMARK_KEY])
-                except (ValueError, KeyError, TypeError):
-                    continue
-        if latest is None:
-            return None
-        marks.append(latest)
-    return min(marks) if marks else None
-
-
 def read_buckets(paths: Iterable[str | Path]) -> list[Bucket]:
     """All buckets from the JSONL files (missing files and a torn last line are skipped), merged by time."""
     raw: list[Bucket] = []
@@ -212,7 +180,7 @@ def read_buckets(paths: Iterable[str | Path]) -> list[Bucket]:
             continue
         for line in p.read_text(encoding="utf-8").splitlines():
             line = line.strip()
-            if not line or line.startswith('{"' + WATERMARK_KEY + '"'):
+            if not line or line.startswith('{"' + WATERMARK_KEY + '"'):  # a watermark, not a bucket
                 continue
             try:
                 raw.append(Bucket.from_json(json.loads(line)))

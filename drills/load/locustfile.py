@@ -45,10 +45,12 @@ from locust import FastHttpUser, events, task  # noqa: E402
 from locust.runners import MasterRunner
 
 try:
-    from drills.load.buckets import BucketAccumulator, watermark_line  # noqa: E402
+    from drills.load.buckets import BucketAccumulator  # noqa: E402
+    from drills.load.watermark import watermark_line  # noqa: E402
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from drills.load.buckets import BucketAccumulator, watermark_line
+    from drills.load.buckets import BucketAccumulator
+    from drills.load.watermark import watermark_line
 from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S, classify_answer, classify_exception  # noqa: E402
 
 log = logging.getLogger("drills.load.locustfile")

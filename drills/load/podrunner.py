@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from drills.core.errors import CheckFailed, InjectionFailed, RevertFailed
 from drills.core.watch import EventMerger, obj_get
-from drills.load.buckets import WATERMARK_KEY
+from drills.load.watermark import WATERMARK_KEY
 from drills.load.pods import LoadPodsSpec, load_name, pod_selector, render_load_objects
 from drills.load.runner import LoadResult, LoadRunner
 

@@ -32,7 +32,7 @@ MAX_ERROR = {"60": 0.01 * TARGET_S, "600": 0.02 * TARGET_S}
 # The load generator here reports late: its workers flush their results every 2 wall seconds (20 cluster minutes
 # at 600×, longer than the whole wait), so the recovery is in results written after the deadline. A drill that
 # judged the results it had at the deadline said "never recovered" for a twin whose truth recovered in 2m22s; it
-# must wait for the load's watermark (`drills.load.buckets.read_watermark`) and read the recovery from them.
+# must wait for the load's watermark (`drills.load.watermark.read_watermark`) and read the recovery from them.
 @pytest.mark.parametrize("scale", ["600"])
 def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path, monkeypatch):
     monkeypatch.setenv("DRILLS_LOAD_BUCKET_FLUSH_S", "2")

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from drills.load.buckets import BucketAccumulator, read_buckets, read_watermark, watermark_line
+from drills.load.buckets import BucketAccumulator, read_buckets
+from drills.load.watermark import read_watermark, watermark_line
 from drills.verdicts.serving import judge_load_coverage
 
 

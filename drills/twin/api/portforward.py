@@ -21,6 +21,7 @@ from drills.twin.api import status as st
 from drills.twin.api.handlers import Target
 from drills.twin.api.portforward_spdy import PROTOCOL as SPDY_TUNNEL
 from drills.twin.api.portforward_spdy import serve as serve_spdy
+from drills.twin.api.remotecommand import upgrade
 from drills.twin.api.store import Store
 from drills.twin.workloads import container_ports
 
@@ -36,10 +37,7 @@ async def portforward_pod(request: web.Request, store: Store, target: Target) ->
     pod = store.get(target.rt, target.namespace, target.name)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise st.bad_request(f"pod {target.name} is not running")
-    ws = web.WebSocketResponse(protocols=PROTOCOLS)
-    if not ws.can_prepare(request).ok:
-        raise st.bad_request("Upgrade request required")
-    await ws.prepare(request)
+    ws = await upgrade(request, PROTOCOLS)
     extra = request.app.get(container_ports.PORT_PROGRAMS, ())
     if tunnel:
         await serve_spdy(ws, pod, lambda port: container_ports.listener(pod, port, store.clock.timestamp, extra),

@@ -22,7 +22,7 @@ from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
 from drills.twin.workloads import container_exec
 
-__all__ = ["PROTOCOLS", "exec_pod"]
+__all__ = ["PROTOCOLS", "exec_pod", "upgrade"]
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,7 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
     pod = store.get(target.rt, target.namespace, target.name)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise st.bad_request(f"container {container} is not running in pod {target.name}")
-    ws = web.WebSocketResponse(protocols=PROTOCOLS)
-    if not ws.can_prepare(request).ok:
-        raise st.bad_request("Upgrade request required")
-    await ws.prepare(request)
+    ws = await upgrade(request, PROTOCOLS)
     node_name = pod["spec"].get("nodeName")
     node = store.find(_NODES, None, node_name) if node_name else None
     wanted = {STDOUT: q.get("stdout") in _TRUE, STDERR: q.get("stderr") in _TRUE}
@@ -77,6 +74,16 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
             return ws  # the client went away before the command ended
     await _send(ws, ERROR, json.dumps(_exit_status(command, session.output.code)).encode())
     await ws.close()
+    return ws
+
+
+async def upgrade(request: web.Request, protocols: tuple[str, ...]) -> web.WebSocketResponse:
+    """The WebSocket of an exec/attach/port-forward request, one of `protocols` negotiated; 400 as the real
+    server answers a request that is not an upgrade."""
+    ws = web.WebSocketResponse(protocols=protocols)
+    if not ws.can_prepare(request).ok:
+        raise st.bad_request("Upgrade request required")
+    await ws.prepare(request)
     return ws
 
 
