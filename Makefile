@@ -10,9 +10,14 @@ ARGS ?=
 # twins are set up once). More workers than cores starve the 600× twins (a 1 s stall is 10 cluster minutes).
 TEST_WORKERS ?= 2
 
-.PHONY: bootstrap system-deps node-deps drill test check twin revert clean bench verdicts
+.PHONY: bootstrap system-deps node-deps bytecode drill test check twin revert clean bench verdicts
 
-bootstrap: system-deps $(STAMP) node-deps
+bootstrap: system-deps $(STAMP) node-deps bytecode
+
+# Our modules' bytecode, refreshed where the source changed: each drill starts Python processes (a lane, a
+# twin), and where PYTHONDONTWRITEBYTECODE is set none of them caches what it compiles (≈ 0.3 s of CPU each).
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q -j 0 drills fixtures features tests bench > /dev/null
 
 # System packages (fio, chromium, fonts): installed only when missing and we are root.
 system-deps:

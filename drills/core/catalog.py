@@ -13,8 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import yaml
-
+from drills.core import datafiles
 from drills.core.errors import InvalidProfile
 from drills.core.record import Category
 
@@ -46,7 +45,7 @@ UNKNOWN = DrillInfo(id="drill", tag="", epic="Drills", feature="Drill")
 @functools.lru_cache(maxsize=1)
 def catalog() -> dict[str, DrillInfo]:
     text = (importlib.resources.files("drills.core") / "catalog.yaml").read_text(encoding="utf-8")
-    drills = {key: DrillInfo(id=key, **value) for key, value in (yaml.safe_load(text) or {}).items()}
+    drills = {key: DrillInfo(id=key, **value) for key, value in (datafiles.load_text(text) or {}).items()}
     known = {c.value for c in Category}
     for info in drills.values():  # a typo here would surface only when that check fails: refuse it now
         wrong = sorted(set(info.categories.values()) - known)

@@ -14,8 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-import yaml
-
+from drills.core import datafiles
 from drills.core.clock import Clock
 from drills.core.record import Check, Record
 from drills.report.text import category_name, fmt_seconds, labels, slug
@@ -144,5 +143,5 @@ def _check_line(check: Check, w: dict, reason: str) -> str:
 
 @functools.cache
 def _rules() -> tuple:
-    data = yaml.safe_load((Path(__file__).parent / "causes.yaml").read_text(encoding="utf-8"))
+    data = datafiles.load_file(Path(__file__).parent / "causes.yaml")
     return tuple(data["rules"])

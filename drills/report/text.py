@@ -7,8 +7,7 @@ import logging
 import re
 from pathlib import Path
 
-import yaml
-
+from drills.core import datafiles
 from drills.core.errors import DrillError
 from drills.core.record import Category
 
@@ -79,4 +78,4 @@ def slug(text: str) -> str:
 
 @functools.cache
 def _yaml(name: str) -> dict:
-    return yaml.safe_load((_HERE / name).read_text(encoding="utf-8"))
+    return datafiles.load_file(_HERE / name)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from drills.core import datafiles
 from drills.core.errors import InvalidProfile
 from drills.twin.profile_model import TwinProfile
 from drills.twin.stages import load_stage_files, stage_file_names
@@ -103,7 +104,8 @@ def _profile_path(name_or_path: str) -> Path:
 
 def _read_yaml(path: Path, what: str) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return datafiles.load_text(text) if datafiles.is_packaged(path) else yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -18,6 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
+from drills.core import datafiles
 from drills.twin.profile_types import Duration, Fraction, Named, Strict
 
 __all__ = ["Uplink", "Switch", "Fabric", "known_dialects", "port_name"]
@@ -35,7 +36,7 @@ def _dialect_files() -> dict[str, dict]:
     out = {}
     for path in sorted(_DIALECT_DIR.glob("*.yaml")) if _DIALECT_DIR.is_dir() else ():
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = datafiles.load_file(path) or {}
         except yaml.YAMLError:
             continue  # the fabric's own loader reports a broken dialect file
         out[str(data.get("name", path.stem))] = data

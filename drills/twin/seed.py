@@ -14,8 +14,7 @@ import hashlib
 import logging
 from pathlib import Path
 
-import yaml
-
+from drills.core import datafiles
 from drills.twin.api.rbac import DEFAULT_POLICY
 from drills.twin.profile_model import InferenceDeployment, NodePool, NodeSpec, TrainingJob, TwinProfile
 
@@ -265,7 +264,7 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
 # -- helpers ------------------------------------------------------------------------------------
 def _system_daemonsets(namespaces: set[str]) -> list[dict]:
     """The GPU node agents (device plugin, DCGM exporter, RDMA device plugin) and their namespaces."""
-    data = yaml.safe_load(SYSTEM_DAEMONSETS.read_text())
+    data = datafiles.load_file(SYSTEM_DAEMONSETS)
     return [*(_namespace(ns) for ns in data["namespaces"] if ns not in namespaces), *data["daemonsets"]]
 
 

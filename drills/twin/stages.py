@@ -21,9 +21,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-import yaml
 from pydantic import Field
 
+from drills.core import datafiles
 from drills.twin.profile_types import Duration, Fraction, Strict
 
 __all__ = [
@@ -157,7 +157,7 @@ def load_stage_files(names: list[str]) -> dict[str, dict]:
         path = STAGES_DIR / f"{name}.yaml"
         if not path.is_file():
             raise FileNotFoundError(f"stage file {name!r} not found; known: {', '.join(stage_file_names())}")
-        data = yaml.safe_load(path.read_text()) or {}
+        data = datafiles.load_file(path) or {}
         for entry in data.get("stages", []):
             out[entry["name"]] = entry
     return out

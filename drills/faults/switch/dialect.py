@@ -19,6 +19,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from drills.core import datafiles
 from drills.core.errors import InvalidProfile
 
 __all__ = ["SwitchDialect", "InvalidName", "load_switch_dialect", "switch_dialect_names", "clean_output",
@@ -158,7 +159,7 @@ def load_switch_dialect(name: str) -> SwitchDialect:
         raise InvalidProfile(f"switch dialect file {name} does not exist; fix `dialect` in the switch inventory")
     for file in [Path(name)] if custom else sorted(DIALECT_DIR.glob("*.yaml")):
         try:
-            raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+            raw = yaml.safe_load(file.read_text(encoding="utf-8")) if custom else datafiles.load_file(file)
         except yaml.YAMLError as err:
             raise InvalidProfile(f"switch dialect file {file}: not valid YAML ({err})") from None
         if not isinstance(raw, dict):

@@ -20,6 +20,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from drills.core import datafiles
 from drills.core.errors import InvalidProfile
 
 __all__ = [
@@ -221,7 +222,7 @@ def load_dialect(name: str) -> Dialect:
     if not path.is_file():
         raise InvalidProfile(f"unknown switch dialect {name!r}; known: {', '.join(dialect_names())}")
     try:
-        dialect = Dialect.model_validate(yaml.safe_load(path.read_text()))
+        dialect = Dialect.model_validate(datafiles.load_file(path))
         dialect.compiled  # compile now so a bad regex fails at load, not at the first command
     except (ValidationError, re.error, yaml.YAMLError) as err:
         raise InvalidProfile(f"switch dialect {path.name} is invalid: {err}") from err
