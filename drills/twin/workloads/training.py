@@ -21,7 +21,7 @@ import logging
 from collections import defaultdict
 from typing import Hashable
 
-from drills.core.clock import to_iso
+from drills.core.clock import parse_iso, to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError
@@ -29,7 +29,7 @@ from drills.twin.workloads import loglines as L
 from drills.twin.workloads.hub import hub_for
 from drills.twin.workloads.training_job import JobSim, Output
 
-__all__ = ["TrainingController", "JOB_LABEL", "GPU_HEALTH_ANNOTATION", "EXIT_ANNOTATION", "LEAF_LABEL"]
+__all__ = ["TrainingController", "advance_to_stop", "JOB_LABEL", "GPU_HEALTH_ANNOTATION", "EXIT_ANNOTATION", "LEAF_LABEL"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class TrainingController(Controller):
         self.vcjobs.add_handler(self._on_vcjob)
         self.hub.on_leaf_change(self._on_leaf)
         self.sims: dict[tuple[str, str], JobSim] = {}
+        self.stopped_at: dict[str, float] = {}  # pod uid → when its process stopped (deleted pods)
         self.job_pods: dict[tuple[str, str], set[str]] = defaultdict(set)
         self.node_jobs: dict[str, set[tuple[str, str]]] = defaultdict(set)
         profile = ctx.profile
@@ -70,6 +71,7 @@ class TrainingController(Controller):
         key = (meta.get("namespace", ""), job)
         if etype == "DELETED":
             self.job_pods[key].discard(meta["name"])
+            self.stopped_at[meta.get("uid", "")] = _stopped_at(pod, self.ctx.clock.timestamp())
         else:
             self.job_pods[key].add(meta["name"])
             node = pod.get("spec", {}).get("nodeName")
@@ -99,12 +101,13 @@ class TrainingController(Controller):
         now = self.ctx.clock.timestamp()
         out = Output()
         pods = [p for p in (self.pods.get(ns, n) for n in sorted(self.job_pods.get(key, ()))) if p is not None]
+        broken = self._broken_workers(sim, pods) if sim.run is not None else None
+        until = now
         if sim.run is not None:
-            sim.advance(now, out)  # may end the run itself (an NCCL timeout)
+            until = advance_to_stop(sim, now, broken[2] if broken else None, out)  # may end the run (NCCL timeout)
         if sim.run is not None:
-            broken = self._broken_workers(sim, pods)
             if broken:
-                sim.end_run(now, broken[0], out, lost=broken[1])
+                sim.end_run(until, broken[0], out, lost=broken[1])
             else:
                 self._gpu_faults(sim, now, out)
         sim.orphan_timeouts(now, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods if _live(p)}, out)
@@ -146,19 +149,25 @@ class TrainingController(Controller):
             return _replicas(job) or sim.spec.replicas
         return sim.spec.replicas
 
-    def _broken_workers(self, sim: JobSim, pods: list[dict]) -> tuple[str, set[str]] | None:
-        """Why the current run ended (a worker gone, replaced, deleting or stopped) and which workers, or None."""
+    def _broken_workers(self, sim: JobSim, pods: list[dict]) -> tuple[str, set[str], float] | None:
+        """Why the current run ended (a worker gone, replaced, deleting or stopped), which workers, and when the
+        first of them stopped (twin time), or None."""
         by_name = {p["metadata"]["name"]: p for p in pods}
+        now = self.ctx.clock.timestamp()
         causes: dict[str, str] = {}
+        stops: list[float] = []
         for name, uid in sim.run.pods.items():
             pod = by_name.get(name)
             if pod is None or pod["metadata"].get("uid", "") != uid:
                 causes[name] = "pod_deleted"
+                stops.append(self.stopped_at.get(uid, now))
             elif pod["metadata"].get("deletionTimestamp"):
                 causes[name] = "pod_terminating"
+                stops.append(_stopped_at(pod, now))
             elif not _live(pod):
                 causes[name] = f"pod_{(pod.get('status') or {}).get('phase', 'stopped').lower()}"
-        return (next(iter(causes.values())), set(causes)) if causes else None
+                stops.append(_stopped_at(pod, now))
+        return (next(iter(causes.values())), set(causes), min(stops)) if causes else None
 
     def _gpu_faults(self, sim: JobSim, now: float, out: Output) -> None:
         run = sim.run
@@ -216,6 +225,28 @@ class TrainingController(Controller):
             log.warning("training: could not stop %s/%s: %s", ns, pod, err)
         log.info("training: %s/%s exits with code %d (%s) at %s", ns, pod, code, cause,
                  to_iso(self.ctx.clock.now()))
+
+
+def advance_to_stop(sim: JobSim, now: float, stopped: float | None, out: Output) -> float:
+    """Advance the run to `now`, or only to `stopped` when a worker was told to stop then (never back before what
+    is already written): a process does not outlive its container, however late a starved twin learns of the stop
+    — a save it made after it would be a checkpoint no log shows. Returns the time advanced to."""
+    until = now if stopped is None else max(sim.progress.t if sim.progress else 0.0, min(now, stopped))
+    sim.advance(until, out)
+    return until
+
+
+def _stopped_at(pod: dict, default: float) -> float:
+    """When the pod's process was told to stop (twin time): the deletion request (deletionTimestamp is that
+    moment plus the grace period: the kubelet sends SIGTERM at the request), else its container's finishedAt."""
+    meta = pod["metadata"]
+    if meta.get("deletionTimestamp"):
+        return parse_iso(meta["deletionTimestamp"]).timestamp() - float(meta.get("deletionGracePeriodSeconds") or 0)
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        finished = ((status.get("state") or {}).get("terminated") or {}).get("finishedAt")
+        if finished:
+            return parse_iso(finished).timestamp()
+    return default
 
 
 def _live(pod: dict) -> bool:
