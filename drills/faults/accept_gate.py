@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from drills.core.errors import InjectionFailed, RevertFailed
 from drills.core.kube import Cluster, obj_get
 from drills.faults import Plan, Reach
+from drills.faults.node_taints import update_taints
 from drills.profile.acceptance import GATE_TAINT_KEY
 
 __all__ = ["KIND", "TAINT", "REASON_ANNOTATION", "VERDICT_ANNOTATION", "GateRecord", "plan", "inject", "revert",
@@ -53,9 +54,7 @@ def inject(target, plan: Plan) -> GateRecord:
     cluster = target.cluster
     for name in plan.spec:
         try:
-            node = _read(cluster, name)
-            if not has_taint(node):
-                _set_taints(cluster, node, list(obj_get(node, "spec", "taints", default=None) or []) + [TAINT])
+            update_taints(cluster, name, lambda taints: taints if _gated(taints) else [*taints, TAINT], _read(cluster, name))
         except Exception as err:  # half in place: the undo spec covers every node of the plan
             raise InjectionFailed(f"could not taint node {name}: {_why(err)}") from err
     return GateRecord(tuple(plan.spec), cluster.clock.iso(cluster.clock.now()))
@@ -73,11 +72,9 @@ def release(cluster: Cluster, name: str) -> bool:
 
     try:
         node = _read(cluster, name)
-        taints = list(obj_get(node, "spec", "taints", default=None) or [])
-        kept = [t for t in taints if t.get("key") != GATE_TAINT_KEY]
-        if len(kept) == len(taints):
+        if not has_taint(node):
             return False
-        _set_taints(cluster, node, kept)
+        update_taints(cluster, name, lambda taints: [t for t in taints if t.get("key") != GATE_TAINT_KEY], node)
         return True
     except ApiException as err:
         if err.status == 404:
@@ -106,7 +103,11 @@ def accepted(cluster: Cluster, name: str) -> None:
 
 
 def has_taint(node: dict) -> bool:
-    return any(t.get("key") == GATE_TAINT_KEY for t in obj_get(node, "spec", "taints", default=None) or [])
+    return _gated(obj_get(node, "spec", "taints", default=None) or [])
+
+
+def _gated(taints: list[dict]) -> bool:
+    return any(t.get("key") == GATE_TAINT_KEY for t in taints)
 
 
 def _read(cluster: Cluster, name: str) -> dict:
@@ -119,14 +120,6 @@ def _read(cluster: Cluster, name: str) -> dict:
             raise InjectionFailed(f"node {name} not found; name existing nodes (kubectl get nodes)",
                                   changed=False) from None
         raise
-
-
-def _set_taints(cluster: Cluster, node: dict, taints: list[dict]) -> None:
-    """JSON patch guarded by resourceVersion, so a concurrent taint change is not lost."""
-    rv = obj_get(node, "metadata", "resourceVersion")
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []
-    ops.append({"op": "add", "path": "/spec/taints", "value": taints})
-    cluster.core.patch_node(node["metadata"]["name"], ops, _content_type="application/json-patch+json")
 
 
 def _why(err: BaseException) -> str:

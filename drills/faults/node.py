@@ -29,6 +29,7 @@ from drills.core.errors import InjectionFailed, RevertFailed
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.core.watch import retry_at
 from drills.faults import Plan, Reach
+from drills.faults.node_taints import read_node, update_taints
 
 __all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert",
            "revert_spec", "check_node"]
@@ -79,7 +80,7 @@ def check_node(cluster: Cluster, spec: NodeFaultSpec) -> dict:
         raise InjectionFailed(f"node fault mode {spec.mode} has no Kubernetes API on a real cluster; use cordon-drain "
                               "or taint-noexecute (or a site hook); nothing injected")
     try:
-        return _read_node(cluster, spec.node)
+        return read_node(cluster, spec.node)
     except ApiException as err:
         if err.status == 404:
             raise InjectionFailed(f"node {spec.node} not found in {cluster.name}; name an existing node "
@@ -123,7 +124,7 @@ def inject(target, plan: Plan) -> NodeFaultRecord:
             after = cluster.clock.timestamp()
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
-            _add_taint(cluster, spec.node, _read_node(cluster, spec.node))
+            _add_taint(cluster, spec.node, read_node(cluster, spec.node))
         elif spec.mode == "gpu-unhealthy":
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
@@ -157,9 +158,9 @@ def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gp
         if kubelet:
             _twin_post(cluster, f"/twin/v1/nodes/{node}/kubelet", {"action": "start"})
         if taint:
-            _update_taints(cluster, node, lambda taints: [t for t in taints if not (
+            update_taints(cluster, node, lambda taints: [t for t in taints if not (
                 t.get("key") == taint["key"] and t.get("effect") == taint["effect"])])
-        current = _read_node(cluster, node)
+        current = read_node(cluster, node)
         if uncordon and obj_get(current, "spec", "unschedulable", default=False):
             cluster.core.patch_node(node, {"spec": {"unschedulable": None}}, _content_type=MERGE)
     except ApiException as err:
@@ -241,42 +242,7 @@ def _add_taint(cluster: Cluster, name: str, node: dict) -> None:
             return taints
         return taints + [_taint()]
 
-    _update_taints(cluster, name, add, node)
-
-
-def _update_taints(cluster: Cluster, name: str, change, node: dict | None = None, attempts: int = 8) -> None:
-    """Apply `change` (taints → taints) with optimistic concurrency: a node written meanwhile (its status, a
-    heartbeat: its resourceVersion moves) fails the patch's test op (422) or conflicts (409); read it again
-    and retry, so a busy node never fails a revert."""
-    from kubernetes.client.exceptions import ApiException
-
-    for attempt in range(attempts):
-        node = node if node is not None else _read_node(cluster, name)
-        taints = list(obj_get(node, "spec", "taints", default=None) or [])
-        wanted = change(taints)
-        if wanted == taints:
-            return
-        try:
-            _patch_taints(cluster, name, node, wanted)
-            return
-        except ApiException as err:
-            if err.status not in (409, 422) or attempt == attempts - 1:
-                raise
-            node = None
-
-
-def _patch_taints(cluster: Cluster, name: str, node: dict, taints: list[dict]) -> None:
-    """JSON patch guarded by resourceVersion (a test op), so a concurrent taint change is not lost."""
-    rv = obj_get(node, "metadata", "resourceVersion")
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []
-    ops.append({"op": "add", "path": "/spec/taints", "value": taints})
-    cluster.core.patch_node(name, ops, _content_type="application/json-patch+json")
-
-
-def _read_node(cluster: Cluster, name: str) -> dict:
-    import json
-
-    return json.loads(cluster.core.read_node(name, _preload_content=False).data)
+    update_taints(cluster, name, add, node)
 
 
 def _twin_post(cluster: Cluster, path: str, body: dict) -> dict:
