@@ -25,7 +25,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes loading the CPU")
-    parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers (make test's TEST_WORKERS)")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test's TEST_WORKERS)")
     parser.add_argument("--keep", default=None, help="write each run's whole pytest output here (run-N.log)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()

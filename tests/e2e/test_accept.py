@@ -17,6 +17,7 @@ import yaml
 from drills.core.journal import Journal
 from drills.core.kube import connect_twin, wait_for
 from tests.e2e.drill_helpers import REPO, audit_of, drill_mutations, drills, drills_popen, node, records
+from tests.e2e.matrix import cases
 
 pytestmark = pytest.mark.slow
 
@@ -128,8 +129,10 @@ def test_every_defect_is_a_no_go_on_its_own_node_for_the_right_checks(twin_facto
     assert Journal(run_dir / "journal.jsonl").open_entries() == []
 
 
-@pytest.mark.parametrize("defect", ["missing-gpu", "pfc-off-on-new-port"])  # the named defects as shipped:
-def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory, tmp_path):  # a node, a port
+# A named defect as shipped (`--defect`), with the node's event and the Allure results. `make test`: the port
+# defect (the node defects are each a no-go on a node of their own above); bench/matrix.py: every one alone
+@pytest.mark.parametrize("defect", cases(["pfc-off-on-new-port"], ["missing-gpu", "pfc-off-on-new-port"]))
+def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory, tmp_path):
     twin = twin_factory("expansion", defects=[defect], scale=60.0)  # Job deadlines are twin time: keep wall slack
     proc, run_dir = _accept(twin, tmp_path, "--gate")
     assert proc.returncode == 1, proc.stdout + proc.stderr

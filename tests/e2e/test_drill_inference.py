@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, drills_popen, records, wait_for_injection
+from tests.e2e.matrix import cases
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
@@ -46,7 +47,8 @@ def healthy_run(tmp_path_factory) -> tuple:
     return done, reports / "healthy"
 
 
-@pytest.fixture(scope="module", params=["cold-image-cache", "slow-model-load", "slow-graph-capture"])
+@pytest.fixture(scope="module", params=cases(["slow-model-load"],  # bench/matrix.py: every slow phase
+                                              ["cold-image-cache", "slow-model-load", "slow-graph-capture"]))
 def defect_run(request, tmp_path_factory) -> tuple:
     reports = tmp_path_factory.mktemp("reports")
     args = ["run", "-m", "inference", "-k", "all", "--defect", request.param, "--scale", FAST_SCALE, "--no-html",

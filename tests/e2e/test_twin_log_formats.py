@@ -1,6 +1,6 @@
 """The twin prints real training logs in the format its profile names, and the drills (log_format: auto)
 read each one: a healthy node-loss drill PASSes in every format, and broken-resume FAILs with "resume failed"
-in every format. (Megatron is the twin's default format: its healthy pass is test_drill_node_loss.py's healthy
+in every format (`make test` runs one format each way, bench/matrix.py all of them). (Megatron is the twin's default format: its healthy pass is test_drill_node_loss.py's healthy
 run; roce-no-pfc naming the rank on NET/Socket is in test_drill_network.py's defect test.)"""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 
 from drills.twin.profile import PROFILES_DIR
 from tests.e2e.drill_helpers import drills, records, write_profile
+from tests.e2e.matrix import cases
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,9 @@ def _profiles(tmp_path: Path, log_format: str) -> str:
                          base.replace("    profile: minimal ", f"    profile: {twin_path} ", 1))
 
 
-@pytest.mark.parametrize("log_format", [f for f in FORMATS if f != "megatron"])  # megatron: the default's run
+# `make test`: one format each way (the parsers read every format in tests/unit/test_twin_log_shapes.py and
+# test_logformats.py); bench/matrix.py: every format both ways. Megatron's healthy run is the default's.
+@pytest.mark.parametrize("log_format", cases(["hf-trainer"], [f for f in FORMATS if f != "megatron"]))
 def test_healthy_twin_passes_the_node_loss_drill_in_every_log_format(log_format, tmp_path):
     done = drills("run", "--profile", _profiles(tmp_path, log_format), "-m", "training", "-k", "drain",
                   "--scale", SCALE, "--no-html", "--reports", str(tmp_path / "r"), "--run-id", log_format)
@@ -39,7 +42,7 @@ def test_healthy_twin_passes_the_node_loss_drill_in_every_log_format(log_format,
     assert rec["details"]["resumed_step"] == rec["details"]["latest_checkpoint"]
 
 
-@pytest.mark.parametrize("log_format", FORMATS)
+@pytest.mark.parametrize("log_format", cases(["deepspeed"], FORMATS))
 def test_broken_resume_fails_naming_the_failed_resume_in_every_log_format(log_format, tmp_path):
     done = drills("run", "--profile", _profiles(tmp_path, log_format), "-m", "training", "-k", "drain",
                   "--defect", "broken-resume", "--scale", SCALE, "--no-html", "--reports", str(tmp_path / "r"),
