@@ -61,11 +61,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"settled (no pod Pending) after {settled:.1f}s" if settled is not None
               else f"not settled after {args.settle_timeout_s:.0f}s: measuring anyway")
 
+        sizes = {what: len(http.get(f"{base}/api/v1/{what}", timeout=120).content) for what in ("nodes", "pods")}
         figures = {
             "list nodes (all, JSON)": _time(lambda: _get(http, f"{base}/api/v1/nodes"), args.rounds),
+            # the server's part alone: the bytes, without the client's JSON decode (which grows with each object's
+            # fidelity: managedFields, container states, the DaemonSet pods' specs)
+            "list nodes (all, bytes only)": _time(lambda: _get(http, f"{base}/api/v1/nodes", decode=False), args.rounds),
             "list pods by field selector": _time(lambda: _get(
                 http, f"{base}/api/v1/pods", fieldSelector=f"spec.nodeName={random.choice(nodes)}"), args.rounds * 4),
             "list pods (all, JSON)": _time(lambda: _get(http, f"{base}/api/v1/pods"), max(args.rounds // 5, 5)),
+            "list pods (all, bytes only)": _time(lambda: _get(http, f"{base}/api/v1/pods", decode=False),
+                                                 max(args.rounds // 5, 5)),
             "list nodes as Table": _time(lambda: _get(http, f"{base}/api/v1/nodes", headers={
                 "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}), max(args.rounds // 5, 5)),
         }
@@ -78,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: subprocess.run(cmd, env=env, capture_output=True, check=True), args.kubectl_rounds)
         stats = http.get(f"{base}/twin/v1/stats", timeout=30).json()
         print(f"objects: {stats['objects']['nodes']} nodes, {stats['objects']['pods']} pods, "
-              f"open watches {stats['watches']}")
+              f"open watches {stats['watches']}; a full list is {sizes['nodes'] / 1e6:.1f} MB of nodes "
+              f"({sizes['nodes'] / stats['objects']['nodes']:.0f} B each), {sizes['pods'] / 1e6:.1f} MB of pods "
+              f"({sizes['pods'] / stats['objects']['pods']:.0f} B each)")
         print(f"{'operation':34} {'n':>4} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
         for name, samples in figures.items():
             p50, p99 = _percentile(samples, 50), _percentile(samples, 99)
@@ -148,10 +156,11 @@ def _concurrent_creates(base: str, count: int) -> float:
     return time.perf_counter() - t0
 
 
-def _get(http: requests.Session, url: str, headers: dict | None = None, **params) -> None:
+def _get(http: requests.Session, url: str, headers: dict | None = None, decode: bool = True, **params) -> None:
     resp = http.get(url, params=params, headers=headers, timeout=120)
     resp.raise_for_status()
-    resp.json()
+    if decode:
+        resp.json()
 
 
 def _time(fn, rounds: int) -> list[float]:
