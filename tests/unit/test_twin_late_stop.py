@@ -5,29 +5,14 @@ which had read the stopped workers' logs to their end, knew an older one (CI: re
 
 from __future__ import annotations
 
-import random
-
-from drills.core.clock import DilatedClock, to_iso
-from drills.twin.profile import load_profile
-from drills.twin.workloads.progress import LeafView
-from drills.twin.workloads.store import CheckpointStore
+from drills.core.clock import to_iso
 from drills.twin.workloads.training import _stopped_at, advance_to_stop
-from drills.twin.workloads.training_job import JobSim, Output
-from drills.twin.workloads.truth import Truth
-
-T0 = 1_000.0
+from drills.twin.workloads.training_job import Output
+from tests.unit.jobsim_helpers import T0, running_job
 
 
 def _running(tmp_path):
-    profile = load_profile("minimal")
-    (ns, name), spec = next(((j.namespace, j.name), j) for j in profile.workloads.training.values())
-    truth = Truth(DilatedClock(60.0))
-    leaves = {leaf: LeafView(leaf, 4, 4, 0.0) for leaf in profile.fabric.leaves}
-    sim = JobSim(ns, name, spec, profile.fabric, 1.0, truth, CheckpointStore(tmp_path), random.Random(1), leaves)
-    pods = [{"metadata": {"name": f"{name}-worker-{i}", "uid": f"u{i}"}, "spec": {"nodeName": f"n{i}"},
-             "status": {"podIP": f"10.0.0.{i + 1}"}} for i in range(2)]
-    sim.start_run(T0, pods, {f"n{i}": sorted(leaves)[i % len(leaves)] for i in range(2)}, Output())
-    sim.advance(T0 + spec.nccl.init_duration + 60, Output())
+    sim, truth, _ = running_job(tmp_path)
     return sim, truth
 
 

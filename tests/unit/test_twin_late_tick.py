@@ -4,28 +4,9 @@ without PFC the fall back to sockets) — a twin that slept through it would han
 
 from __future__ import annotations
 
-import random
-
-from drills.core.clock import DilatedClock
-from drills.twin.profile import load_profile
 from drills.twin.workloads.progress import LeafView
-from drills.twin.workloads.store import CheckpointStore
-from drills.twin.workloads.training_job import JobSim, Output
-from drills.twin.workloads.truth import Truth
-
-
-def _sim(tmp_path, defects=()):
-    profile = load_profile("minimal", defects)
-    (ns, name), spec = next(((j.namespace, j.name), j) for j in profile.workloads.training.values())
-    truth = Truth(DilatedClock(60.0))
-    leaves = {leaf: LeafView(leaf, 4, 4, 0.0) for leaf in profile.fabric.leaves}
-    sim = JobSim(ns, name, spec, profile.fabric, 1.0, truth, CheckpointStore(tmp_path), random.Random(1), leaves)
-    pods = [{"metadata": {"name": f"{name}-worker-{i}", "uid": f"u{i}"}, "spec": {"nodeName": f"n{i}"},
-             "status": {"podIP": f"10.0.0.{i + 1}"}} for i in range(2)]
-    leaf_of = {f"n{i}": sorted(leaves)[i % len(leaves)] for i in range(2)}
-    sim.start_run(1000.0, pods, leaf_of, Output())
-    sim.advance(1000.0 + spec.nccl.init_duration + 60, Output())
-    return sim, truth, leaves
+from drills.twin.workloads.training_job import Output
+from tests.unit.jobsim_helpers import running_job as _sim
 
 
 def _down_then_one_late_tick(sim, leaves, at: float, late_by: float) -> list[str]:
