@@ -46,10 +46,12 @@ def test_a_stop_is_never_placed_before_what_is_already_written(tmp_path):
     assert advance_to_stop(sim, written + 60, written - 120, Output()) == written
 
 
-def test_the_stop_is_the_deletion_request_or_the_containers_finish():
-    deleting = {"metadata": {"deletionTimestamp": to_iso(T0 + 30), "deletionGracePeriodSeconds": 30}}
-    assert _stopped_at(deleting, default=T0 + 99) == T0
+def test_the_stop_is_the_deletion_request_or_the_containers_finish_never_before_it():
+    """Stamps carry whole seconds: a request at T0 + 0.7 reads T0; the stop is the end of that second, so a
+    fault is never placed before the request (CI: a fault recorded before the test's own DELETE)."""
+    deleting = {"metadata": {"deletionTimestamp": to_iso(T0 + 0.7 + 30), "deletionGracePeriodSeconds": 30}}
+    assert T0 + 0.7 <= _stopped_at(deleting, default=T0 + 99) == T0 + 1
     finished = {"metadata": {}, "status": {"containerStatuses": [
-        {"state": {"terminated": {"exitCode": 1, "finishedAt": to_iso(T0 + 7)}}}]}}
-    assert _stopped_at(finished, default=T0 + 99) == T0 + 7
+        {"state": {"terminated": {"exitCode": 1, "finishedAt": to_iso(T0 + 7.2)}}}]}}
+    assert _stopped_at(finished, default=T0 + 99) == T0 + 8
     assert _stopped_at({"metadata": {}, "status": {}}, default=T0 + 99) == T0 + 99

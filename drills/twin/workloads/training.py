@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 JOB_LABEL = "volcano.sh/job-name"
 LEAF_LABEL = "network.gpu-drills.io/leaf"
 GPU_HEALTH_ANNOTATION = "twin.gpu-drills.io/gpu-health"  # written by the node fault endpoint (C1's kubelet contract)
+STAMP_RESOLUTION_S = 1.0  # deletionTimestamp and finishedAt carry whole seconds
 EXIT_ANNOTATION = "twin.gpu-drills.io/exit"  # the kubelet terminates the container with this exit code
 PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
@@ -238,14 +239,17 @@ def advance_to_stop(sim: JobSim, now: float, stopped: float | None, out: Output)
 
 def _stopped_at(pod: dict, default: float) -> float:
     """When the pod's process was told to stop (twin time): the deletion request (deletionTimestamp is that
-    moment plus the grace period: the kubelet sends SIGTERM at the request), else its container's finishedAt."""
+    moment plus the grace period: the kubelet sends SIGTERM at the request), else its container's finishedAt.
+    Both are stamped to the second (RFC 3339, as the real server does): the end of that second, the first moment
+    the stop has surely happened — never before the request itself."""
     meta = pod["metadata"]
     if meta.get("deletionTimestamp"):
-        return parse_iso(meta["deletionTimestamp"]).timestamp() - float(meta.get("deletionGracePeriodSeconds") or 0)
+        requested = parse_iso(meta["deletionTimestamp"]).timestamp() - float(meta.get("deletionGracePeriodSeconds") or 0)
+        return requested + STAMP_RESOLUTION_S
     for status in (pod.get("status") or {}).get("containerStatuses") or ():
         finished = ((status.get("state") or {}).get("terminated") or {}).get("finishedAt")
         if finished:
-            return parse_iso(finished).timestamp()
+            return parse_iso(finished).timestamp() + STAMP_RESOLUTION_S
     return default
 
 
