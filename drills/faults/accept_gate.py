@@ -54,7 +54,8 @@ def inject(target, plan: Plan) -> GateRecord:
     cluster = target.cluster
     for name in plan.spec:
         try:
-            update_taints(cluster, name, lambda taints: taints if _gated(taints) else [*taints, TAINT], _read(cluster, name))
+            update_taints(cluster, name, lambda taints: taints if _gated(taints) else [*taints, TAINT],
+                          _read(cluster, name))
         except Exception as err:  # half in place: the undo spec covers every node of the plan
             raise InjectionFailed(f"could not taint node {name}: {_why(err)}") from err
     return GateRecord(tuple(plan.spec), cluster.clock.iso(cluster.clock.now()))

@@ -12,7 +12,6 @@ import requests
 from kubernetes.client.exceptions import ApiException
 
 from drills.core.kube import connect_twin
-from drills.faults import accept_gate
 from drills.faults.node_taints import _patch_taints, read_node, update_taints
 
 NODE = "gpu-train-01"
@@ -23,7 +22,7 @@ MARK = {"key": "example.com/probe", "value": "x", "effect": "NoSchedule"}
 def conn(twin):
     cluster = connect_twin(twin.kubeconfig, twin.url)
     yield cluster
-    update_taints(cluster, NODE, lambda taints: [t for t in taints if t["key"] not in (MARK["key"], accept_gate.TAINT["key"])])
+    update_taints(cluster, NODE, lambda taints: [t for t in taints if t["key"] != MARK["key"]])
     cluster.close()
 
 

@@ -29,7 +29,8 @@ from drills.twin.workloads import loglines as L
 from drills.twin.workloads.hub import hub_for
 from drills.twin.workloads.training_job import JobSim, Output
 
-__all__ = ["TrainingController", "advance_to_stop", "JOB_LABEL", "GPU_HEALTH_ANNOTATION", "EXIT_ANNOTATION", "LEAF_LABEL"]
+__all__ = ["TrainingController", "advance_to_stop", "JOB_LABEL", "GPU_HEALTH_ANNOTATION", "EXIT_ANNOTATION",
+           "LEAF_LABEL"]
 
 log = logging.getLogger(__name__)
 
@@ -244,8 +245,8 @@ def _stopped_at(pod: dict, default: float) -> float:
     the stop has surely happened — never before the request itself."""
     meta = pod["metadata"]
     if meta.get("deletionTimestamp"):
-        requested = parse_iso(meta["deletionTimestamp"]).timestamp() - float(meta.get("deletionGracePeriodSeconds") or 0)
-        return requested + STAMP_RESOLUTION_S
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+        return parse_iso(meta["deletionTimestamp"]).timestamp() - grace + STAMP_RESOLUTION_S
     for status in (pod.get("status") or {}).get("containerStatuses") or ():
         finished = ((status.get("state") or {}).get("terminated") or {}).get("finishedAt")
         if finished:
