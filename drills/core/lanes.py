@@ -11,7 +11,7 @@ than one scenario, so a one-scenario run costs one process, as before.
 Signals: lanes run in their own sessions, so a terminal's Ctrl-C reaches this process only; each
 SIGINT/SIGTERM it receives is forwarded once to every lane, where the run's own handling applies (the first
 stops the lane's pytest and tears down: every fault reverted; later ones are recorded, never raised).
-No lane starts after a signal. A lane whose supervisor dies gets SIGTERM (PR_SET_PDEATHSIG) and reverts.
+No lane starts after a signal. A lane whose supervisor dies gets SIGTERM (a thread waits on its pidfd) and reverts.
 
     python -m drills.core.lanes SPEC_JSON     # one lane (started by `run_lanes`, not by people)
 """
@@ -22,14 +22,18 @@ import contextlib
 import json
 import logging
 import os
+import select
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from drills.core.prefork import popen_python
 
 __all__ = ["LanesResult", "run_lanes", "lane_main", "LANES_DIR"]
 
@@ -97,8 +101,8 @@ class _Supervisor:
                     signal.signal(sig, handler)
 
     def start(self, lane: int) -> None:
-        argv = [sys.executable, "-m", "drills.core.lanes", json.dumps({**self.spec, "lane": lane})]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = popen_python("drills.core.lanes", [json.dumps({**self.spec, "lane": lane})], stdout=subprocess.PIPE,
+                            new_session=True)
         self.procs[lane] = proc
         self.selector.register(proc.stdout, selectors.EVENT_READ, lane)
 
@@ -194,15 +198,22 @@ def lane_main(argv: list[str]) -> int:
 
 
 def _die_with_parent(parent: int) -> None:
-    """SIGTERM when the supervisor dies (even by SIGKILL): the lane then reverts what it injected."""
-    try:
-        import ctypes
+    """SIGTERM when the supervisor dies (even by SIGKILL): the lane then reverts what it injected.
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        log.debug("PR_SET_PDEATHSIG unavailable: a lane outlives a killed supervisor")
-    if os.getppid() != parent:  # it died before the line above
+    The supervisor is this lane's parent, or the requester of a prefork server (then the server is the parent,
+    so PR_SET_PDEATHSIG would watch the wrong process): a thread waits on the supervisor's pidfd.
+    """
+    try:
+        pidfd = os.pidfd_open(parent)
+    except ProcessLookupError:  # it died before the lane started
         os.kill(os.getpid(), signal.SIGTERM)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])  # readable once the supervisor has exited
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
 
 
 def _merge_junit(lanes_dir: Path, target: Path, lanes: int) -> None:

@@ -13,12 +13,12 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Iterable
 
 from drills.core.errors import DrillError
+from drills.core.prefork import popen_python
 
 __all__ = ["TwinHandle", "start_twin", "read_twin_info", "stop_running_twin", "TWIN_JSON"]
 
@@ -28,9 +28,10 @@ TWIN_JSON = "twin.json"  # written last by the runtime: its presence means "read
 
 
 class TwinHandle:
-    """A running twin subprocess: `.url`, `.kubeconfig`, `.info` (twin.json), `.stop()`; a context manager."""
+    """A running twin subprocess (Popen or PreforkedProcess): `.url`, `.kubeconfig`, `.info` (twin.json), `.stop()`;
+    a context manager."""
 
-    def __init__(self, proc: subprocess.Popen, state_dir: Path, info: dict, stderr_path: Path):
+    def __init__(self, proc, state_dir: Path, info: dict, stderr_path: Path):
         self.proc = proc
         self.state_dir = state_dir
         self.info = info
@@ -93,7 +94,7 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     (state / TWIN_JSON).unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "drills.cli", "twin", "up", "--profile", str(profile), "--port", str(port),
+    argv = ["twin", "up", "--profile", str(profile), "--port", str(port),
             "--state-dir", str(state), "--parent-pid", str(os.getpid())]
     if scale is not None:
         argv += ["--scale", str(scale)]
@@ -104,8 +105,8 @@ def start_twin(state_dir: str | Path, profile: str = "minimal", defects: Iterabl
     argv += list(extra_args)
     stderr_path = state / "twin.stderr.log"
     with open(stderr_path, "wb") as err, open(state / "twin.stdout.log", "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+        proc = popen_python("drills.cli", argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), new_session=True)
     handle = TwinHandle(proc, state, {}, stderr_path)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

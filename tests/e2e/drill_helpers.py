@@ -3,24 +3,42 @@ audit log and ground truth."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import requests
 
+from drills.core.prefork import popen_python
+
 REPO = Path(__file__).resolve().parents[2]
 DRILL_AGENT = "gpu-drills"
 
 
-def drills(*args: str, timeout: float = 240, **popen) -> subprocess.CompletedProcess:
-    """`drills ARGS…` in a subprocess (the real CLI, its own process: signals and exits are real)."""
-    return subprocess.run([sys.executable, "-m", "drills.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=_env(), **popen)
+def drills(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`drills ARGS…` in a process of its own (the real CLI: exits and files are real), forked from the session's
+    prefork server when there is one (tests/conftest.py: the imports done once), else a fresh interpreter."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = popen_python("drills.cli", args, env=_env(), cwd=REPO, stdout=out, stderr=err)
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        return subprocess.CompletedProcess([sys.executable, "-m", "drills.cli", *args], rc, _text(out), _text(err))
+
+
+def _text(fh) -> str:
+    """As subprocess.run(text=True) reads it: the locale's encoding, universal newlines."""
+    fh.seek(0)
+    return io.TextIOWrapper(fh).read()
 
 
 def drills_popen(*args: str) -> subprocess.Popen:
