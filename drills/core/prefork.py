@@ -162,7 +162,7 @@ def popen_python(module: str, args: Sequence[str], *, env: dict | None = None, c
     and SIGTERM at their defaults in the child even if this process ignores them.
     """
     env = dict(os.environ if env is None else env)
-    path = env.get(ENV) or os.environ.get(ENV)
+    path = env.get(ENV)
     if path:
         try:
             return _fork_from(Path(path), module, list(args), env, cwd, (stdin, stdout, stderr), new_session,
@@ -325,9 +325,13 @@ def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, 
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    # A signal sent the instant the pid is known must act as on a fresh interpreter, not meet this server's
+    # handlers: blocked across the fork, the child unblocks it once its own dispositions are set.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
-        _child(request, stdio, [conn, *objects], fds)  # never returns
+        _child(request, stdio, [conn, *objects], fds, mask)  # never returns
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     for fd in stdio:
         os.close(fd)
     pidfd = os.pidfd_open(pid)  # before anyone can reap it: we are its parent
@@ -336,7 +340,7 @@ def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, 
     return pidfd, pid
 
 
-def _child(request: dict, stdio: list[int], objects: list, fds: list[int]) -> None:
+def _child(request: dict, stdio: list[int], objects: list, fds: list[int], mask) -> None:
     """In the forked child: become the requested process, run the module as __main__, exit with its code."""
     code = 1
     try:
@@ -355,6 +359,7 @@ def _child(request: dict, stdio: list[int], objects: list, fds: list[int]) -> No
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for sig in request["ignore"]:
             signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile acts now
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])

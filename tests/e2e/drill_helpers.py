@@ -21,11 +21,12 @@ REPO = Path(__file__).resolve().parents[2]
 DRILL_AGENT = "gpu-drills"
 
 
-def drills(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def drills(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     """`drills ARGS…` in a process of its own (the real CLI: exits and files are real), forked from the session's
-    prefork server when there is one (tests/conftest.py: the imports done once), else a fresh interpreter."""
+    prefork server when there is one (tests/e2e/conftest.py: the imports done once), else a fresh interpreter.
+    `env`: the process's whole environment (default: this one's)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = popen_python("drills.cli", args, env=_env(), cwd=REPO, stdout=out, stderr=err)
+        proc = popen_python("drills.cli", args, env=_env(env), cwd=REPO, stdout=out, stderr=err)
         try:
             rc = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -119,5 +120,5 @@ def write_profile(path: Path, text: str) -> str:
     return str(path)
 
 
-def _env() -> dict:
-    return dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="160")
+def _env(env: dict | None = None) -> dict:
+    return dict(os.environ if env is None else env, PYTHONUNBUFFERED="1", COLUMNS="160")

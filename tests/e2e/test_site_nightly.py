@@ -1,18 +1,22 @@
-"""A nightly run on a healthy twin configured like a real site ends green, with what the site does not run
-skipped and named (issue 17).
+"""The scheduled nightly, as its CronJob pod runs it on a healthy cluster configured like a real site: it ends
+green, with what the site does not run skipped and named (issue 17), under exactly the RBAC `drills schedule`
+renders — nothing refused, and every granted verb needed by some request (issue 16: least privilege).
 
-The site: one switch OS (every leaf SONiC), reached through a kubeconfig (so the target is a real cluster
-to every decision: twin-only node faults are refused; only its served clock is dilated), a profile that
-kills at most one replica (`faults.inference.max_kill: 1`), and features read from the ConfigMap `drills
-schedule --features` renders, materialised as the kubelet mounts it (`..data` and symlinks). The run
-must exit 0, every drill it ran must pass, and every Example it did not run must be skipped with its
-reason — gpu-unhealthy (twin-only), every replica (beyond max_kill), the four switch OSes it does not have.
+The site: one switch OS (every leaf SONiC), reached in-cluster (the pod's service-account token over HTTPS,
+so the target is a real cluster to every decision: twin-only node faults are refused; only its served clock
+is dilated), a profile that kills at most one replica (`faults.inference.max_kill: 1`) and stops on more
+than 3 NotReady nodes (the node census of a stop condition is what watches nodes), and features read from
+the ConfigMap `drills schedule --features` renders, materialised as the kubelet mounts it (`..data` and
+symlinks). The CronJob's `drills validate` passes first. The run must exit 0, every drill it ran must pass,
+and every Example it did not run must be skipped with its reason — gpu-unhealthy (twin-only), every replica
+(beyond max_kill), the four switch OSes it does not have.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,16 +25,18 @@ import yaml
 from drills.schedule.cronjob import ScheduleOptions, render
 from drills.twin.profile import PROFILES_DIR
 from drills.twin.launcher import start_twin
-from tests.e2e.drill_helpers import REPO, drills, records, write_profile
+from tests.e2e.drill_helpers import REPO, drills, records
+from tests.e2e.test_revert_in_cluster import in_cluster
+from tests.e2e.test_twin_rbac import apply_as_admin, refused, sa_requests, schedule_rbac, unused_grants
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")]
 
 OTHER_OSES = ("nxos", "eos", "cumulus", "onyx")
 
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
-    handle = start_twin(tmp_path_factory.mktemp("site-twin"),
+    handle = start_twin(tmp_path_factory.mktemp("site-twin"), tls=True,
                         profile=sonic_twin_profile(tmp_path_factory.mktemp("site-twin-profile")))
     try:
         yield handle
@@ -39,9 +45,20 @@ def twin(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def site_profile(twin, tmp_path_factory) -> str:
-    profile = site_profile_of(twin.info, {"mode": "kubeconfig", "kubeconfig": twin.info["kubeconfig"]})
-    return write_profile(tmp_path_factory.mktemp("site") / "site.yaml", yaml.safe_dump(profile))
+def site_profile(tmp_path_factory, twin) -> Path:
+    site = site_profile_of(twin.info, {"mode": "in-cluster"})
+    site["safety"]["stop_conditions"] = [{"metric": "not_ready_nodes", "above": 3}]
+    path = tmp_path_factory.mktemp("site") / "site.yaml"
+    path.write_text(yaml.safe_dump(site))
+    return path
+
+
+@pytest.fixture(scope="module")
+def rbac(twin, site_profile) -> list[dict]:
+    """What `drills schedule` renders for the site, installed by a cluster admin."""
+    docs = schedule_rbac(site_profile)
+    apply_as_admin(twin, docs)
+    return docs
 
 
 def sonic_twin_profile(folder: Path) -> str:
@@ -82,10 +99,9 @@ def site_profile_of(info: dict, cluster: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def mounted_features(tmp_path_factory) -> Path:
+def mounted_features(tmp_path_factory, site_profile) -> Path:
     """The features ConfigMap of `drills schedule --features features/`, laid out as the kubelet mounts it."""
-    scheduling = write_profile(tmp_path_factory.mktemp("sched") / "p.yaml", "cluster: {mode: in-cluster}\n")
-    docs = render(ScheduleOptions(profile=scheduling, image="img", features=str(REPO / "features")))
+    docs = render(ScheduleOptions(profile=str(site_profile), image="img", features=str(REPO / "features")))
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-features")]
     (cron,) = [d for d in docs if d["kind"] == "CronJob"]
     (volume,) = [v for v in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
@@ -102,10 +118,14 @@ def mounted_features(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def nightly(site_profile, mounted_features, tmp_path_factory):
+def nightly(twin, rbac, site_profile, mounted_features, tmp_path_factory):
+    """The CronJob's commands in its pod: `drills validate`, then `drills run` over the mounted features."""
+    pod = in_cluster(twin)
+    checked = drills("validate", "--profile", str(site_profile), env=pod, timeout=300)
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
     reports = tmp_path_factory.mktemp("reports")
-    proc = drills("run", "--profile", site_profile, "--reports", str(reports), "--run-id", "nightly", "--no-html",
-                  str(mounted_features), timeout=1500)
+    proc = drills("run", "--profile", str(site_profile), "--reports", str(reports), "--run-id", "nightly",
+                  "--no-html", "--lanes", "1", str(mounted_features), env=pod, timeout=1500)
     return proc, reports / "nightly"
 
 
@@ -134,3 +154,11 @@ def test_what_the_site_does_not_run_is_skipped_and_named(nightly):
         assert f"skipped on this target: {s['test']}: {s['reason']}" in proc.stdout
     junit = (run_dir / "junit.xml").read_text()
     assert junit.count("<skipped ") == len(skipped) and 'failures="0"' in junit and 'errors="0"' in junit
+
+
+def test_the_nightly_needed_every_granted_rule_and_none_was_refused(nightly, twin, rbac):
+    proc, _ = nightly
+    assert proc.returncode == 0
+    made = sa_requests(twin)
+    assert refused(made) == []
+    assert unused_grants(rbac, made) == []

@@ -1,25 +1,22 @@
 """RBAC on the twin's HTTPS listener: a service account may do what its bindings allow and gets the real
 403 otherwise; `kubectl auth can-i` answers from the same rules. The least-privilege RBAC `drills schedule`
 renders is sufficient for a scheduled drill run in in-cluster mode (no request refused: the twin audits
-every request of a token with the authorizer's decision) and minimal: a site-like run of every drill uses
-every verb of every rule, and without a needed rule the drill that needs it fails on the 403."""
+every request of a token with the authorizer's decision) and minimal: the site nightly (test_site_nightly.py)
+uses every verb of every rule, and without a needed rule the drill that needs it fails on the 403."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import requests
 
-import yaml
-
 from drills.schedule.cronjob import ScheduleOptions, render
 from drills.twin.api.rbac import Attributes, rule_allows
-from tests.e2e.drill_helpers import REPO, audit_of, records
+from tests.e2e.drill_helpers import REPO, audit_of, drills, records
 
 pytestmark = [pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")]
 
@@ -97,17 +94,8 @@ def _in_cluster_drill(twin, tmp_path: Path, name: str, select: tuple[str, ...] =
         text = (REPO / "drills" / "profile" / "twin.yaml").read_text()
         profile = tmp_path / f"{name}.yaml"
         profile.write_text(text.replace("  mode: twin ", "  mode: in-cluster "))
-    return subprocess.run([sys.executable, "-m", "drills.cli", "run", *select,
-                           "--profile", str(profile), "--no-html", "--reports", str(tmp_path / "reports"),
-                           "--run-id", name, "--lanes", "1"],
-                          cwd=REPO, env=in_cluster(twin), capture_output=True, text=True, timeout=timeout)
-
-
-def _in_cluster_validate(twin, profile: Path) -> subprocess.CompletedProcess:
-    from tests.e2e.test_revert_in_cluster import in_cluster
-
-    return subprocess.run([sys.executable, "-m", "drills.cli", "validate", "--profile", str(profile)], cwd=REPO,
-                          env=in_cluster(twin), capture_output=True, text=True, timeout=300)
+    return drills("run", *select, "--profile", str(profile), "--no-html", "--reports", str(tmp_path / "reports"),
+                  "--run-id", name, "--lanes", "1", env=in_cluster(twin), timeout=timeout)
 
 
 def sa_requests(twin) -> list[dict]:
@@ -151,32 +139,6 @@ def test_the_scheduled_rbac_is_sufficient_for_an_in_cluster_drill(twin_factory, 
     made = sa_requests(twin)
     assert {r["verb"] for r in made} >= {"list", "watch", "patch", "create"}  # the drill ran as the account
     assert refused(made) == []
-
-
-@pytest.mark.slow
-def test_a_site_nightly_in_cluster_passes_and_uses_every_granted_rule(twin_factory, tmp_path):
-    """Every drill of the image, in-cluster on a site-like twin, under exactly the rendered RBAC: the run is
-    green, nothing is refused, and each granted verb was needed by some request (the node census of a stop
-    condition is what watches nodes)."""
-    from tests.e2e.test_site_nightly import site_profile_of, sonic_twin_profile
-
-    twin = twin_factory(profile=sonic_twin_profile(tmp_path), tls=True)
-    site = site_profile_of(twin.info, {"mode": "in-cluster"})
-    site["safety"]["stop_conditions"] = [{"metric": "not_ready_nodes", "above": 3}]
-    profile = tmp_path / "site.yaml"
-    profile.write_text(yaml.safe_dump(site))
-    docs = schedule_rbac(profile)
-    apply_as_admin(twin, docs)
-    checked = _in_cluster_validate(twin, profile)  # the CronJob checks before it runs
-    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
-    run = _in_cluster_drill(twin, tmp_path, "nightly", (), profile=profile, timeout=1500)
-    recs = records(tmp_path / "reports" / "nightly")
-    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-2000:],
-                                 [(r["scenario"], r["verdict"], r["reason"]) for r in recs])
-    assert {r["drill"] for r in recs} == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation"}
-    made = sa_requests(twin)
-    assert refused(made) == []
-    assert unused_grants(docs, made) == []
 
 
 def without(docs: list[dict], kind: str, resource: str) -> list[dict]:

@@ -147,3 +147,11 @@ def _eventually(check, timeout: float = 10.0) -> bool:
             return True
         select.select([], [], [], 0.05)
     return check()
+
+
+def test_a_signal_sent_the_instant_the_pid_is_known_acts_as_on_a_fresh_interpreter(server, modules):
+    """Not swallowed by the server's own handler in the instant between the fork and the child's reset."""
+    for _ in range(5):
+        proc = prefork.popen_python("pf_sleeper", [], env=_env(server), cwd=modules, stdout=subprocess.DEVNULL)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGTERM
