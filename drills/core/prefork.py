@@ -59,7 +59,9 @@ class PreforkServer:
         path = folder / "sock"
         argv = [sys.executable, "-m", "drills.core.prefork", str(path), str(os.getpid()), *preload]
         env = {k: v for k, v in os.environ.items() if k != ENV}
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        # In this process's group, as the processes it forks would have been: a terminal's Ctrl-C reaches those
+        # that do not ask for a session of their own (the server itself ignores it).
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while not path.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -244,6 +246,7 @@ def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
     imported stays loaded, and the children import them afresh (pytest plugins, whose asserts pytest rewrites
     only on import; modules run as __main__, which runpy wants unimported).
     """
+    _title(sys.executable, "-m", "drills.core.prefork", f"(a prefork server for pid {owner})")
     for name in preload:
         if not name.startswith("~"):
             importlib.import_module(name)
@@ -268,6 +271,7 @@ def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
     sel.register(owner_fd, selectors.EVENT_READ, "owner")
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for the children
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection to the requester)
     accepting = True
     while accepting or children:
@@ -367,6 +371,7 @@ def _child(request: dict, stdio: list[int], objects: list, fds: list[int], mask)
         _fresh_stdio(bool(request["env"].get("PYTHONUNBUFFERED")))
         sys.path[0] = request["cwd"]  # as `python -m` puts the working directory first
         sys.argv = [request["module"], *request["args"]]
+        _title(sys.executable, "-m", request["module"], *request["args"])  # what ps shows for a fresh one
         code = _run_main(request["module"])
     except BaseException:  # noqa: BLE001 - reported on the child's stderr, like an interpreter would
         import traceback
@@ -374,6 +379,14 @@ def _child(request: dict, stdio: list[int], objects: list, fds: list[int], mask)
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _title(*argv: str) -> None:
+    try:
+        from setproctitle import setproctitle
+    except ImportError:
+        return
+    setproctitle(" ".join(argv))
 
 
 def _fresh_stdio(unbuffered: bool) -> None:

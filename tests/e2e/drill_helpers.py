@@ -29,7 +29,7 @@ def drills(*args: str, timeout: float = 240, env: dict | None = None) -> subproc
         proc = popen_python("drills.cli", args, env=_env(env), cwd=REPO, stdout=out, stderr=err)
         try:
             rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException:  # a timeout, or Ctrl-C on the suite: as subprocess.run, kill it
             proc.kill()
             proc.wait()
             raise

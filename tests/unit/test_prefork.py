@@ -155,3 +155,16 @@ def test_a_signal_sent_the_instant_the_pid_is_known_acts_as_on_a_fresh_interpret
         proc = prefork.popen_python("pf_sleeper", [], env=_env(server), cwd=modules, stdout=subprocess.DEVNULL)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == -signal.SIGTERM
+
+
+def test_ps_shows_the_command_line_a_fresh_interpreter_would(server, modules):
+    proc = prefork.popen_python("pf_sleeper", ["--flag", "x y"], env=_env(server), cwd=modules,
+                                stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"up\n"
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+            shown = fh.read().rstrip(b"\0").replace(b"\0", b" ").decode()
+        assert shown == f"{sys.executable} -m pf_sleeper --flag x y"
+    finally:
+        proc.kill()
+        proc.wait(30)
