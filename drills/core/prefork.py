@@ -42,6 +42,7 @@ __all__ = ["ENV", "PreforkServer", "PreforkedProcess", "popen_python"]
 log = logging.getLogger(__name__)
 
 ENV = "DRILLS_PREFORK"  # the server's socket path, inherited by the processes that may fork from it
+CENSUS_ENV = "DRILLS_PREFORK_CENSUS"  # a file: the server appends one JSON line per child it reaped (bench/)
 _HEADER = struct.Struct("!I")
 _CONNECT_TIMEOUT_S = 5.0
 
@@ -272,7 +273,8 @@ def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for the children
-    children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection to the requester)
+    children: dict[int, tuple[int, socket.socket, dict]] = {}  # pidfd -> (pid, connection, what it runs)
+    census = os.environ.get(CENSUS_ENV)
     accepting = True
     while accepting or children:
         if stopping and accepting or (accepting and _gone(owner_fd)):
@@ -285,19 +287,21 @@ def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
         for key, _ in sel.select(0.5):
             if key.data == "accept" and accepting:
                 conn, _ = listener.accept()
-                forked = _fork_one(conn, [listener, sel, *[c for _, c in children.values()]],
+                forked = _fork_one(conn, [listener, sel, *[c for _, c, _ in children.values()]],
                                    [owner_fd, *children])
                 if forked is None:
                     conn.close()
                 else:
-                    pidfd, pid = forked
-                    children[pidfd] = (pid, conn)
+                    pidfd, pid, what = forked
+                    children[pidfd] = (pid, conn, what)
                     sel.register(pidfd, selectors.EVENT_READ, "child")
             elif key.data == "child":
-                pid, conn = children.pop(key.fd)
+                pid, conn, what = children.pop(key.fd)
                 sel.unregister(key.fd)
-                _, status = os.waitpid(pid, 0)
+                _, status, usage = os.wait4(pid, 0)
                 os.close(key.fd)
+                if census:
+                    _count(census, what, usage)
                 try:
                     conn.sendall(json.dumps({"status": status}).encode() + b"\n")
                 except OSError:  # the requester has gone: nothing to tell
@@ -310,8 +314,17 @@ def _gone(pidfd: int) -> bool:
     return bool(select.select([pidfd], [], [], 0)[0])
 
 
-def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, int] | None:
-    """Read one request and fork its child; (pidfd, pid), or None for a request that could not be read."""
+def _count(path: str, what: dict, usage) -> None:
+    """One census line: what the child ran, its CPU (and its reaped descendants'), its wall time."""
+    line = dict(what, cpu_s=round(usage.ru_utime + usage.ru_stime, 3), wall_s=round(time.monotonic() - what["t0"], 3))
+    del line["t0"]
+    with open(path, "a") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, int, dict] | None:
+    """Read one request and fork its child; (pidfd, pid, what it runs), or None for a request that could not
+    be read."""
     conn.settimeout(_CONNECT_TIMEOUT_S)
     try:
         chunk, stdio, _, _ = socket.recv_fds(conn, 1 << 16, 3)
@@ -341,7 +354,7 @@ def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, 
     pidfd = os.pidfd_open(pid)  # before anyone can reap it: we are its parent
     socket.send_fds(conn, [json.dumps({"pid": pid}).encode() + b"\n"], [pidfd])
     conn.settimeout(None)
-    return pidfd, pid
+    return pidfd, pid, {"module": request["module"], "args": request["args"][:3], "t0": time.monotonic()}
 
 
 def _child(request: dict, stdio: list[int], objects: list, fds: list[int], mask) -> None:
