@@ -48,6 +48,9 @@ def main() -> int:
     total = usage.ru_utime + usage.ru_stime
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
     print(f"{tail}\nwall {wall:.0f} s, CPU {total:.0f} s ({total / wall:.2f} cores) with {args.workers} workers")
+    for line in done.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(f"    {line}")
     lines = [json.loads(x) for x in census.read_text().splitlines()] if census.exists() else []
     cpu, count, walls = collections.Counter(), collections.Counter(), collections.Counter()
     for line in lines:
