@@ -326,19 +326,22 @@ def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, 
     """Read one request and fork its child; (pidfd, pid, what it runs), or None for a request that could not
     be read."""
     conn.settimeout(_CONNECT_TIMEOUT_S)
+    stdio: list[int] = []
     try:
         chunk, stdio, _, _ = socket.recv_fds(conn, 1 << 16, 3)
-        if len(chunk) < _HEADER.size:
-            return None
         size = _HEADER.unpack_from(chunk)[0]
         body = chunk[_HEADER.size:]
         while len(body) < size:
             more = conn.recv(size - len(body))
             if not more:
-                return None
+                raise ValueError("the request ended early")
             body += more
         request = json.loads(body)
-    except (OSError, ValueError):
+        if len(stdio) != 3:
+            raise ValueError("a request passes stdin, stdout and stderr")
+    except (OSError, ValueError, struct.error):
+        for fd in stdio:
+            os.close(fd)
         return None
     sys.stdout.flush()
     sys.stderr.flush()
