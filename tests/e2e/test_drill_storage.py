@@ -101,10 +101,14 @@ def test_slow_store_fails_the_probe_save_check(tmp_path):
                   "--reports", str(tmp_path), "--run-id", "slow")
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(tmp_path / "slow")
-    failed = [c for c in rec["details"]["checks"] if c["verdict"] == "fail"]
-    assert [c["name"] for c in failed] == ["checkpoint save"]
-    assert "over the 2× budget" in failed[0]["reason"]
-    assert rec["category"] == "storage_io" and "checkpoint save under saturation" in rec["reason"]
+    failed = {c["name"]: c["reason"] for c in rec["details"]["checks"] if c["verdict"] == "fail"}
+    # The save under saturation is over its 2× budget — unless a starved CPU also slowed the baseline probe
+    # (the twin's store serves from a Python thread: CPU-bound, its saves stretch alike), and then the store's
+    # bandwidth under saturation is what fails. Either way the store, measured slow, fails the drill.
+    assert failed and set(failed) <= {"checkpoint save", "store bandwidth"}, failed
+    assert "over the 2× budget" in failed.get("checkpoint save", "over the 2× budget")
+    assert "below the declared 40 MB/s" in failed.get("store bandwidth", "below the declared 40 MB/s")
+    assert rec["category"] == "storage_io" and "under saturation" in rec["reason"]
     assert rec["details"]["probe_baseline"]["write_mb_s"] < 20  # the probe measured the slow store itself
     assert_clean(tmp_path / "slow")
 
