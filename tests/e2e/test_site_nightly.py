@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from drills.schedule.cronjob import ScheduleOptions, render
@@ -120,6 +122,7 @@ def mounted_features(tmp_path_factory, site_profile) -> Path:
 @pytest.fixture(scope="module")
 def nightly(twin, rbac, site_profile, mounted_features, tmp_path_factory):
     """The CronJob's commands in its pod: `drills validate`, then `drills run` over the mounted features."""
+    _until_serving(twin)  # the nightly runs on a settled cluster: a just-started twin is still loading its model
     pod = in_cluster(twin)
     checked = drills("validate", "--profile", str(site_profile), env=pod, timeout=300)
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
@@ -127,6 +130,18 @@ def nightly(twin, rbac, site_profile, mounted_features, tmp_path_factory):
     proc = drills("run", "--profile", str(site_profile), "--reports", str(reports), "--run-id", "nightly",
                   "--no-html", "--lanes", "1", str(mounted_features), env=pod, timeout=1500)
     return proc, reports / "nightly"
+
+
+def _until_serving(twin, timeout_s: float = 120.0) -> None:
+    """Until the inference Deployment has every replica Ready (vLLM's start is minutes of twin time)."""
+    url = f"{twin.url}/apis/apps/v1/namespaces/ai-platform/deployments/llama-7b-infer"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = requests.get(url, timeout=10).json().get("status") or {}
+        if status.get("replicas") and status.get("readyReplicas") == status.get("replicas"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the twin's inference replicas were not Ready after {timeout_s:.0f} s: {status}")
 
 
 def test_the_site_like_nightly_ends_green(nightly):
