@@ -21,6 +21,7 @@ The server itself (what it imports, how a child becomes its process) is drills/c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,9 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
-__all__ = ["ENV", "HEADER", "CONNECT_TIMEOUT_S", "PreforkServer", "PreforkedProcess", "popen_python"]
+__all__ = ["ENV", "HEADER", "CONNECT_TIMEOUT_S", "PreforkServer", "PreforkedProcess", "popen_python",
+           "server_in_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +153,27 @@ class PreforkedProcess:
 
     def __repr__(self) -> str:
         return f"PreforkedProcess(pid={self.pid}, returncode={self.returncode})"
+
+
+@contextlib.contextmanager
+def server_in_environment(preload: Sequence[str], cwd: str | Path | None = None) -> Iterator[None]:
+    """A server for what this process starts while the block runs (named in DRILLS_PREFORK), stopped after it.
+    A server already named there (the test suite's) is used as it is; none starting means fresh interpreters."""
+    if os.environ.get(ENV):
+        yield
+        return
+    try:
+        server = PreforkServer.start(preload, cwd=cwd)
+    except (OSError, RuntimeError) as err:
+        log.debug("no prefork server (%s): fresh interpreters instead", err)
+        yield
+        return
+    os.environ[ENV] = str(server.socket)
+    try:
+        yield
+    finally:
+        del os.environ[ENV]
+        server.stop()
 
 
 def popen_python(module: str, args: Sequence[str], *, env: dict | None = None, cwd: str | Path | None = None,

@@ -111,7 +111,9 @@ def run_drills(opts: RunOptions) -> RunResult:
         if lanes > 1:  # scenarios on fresh twins of their own, in parallel (drills.core.lanes)
             from drills.core.lanes import run_lanes
 
-            with _prefork():
+            from drills.core.prefork import server_in_environment
+
+            with server_in_environment(PRELOAD, cwd=REPO):  # lanes and their twins fork from it
                 ran = run_lanes(opts, run_id, run_dir, collect, named, lanes)
             rc, watch.interrupted = ran.rc, ran.interrupted
             for line in ran.errors:
@@ -243,30 +245,6 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     log.debug("pytest %s", " ".join(args))
     with _cwd(REPO):
         return int(pytest.main(args, plugins=[watch]))
-
-
-@contextlib.contextmanager
-def _prefork() -> Iterator[None]:
-    """Lanes and their twins forked from one server that has imported what they need (drills.core.prefork):
-    a lane or a twin then starts in ≈ 0.1 s of CPU instead of ≈ 1 s. A server already named in the environment
-    (the test suite's) is used as it is."""
-    from drills.core import prefork
-
-    if os.environ.get(prefork.ENV):
-        yield
-        return
-    try:
-        server = prefork.PreforkServer.start(PRELOAD, cwd=REPO)
-    except (OSError, RuntimeError) as err:
-        log.debug("no prefork server (%s): lanes and twins start fresh interpreters", err)
-        yield
-        return
-    os.environ[prefork.ENV] = str(server.socket)
-    try:
-        yield
-    finally:
-        del os.environ[prefork.ENV]
-        server.stop()
 
 
 def _lanes(opts: RunOptions, profile) -> int:

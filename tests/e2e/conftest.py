@@ -6,8 +6,6 @@ still real and of their own (pid, session, signals, stdio, environment); the tes
 or a signal's delivery to a fresh interpreter use `drills_popen`, which never forks from the server.
 """
 
-import os
-
 import pytest
 
 from drills.core import prefork
@@ -16,12 +14,5 @@ from drills.core.runner import PRELOAD, REPO
 
 @pytest.fixture(scope="session", autouse=True)
 def prefork_server():
-    if os.environ.get(prefork.ENV):  # one of our own sessions inside a test's process
-        yield None
-        return
-    with prefork.PreforkServer.start(PRELOAD, cwd=REPO) as server:
-        os.environ[prefork.ENV] = str(server.socket)
-        try:
-            yield server
-        finally:
-            os.environ.pop(prefork.ENV, None)
+    with prefork.server_in_environment(PRELOAD, cwd=REPO):  # one already named (our own inside a test) is used
+        yield
