@@ -12,6 +12,7 @@ append a JSON line per child: what it ran, its CPU and wall time (bench/tests_ce
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -76,6 +77,8 @@ def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
             sel.unregister(owner_fd)
             listener.close()
             path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the folder made for the socket, if nothing else is in it
+                path.parent.rmdir()
             continue
         for key, _ in sel.select(0.5):
             if key.data == "accept" and accepting:
