@@ -29,9 +29,14 @@ spec:
 
 
 @pytest.fixture
-def pods(kube_api, twin_namespace):
+def pods(kube_api, twin_namespace, tmp_path):
     """The dynamic client: the typed API refuses unknown fields itself (pydantic) before the server sees them."""
-    return dynamic.DynamicClient(kube_api).resources.get(api_version="v1", kind="Pod"), twin_namespace
+    return _dynamic(kube_api, tmp_path).resources.get(api_version="v1", kind="Pod"), twin_namespace
+
+
+def _dynamic(kube_api, folder) -> dynamic.DynamicClient:
+    """Its discovery cache in the test's folder (by default a file in /tmp that outlives the test)."""
+    return dynamic.DynamicClient(kube_api, cache_file=str(folder / "discovery.json"))
 
 
 def _validation(mode: str) -> list:
@@ -70,8 +75,8 @@ def test_warn_is_the_default_and_drops_the_fields(pods, kube_api):
     assert quiet.status == 200 and not quiet.headers.getlist("Warning")
 
 
-def test_missing_required_fields_are_422(kube_api, twin_namespace):
-    apps = dynamic.DynamicClient(kube_api).resources.get(api_version="apps/v1", kind="Deployment")
+def test_missing_required_fields_are_422(kube_api, twin_namespace, tmp_path):
+    apps = _dynamic(kube_api, tmp_path).resources.get(api_version="apps/v1", kind="Deployment")
     body = {"metadata": {"name": "web"}, "spec": {"template": {"metadata": {"labels": {"app": "web"}},
                                                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
     with pytest.raises(ApiException) as err:
