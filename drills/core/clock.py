@@ -10,7 +10,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-__all__ = ["Clock", "WallClock", "DilatedClock", "to_iso", "parse_iso"]
+__all__ = ["Clock", "WallClock", "DilatedClock", "STOP_WALL_FLOOR_S", "to_iso", "parse_iso"]
+
+# A wait for pods and their processes to stop (a revert) gets at least this much wall time, whatever the clock's
+# scale: stopping them is real work, and 300 cluster seconds are half a second of a 600× twin's clock.
+STOP_WALL_FLOOR_S = 30.0
 
 
 class Clock:
@@ -30,6 +34,11 @@ class Clock:
 
     def cluster_seconds(self, wall_seconds: float) -> float:
         return wall_seconds * self.scale
+
+    def deadline(self, cluster_seconds: float, wall_floor_s: float = 0.0) -> float:
+        """The cluster timestamp `cluster_seconds` from now, but never sooner than `wall_floor_s` of wall time:
+        for waits on real work (processes stopping, controllers catching up) that a fast clock does not speed up."""
+        return self.timestamp() + max(cluster_seconds, self.cluster_seconds(wall_floor_s))
 
     @staticmethod
     def iso(moment: datetime | float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 
+from drills.core.clock import STOP_WALL_FLOOR_S
 from drills.core.errors import RevertFailed
 from drills.core.kube import EventMerger
 from drills.faults import Plan, Reach
@@ -56,7 +57,7 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
                 if err.status != 404:
                     raise
         if _pods(cluster, ns, sel):
-            _wait_gone(cluster, ns, sel, cluster.clock.timestamp() + DELETE_TIMEOUT_S)
+            _wait_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
         left = _pods(cluster, ns, sel)
     except ApiException as err:
         raise RevertFailed(f"could not delete the acceptance Jobs {ns}/{sel}: {err.status} {err.reason}; "

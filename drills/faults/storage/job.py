@@ -18,6 +18,7 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from drills.core.clock import STOP_WALL_FLOOR_S
 from drills.core.errors import DrillError, InjectionFailed, RevertFailed
 from drills.faults.storage.remote import render_fio_job
 from drills.faults.storage.spec import SaturationSpec
@@ -135,13 +136,14 @@ def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = D
     try:
         left = _pods(cluster, namespace, name)
         if left:
-            _wait_pods_gone(cluster, namespace, name, cluster.clock.timestamp() + timeout_s)
+            _wait_pods_gone(cluster, namespace, name, cluster.clock.deadline(timeout_s, STOP_WALL_FLOOR_S))
             left = _pods(cluster, namespace, name)
     except ApiException as err:
         raise RevertFailed(f"could not check the fio pods of Job {namespace}/{name}: {err.status} {err.reason}") from None
     if left:
+        waited = max(timeout_s, cluster.clock.cluster_seconds(STOP_WALL_FLOOR_S))
         raise RevertFailed(f"fio pods {', '.join(left)} of Job {namespace}/{name} still exist "
-                           f"{timeout_s:.0f} s after the delete")
+                           f"{waited:.0f} s after the delete")
     log.info("storage saturation Job %s/%s deleted", namespace, name)
 
 
