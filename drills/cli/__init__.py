@@ -35,7 +35,10 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks and
 
 
 def _register() -> None:
-    """Sub-apps live next to what they drive; the CLI only wires them in."""
+    """Sub-apps live next to what they drive; the CLI only wires them in (once per process: typer builds every
+    registered command on each call, so a second registration made each later `main()` slower than the last)."""
+    if app.registered_commands:
+        return
     from drills.twin.cli import twin_app
 
     app.add_typer(twin_app, name="twin", help="Run and inspect the embedded GPU-cluster twin.")
