@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANALYTICS_MARKERS = ("googletagmanager", "google-analytics", "gtag(")
 _HINT = "run `make drill` (or `make bootstrap`), which installs it"
+# A report is a few seconds of one JVM: its start-up and JIT dominate. The client compiler alone and the serial
+# collector cut that by a third of the wall and 40 % of the CPU (a two-scenario report, 2 cores: 1.8 s → 1.3 s,
+# 2.4 s → 1.4 s of CPU).
+# A JAVA_OPTS of the user's own is used as it is.
+JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
 
 
 def build_report(run_dir: Path, lang: str = "en", history_from: Path | None = None,
@@ -62,7 +67,7 @@ def build_report(run_dir: Path, lang: str = "en", history_from: Path | None = No
     out = run_dir / "report"
     cmd = [str(allure), "generate", "--single-file", "--clean", "--name", name, "--lang", lang,
            "-o", str(out), str(results)]
-    env = {**os.environ, "ALLURE_NO_ANALYTICS": "true"}
+    env = {"JAVA_OPTS": JAVA_OPTS, **os.environ, "ALLURE_NO_ANALYTICS": "true"}
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)

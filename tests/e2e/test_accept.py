@@ -25,6 +25,10 @@ NODES = "gpu-new-01,gpu-new-02"
 NS = "ai-platform"
 GATE = "gpu-drills.io/unaccepted"
 RUN_LABEL = "gpu-drills.io/accept-run"
+# Verdicts are judged at 120× (every check's work is modelled in twin time, as are the Jobs' 1,800 s deadlines:
+# 15 s of wall); a signal is sent mid-phase at 60×, where the DCGM phase lasts 2 s of wall.
+ACCEPT_SCALE = 120.0
+SIGNAL_SCALE = 60.0
 
 # defect → the checks of gpu-new-02 it must fail (and no other)
 EXPECTED = {
@@ -64,7 +68,7 @@ def _failed(run_dir: Path, name: str) -> set[str]:
 
 
 def test_healthy_new_nodes_pass_and_are_untainted(twin_factory, tmp_path):
-    twin = twin_factory("expansion", scale=60.0)
+    twin = twin_factory("expansion", scale=ACCEPT_SCALE)
     proc, run_dir = _accept(twin, tmp_path, "--gate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and "gpu-new-02: GO" in proc.stdout
@@ -113,7 +117,7 @@ def _one_defect_per_node(tmp_path: Path) -> tuple[str, dict[str, str]]:
 def test_every_defect_is_a_no_go_on_its_own_node_for_the_right_checks(twin_factory, tmp_path):
     """Seven new nodes, each with one acceptance defect, and one sound node, accepted in one gated run."""
     profile, where = _one_defect_per_node(tmp_path)
-    twin = twin_factory(profile=profile, scale=60.0)  # Job deadlines are twin time: keep wall slack
+    twin = twin_factory(profile=profile, scale=ACCEPT_SCALE)
     nodes = ",".join(["gpu-new-01", *where.values()])
     proc = drills("accept", "--nodes", nodes, "--gate", "--twin-state", str(twin.state_dir), "--reports",
                   str(tmp_path), "--run-id", "all", "--no-html", timeout=900)
@@ -133,7 +137,7 @@ def test_every_defect_is_a_no_go_on_its_own_node_for_the_right_checks(twin_facto
 # defect (the node defects are each a no-go on a node of their own above); bench/matrix.py: every one alone
 @pytest.mark.parametrize("defect", cases(["pfc-off-on-new-port"], ["missing-gpu", "pfc-off-on-new-port"]))
 def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory, tmp_path):
-    twin = twin_factory("expansion", defects=[defect], scale=60.0)  # Job deadlines are twin time: keep wall slack
+    twin = twin_factory("expansion", defects=[defect], scale=ACCEPT_SCALE)
     proc, run_dir = _accept(twin, tmp_path, "--gate")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert _failed(run_dir, "gpu-new-01") == set(), proc.stdout
@@ -156,7 +160,7 @@ def test_each_defect_is_a_no_go_on_the_right_node_and_check(defect, twin_factory
 
 
 def test_sigint_mid_run_leaves_no_job_and_no_taint(twin_factory, tmp_path):
-    twin = twin_factory("expansion", scale=60.0)  # the DCGM phase lasts 2 s of wall time
+    twin = twin_factory("expansion", scale=SIGNAL_SCALE)  # the DCGM phase lasts 2 s of wall time
     conn = connect_twin(twin.kubeconfig, twin.url)
     run_dir = tmp_path / "int"
     proc = drills_popen("accept", "--nodes", NODES, "--gate", "--twin-state", str(twin.state_dir),
@@ -183,7 +187,7 @@ def test_sigint_mid_run_leaves_no_job_and_no_taint(twin_factory, tmp_path):
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(twin_factory, tmp_path):
-    twin = twin_factory("expansion", scale=60.0)
+    twin = twin_factory("expansion", scale=ACCEPT_SCALE)
     proc, run_dir = _accept(twin, tmp_path, "--gate", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "dry run: nothing changed" in proc.stdout and "gpu-new-01, gpu-new-02" in proc.stdout
@@ -193,7 +197,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(twin_factory, tmp_path):
 
 
 def test_a_node_running_workloads_is_refused_before_any_change(twin_factory, tmp_path):
-    twin = twin_factory("expansion", scale=60.0)
+    twin = twin_factory("expansion", scale=ACCEPT_SCALE)
     conn = connect_twin(twin.kubeconfig, twin.url)
     try:  # the training job's workers must be on their nodes first
         assert wait_for(conn, conn.core.list_namespaced_pod, lambda p: p["spec"].get("nodeName") == "gpu-train-02",
@@ -209,7 +213,7 @@ def test_a_node_running_workloads_is_refused_before_any_change(twin_factory, tmp
 
 
 def test_after_sigkill_drills_revert_removes_the_jobs_and_the_taints(twin_factory, tmp_path):
-    twin = twin_factory("expansion", scale=60.0)
+    twin = twin_factory("expansion", scale=SIGNAL_SCALE)
     conn = connect_twin(twin.kubeconfig, twin.url)
     proc = drills_popen("accept", "--nodes", NODES, "--gate", "--twin-state", str(twin.state_dir),
                         "--reports", str(tmp_path), "--run-id", "killed")
