@@ -30,7 +30,7 @@ from drills.twin.api.resources import RESOURCES, by_kind, by_path
 from drills.twin.api.store import Store
 from drills.twin.api.subresources import log_container
 
-__all__ = ["routes", "HEALTH"]
+__all__ = ["routes", "HEALTH", "write_stdout"]
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +77,27 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _append_log(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    pod = store.get(_PODS, ns, name)
-    container = log_container(pod, request.query.get("container"))
-    if request.query.get("restart") in ("1", "true", "True"):
-        store.logs.restart(ns, name, container)
     text = await request.text()
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     at = float(request.query["at"]) if request.query.get("at") else None
-    return json_response({"appended": store.logs.append(ns, name, container, lines, at)})
+    restart = request.query.get("restart") in ("1", "true", "True")
+    appended = write_stdout(request.app["store"], request.match_info["namespace"], request.match_info["name"],
+                            request.query.get("container"), lines, at, restart=restart)
+    return json_response({"appended": appended})
+
+
+def write_stdout(store: Store, ns: str, name: str, container: str | None, lines: list[str], at: float | None = None,
+                 restart: bool = False) -> int:
+    """What a container prints reaching its log file (the kubelet's, not the API server's: a workload in the twin's
+    own process writes here directly, as the HTTP route above does for the others). ApiError 404 once the pod is
+    gone, 400 for a container it does not have."""
+    pod = store.get(_PODS, ns, name)
+    container = log_container(pod, container)
+    if restart:
+        store.logs.restart(ns, name, container)
+    return store.logs.append(ns, name, container, lines, at)
 
 
 async def _load(request: web.Request) -> web.Response:

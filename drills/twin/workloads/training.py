@@ -4,8 +4,9 @@ multi-node NCCL job — log lines, progress, checkpoints, restarts, fabric and G
 It watches pods labelled `volcano.sh/job-name`, the Volcano Jobs (for the expected worker count) and
 the nodes (leaf label, GPU health annotation `twin.gpu-drills.io/gpu-health: unhealthy`), and hears
 leaf-uplink changes from the fabric through the hub. The simulation itself is `training_job.JobSim`;
-this module only reads the API and writes log lines (`POST /twin/v1/namespaces/{ns}/pods/{pod}/log`,
-stamped in twin time) and container exits (the kubelet's `twin.gpu-drills.io/exit` annotation).
+this module only reads the API and writes log lines (into the pods' logs in the twin's own process, as a container
+runtime writes a log file, stamped in twin time) and container exits (the kubelet's `twin.gpu-drills.io/exit`
+annotation, over the API).
 
 Log cadence: a step line every `progress.log_every(step_time)` steps (10 for steps ≥ 1 s), plus the
 first step after a resume and the step that catches up with the step at the last fault, each at once.
@@ -15,14 +16,15 @@ Jobs up to `ALL_RANKS_LOG_MAX` workers print progress lines on every worker; lar
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections import defaultdict
 from typing import Hashable
 
 from drills.core.clock import parse_iso, to_iso
+from drills.twin.api import status as st
 from drills.twin.api.resources import by_kind
+from drills.twin.api.twin_routes import write_stdout
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError
 from drills.twin.workloads import loglines as L
@@ -198,23 +200,21 @@ class TrainingController(Controller):
                 batches[-1][1].append(text)
             else:
                 batches.append((t, [text]))
-        await asyncio.gather(*(self._append(ns, pod, containers.get(pod), batches) for pod, batches in groups.items()))
+        for pod, batches in groups.items():
+            self._append(ns, pod, containers.get(pod), batches)
         for pod, code, reason, cause in out.crashes:
             await self._exit(ns, pod, containers.get(pod), code, reason, cause)
 
-    async def _append(self, ns: str, pod: str, container: str | None, batches: list[tuple[float, list[str]]]) -> None:
-        client = self.ctx.client
-        url = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{pod}/log"
+    def _append(self, ns: str, pod: str, container: str | None, batches: list[tuple[float, list[str]]]) -> None:
+        """The workers' stdout into their containers' logs, each line stamped when it was printed. In-process, as a
+        container runtime writes a log file (no API request: at 600× that was 3/4 of the twin's own traffic)."""
+        store = self.ctx.twin.store  # type: ignore[attr-defined]
         for t, lines in batches:
-            params = {"at": f"{t:.6f}"}
-            if container:
-                params["container"] = container
-            async with client.session.post(url, params=params, data="\n".join(lines) + "\n",
-                                           headers={"Content-Type": "text/plain"}) as resp:
-                if resp.status == 404:
-                    return  # the pod is gone: its log went with it
-                if resp.status >= 400:
-                    log.debug("log append to %s/%s: HTTP %s", ns, pod, resp.status)
+            try:
+                write_stdout(store, ns, pod, container, lines, t)
+            except st.ApiError as err:  # the pod is gone (its log went with it), or it has no such container
+                log.debug("log append to %s/%s: %s", ns, pod, err)
+                return
 
     async def _exit(self, ns: str, pod: str, container: str | None, code: int, reason: str, cause: str) -> None:
         """Make the worker's container exit like the kubelet would report it (the kubelet does the rest)."""
