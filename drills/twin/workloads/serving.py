@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 from typing import Hashable
 
+from drills.twin.api import status as st
 from drills.twin.api.resources import by_kind
 from drills.twin.api.selectors import match_label_selector
+from drills.twin.api.twin_routes import write_stdout
 from drills.twin.controllers.base import Controller
 from drills.twin.workloads import vllm_log
 from drills.twin.workloads.hub import hub_for
@@ -105,7 +107,7 @@ class ServingTruthController(Controller):
         else:
             due = [(at, lines) for at, lines in batches[done:-1] if at <= now]
         for at, lines in due:
-            if not await self._append(ns, name, container["name"], at, lines):
+            if not self._append(ns, name, container["name"], at, lines):
                 return
             self.written[uid] += 1
         if ready_at is not None:
@@ -114,14 +116,13 @@ class ServingTruthController(Controller):
         elif self.written[uid] < len(batches) - 1:
             self.enqueue_after(("vllm-log", ns, name), batches[self.written[uid]][0] - now)
 
-    async def _append(self, ns: str, name: str, container: str, at: float, lines: list[str]) -> bool:
-        client = self.ctx.client
-        url = f"{client.base_url}/twin/v1/namespaces/{ns}/pods/{name}/log"
-        async with client.session.post(url, params={"at": f"{at:.6f}", "container": container},
-                                       data="\n".join(lines) + "\n", headers={"Content-Type": "text/plain"}) as resp:
-            if resp.status >= 400:
-                log.debug("vLLM log append to %s/%s: HTTP %s", ns, name, resp.status)
-                return False
+    def _append(self, ns: str, name: str, container: str, at: float, lines: list[str]) -> bool:
+        """vLLM's startup lines into the pod's log, in-process as a container runtime writes it; False once gone."""
+        try:
+            write_stdout(self.ctx.twin.store, ns, name, container, lines, at)  # type: ignore[attr-defined]
+        except st.ApiError as err:
+            log.debug("vLLM log append to %s/%s: %s", ns, name, err)
+            return False
         return True
 
     async def reconcile(self, key: Hashable) -> None:
