@@ -100,6 +100,18 @@ def wait_for_injection(run_dir: Path, proc: subprocess.Popen, timeout: float = 1
     raise AssertionError("no injection within the timeout")
 
 
+def twin_locust_processes_left(twin) -> list[int]:
+    """The twin's locust processes still alive once each had its time to stop: a deleted pod's process gets SIGTERM
+    and up to `STOP_S` wall seconds (then SIGKILL) while the pod object goes on the twin's clock, so right after a
+    revert one may still be flushing (drills/twin/workloads/locust_pods.py)."""
+    from drills.twin.workloads.locust_pods import STOP_S
+
+    deadline = time.monotonic() + STOP_S + 20.0  # + the kill and the reap on a busy machine
+    while (left := twin_locust_processes(twin)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def twin_locust_processes(twin) -> list[int]:
     """Live locust processes a twin started for its locust pods (they carry `--parent-pid <twin pid>`)."""
     out = []

@@ -23,7 +23,7 @@ import yaml
 
 from drills.core.kube import connect_twin
 from drills.load.pods import LABELS
-from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, records, twin_locust_processes, write_profile
+from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, records, twin_locust_processes_left, write_profile
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
@@ -85,7 +85,7 @@ def _assert_pods_load_and_nothing_left(twin, run_dir: Path, rec: dict) -> Path:
     finally:
         conn.close()
     assert {k: [o.metadata.name for o in v] for k, v in left.items()} == {"pods": [], "jobs": [], "services": []}
-    assert not twin_locust_processes(twin)
+    assert not twin_locust_processes_left(twin)
     return run_dir / "load" / "1"
 
 

@@ -21,7 +21,7 @@ from drills.faults import reverter
 from drills.load import LoadRunner
 from drills.load.podrunner import PodLoadRunner
 from drills.load.pods import LABELS, pod_selector
-from tests.e2e.drill_helpers import twin_locust_processes
+from tests.e2e.drill_helpers import twin_locust_processes_left
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def test_master_and_two_worker_pods_load_the_gateway_and_aggregate_like_local(tw
     assert result.requests > 0 and result.failures == 0, result.errors()
     assert len(result.summary) >= 1 and 0 < sum(e["num_requests"] for e in result.summary) <= result.requests
     assert _ours(cluster, runner.name) == {"pods": [], "jobs": [], "services": []}
-    _wait(lambda: not twin_locust_processes(twin), "the twin's locust processes to end", 30)
+    assert not twin_locust_processes_left(twin)
 
     local = LoadRunner(twin.info["gateway"], users=2, spawn_rate=20, out_dir=tmp_path / "local", workers=2, model="llama-7b",
                        wait_s=(0.02, 0.04), run_time_limit_s=60, latency_scale=twin.scale)
@@ -127,7 +127,7 @@ def test_the_journal_reverts_a_pod_load_left_by_a_killed_run(twin, cluster, tmp_
     outcomes = revert_open(tmp_path, "run", reverter)
     assert [o.reverted for o in outcomes] == [True]
     assert _ours(cluster, runner.name) == {"pods": [], "jobs": [], "services": []}
-    _wait(lambda: not twin_locust_processes(twin), "the twin's locust processes to end", 30)
+    assert not twin_locust_processes_left(twin)
     import atexit
 
     atexit.unregister(runner.stop)
