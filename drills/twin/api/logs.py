@@ -1,6 +1,7 @@
 """Per-container log buffers of the twin's pods: what the kubelet's log files are to a real cluster.
 
-The twin's workloads append lines (through `POST /twin/v1/namespaces/{ns}/pods/{name}/log`); the
+The twin's workloads append lines (`twin_routes.write_stdout`: in-process for those in the twin's own process, as a
+container runtime writes a log file; `POST /twin/v1/namespaces/{ns}/pods/{name}/log` for the others); the
 `pods/log` subresource reads them back with kubectl's options. Lines carry their twin timestamp.
 """
 
