@@ -124,7 +124,7 @@ def inject(target, plan: Plan) -> NodeFaultRecord:
             after = cluster.clock.timestamp()
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
-            _add_taint(cluster, spec.node, read_node(cluster, spec.node))
+            before, after = _add_taint(cluster, spec.node, read_node(cluster, spec.node)) or (before, None)
         elif spec.mode == "gpu-unhealthy":
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
@@ -236,13 +236,14 @@ def _taint() -> dict:
     return {"key": TAINT_KEY, "value": "drill", "effect": "NoExecute"}
 
 
-def _add_taint(cluster: Cluster, name: str, node: dict) -> None:
+def _add_taint(cluster: Cluster, name: str, node: dict) -> tuple[float, float] | None:
+    """The taint added; the cluster-clock times around the write that added it (None: it was there already)."""
     def add(taints: list[dict]) -> list[dict]:
         if any(t.get("key") == TAINT_KEY and t.get("effect") == "NoExecute" for t in taints):
             return taints
         return taints + [_taint()]
 
-    update_taints(cluster, name, add, node)
+    return update_taints(cluster, name, add, node)
 
 
 def _twin_post(cluster: Cluster, path: str, body: dict) -> dict:

@@ -4,6 +4,10 @@ A node is written all the time (its status, heartbeats): its resourceVersion mov
 write. The patch is a JSON patch guarded by a `test` op on the resourceVersion, so a concurrent taint change
 is never overwritten; a node written meanwhile fails the test (422) or conflicts (409), and the change is
 computed again on a fresh read, so a busy node never fails an injection or a revert.
+
+The write that applied is timed on the cluster's clock (before its request, after its answer): a fault is
+stamped by that request alone, not by the reads and refused attempts before it (on a busy node, or a busy
+client, those can take longer than the write itself).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ ATTEMPTS = 8
 
 
 def update_taints(cluster: Cluster, name: str, change: Callable[[list[dict]], list[dict]], node: dict | None = None,
-                  attempts: int = ATTEMPTS) -> None:
-    """Apply `change` (taints → taints) to node `name` (`node`: a copy just read, if the caller has one)."""
+                  attempts: int = ATTEMPTS) -> tuple[float, float] | None:
+    """Apply `change` (taints → taints) to node `name` (`node`: a copy just read, if the caller has one).
+    Returns the cluster-clock times (before, after) of the write that applied; None when nothing was to change."""
     from kubernetes.client.exceptions import ApiException
 
     for attempt in range(attempts):
@@ -28,10 +33,11 @@ def update_taints(cluster: Cluster, name: str, change: Callable[[list[dict]], li
         taints = list(obj_get(node, "spec", "taints", default=None) or [])
         wanted = change(taints)
         if wanted == taints:
-            return
+            return None
         try:
+            before = cluster.clock.timestamp()
             _patch_taints(cluster, name, node, wanted)
-            return
+            return before, cluster.clock.timestamp()
         except ApiException as err:
             if err.status not in (409, 422) or attempt == attempts - 1:
                 raise

@@ -78,6 +78,12 @@ def drill_mutations(audit: list[dict]) -> list[dict]:
             and r.get("resource") != "leases"]
 
 
+def first_applied_write(audit: list[dict]) -> dict | None:
+    """The drills' first write the server accepted: when the fault took effect (a write it refused — a guarded
+    patch on a node that moved on, 422 — changed nothing); None when there is none."""
+    return next((r for r in drill_mutations(audit) if r.get("code", 200) < 400), None)
+
+
 def audit_of(twin) -> list[dict]:
     return requests.get(f"{twin.url}/twin/v1/audit", timeout=5).json()
 

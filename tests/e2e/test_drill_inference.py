@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, drills_popen, records, wait_for_injection
+from tests.e2e.drill_helpers import audit_file, drills, first_applied_write, drills_popen, records, wait_for_injection
 from tests.e2e.matrix import cases
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
@@ -144,7 +144,7 @@ def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
     state = Path(rec["details"]["twin_state"])
     truth = json.loads((state / "truth.json").read_text())
     serving = [r for r in truth["records"] if r["kind"] == "gateway_serving" and r.get("after_outage")]
-    injected = drill_mutations(audit_file(state))[0]["twinTime"]
+    injected = first_applied_write(audit_file(state))["twinTime"]
     assert serving, f"the twin's gateway never served again in {state}"
     truth_recovery = serving[0]["at"] - injected
     assert abs(rec["recovery_s"] - truth_recovery) <= MAX_ERROR_S, (rec["recovery_s"], truth_recovery)

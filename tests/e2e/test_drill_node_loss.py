@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.e2e.drill_helpers import (
-    audit_file, drill_mutations, drills, drills_popen, node, records, schedulable, wait_for_injection,
+    audit_file, drills, drills_popen, first_applied_write, node, records, schedulable, wait_for_injection,
 )
 
 pytestmark = pytest.mark.slow
@@ -65,8 +65,8 @@ def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
         state = Path(rec["details"]["twin_state"])
         truth = json.loads((state / "truth.json").read_text())
         first = [r for r in truth["records"] if r["kind"] == "first_step_after_resume"]
-        writes = drill_mutations(audit_file(state))  # the twin's /twin/v1 fault endpoints are not audited:
-        injected = writes[0]["twinTime"] if writes else _ts(rec["details"]["faults"][0]["twin_at"])  # their answer
+        applied = first_applied_write(audit_file(state))  # the twin's /twin/v1 fault endpoints are not audited:
+        injected = applied["twinTime"] if applied else _ts(rec["details"]["faults"][0]["twin_at"])  # their answer
         assert first, f"the twin never resumed training in {state}"
         truth_recovery = first[0]["at"] - injected
         assert abs(rec["recovery_s"] - truth_recovery) <= MAX_ERROR_S, (rec["recovery_s"], truth_recovery)

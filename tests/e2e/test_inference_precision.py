@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.drill_helpers import audit_file, drill_mutations, drills, records
+from tests.e2e.drill_helpers import audit_file, drills, first_applied_write, records
 
 pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
@@ -43,7 +43,7 @@ def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path, monkeypatch)
     truth = json.loads((state / "truth.json").read_text())["records"]
     serving = [r for r in truth if r["kind"] == "gateway_serving" and r.get("after_outage")]
     assert serving, f"the twin's gateway never served again in {state}"
-    injected = drill_mutations(audit_file(state))[0]["twinTime"]
+    injected = first_applied_write(audit_file(state))["twinTime"]
     truth_s = serving[0]["at"] - injected
     max_error_s = MAX_ERROR[scale]
     if truth_s > TARGET_S:  # a twin starved of CPU at 600× can really be late (one wall second is 10 minutes):

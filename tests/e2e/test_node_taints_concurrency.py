@@ -6,6 +6,7 @@ survive the node moving on. Under CPU load the acceptance gate's own guarded pat
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import requests
@@ -13,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from drills.core.kube import connect_twin
 from drills.faults.node_taints import _patch_taints, read_node, update_taints
+from tests.e2e.drill_helpers import audit_of
 
 NODE = "gpu-train-01"
 MARK = {"key": "example.com/probe", "value": "x", "effect": "NoSchedule"}
@@ -27,8 +29,10 @@ def conn(twin):
 
 
 def _move_on(twin) -> None:
-    """Someone else writes the node (a label): its resourceVersion moves past any copy read before."""
-    resp = requests.patch(f"{twin.url}/api/v1/nodes/{NODE}", data=json.dumps({"metadata": {"labels": {"moved": "1"}}}),
+    """Someone else writes the node (a label, a new value each time: a no-op patch moves nothing): its
+    resourceVersion moves past any copy read before."""
+    moved = {"metadata": {"labels": {"moved": uuid.uuid4().hex[:8]}}}
+    resp = requests.patch(f"{twin.url}/api/v1/nodes/{NODE}", data=json.dumps(moved),
                           headers={"Content-Type": "application/merge-patch+json"}, timeout=5)
     assert resp.status_code == 200, resp.text
 
@@ -46,5 +50,23 @@ def test_a_taint_change_on_a_stale_copy_is_computed_again_and_lands(twin, conn):
     _move_on(twin)
     update_taints(conn, NODE, lambda taints: [*taints, MARK], stale)
     taints = read_node(conn, NODE)["spec"].get("taints") or []
-    assert taints.count(MARK) == 1 and read_node(conn, NODE)["metadata"]["labels"]["moved"] == "1"
+    assert taints.count(MARK) == 1 and "moved" in read_node(conn, NODE)["metadata"]["labels"]
 
+
+
+def test_the_write_that_applied_is_timed_not_the_refused_one_before_it(twin, conn):
+    """A fault is stamped by the request that made it (node-loss `taint-noexecute`): under load the read and a
+    refused attempt before it took 160 cluster seconds at 600×, and a stamp over all of them was 80 s early."""
+    stale = read_node(conn, NODE)
+    _move_on(twin)
+    since = audit_of(twin)[-1]["seq"]
+    start = conn.clock.timestamp()
+    before, after = update_taints(conn, NODE, lambda taints: [*taints, MARK], stale)
+    end = conn.clock.timestamp()
+    writes = [r for r in audit_of(twin) if r["seq"] > since and r["resource"] == "nodes" and r["name"] == NODE
+              and r["verb"] == "patch" and r["subresource"] == ""]
+    assert [w["code"] for w in writes] == [422, 200]
+    # the window is the applied write's round trip (the audit's time is the server's, the client's a copy: ± 1 s)
+    assert before - 1 <= writes[1]["twinTime"] <= after + 1
+    assert start < before <= after <= end and after - before < end - start  # not the refused attempt and re-read
+    assert update_taints(conn, NODE, lambda taints: taints) is None  # nothing to change: nothing written, no time

@@ -128,7 +128,7 @@ def test_get_pods_watch_shows_a_deleted_pod_terminating_for_its_grace_period(kub
     kubectl.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: grace-watch\n")
     kubectl.apply("apiVersion: v1\nkind: Pod\nmetadata:\n  name: slow-stop\n  namespace: grace-watch\n"
                   "  annotations: {twin.gpu-drills.io/stop-s: \"100000\"}\n"  # ignores SIGTERM: killed at the end
-                  "spec:\n  nodeName: gpu-infer-01\n  terminationGracePeriodSeconds: 1200\n"
+                  "spec:\n  nodeName: gpu-infer-01\n  terminationGracePeriodSeconds: 120\n"
                   "  containers:\n  - name: main\n    image: vllm/vllm-openai:v0.6.3\n")
     kubectl("wait", "--for=condition=Ready", "pod/slow-stop", "-n", "grace-watch", "--timeout=300s", timeout=320)
     watch = kubectl.popen("get", "pods", "-n", "grace-watch", "-w", "--output-watch-events")
