@@ -45,10 +45,21 @@ PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.select
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.steps")
 # What a prefork server imports once for the processes a run starts (drills.core.prefork): the CLI, the twin,
-# pytest and what the drills' plugins import. The plugins themselves are then forgotten (`~`): pytest imports
-# them afresh in each child, rewriting their asserts as it does for a fresh interpreter.
-PRELOAD = ("drills.cli", "drills.cli.run", "drills.twin.cli", "drills.twin.runtime", "drills.report.make", "pytest",
-           "pytest_bdd", "allure_pytest_bdd", "kubernetes.client", *PLUGINS, "~fixtures", "~drills.core.lanes")
+# pytest and what the drills' plugins import, and what a run then imports on first use (measured: a forked
+# drill spent half its CPU importing): the client's API classes and their models (loaded on first use), the
+# result table, the report's chart backend, what pytest-bdd's and pytest's own plugins import. The plugins
+# themselves are then forgotten (`~`): pytest imports them afresh in each child, rewriting their asserts as it
+# does for a fresh interpreter.
+PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.accept", "drills.cli.schedule",
+           "drills.cli.validate", "drills.core.runner", "drills.verdicts.training", "drills.verdicts.serving",
+           "drills.twin.cli", "drills.twin.runtime", "drills.twin.profile", "drills.report.make",
+           "pytest", "pytest_bdd", "allure_pytest_bdd", "allure_commons", "kubernetes.client",
+           *(f"kubernetes.client.api.{api}_api" for api in ("core_v1", "apps_v1", "batch_v1", "policy_v1",
+                                                            "coordination_v1", "custom_objects", "version")),
+           "rich.console", "rich.table", "matplotlib.backends.backend_agg", "mako.lookup", "mako.ext.pygmentplugin", "execnet",
+           "_pytest.junitxml", "_pytest.unraisableexception", "_pytest.threadexception", "_pytest.skipping",
+           "_pytest.warnings", "_pytest.helpconfig", "_pytest.faulthandler", "pdb", "tomllib", "xml.etree.ElementTree",
+           *PLUGINS, "~fixtures", "~drills.core.lanes")
 
 
 # Scenarios at once on fresh twins: a drill mostly waits on its twin's clock; bench/suite.py measures the wall
