@@ -7,9 +7,9 @@ process is never blocked; each channel gets its own thread.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
-import select
 import socket
 import threading
 
@@ -21,7 +21,6 @@ __all__ = ["SwitchServer"]
 
 log = logging.getLogger(__name__)
 
-_ACCEPT_POLL_S = 0.2
 _TRANSPORT_LOG = "drills.twin.fabric.sshd"
 
 
@@ -86,12 +85,16 @@ class SwitchServer:
         return self.port
 
     def request_stop(self) -> None:
-        """Ask the accept loop to end (it notices within one poll); `stop()` waits for it."""
+        """Ask the accept loop to end: shutting the listener down wakes its blocked accept; `stop()` waits for it."""
         self._stop.set()
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Close the listener and every session; returns within about `timeout` seconds."""
-        self._stop.set()
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
         if self._sock is not None:
@@ -114,11 +117,8 @@ class SwitchServer:
         sock = self._sock
         while not self._stop.is_set():
             try:
-                ready, _, _ = select.select([sock], [], [], _ACCEPT_POLL_S)
-                if not ready:
-                    continue
-                conn, addr = sock.accept()
-            except OSError:
+                conn, addr = sock.accept()  # blocks (no polling: a twin has a switch per leaf and spine)
+            except OSError:  # the listener was shut down (request_stop) or closed
                 break
             if self._stop.is_set():
                 conn.close()
