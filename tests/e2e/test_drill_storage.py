@@ -96,9 +96,23 @@ def test_allure_gets_the_fio_summary_and_the_chart(healthy):
     assert png.startswith(b"\x89PNG")
 
 
+SMALL_PROBE = """\
+storage:
+  checkpoint_store: from-twin
+  probe_size_mb: 2               # the slow store moves 12 MB/s of real bytes: 8 MB five times, twice, took 27 s
+  probe_shards: 4
+  probe_save_limit_s: 5s
+  saturation: {rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: 5m}
+  bandwidth_target_mb_s: 40
+safety:
+  allow: {nodes: ["*"], namespaces: [ai-platform]}
+"""
+
+
 def test_slow_store_fails_the_probe_save_check(tmp_path):
-    done = drills("run", "-m", "storage", "--defect", "slow-store", "--scale", FAST, "--no-html",
-                  "--reports", str(tmp_path), "--run-id", "slow")
+    profile = write_profile(tmp_path / "small-probe.yaml", SMALL_PROBE)  # the built-in budgets, less data
+    done = drills("run", "-m", "storage", "--defect", "slow-store", "--profile", profile, "--scale", FAST,
+                  "--no-html", "--reports", str(tmp_path), "--run-id", "slow")
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(tmp_path / "slow")
     failed = {c["name"]: c["reason"] for c in rec["details"]["checks"] if c["verdict"] == "fail"}
