@@ -221,8 +221,9 @@ def test_sigkill_mid_drill_then_drills_revert_stops_the_load(twin_factory, tmp_p
 
 
 def test_sigterm_mid_drill_stops_the_load(tmp_path):
-    proc = drills_popen("run", "-m", "inference", "-k", "all", "--defect", "slow-model-load", "--no-html",
-                        "--reports", str(tmp_path), "--run-id", "sig")
+    proc = drills_popen("run", "-m", "inference", "-k", "all", "--defect", "slow-model-load", "--scale", "120",
+                        "--no-html", "--reports", str(tmp_path), "--run-id", "sig")  # 10 cluster minutes of model
+    # load before the drill starts and again after its kill: 5 s of wall each at 120× (10 s at the default 60×)
     wait_for_injection(tmp_path / "sig", proc)
     assert locust_processes(str(tmp_path / "sig"))  # the load is running while the drill waits
     proc.send_signal(signal.SIGTERM)
