@@ -174,7 +174,7 @@ def test_drain_evicts_but_a_pdb_blocks_it_with_a_clear_message(kubectl):
     kubectl.apply(f"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\n  namespace: {NS}\n"
                   f"spec:\n  minAvailable: 2\n  selector:\n    matchLabels: {{app: web}}\n")
 
-    blocked = kubectl.run("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=6s",
+    blocked = kubectl.run("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=2s",
                           check=False)
     assert blocked.returncode != 0
     assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.stderr

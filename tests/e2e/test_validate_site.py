@@ -56,7 +56,7 @@ def test_a_job_node_without_its_leaf_label_fails_the_uplink_preflight(tmp_path):
 
 
 def test_a_job_that_restarted_and_has_not_saved_since_is_a_warning_not_a_failure(tmp_path):
-    with start_twin(tmp_path / "twin", scale=5.0) as twin:  # slow: the next save is minutes of twin time away
+    with start_twin(tmp_path / "twin", scale=20.0) as twin:  # the next save is ≥ 412 twin s (20 s of wall) after the restart
         before = _wait(lambda: len(_workers(twin)) >= 2 and _workers(twin), 120, "the job")
         victim = before[0]["metadata"]["name"]
         resp = requests.post(f"{twin.url}/api/v1/namespaces/{NS}/pods/{victim}/eviction", timeout=5,
