@@ -130,9 +130,9 @@ def test_slow_store_fails_the_probe_save_check(tmp_path):
 TIGHT = """\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 8
+  probe_size_mb: 4
   probe_shards: 4
-  probe_save_limit_s: 1ms        # no store saves 8 MB with fsync in a millisecond
+  probe_save_limit_s: 1ms        # no store saves 4 MB with fsync in a millisecond
   saturation: {rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: 5m}
   bandwidth_target_mb_s: 40
 safety:

@@ -92,7 +92,7 @@ def site_profile_of(info: dict, cluster: dict) -> dict:
         "workloads": {"training": {"checkpoint_interval_steps": 1500},
                       "inference": {"endpoint": info["gateway"], "replica_header": "x-twin-replica"}},
         "switches": {"devices": switches},
-        "storage": {"checkpoint_store": info["checkpoint_store"], "probe_size_mb": 8, "probe_shards": 4,
+        "storage": {"checkpoint_store": info["checkpoint_store"], "probe_size_mb": 4, "probe_shards": 4,
                     "probe_save_limit_s": "5s", "bandwidth_target_mb_s": 40,
                     "saturation": {"mode": "local", "size": "16M", "numjobs": 2, "iodepth": 4, "runtime_s": "5m"}},
         "faults": {"inference": {"max_kill": 1}},

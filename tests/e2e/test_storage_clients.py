@@ -59,7 +59,7 @@ def test_the_storage_drill_saturates_the_store_from_two_fio_servers(fio_servers,
     profile = write_profile(tmp_path / "clients.yaml", f"""\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 8
+  probe_size_mb: 4
   probe_shards: 4
   probe_save_limit_s: 5s
   bandwidth_target_mb_s: 40

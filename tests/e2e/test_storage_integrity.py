@@ -36,7 +36,7 @@ FAST = "600"
 BASE = """\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 8
+  probe_size_mb: 4
   probe_shards: 4
   probe_save_limit_s: 5s
   saturation: {{rw: write, block_size: 1M, size: 16M, numjobs: 2, iodepth: 4, runtime_s: {runtime}, until: {until}}}

@@ -155,7 +155,7 @@ def test_the_storage_drill_in_job_mode_sums_every_pods_report(tmp_path):
     profile = write_profile(tmp_path / "job.yaml", """\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 8
+  probe_size_mb: 4
   probe_shards: 4
   probe_save_limit_s: 5s
   saturation: {mode: job, claim: ckpt-store, namespace: ai-platform, parallelism: 3, rw: write, block_size: 1M,

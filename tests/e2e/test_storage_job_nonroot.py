@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.storage]
 PROFILE = """\
 storage:
   checkpoint_store: from-twin
-  probe_size_mb: 8
+  probe_size_mb: 4
   probe_shards: 4
   probe_save_limit_s: 5s
   bandwidth_target_mb_s: 20
