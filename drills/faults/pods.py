@@ -133,7 +133,8 @@ def plan(target, profile, *, count: int | None = None, percent: float | None = N
 
 
 def inject(target, plan: Plan) -> PodKillRecord:
-    """Kill the planned pods; the record is stamped at the middle of the first kill request."""
+    """Kill the planned pods; the record is stamped at the middle of the first kill request that was accepted
+    (not of the budget's refusals before it, nor of a pod already gone)."""
     from kubernetes.client.exceptions import ApiException
 
     cluster = target.cluster
@@ -144,12 +145,12 @@ def inject(target, plan: Plan) -> PodKillRecord:
     with _Budget(cluster, spec) as budget:
         for pod in pods:
             name = pod["metadata"]["name"]
-            before = cluster.clock.timestamp()
+            window: tuple[float, float] | None = None
             try:
                 if spec.budget_wait_s:
-                    budget.evict_paced(name)
+                    window = budget.evict_paced(name)
                 else:
-                    _kill(cluster, spec, name)
+                    window = _timed(cluster, lambda: _kill(cluster, spec, name))
             except ApiException as err:
                 if err.status == 404:
                     log.info("pod %s/%s was already gone", spec.namespace, name)
@@ -163,8 +164,8 @@ def inject(target, plan: Plan) -> PodKillRecord:
             except Exception as err:  # noqa: BLE001
                 raise InjectionFailed(f"could not {spec.mode} pod {spec.namespace}/{name}: {_reason(err)}"
                                       f"{_already(done)}") from None
-            if stamp is None:
-                stamp = (before + cluster.clock.timestamp()) / 2
+            if stamp is None and window is not None:  # a pod already gone was not killed by us
+                stamp = sum(window) / 2
             done.append(pod)
     restarts = tuple(int(obj_get(p, "status", "containerStatuses", default=[{}])[0].get("restartCount", 0))
                      for p in done) if spec.mode == "kill-container" else ()
@@ -195,12 +196,14 @@ class _Budget:
         self.deadline = cluster.clock.timestamp() + spec.budget_wait_s
         self.changes: EventMerger | None = None
 
-    def evict_paced(self, name: str) -> None:
+    def evict_paced(self, name: str) -> tuple[float, float]:
+        """Evict `name`, waiting for the budget; the cluster-clock times around the eviction that was accepted
+        (the refused ones before it changed nothing)."""
         from kubernetes.client.exceptions import ApiException
 
         while True:
             try:
-                return _kill(self.cluster, self.spec, name)
+                return _timed(self.cluster, lambda: _kill(self.cluster, self.spec, name))
             except ApiException as err:
                 if err.status != 429 or self.cluster.clock.timestamp() >= self.deadline:
                     raise
@@ -218,6 +221,13 @@ class _Budget:
     def __exit__(self, *exc) -> None:
         if self.changes is not None:
             self.changes.close()
+
+
+def _timed(cluster: Cluster, request) -> tuple[float, float]:
+    """`request()` made; the cluster-clock times before it and after its answer."""
+    before = cluster.clock.timestamp()
+    request()
+    return before, cluster.clock.timestamp()
 
 
 def _kill(cluster: Cluster, spec: PodKillSpec, name: str) -> None:
