@@ -56,9 +56,10 @@ PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.acce
            "pytest", "pytest_bdd", "allure_pytest_bdd", "allure_commons", "kubernetes.client",
            *(f"kubernetes.client.api.{api}_api" for api in ("core_v1", "apps_v1", "batch_v1", "policy_v1",
                                                             "coordination_v1", "custom_objects", "version")),
-           "rich.console", "rich.table", "matplotlib.backends.backend_agg", "mako.lookup", "mako.ext.pygmentplugin", "execnet",
-           "_pytest.junitxml", "_pytest.unraisableexception", "_pytest.threadexception", "_pytest.skipping",
-           "_pytest.warnings", "_pytest.helpconfig", "_pytest.faulthandler", "pdb", "tomllib", "xml.etree.ElementTree",
+           "rich.console", "rich.table", "matplotlib.backends.backend_agg", "mako.lookup", "mako.ext.pygmentplugin",
+           "execnet", "_pytest.junitxml", "_pytest.unraisableexception", "_pytest.threadexception",
+           "_pytest.skipping", "_pytest.warnings", "_pytest.helpconfig", "_pytest.faulthandler", "pdb", "tomllib",
+           "xml.etree.ElementTree",
            *PLUGINS, "~fixtures", "~drills.core.lanes")
 
 
