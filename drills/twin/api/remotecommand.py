@@ -30,6 +30,10 @@ V5 = "v5.channel.k8s.io"
 PROTOCOLS = (V5, "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255
 _TRUE = ("1", "true", "True")
+# Wall seconds from the upgrade to the command's first byte: a real exec goes API server → kubelet → runtime →
+# `runc exec` before the process prints anything. Answering at once raced kubectl's own WebSocket client, which
+# registers its streams after it starts reading ("Unknown stream id 1, discarding message": the output was lost).
+EXEC_START_S = 0.05
 _NODES = by_path("", "v1", "nodes")
 
 
@@ -44,6 +48,7 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
     if (pod.get("status") or {}).get("phase") != "Running":
         raise st.bad_request(f"container {container} is not running in pod {target.name}")
     ws = await upgrade(request, PROTOCOLS)
+    await asyncio.sleep(EXEC_START_S)
     node_name = pod["spec"].get("nodeName")
     node = store.find(_NODES, None, node_name) if node_name else None
     wanted = {STDOUT: q.get("stdout") in _TRUE, STDERR: q.get("stderr") in _TRUE}
