@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 __all__ = ["Clock", "WallClock", "DilatedClock", "STOP_WALL_FLOOR_S", "to_iso", "parse_iso"]
 
@@ -39,6 +40,13 @@ class Clock:
         """The cluster timestamp `cluster_seconds` from now, but never sooner than `wall_floor_s` of wall time:
         for waits on real work (processes stopping, controllers catching up) that a fast clock does not speed up."""
         return self.timestamp() + max(cluster_seconds, self.cluster_seconds(wall_floor_s))
+
+    def around(self, request: Callable[[], object]) -> tuple[float, float]:
+        """`request()` made; the cluster timestamps before it and after its answer: a fault is stamped by the
+        request that made it (the middle of this window), not by the reads or refused attempts before it."""
+        before = self.timestamp()
+        request()
+        return before, self.timestamp()
 
     @staticmethod
     def iso(moment: datetime | float) -> str:

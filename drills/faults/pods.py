@@ -150,7 +150,7 @@ def inject(target, plan: Plan) -> PodKillRecord:
                 if spec.budget_wait_s:
                     window = budget.evict_paced(name)
                 else:
-                    window = _timed(cluster, lambda: _kill(cluster, spec, name))
+                    window = cluster.clock.around(lambda: _kill(cluster, spec, name))
             except ApiException as err:
                 if err.status == 404:
                     log.info("pod %s/%s was already gone", spec.namespace, name)
@@ -203,7 +203,7 @@ class _Budget:
 
         while True:
             try:
-                return _timed(self.cluster, lambda: _kill(self.cluster, self.spec, name))
+                return self.cluster.clock.around(lambda: _kill(self.cluster, self.spec, name))
             except ApiException as err:
                 if err.status != 429 or self.cluster.clock.timestamp() >= self.deadline:
                     raise
@@ -221,13 +221,6 @@ class _Budget:
     def __exit__(self, *exc) -> None:
         if self.changes is not None:
             self.changes.close()
-
-
-def _timed(cluster: Cluster, request) -> tuple[float, float]:
-    """`request()` made; the cluster-clock times before it and after its answer."""
-    before = cluster.clock.timestamp()
-    request()
-    return before, cluster.clock.timestamp()
 
 
 def _kill(cluster: Cluster, spec: PodKillSpec, name: str) -> None:
