@@ -60,20 +60,21 @@ def test_training_a_site_target_of_30s_is_judged_and_waited_for_not_the_features
 
 
 def test_training_a_site_target_the_job_meets_passes_with_both_numbers_recorded(tmp_path):
-    """10m: the job's worst case is ≈ 9m (a 2m restart, then catching up one checkpoint interval and a save in
-    flight, 1,655 steps of 0.25 s); an 8m target failed whenever the node was lost just before a save."""
-    done, rec = run(tmp_path, "-m", "training", "-k", "cordon", slo="training_recovery_s: 10m, lost_steps_budget: 5000")
+    """14m: the job's worst case is ≈ 9m (a 2m restart, then catching up one checkpoint interval and a save in
+    flight, 1,655 steps of 0.25 s); an 8m target failed whenever the node was lost just before a save, and 10m
+    on a busy machine (1m of slack is 0.1 s of wall at 600×). What is tested is whose number is judged."""
+    done, rec = run(tmp_path, "-m", "training", "-k", "cordon", slo="training_recovery_s: 14m, lost_steps_budget: 5000")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert rec["target_s"] == 600.0 and rec["details"]["target"]["source"] == "profile"
-    assert rec["details"]["waited_s"] <= 600.0 * (1 + GRACE) + 1
+    assert rec["target_s"] == 840.0 and rec["details"]["target"]["source"] == "profile"
+    assert rec["details"]["waited_s"] <= 840.0 * (1 + GRACE) + 1
     recovery, lost = check(rec, "recovery"), check(rec, "lost steps")
-    assert recovery["target"] == 600.0 and recovery["target_source"] == "profile"
-    assert "[target 10m (site profile; the feature says 15m)]" in recovery["reason"]
+    assert recovery["target"] == 840.0 and recovery["target_source"] == "profile"
+    assert "[target 14m (site profile; the feature says 15m)]" in recovery["reason"]
     assert lost["target"] == 5000.0 and "the feature says 2000 steps" in lost["reason"]
     truth = json.loads((Path(rec["details"]["twin_state"]) / "truth.json").read_text())
     first = next(r["at"] for r in truth["records"] if r["kind"] == "first_step_after_resume")
     recovered = _ts(rec["phases"]["recovered"])
-    assert abs(recovered - first) <= 0.01 * 600.0  # still measured against the twin's truth
+    assert abs(recovered - first) <= 0.01 * 840.0  # still measured against the twin's truth
 
 
 def test_inference_site_targets_override_the_features_numbers(tmp_path):
