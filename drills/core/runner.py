@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,8 +256,19 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     for path in named:  # a folder of .feature files or one file: its binder is collected, filtered to these
         args += ["--drills-feature", path]
     log.debug("pytest %s", " ".join(args))
-    with _cwd(REPO):
+    with _cwd(REPO), _no_bytecode_written():
         return int(pytest.main(args, plugins=[watch]))
+
+
+@contextlib.contextmanager
+def _no_bytecode_written():
+    """A user's features folder (its binder, a conftest) is read, never written: importing it — pytest's
+    assert rewrite, Python's own import — would leave a __pycache__ in it wherever bytecode may be written."""
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
 
 
 def _lanes(opts: RunOptions, profile) -> int:

@@ -5,12 +5,15 @@ and nothing injected (the twin's audit log shows no write by the drills)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
-from tests.e2e.drill_helpers import (audit_of, drill_mutations, drills, drills_popen, node, records, schedulable,
+from tests.e2e.drill_helpers import (REPO, audit_of, drill_mutations, drills, drills_popen, node, records, schedulable,
                                      wait_for_injection, write_profile)
 
 pytestmark = pytest.mark.slow
@@ -79,9 +82,13 @@ def test_exception_in_a_step_still_reverts(twin_factory, tmp_path):
         def boom(lost_node):
             raise RuntimeError(f"check exploded after losing {lost_node.node}")
         """))
-    done = drills("run", str(suite), "--twin-state", str(twin.state_dir), "--no-html", "--reports",
-                  str(tmp_path / "reports"), "--run-id", "boom")
+    # a fresh interpreter where bytecode may be written, as in most shells (a prefork child keeps its server's flag)
+    writable = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-m", "drills.cli", "run", str(suite), "--twin-state", str(twin.state_dir),
+                           "--no-html", "--reports", str(tmp_path / "reports"), "--run-id", "boom"],
+                          cwd=REPO, env=writable, capture_output=True, text=True, timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
+    assert sorted(p.name for p in suite.iterdir()) == ["boom.feature", "test_boom.py"]  # read, never written
     (rec,) = records(tmp_path / "reports" / "boom")
     assert rec["verdict"] == "fail" and "RuntimeError: check exploded" in rec["reason"]
     assert rec["details"]["reverts"] == [{"kind": "node", "target": LOST, "ok": True, "error": None}]
