@@ -12,6 +12,7 @@ on a quiet machine: with two busy loops the suite has about half the CPU).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# as `make test` runs pytest: bytecode may be written (its assert-rewritten test modules are cached)
+TEST_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 
 
@@ -37,7 +40,7 @@ def main() -> int:
             start = time.monotonic()
             done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "pytest", "-n", str(args.workers),
                                    "--dist", "loadfile", "-q", "-p", "no:cacheprovider", *args.pytest_args],
-                                  cwd=REPO, capture_output=True, text=True)
+                                  cwd=REPO, capture_output=True, text=True, env=TEST_ENV)
             wall = time.monotonic() - start
             if args.keep:  # the failures' own words, for a run that was not clean
                 Path(args.keep).mkdir(parents=True, exist_ok=True)
