@@ -17,7 +17,6 @@ so that teardown finishes (drills.core.signals). The journal, not the console, s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -25,7 +24,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
@@ -33,6 +31,7 @@ from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, reve
 from drills.core.record import NOT_STARTED, Category, Outcome, Record
 from drills.core.preflight import check_run, feature_selection
 from drills.core.runwatch import RunWatch
+from drills.core.scoped import no_bytecode_written, working_dir
 from drills.core.selection import check_selection
 from drills.core.signals import stop_on_signal
 
@@ -216,7 +215,6 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     """pytest on the features, in this process; `lane` = (lanes dir, lane number) when it is one lane of
     a parallel run (drills.core.lanes): then it claims scenarios from the shared counter and writes its
     own JUnit file (the supervisor merges them), and never cleans the shared Allure results."""
-    import sys
 
     import pytest
 
@@ -256,19 +254,8 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     for path in named:  # a folder of .feature files or one file: its binder is collected, filtered to these
         args += ["--drills-feature", path]
     log.debug("pytest %s", " ".join(args))
-    with _cwd(REPO), _no_bytecode_written():
+    with working_dir(REPO), no_bytecode_written():
         return int(pytest.main(args, plugins=[watch]))
-
-
-@contextlib.contextmanager
-def _no_bytecode_written():
-    """A user's features folder (its binder, a conftest) is read, never written: importing it — pytest's
-    assert rewrite, Python's own import — would leave a __pycache__ in it wherever bytecode may be written."""
-    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        yield
-    finally:
-        sys.dont_write_bytecode = before
 
 
 def _lanes(opts: RunOptions, profile) -> int:
@@ -393,13 +380,3 @@ class _SameCluster:
         for reached in self._reached.values():
             if not isinstance(reached, BaseException):
                 reached.close()
-
-
-@contextlib.contextmanager
-def _cwd(path: Path) -> Iterator[None]:
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
