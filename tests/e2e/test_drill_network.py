@@ -18,6 +18,7 @@ from drills.profile.model import SwitchConfig
 from drills.faults.switch import uplink as switch
 from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection
 from tests.e2e.matrix import cases
+from tests.e2e.twin_truth_helpers import records as twin_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -26,6 +27,7 @@ FAST = 600.0  # defect runs wait up to 1.2 × the 15m target: ~2 s of wall time
 SLOW = 10.0  # slow enough that the drill still waits when the signal arrives on a busy machine (~40 s of wall)
 TARGET_S = 900.0
 MAX_ERROR_S = 0.01 * TARGET_S
+CLOCK_COPY_S = 1.0  # the drill's copy of the twin's clock is within half a read's round trip (cluster seconds)
 ONE = "carrying and not sonic and not nxos"  # -k: the plain scenario (not the dialect outline)
 
 
@@ -138,13 +140,21 @@ def test_switch_defect_fails_the_drill_naming_the_port(defect, expected, twin_fa
     assert _uplink_up(twin, "leaf-1", port)
 
 
-def test_uplink_is_up_again_after_a_pass(twin_factory, tmp_path):
-    twin = twin_factory(scale=float(SCALE))
-    done = drills("run", "-m", "network", "-k", "nxos and shell", "--twin-state", str(twin.state_dir), "--no-html",
-                  "--reports", str(tmp_path), "--run-id", "pass")
+@pytest.mark.parametrize("transport", ["exec", "shell"])
+def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_factory, tmp_path):
+    """Construction `slow-cli-answer`: the switch shuts the port at once and answers 40 cluster seconds later.
+    The fault is stamped when the line that applies it was sent, so the recovery is measured at most that
+    exchange long and never shorter than the twin's truth; a stamp in the middle of the exchange was ≥ 20 s
+    short here (a busy machine did the same with a healthy switch). The port is up again after the pass."""
+    twin = twin_factory(defects=["slow-cli-answer"], scale=float(SCALE))
+    done = drills("run", "-m", "network", "-k", f"nxos and {transport}", "--twin-state", str(twin.state_dir),
+                  "--no-html", "--reports", str(tmp_path), "--run-id", "pass")
     assert done.returncode == 0, done.stdout + done.stderr
     (rec,) = records(tmp_path / "pass")
     assert rec["verdict"] == "pass" and rec["details"]["switch"] == "leaf-2"
+    fault, restored = (twin_records(twin, kind)[0] for kind in ("fabric_fault", "throughput_restored"))
+    late = rec["recovery_s"] - (restored["at"] - fault["at"])
+    assert -CLOCK_COPY_S <= late <= MAX_ERROR_S, (late, rec["phases"], fault, restored)
     assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
 
 

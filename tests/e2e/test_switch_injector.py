@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from datetime import datetime
 
 from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, InjectionFailed, RevertFailed, TargetUnreachable
@@ -72,6 +73,10 @@ def test_inject_verify_revert(fab, events, name, dialect, iface, transport):
     assert (record.switch, record.interface, record.admin_before, record.admin_after, record.transport) == \
         (name, iface, "up", "down", transport)
     assert switch.UplinkRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    # the stamp is the sending of the line that applies the change (the dialect's `takes_effect`): the switch's own
+    # change lies inside the window that starts there (ms of the ISO stamp aside), never before it
+    stamped = datetime.fromisoformat(record.injected_at.replace("Z", "+00:00")).timestamp()
+    assert stamped <= events[0].at <= stamped + record.stamp_window_s + 0.001, (record, events[0])
 
     assert switch.revert_port(sw, record) == switch.PortState("up", "up")
     assert admin(fab, name, iface) and switch.show_state(sw, iface, transport).admin_up

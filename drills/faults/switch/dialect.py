@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from drills.core import datafiles
 from drills.core.errors import InvalidProfile
@@ -67,6 +67,21 @@ class Commands(_Strict):
     abort_while: str | None = None  # shell: repeat `abort` while the prompt matches (Onyx has no `end`)
     preflight: list[Preflight] = []
     pfc: list[str] | None = None  # one port's PFC (lossless priorities) view; None: not readable on this OS
+    # The line of `shutdown` / `startup` (1-based) on which the switch applies the change: the fault is stamped
+    # when that line was sent (None: the last line; a modal CLI applies `shutdown` before its `end`).
+    takes_effect: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _takes_effect_is_a_line(self) -> "Commands":
+        n = min(len(self.shutdown), len(self.startup))
+        if self.takes_effect is not None and self.takes_effect > n:
+            raise ValueError(f"takes_effect {self.takes_effect} is past the end of shutdown/startup ({n} lines)")
+        return self
+
+    def applying_line(self, which: str) -> int:
+        """The 0-based index of the line of `which` (shutdown / startup) that applies the change."""
+        lines = getattr(self, which)
+        return (self.takes_effect or len(lines)) - 1
 
 
 class CounterRead(_Strict):

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import paramiko
 
@@ -32,12 +34,16 @@ TRANSPORTS = ("exec", "shell")
 @dataclass(frozen=True)
 class CommandResult:
     """What a switch answered: the command(s), the output (stdout then stderr), the exit status
-    (None in a shell, which has none), and the lines that look like an error (the switch's words)."""
+    (None in a shell, which has none), the lines that look like an error (the switch's words), and for
+    each request sent (each exec request, each line typed) the timestamps between which the switch acted
+    on it: from just before it was sent to its answer (the exit status; the prompt after the line), not
+    the session's setup and close around it."""
 
     command: str
     output: str
     status: int | None
     errors: tuple[str, ...] = ()
+    windows: tuple[tuple[float, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -59,7 +65,7 @@ class SwitchSession:
     def __init__(self, cfg: SwitchConfig, transport: str = "exec", *, accept_unknown_host_keys: bool = False,
                  connect_timeout: float = 5.0, command_timeout: float = 10.0,
                  error: type[DrillError] = InjectionFailed, dialect: SwitchDialect | None = None,
-                 expect_host_key: HostKey | None = None) -> None:
+                 expect_host_key: HostKey | None = None, clock: Any | None = None) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.cfg = cfg
@@ -70,6 +76,7 @@ class SwitchSession:
         self.error = error
         self.dialect = dialect or load_switch_dialect(cfg.dialect)
         self.expect_host_key = expect_host_key
+        self._stamp = clock.timestamp if clock is not None else time.time  # the results' windows: cluster time
         self.host_key: HostKey | None = None  # what the switch presented in this login
         self._client: paramiko.SSHClient | None = None
         self._netmiko = None
@@ -134,10 +141,12 @@ class SwitchSession:
         if self._client is None and self._netmiko is None:
             raise RuntimeError("SwitchSession.run before connect()")
         if self.transport == "exec":
-            output, status = self._exec(command)
+            output, status, window = self._exec(command)
         else:
+            sent = self._stamp()
             output, status = self._netmiko_line(command), None
-        result = CommandResult(command, output, status, tuple(self.dialect.error_lines(output)))
+            window = (sent, self._stamp())
+        result = CommandResult(command, output, status, tuple(self.dialect.error_lines(output)), (window,))
         self.sent.append(command)
         log.info("%s: sent %r → status %s, %d bytes", self.where, command, status, len(output))
         return result
@@ -150,14 +159,16 @@ class SwitchSession:
         if self.transport == "exec" and self.dialect.exec_join is not None:
             return self.run(self.dialect.exec_join.join(lines))
         outputs: list[str] = []
+        windows: list[tuple[float, float]] = []
         status: int | None = None
         for line in lines:
             res = self.run(line)
             outputs.append(res.output)
+            windows.extend(res.windows)
             status = res.status
             if not res.ok:
-                return CommandResult(line, "\n".join(outputs), res.status, res.errors)
-        return CommandResult(" ; ".join(lines), "\n".join(outputs), status)
+                return CommandResult(line, "\n".join(outputs), res.status, res.errors, tuple(windows))
+        return CommandResult(" ; ".join(lines), "\n".join(outputs), status, (), tuple(windows))
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_identity(self) -> None:
@@ -170,10 +181,14 @@ class SwitchSession:
             "was injected: another device answers at that address; nothing was sent to it. Check the switch; if it "
             "is the same one re-keyed, run `drills revert --accept-new-host-key`")
 
-    def _exec(self, command: str) -> tuple[str, int]:
+    def _exec(self, command: str) -> tuple[str, int, tuple[float, float]]:
+        """One exec request: its output, exit status and window (from the request to the exit status; the
+        channel's opening before it and the reading to EOF and the close after it are not part of it)."""
         try:
             chan = self._client.get_transport().open_session(timeout=self.command_timeout)
             chan.settimeout(self.command_timeout)
+            chan.status_event = answered = _StampedEvent(self._stamp)  # paramiko sets it on the exit status
+            sent = self._stamp()
             chan.exec_command(command)
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
@@ -187,7 +202,7 @@ class SwitchSession:
         except (paramiko.SSHException, EOFError, OSError) as err:
             raise TargetUnreachable(f"{self.where} dropped the session during `{command}` ({err})") from None
         text = clean_output((out + (b"\n" if out and err else b"") + err).decode("utf-8", "replace"))
-        return text.rstrip("\n"), status
+        return text.rstrip("\n"), status, (sent, answered.at)
 
     def _netmiko_line(self, line: str) -> str:
         """One line typed into netmiko's session, read until the dialect's prompt (any mode)."""
@@ -213,6 +228,21 @@ class SwitchSession:
         return TargetUnreachable(f"{self.where} did not finish `{command}` within {self.command_timeout:g} s "
                                  f"(no {'prompt' if self.transport == 'shell' else 'exit status'}): is the dialect "
                                  f"{self.dialect.name} right, and is the switch overloaded?")
+
+
+class _StampedEvent(threading.Event):
+    """A channel's `status_event` that keeps when it was first set (the exit status arrived, or the channel
+    closed without one): the answer's time, before the EOF and close handshake that follow it."""
+
+    def __init__(self, stamp) -> None:
+        super().__init__()
+        self._stamp = stamp
+        self.at: float | None = None
+
+    def set(self) -> None:
+        if self.at is None:
+            self.at = self._stamp()
+        super().set()
 
 
 def _unanchored(prompt: str) -> str:

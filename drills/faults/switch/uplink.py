@@ -68,12 +68,15 @@ class UplinkRecord:
     oper_before: str
     admin_after: str
     oper_after: str
-    injected_at: str  # ISO 8601 UTC ms: middle of the shutdown's round trip (cluster time when a clock is given)
+    # ISO 8601 UTC ms (cluster time when a clock is given): when the line that applies the shutdown was sent, the
+    # earliest the switch can have acted: a recovery is measured at most `stamp_window_s` long, never short
+    injected_at: str
     # The port's traffic, from the switch's counters (None: this switch's counters could not be read):
     carried_packets: int | None = None  # packets (rx+tx) counted between the login and the shutdown
     carried_bps: float | None = None  # the rate the switch printed just before the shutdown (None: not printed)
     packets_after: int | None = None  # packets counted between two reads once the port was down
     host_key: str | None = None  # the key the switch presented at inject ("ssh-ed25519 SHA256:…"): its identity
+    stamp_window_s: float | None = None  # from sending that line to the switch's answer (cluster seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,7 +99,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     name = switch_cfg.name
     sent = False
     try:
-        with SwitchSession(switch_cfg, error=InjectionFailed, **opts) as session:
+        with SwitchSession(switch_cfg, error=InjectionFailed, clock=clock, **opts) as session:
             first = _counters(session, interface)
             before = _state(session, interface, InjectionFailed)
             if not before.admin_up:
@@ -113,10 +116,9 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
             command = session.dialect.command("shutdown", interface)
             last = _counters(session, interface)
             try:
-                at = _now_dt(clock)
                 sent = True
                 res = session.run_lines(command)
-                shut_at = at + (_now_dt(clock) - at) / 2  # the switch applied it during the round trip
+                shut_at, window_s = _applied(session, res)
                 if not res.ok:
                     raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                           f"(`{res.command}`)")
@@ -143,7 +145,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                           before.admin, before.oper, after.admin, after.oper, _iso(shut_at),
                           last.packets - first.packets if first and last else None, last.bps if last else None,
                           still.packets - down.packets if down and still else None,
-                          str(session.host_key) if session.host_key else None)
+                          str(session.host_key) if session.host_key else None, round(window_s, 6))
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record
@@ -251,6 +253,17 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
 # -- helpers -----------------------------------------------------------------------------------
 class _NotActing(InjectionFailed):
     """The switch accepted the shutdown, went admin down, but the link stayed up."""
+
+
+def _applied(session: SwitchSession, res) -> tuple[datetime, float]:
+    """When the switch can first have applied the shutdown, and how long it took to answer: the window of the
+    line that applies it (the dialect's `takes_effect`; one window when the lines went as one exec request).
+    The window's start, not its middle: the switch acts early in it, and the rest (writing its answer, the exit
+    status) stretches on a busy switch or machine, so a middle stamp lands after the fault and measures the
+    recovery short, a PASS the platform may not deserve; the start can only measure it long."""
+    windows = res.windows
+    start, end = windows[min(session.dialect.commands.applying_line("shutdown"), len(windows) - 1)]
+    return datetime.fromtimestamp(start, timezone.utc), end - start
 
 
 def _check_names(cfg: SwitchConfig, interface: str) -> None:

@@ -35,7 +35,7 @@ class SwitchCli:
 
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
                  hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False,
-                 traffic: Any | None = None, lossy: set[str] | frozenset = frozenset()) -> None:
+                 traffic: Any | None = None, lossy: set[str] | frozenset = frozenset(), answer_after_s: float = 0.0) -> None:
         self.fabric = fabric
         self.lossy = frozenset(lossy)  # ports without PFC/ECN (RoCE lossless config missing)
         self.switch = switch
@@ -46,6 +46,9 @@ class SwitchCli:
         self._pending: dict[str, bool] = {}
         self._rev = 1
         self.rejects_shutdown = rejects_shutdown  # defect cli-rejects-shutdown: the OS's own refusal
+        # defect slow-cli-answer: a line that changed a port is answered this many cluster seconds after the change
+        # (a busy supervisor, a config daemon that writes its database first): the change comes early in the exchange
+        self.answer_after_s = answer_after_s
         self.traffic = traffic  # drills.twin.fabric.traffic.Traffic: the ports' counters (None: all zero)
         self._log: list[str] = []
 
@@ -164,7 +167,11 @@ class CliSession:
                 continue
             m = pattern.fullmatch(line)
             if m:
-                return self._dispatch(rule, m, line, offset)
+                changes = self.cli.fabric.changes
+                res = self._dispatch(rule, m, line, offset)
+                if self.cli.answer_after_s and self.cli.fabric.changes != changes:
+                    self.cli.fabric.pause(self.cli.answer_after_s)
+                return res
         return self._unknown(line, offset)
 
     # -- helpers -----------------------------------------------------------------------------

@@ -80,6 +80,7 @@ def start_fabric(
     password_env: str = PASSWORD_ENV,
     oper_stays_up: bool = False,
     cli_rejects_shutdown: bool = False,
+    cli_answer_after_s: float = 0.0,
     idle_uplinks: int = 0,
     lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
 ) -> FabricHandle:
@@ -88,7 +89,8 @@ def start_fabric(
     `password` (optional) enables password auth too; it is never logged nor written: the inventory
     only names the environment variable (`password_env`) a client should read it from.
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
-    (twin profile `fabric.port_faults`); `lossy_ports` are (switch, iface) without PFC/ECN.
+    (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
+    (switch, iface) without PFC/ECN.
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
@@ -106,7 +108,7 @@ def start_fabric(
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
             cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic,
-                            lossy={i for sw, i in lossy_ports if sw == s.name})
+                            lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()

@@ -188,6 +188,15 @@ class Fabric:
     def now(self) -> float:
         return self._clock.timestamp() if self._clock is not None else time.time()
 
+    @property
+    def changes(self) -> int:
+        """How many admin changes the fabric has taken so far (a reader compares two of these)."""
+        return self._seq
+
+    def pause(self, cluster_seconds: float) -> None:
+        """Block the calling thread for `cluster_seconds` of the fabric's clock (a slow control plane)."""
+        time.sleep(cluster_seconds / float(getattr(self._clock, "scale", 1.0) or 1.0))
+
     def lock(self) -> threading.RLock:
         """The fabric's lock, for readers that must see link state and their own derived state at once."""
         return self._lock
