@@ -13,6 +13,7 @@ import yaml
 from aiohttp import web
 
 from drills.twin.api import managed, partial, protobuf, schema, status as st
+from drills.twin.api.keys import CREATED, OBJECT_NAME, STORE, TARGET, USER, VERB
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selection import Selection, from_query
@@ -26,8 +27,8 @@ __all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dr
 log = logging.getLogger(__name__)
 
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
-WARNINGS = "warnings"  # request key: Warning header values the response carries (server.py writes them)
-OPEN_WATCHES = "open_watches"  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
+WARNINGS = web.RequestKey("warnings", list)  # request key: Warning header values the response carries (server.py writes them)
+OPEN_WATCHES = web.AppKey("open_watches", dict)  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
 _TRUE = ("1", "true", "True")
 
 
@@ -70,43 +71,43 @@ async def dispatch(request: web.Request, target: Target, legacy_watch: bool = Fa
     """Route one resource request to its verb."""
     from drills.twin.api import subresources, watch  # cycle: they use this module's helpers
 
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     method = request.method
-    request["target"] = target
+    request[TARGET] = target
     if target.sub:
         return await subresources.dispatch(request, store, target)
     if target.rt.group == "authorization.k8s.io":
         if method != "POST" or target.name is not None:
             raise st.method_not_allowed("the server does not allow this method on the requested resource")
-        request["verb"] = "create"
+        request[VERB] = "create"
         return json_response(access_review(request, store, await read_body(request, target.rt)), status=201)
     if method == "GET":
         if legacy_watch or request.query.get("watch") in _TRUE:
-            request["verb"] = "watch"
+            request[VERB] = "watch"
             return await _watch(request, store, target, watch.serve)
         if target.name is None:
-            request["verb"] = "list"
+            request[VERB] = "list"
             return _list(request, store, target)
-        request["verb"] = "get"
+        request[VERB] = "get"
         return _render(request, store, target.rt, store.get_entry(target.rt, target.namespace, target.name))
     if method == "POST" and target.name is None:
-        request["verb"] = "create"
+        request[VERB] = "create"
         return await _create(request, store, target)
     if method == "PUT" and target.name is not None:
-        request["verb"] = "update"
+        request[VERB] = "update"
         obj = await read_body(request, target.rt)
         check_fields(request, target.rt, obj)
         out = store.replace(target.rt, target.namespace, target.name, obj, dry_run=is_dry_run(request))
         return json_response(out)
     if method == "PATCH" and target.name is not None:
-        request["verb"] = "patch"
+        request[VERB] = "patch"
         out = await patch_object(request, store, target)
-        return json_response(out, status=201 if request.get("created") else 200)
+        return json_response(out, status=201 if request.get(CREATED) else 200)
     if method == "DELETE":
         if target.name is None:
-            request["verb"] = "deletecollection"
+            request[VERB] = "deletecollection"
             return await _delete_collection(request, store, target)
-        request["verb"] = "delete"
+        request[VERB] = "delete"
         return json_response(await delete_object(request, store, target))
     raise st.method_not_allowed("the server does not allow this method on the requested resource")
 
@@ -200,7 +201,7 @@ async def patch_object(request: web.Request, store: Store, target: Target, sub: 
         managed.check_apply(body, request.query.get("fieldManager", ""))
     if ctype == APPLY_PATCH and store.find(rt, target.namespace, target.name) is None and sub is None:
         body.setdefault("metadata", {})["name"] = target.name
-        request["created"] = True
+        request[CREATED] = True
         created = managed.applied(dict(body, apiVersion=rt.api_version, kind=rt.kind), body,
                                   request.query["fieldManager"], store.now_iso())
         return store.create(rt, created, target.namespace, dry_run=is_dry_run(request))
@@ -249,7 +250,7 @@ def access_review(request: web.Request, store: Store, review: dict) -> dict:
     if review.get("kind") == "SubjectAccessReview":
         user = rbac.User(spec.get("user") or "", tuple(spec.get("groups") or ()))
     else:
-        user = request.get("user")
+        user = request.get(USER)
     ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if ra:
         attrs = rbac.Attributes(verb=ra.get("verb", ""), api_group=ra.get("group", ""), resource=ra.get("resource", ""),
@@ -342,9 +343,9 @@ def _table_response(request: web.Request, store: Store, rt: ResourceType, objs: 
 async def _create(request: web.Request, store: Store, target: Target) -> web.Response:
     obj = await read_body(request, target.rt)
     check_fields(request, target.rt, obj)
-    request["object_name"] = (obj.get("metadata") or {}).get("name") or ""
+    request[OBJECT_NAME] = (obj.get("metadata") or {}).get("name") or ""
     out = store.create(target.rt, obj, target.namespace, dry_run=is_dry_run(request))
-    request["object_name"] = out["metadata"]["name"]
+    request[OBJECT_NAME] = out["metadata"]["name"]
     return json_response(out, status=201)
 
 

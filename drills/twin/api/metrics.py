@@ -14,6 +14,7 @@ from aiohttp import web
 from drills.core.clock import to_iso
 from drills.twin.api import status as st
 from drills.twin.api.handlers import json_response
+from drills.twin.api.keys import STORE
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selectors import parse_label_selector
 from drills.twin.controllers.nodeutil import parse_quantity
@@ -40,7 +41,7 @@ def routes() -> list[web.RouteDef]:
 
 
 async def _node_list(request: web.Request) -> web.Response:
-    store = request.app["store"]
+    store = request.app[STORE]
     selected = parse_label_selector(request.query.get("labelSelector"))
     nodes = [n for n in store.list(_NODES)[0] if selected(n["metadata"].get("labels"))]
     usage = _usage_by_node(store)
@@ -48,7 +49,7 @@ async def _node_list(request: web.Request) -> web.Response:
 
 
 async def _node(request: web.Request) -> web.Response:
-    store = request.app["store"]
+    store = request.app[STORE]
     node = store.find(_NODES, None, request.match_info["name"])
     if node is None:
         raise _not_found("nodes", request.match_info["name"])
@@ -56,7 +57,7 @@ async def _node(request: web.Request) -> web.Response:
 
 
 async def _pod_list(request: web.Request) -> web.Response:
-    store = request.app["store"]
+    store = request.app[STORE]
     selected = parse_label_selector(request.query.get("labelSelector"))
     pods = [p for p in store.list(_PODS, request.match_info.get("ns"))[0]
             if _running(p) and selected(p["metadata"].get("labels"))]
@@ -64,7 +65,7 @@ async def _pod_list(request: web.Request) -> web.Response:
 
 
 async def _pod(request: web.Request) -> web.Response:
-    store = request.app["store"]
+    store = request.app[STORE]
     pod = store.find(_PODS, request.match_info["ns"], request.match_info["name"])
     if pod is None or not _running(pod):
         raise _not_found("pods", request.match_info["name"])

@@ -19,6 +19,7 @@ from aiohttp import WSMsgType, web
 
 from drills.twin.api import status as st
 from drills.twin.api.handlers import Target
+from drills.twin.api.keys import VERB
 from drills.twin.api.portforward_spdy import PROTOCOL as SPDY_TUNNEL
 from drills.twin.api.portforward_spdy import serve as serve_spdy
 from drills.twin.api.remotecommand import upgrade
@@ -31,7 +32,7 @@ PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io")
 
 
 async def portforward_pod(request: web.Request, store: Store, target: Target) -> web.StreamResponse:
-    request["verb"] = "create" if request.method == "POST" else "get"
+    request[VERB] = "create" if request.method == "POST" else "get"
     tunnel = SPDY_TUNNEL in [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
     ports = [] if tunnel else _ports(request.query.getall("ports", []))  # kubectl names ports in its streams
     pod = store.get(target.rt, target.namespace, target.name)

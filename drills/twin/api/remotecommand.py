@@ -18,6 +18,7 @@ from aiohttp import WSMsgType, web
 
 from drills.twin.api import status as st
 from drills.twin.api.handlers import Target
+from drills.twin.api.keys import VERB
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
 from drills.twin.workloads import container_exec
@@ -39,7 +40,7 @@ _NODES = by_path("", "v1", "nodes")
 
 async def exec_pod(request: web.Request, store: Store, target: Target, container: str) -> web.StreamResponse:
     """`container` is the one the request names (or the pod's only/default one: subresources.log_container)."""
-    request["verb"] = "create" if request.method == "POST" else "get"
+    request[VERB] = "create" if request.method == "POST" else "get"
     q = request.query
     command = q.getall("command", [])
     if not command:

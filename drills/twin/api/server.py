@@ -21,6 +21,7 @@ from aiohttp import web
 from drills.twin.api import discovery, metrics, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, WARNINGS, dispatch, resolve
+from drills.twin.api.keys import ATTRIBUTES, AUDIT, AUTHORIZATION, OBJECT_NAME, STARTED, STORE, TARGET, USER, VERB
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
 from drills.twin.api.tls import NAMESPACE as SERVICE_ACCOUNT_NAMESPACE, TlsFiles, server_context
@@ -35,15 +36,14 @@ _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE"
 
 
 _TOKEN = web.AppKey("bearer_token", str)
-_STARTED = "response_started"  # the status a streamed response (watch, log follow) started with
 
 
 def build_app(store: Store, audit: AuditLog | None = None, token: str | None = None) -> web.Application:
     """The aiohttp application serving `store` (the audit log is optional for in-process tests); `token`:
     the bearer token HTTPS requests must carry."""
     app = web.Application(middlewares=[_status_errors, _audited, _authenticated], client_max_size=64 * 1024 * 1024)
-    app["store"] = store
-    app["audit"] = audit
+    app[STORE] = store
+    app[AUDIT] = audit
     app[_TOKEN] = token or ""
     app[watch.WATCH_QUEUES] = set()
     app[OPEN_WATCHES] = {}
@@ -150,13 +150,13 @@ async def _authenticated(request: web.Request, handler) -> web.StreamResponse:
         user = _user_of(request, given.strip()) if scheme.lower() == "bearer" else None
         if user is None:
             raise st.ApiError(401, "Unauthorized", "Unauthorized")
-        request["user"] = user
+        request[USER] = user
         if not request.path.startswith(TWIN_PREFIX):
             attrs = request_attributes(request)
-            reason = rbac.decide(request.app["store"], user, attrs)
-            request["authorization"] = {"authorization.k8s.io/decision": "allow" if reason else "forbid",
+            reason = rbac.decide(request.app[STORE], user, attrs)
+            request[AUTHORIZATION] = {"authorization.k8s.io/decision": "allow" if reason else "forbid",
                                         "authorization.k8s.io/reason": reason or ""}
-            request["attributes"] = attrs
+            request[ATTRIBUTES] = attrs
             if reason is None:
                 raise rbac.forbidden(user, attrs)
     return await handler(request)
@@ -166,7 +166,7 @@ def _user_of(request: web.Request, given: str) -> rbac.User | None:
     token = request.app[_TOKEN]
     if hmac.compare_digest(given.encode(), token.encode()):
         return rbac.service_account_user(SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_NAME)
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     for secret in store.list(_SECRETS)[0]:
         if secret.get("type") != "kubernetes.io/service-account-token":
             continue
@@ -222,7 +222,7 @@ def _parse_path(parts: list[str]) -> tuple[bool, str, str | None, str | None, st
 
 @web.middleware
 async def _audited(request: web.Request, handler) -> web.StreamResponse:
-    audit: AuditLog | None = request.app["audit"]
+    audit: AuditLog | None = request.app[AUDIT]
     if audit is None:
         return await handler(request)
     if request.path.startswith(TWIN_PREFIX):
@@ -244,31 +244,31 @@ async def _audited(request: web.Request, handler) -> web.StreamResponse:
         code = exc.status
         raise
     except asyncio.CancelledError:  # the client hung up: a watch or log follow ends so
-        code = request.get(_STARTED, 499)
+        code = request.get(STARTED, 499)
         raise
     finally:
         _record(audit, request, code)
 
 
 def _record(audit: AuditLog, request: web.Request, code: int) -> None:
-    target = request.get("target")
-    attrs: rbac.Attributes | None = request.get("attributes")
-    verb = request.get("verb") or (attrs.verb if attrs else _VERB_BY_METHOD.get(request.method,
+    target = request.get(TARGET)
+    attrs: rbac.Attributes | None = request.get(ATTRIBUTES)
+    verb = request.get(VERB) or (attrs.verb if attrs else _VERB_BY_METHOD.get(request.method,
                                                                                    request.method.lower()))
-    user: rbac.User | None = request.get("user")
+    user: rbac.User | None = request.get(USER)
     if target is not None:
         where = {"group": target.rt.group, "resource": target.rt.plural, "subresource": target.sub,
-                 "namespace": target.namespace, "name": target.name or request.get("object_name")}
+                 "namespace": target.namespace, "name": target.name or request.get(OBJECT_NAME)}
     elif attrs is not None and attrs.resource_request:
         where = {"group": attrs.api_group, "resource": attrs.resource, "subresource": attrs.subresource,
                  "namespace": attrs.namespace, "name": attrs.name}
     else:
         where = {"group": "", "resource": request.path, "subresource": None, "namespace": None,
-                 "name": request.get("object_name")}
+                 "name": request.get(OBJECT_NAME)}
     audit.record(verb=verb, **where, user_agent=request.headers.get("User-Agent", ""), code=code,
                  dry_run=bool(request.query.getall("dryRun", [])), method=request.method, path=request.path,
                  user={"username": user.name, "groups": list(user.groups)} if user else None,
-                 annotations=request.get("authorization"))
+                 annotations=request.get(AUTHORIZATION))
 
 
 async def _twin_audited(request: web.Request, handler, audit: AuditLog) -> web.StreamResponse:
@@ -295,9 +295,9 @@ def _status_response(body: dict, code: int) -> web.Response:
 
 
 async def _on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
-    request[_STARTED] = response.status
+    request[STARTED] = response.status
 
 
 async def _on_shutdown(app: web.Application) -> None:
     watch.close_all(app)
-    app["store"].logs.close_all()
+    app[STORE].logs.close_all()

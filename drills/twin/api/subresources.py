@@ -13,6 +13,7 @@ from drills.core.clock import parse_iso
 from drills.twin.api import status as st
 from drills.twin.api.disruption import check_eviction
 from drills.twin.api.handlers import Target, grace_seconds, is_dry_run, json_response, patch_object, read_body
+from drills.twin.api.keys import VERB
 from drills.twin.api.logs import LogLine
 from drills.twin.api.patch import PatchError, apply_patch
 from drills.twin.api.portforward import portforward_pod
@@ -56,13 +57,13 @@ def log_container(pod: dict, container: str | None) -> str:
 
 # -- status ------------------------------------------------------------------------------------------------
 async def _get_status(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "get"
+    request[VERB] = "get"
     return web.Response(body=store.get_entry(target.rt, target.namespace, target.name).raw,
                         content_type="application/json")
 
 
 async def _put_status(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "update"
+    request[VERB] = "update"
     obj = await read_body(request, target.rt)
     out = store.replace(target.rt, target.namespace, target.name, obj, subresource="status",
                         dry_run=is_dry_run(request))
@@ -70,13 +71,13 @@ async def _put_status(request: web.Request, store: Store, target: Target) -> web
 
 
 async def _patch_status(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "patch"
+    request[VERB] = "patch"
     return json_response(await patch_object(request, store, target, sub="status"))
 
 
 async def _put_finalize(request: web.Request, store: Store, target: Target) -> web.Response:
     """PUT namespaces/{name}/finalize: the namespace controller clears spec.finalizers once the namespace is empty."""
-    request["verb"] = "update"
+    request[VERB] = "update"
     obj = await read_body(request, target.rt)
     return json_response(store.replace(target.rt, target.namespace, target.name, obj, subresource="finalize",
                                        dry_run=is_dry_run(request)))
@@ -98,18 +99,18 @@ def _scale(obj: dict) -> dict:
 
 
 async def _get_scale(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "get"
+    request[VERB] = "get"
     return json_response(_scale(store.get(target.rt, target.namespace, target.name)))
 
 
 async def _put_scale(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "update"
+    request[VERB] = "update"
     body = await read_body(request, None, kind="Scale")
     return json_response(_set_replicas(request, store, target, body))
 
 
 async def _patch_scale(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "patch"
+    request[VERB] = "patch"
     raw = await request.read()
     try:
         patch = json.loads(raw)
@@ -138,7 +139,7 @@ def _set_replicas(request: web.Request, store: Store, target: Target, scale: dic
 
 # -- pods/binding and pods/eviction ------------------------------------------------------------------------
 async def _binding(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "create"
+    request[VERB] = "create"
     body = await read_body(request, None, kind="Binding")
     node = (body.get("target") or {}).get("name")
     if not node:
@@ -161,7 +162,7 @@ async def _binding(request: web.Request, store: Store, target: Target) -> web.Re
 
 
 async def _eviction(request: web.Request, store: Store, target: Target) -> web.Response:
-    request["verb"] = "create"
+    request[VERB] = "create"
     body = await read_body(request, None, kind="Eviction")
     meta = body.get("metadata") or {}
     if meta.get("name") not in (None, target.name):
@@ -176,7 +177,7 @@ async def _eviction(request: web.Request, store: Store, target: Target) -> web.R
 
 # -- pods/log ----------------------------------------------------------------------------------------------
 async def _log(request: web.Request, store: Store, target: Target) -> web.StreamResponse:
-    request["verb"] = "get"
+    request[VERB] = "get"
     q = request.query
     pod = store.get(target.rt, target.namespace, target.name)
     container = log_container(pod, q.get("container"))

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from drills.twin.api import status as st
 from drills.twin.api.handlers import json_response
+from drills.twin.api.keys import STORE
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
 from drills.twin.controllers.nodeutil import (
@@ -50,7 +51,7 @@ def routes() -> list[web.RouteDef]:
 
 
 async def _get_kubelet(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     name = request.match_info["name"]
     ann = store.get(_NODES, None, name)["metadata"].get("annotations") or {}
     stopped = ann.get(KUBELET_ANNOTATION) == "stopped"
@@ -59,7 +60,7 @@ async def _get_kubelet(request: web.Request) -> web.Response:
 
 
 async def _set_kubelet(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     name = request.match_info["name"]
     body = await _body(request)
     action = str(body.get("action") or body.get("state") or "").lower()
@@ -87,7 +88,7 @@ async def _set_kubelet(request: web.Request) -> web.Response:
 
 
 async def _set_gpu(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     name = request.match_info["name"]
     body = await _body(request)
     state = str(body.get("state") or body.get("action") or "").lower()
@@ -115,7 +116,7 @@ async def _set_gpu(request: web.Request) -> web.Response:
 
 
 async def _exit_container(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     ns, name = request.match_info["namespace"], request.match_info["name"]
     body = await _body(request)
     try:

@@ -26,6 +26,7 @@ from drills.core.clock import to_iso
 from drills.twin.api import status as st
 from drills.twin.api import twin_node_routes
 from drills.twin.api.handlers import OPEN_WATCHES, json_response
+from drills.twin.api.keys import AUDIT, STORE
 from drills.twin.api.resources import RESOURCES, by_kind, by_path
 from drills.twin.api.store import Store
 from drills.twin.api.subresources import log_container
@@ -35,7 +36,7 @@ __all__ = ["routes", "HEALTH", "write_stdout"]
 log = logging.getLogger(__name__)
 
 _PODS = by_path("", "v1", "pods")
-HEALTH = "twin_health"  # app key: the twin's Health (set by the runtime; absent in bare API-server tests)
+HEALTH = web.AppKey("twin_health", object)  # app key: the twin's Health (set by the runtime; absent in bare API-server tests)
 
 
 def routes() -> list[web.RouteDef]:
@@ -51,19 +52,19 @@ def routes() -> list[web.RouteDef]:
 
 
 async def _clock(request: web.Request) -> web.Response:
-    clock = request.app["store"].clock
+    clock = request.app[STORE].clock
     now = clock.timestamp()
     return json_response({"now": now, "scale": clock.scale, "nowIso": to_iso(now)})
 
 
 async def _audit(request: web.Request) -> web.Response:
-    audit = request.app.get("audit")
+    audit = request.app.get(AUDIT)
     since = int(request.query.get("since", "0") or 0)
     return json_response(audit.records(since) if audit else [])  # type: ignore[arg-type]
 
 
 async def _stats(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     counts = {f"{rt.plural}.{rt.group}" if rt.group else rt.plural: store.count(rt) for rt in RESOURCES}
     watchers = list(request.app.get(OPEN_WATCHES, {}).values())
     return json_response({"resourceVersion": store.resource_version, "watches": store.watcher_count(),
@@ -83,7 +84,7 @@ async def _append_log(request: web.Request) -> web.Response:
         lines.pop()
     at = float(request.query["at"]) if request.query.get("at") else None
     restart = request.query.get("restart") in ("1", "true", "True")
-    appended = write_stdout(request.app["store"], request.match_info["namespace"], request.match_info["name"],
+    appended = write_stdout(request.app[STORE], request.match_info["namespace"], request.match_info["name"],
                             request.query.get("container"), lines, at, restart=restart)
     return json_response({"appended": appended})
 
@@ -101,7 +102,7 @@ def write_stdout(store: Store, ns: str, name: str, container: str | None, lines:
 
 
 async def _load(request: web.Request) -> web.Response:
-    store: Store = request.app["store"]
+    store: Store = request.app[STORE]
     try:
         body = json.loads(await request.read())
     except ValueError as err:

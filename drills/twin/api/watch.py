@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 BOOKMARK_INTERVAL_S = 10.0
 DEFAULT_TIMEOUT_S = 1800.0
 _STOP = ("STOP", None)
-WATCH_QUEUES = "watch_queues"  # app key: the set of open watch queues (created by the server)
+WATCH_QUEUES = web.AppKey("watch_queues", set)  # app key: the set of open watch queues (created by the server)
 
 
 async def serve(request: web.Request, store: Store, target: Target) -> web.StreamResponse:

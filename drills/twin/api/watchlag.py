@@ -12,9 +12,11 @@ import asyncio
 from collections import deque
 from typing import Any
 
+from aiohttp import web
+
 __all__ = ["LaggedQueue", "WATCH_LAG", "is_twin_component"]
 
-WATCH_LAG = "watch_lag_s"  # app key: the lag in twin seconds (0: none)
+WATCH_LAG = web.AppKey("watch_lag_s", float)  # app key: the lag in twin seconds (0: none)
 
 
 def is_twin_component(request) -> bool:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from aiohttp import web
+
 from drills.twin.workloads.hub import WorkloadHub, hub_for
 
 __all__ = ["install", "WorkloadHub", "hub_for", "TRUTH_APP_KEY"]
 
 log = logging.getLogger(__name__)
 
-TRUTH_APP_KEY = "truth"  # the API server's app key `GET /twin/v1/truth` reads
+TRUTH_APP_KEY = web.AppKey("truth", object)  # the API server's app key `GET /twin/v1/truth` reads
 
 
 def install(twin: Any) -> None:
@@ -47,8 +49,6 @@ def install(twin: Any) -> None:
 
 async def _truth(request: Any) -> Any:
     """`GET /twin/v1/truth[?kind=K][&subject=ns/name][&since=EPOCH]`: the snapshot, records filtered."""
-    from aiohttp import web
-
     truth = request.app[TRUTH_APP_KEY]
     snap = truth.snapshot()
     q = request.query

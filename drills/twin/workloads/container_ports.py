@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Awaitable, Callable, Iterable, Protocol
 
 import h11
+from aiohttp import web
 
 __all__ = ["Connection", "Echo", "Factory", "HttpConnection", "HttpReply", "HttpRequest", "PORT_PROGRAMS", "Program",
            "listener"]
 
-PORT_PROGRAMS = "twin.port_programs"  # app key: extra Programs registered by components
+PORT_PROGRAMS = web.AppKey("twin.port_programs", list)  # app key: extra Programs registered by components
 NGINX_VERSION = "1.31.5"  # nginx/nginx src/core/nginx.h at the commit the welcome page is from
 _NGINX_PAGE = (Path(__file__).parent / "pages" / "nginx-index.html").read_bytes()
 _VERSION_TAG = re.compile(r"^\d+\.\d+\.\d+")
