@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Iterable
 import yaml
 
 from drills.core.clock import DilatedClock, to_iso
-from drills.core.heap import freeze_startup_heap
+from drills.core.heap import freeze_after_slow_collections, freeze_startup_heap
 from drills.twin.api.watchlag import WATCH_LAG
 from drills.core.errors import DrillError
 from drills.core.liveness import ProcessIdentity
@@ -85,6 +85,7 @@ class Twin:
         self.info: dict[str, Any] = {}
         self._components: list[Component] = []
         self._started: list[Component] = []
+        self._unfreeze: Callable[[], None] | None = None
         for spec in COMPONENT_PROVIDERS if providers is None else providers:
             _provider(spec)(self)
 
@@ -129,6 +130,7 @@ class Twin:
                 self.info.update(extra)
             log.info("twin component %s started", comp.name)
         log.debug("startup heap frozen: %d objects", freeze_startup_heap())
+        self._unfreeze = freeze_after_slow_collections()  # state loaded or grown later: frozen after a slow collection
         _write_atomic(self.state_dir / TWIN_JSON, json.dumps(self.info, indent=2) + "\n")
         return self.info
 
@@ -157,6 +159,9 @@ class Twin:
         self._started.clear()
         await self.server.stop()
         self.audit.close()
+        if self._unfreeze is not None:
+            self._unfreeze()
+            self._unfreeze = None
 
     async def run_until_signal(self, on_ready: Callable[[dict], None] | None = None,
                                parent_pid: int | None = None) -> None:
