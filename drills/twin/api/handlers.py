@@ -13,7 +13,7 @@ import yaml
 from aiohttp import web
 
 from drills.twin.api import managed, partial, protobuf, schema, status as st
-from drills.twin.api.keys import CREATED, OBJECT_NAME, STORE, TARGET, USER, VERB
+from drills.twin.api.keys import CREATED, OBJECT_NAME, OPEN_WATCHES, STORE, TARGET, USER, VERB, WARNINGS
 from drills.twin.api.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch
 from drills.twin.api.resources import ResourceType, by_path
 from drills.twin.api.selection import Selection, from_query
@@ -27,8 +27,6 @@ __all__ = ["Target", "resolve", "dispatch", "json_response", "read_body", "is_dr
 log = logging.getLogger(__name__)
 
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
-WARNINGS = web.RequestKey("warnings", list)  # request key: Warning header values the response carries (server.py writes them)
-OPEN_WATCHES = web.AppKey("open_watches", dict)  # app key: {token: what one open watch watches} (GET /twin/v1/stats lists them)
 _TRUE = ("1", "true", "True")
 
 
