@@ -22,6 +22,9 @@ class Clock:
     """Cluster time. `now()` is an aware UTC datetime; `sleep(s)` waits `s` cluster seconds."""
 
     scale: float = 1.0
+    # How far this copy of the cluster's clock may be from the cluster's own, either way (cluster seconds):
+    # 0 for the wall clock; for a twin's clock read over HTTP, half the read's round trip, dilated.
+    error_s: float = 0.0
 
     def now(self) -> datetime:
         raise NotImplementedError
@@ -76,6 +79,7 @@ class DilatedClock(Clock):
     scale: float = 60.0
     epoch: float = field(default_factory=time.time)
     wall_anchor: float = field(default_factory=time.monotonic)
+    error_s: float = 0.0
 
     def timestamp(self) -> float:
         return self.epoch + (time.monotonic() - self.wall_anchor) * self.scale

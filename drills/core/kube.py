@@ -249,7 +249,9 @@ def served_clock(api, timeout: float = _TIMEOUT_S):
         if resp.status != 200:  # a real API server: no such path
             return WallClock()
         body = json.loads(data)
-        return DilatedClock(scale=float(body["scale"]), epoch=float(body["now"]), wall_anchor=(before + after) / 2)
+        scale = float(body["scale"])
+        return DilatedClock(scale=scale, epoch=float(body["now"]), wall_anchor=(before + after) / 2,
+                            error_s=(after - before) / 2 * scale)
     except (ValueError, KeyError, TypeError) as err:  # not a twin's answer
         log.debug("no served clock: %s", err)
         return WallClock()
@@ -257,7 +259,8 @@ def served_clock(api, timeout: float = _TIMEOUT_S):
 
 def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> DilatedClock:
     """The twin's clock, read over HTTP: of `samples` reads, the one with the shortest round trip, anchored
-    at its midpoint (the copy is within RTT/2; at 600× a 20 ms round trip is already 6 cluster seconds)."""
+    at its midpoint: the copy is within RTT/2 (its `error_s`; at 600× a 20 ms round trip is already 6 cluster
+    seconds)."""
     import requests
 
     url = twin_url.rstrip("/") + "/twin/v1/clock"
@@ -273,7 +276,8 @@ def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> Dilated
     except (requests.RequestException, ValueError) as err:
         raise TargetUnreachable(f"cannot reach the Kubernetes API at {twin_url}: {short_reason(err)}; "
                                 "check --target/kubeconfig") from None
-    return DilatedClock(scale=float(body["scale"]), epoch=best[1], wall_anchor=best[2])
+    scale = float(body["scale"])
+    return DilatedClock(scale=scale, epoch=best[1], wall_anchor=best[2], error_s=best[0] / 2 * scale)
 
 
 def probe(cluster: Cluster, timeout: float = 5.0) -> None:

@@ -27,7 +27,7 @@ FAST = 600.0  # defect runs wait up to 1.2 × the 15m target: ~2 s of wall time
 SLOW = 10.0  # slow enough that the drill still waits when the signal arrives on a busy machine (~40 s of wall)
 TARGET_S = 900.0
 MAX_ERROR_S = 0.01 * TARGET_S
-CLOCK_COPY_S = 1.0  # the drill's copy of the twin's clock is within half a read's round trip (cluster seconds)
+STAMP_S = 0.002  # ms of the ISO stamps: the drill's own error (its clock copy's) is taken off its fault stamp
 ONE = "carrying and not sonic and not nxos"  # -k: the plain scenario (not the dialect outline)
 
 
@@ -145,7 +145,9 @@ def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_
     """Construction `slow-cli-answer`: the switch shuts the port at once and answers 40 cluster seconds later.
     The fault is stamped when the line that applies it was sent, so the recovery is measured at most that
     exchange long and never shorter than the twin's truth; a stamp in the middle of the exchange was ≥ 20 s
-    short here (a busy machine did the same with a healthy switch). The port is up again after the pass."""
+    short here (a busy machine did the same with a healthy switch). Never shorter whatever the machine's load:
+    the stamp is also early by the bound of the drill's copy of the twin's clock (half its read's round trip; a
+    busy CI machine once made it 1.1 cluster seconds). The port is up again after the pass."""
     twin = twin_factory(defects=["slow-cli-answer"], scale=float(SCALE))
     done = drills("run", "-m", "network", "-k", f"nxos and {transport}", "--twin-state", str(twin.state_dir),
                   "--no-html", "--reports", str(tmp_path), "--run-id", "pass")
@@ -154,7 +156,7 @@ def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_
     assert rec["verdict"] == "pass" and rec["details"]["switch"] == "leaf-2"
     fault, restored = (twin_records(twin, kind)[0] for kind in ("fabric_fault", "throughput_restored"))
     late = rec["recovery_s"] - (restored["at"] - fault["at"])
-    assert -CLOCK_COPY_S <= late <= MAX_ERROR_S, (late, rec["phases"], fault, restored)
+    assert -STAMP_S <= late <= MAX_ERROR_S, (late, rec["phases"], fault, restored)
     assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
 
 

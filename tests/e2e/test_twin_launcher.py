@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from drills.core.errors import DrillError
+from drills.core.kube import twin_clock
 from drills.twin.launcher import read_twin_info, start_twin
 
 
@@ -26,6 +27,24 @@ def test_start_writes_kubeconfig_and_twin_json_and_stop_removes_it(tmp_path):
         assert handle.stop() == 0
     assert read_twin_info(tmp_path) is None
     assert (tmp_path / "audit.jsonl").exists()
+
+
+def test_the_drills_copy_of_a_twins_clock_is_within_its_stated_error(tmp_path):
+    """A recovery is measured between our copy of the twin's clock (the fault's stamp) and the twin's own (its
+    logs): the copy states how far off it may be (half its read's round trip, dilated), and every later read
+    of the twin's clock lies within that of the copy's readings around it, however busy the machine."""
+    handle = start_twin(tmp_path, scale=600)
+    try:
+        copy = twin_clock(handle.url)
+        assert copy.scale == 600 and 0 < copy.error_s < 600 * 5.0  # a round trip under the read's timeout
+        with requests.Session() as session:
+            for _ in range(20):
+                before = copy.timestamp()
+                now = session.get(f"{handle.url}/twin/v1/clock", timeout=5).json()["now"]
+                after = copy.timestamp()
+                assert before - copy.error_s <= now <= after + copy.error_s, (before, now, after, copy.error_s)
+    finally:
+        assert handle.stop() == 0
 
 
 def test_a_twin_that_cannot_start_raises_with_its_reason(tmp_path):

@@ -68,8 +68,9 @@ class UplinkRecord:
     oper_before: str
     admin_after: str
     oper_after: str
-    # ISO 8601 UTC ms (cluster time when a clock is given): when the line that applies the shutdown was sent, the
-    # earliest the switch can have acted: a recovery is measured at most `stamp_window_s` long, never short
+    # ISO 8601 UTC ms (cluster time when a clock is given): when the line that applies the shutdown was sent, less
+    # `clock_error_s`, the earliest the switch can have acted: a recovery is measured at most `stamp_window_s`
+    # + 2 × `clock_error_s` long, never short
     injected_at: str
     # The port's traffic, from the switch's counters (None: this switch's counters could not be read):
     carried_packets: int | None = None  # packets (rx+tx) counted between the login and the shutdown
@@ -77,6 +78,7 @@ class UplinkRecord:
     packets_after: int | None = None  # packets counted between two reads once the port was down
     host_key: str | None = None  # the key the switch presented at inject ("ssh-ed25519 SHA256:…"): its identity
     stamp_window_s: float | None = None  # from sending that line to the switch's answer (cluster seconds)
+    clock_error_s: float | None = None  # our clock copy's bound, taken off `injected_at` (cluster seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,7 +120,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
             try:
                 sent = True
                 res = session.run_lines(command)
-                shut_at, window_s = _applied(session, res)
+                shut_at, window_s = _applied(session, res, clock)
                 if not res.ok:
                     raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                           f"(`{res.command}`)")
@@ -145,7 +147,8 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                           before.admin, before.oper, after.admin, after.oper, _iso(shut_at),
                           last.packets - first.packets if first and last else None, last.bps if last else None,
                           still.packets - down.packets if down and still else None,
-                          str(session.host_key) if session.host_key else None, round(window_s, 6))
+                          str(session.host_key) if session.host_key else None, round(window_s, 6),
+                          round(_clock_error(clock), 6))
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record
@@ -255,15 +258,22 @@ class _NotActing(InjectionFailed):
     """The switch accepted the shutdown, went admin down, but the link stayed up."""
 
 
-def _applied(session: SwitchSession, res) -> tuple[datetime, float]:
+def _applied(session: SwitchSession, res, clock: Any | None) -> tuple[datetime, float]:
     """When the switch can first have applied the shutdown, and how long it took to answer: the window of the
     line that applies it (the dialect's `takes_effect`; one window when the lines went as one exec request).
     The window's start, not its middle: the switch acts early in it, and the rest (writing its answer, the exit
     status) stretches on a busy switch or machine, so a middle stamp lands after the fault and measures the
-    recovery short, a PASS the platform may not deserve; the start can only measure it long."""
+    recovery short, a PASS the platform may not deserve; the start can only measure it long. Less the clock's
+    `error_s`: our copy of a twin's clock may run up to that far ahead of the twin's own (a busy machine's slow
+    clock read), and the twin's logs, not our copy, say when the job recovered."""
     windows = res.windows
     start, end = windows[min(session.dialect.commands.applying_line("shutdown"), len(windows) - 1)]
-    return datetime.fromtimestamp(start, timezone.utc), end - start
+    return datetime.fromtimestamp(start - _clock_error(clock), timezone.utc), end - start
+
+
+def _clock_error(clock: Any | None) -> float:
+    """How far our copy of the cluster's clock may be from the cluster's own (cluster seconds; 0 without one)."""
+    return float(getattr(clock, "error_s", 0.0) or 0.0)
 
 
 def _check_names(cfg: SwitchConfig, interface: str) -> None:
