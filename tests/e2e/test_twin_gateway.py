@@ -7,6 +7,7 @@ import pytest
 import requests
 from kubernetes import client
 
+from drills.measure.vllm_startup import read_startup
 from fixtures.twin import api_client_for
 from twin_truth_helpers import DEPLOY, NS, first, records, twin_now, wait_for
 
@@ -30,6 +31,23 @@ def _ready_pods(core) -> list:
     pods = core.list_namespaced_pod(NS, label_selector=f"app={DEPLOY}").items
     return [p for p in pods if not p.metadata.deletion_timestamp
             and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+
+
+def _assert_log_fits_startup(core, pod) -> None:
+    """The replica's vLLM log, read as the drills read it, tells the startup its pod went through (container
+    start → Ready): its phases add up to no more than that startup, and its lines agree with the durations
+    they print. Pod stamps have whole seconds (1 s); vLLM 0.6 prints the graph capture in whole seconds
+    (0.5 s). A log planned for one Ready while the kubelet drew an earlier one (±10 % of the startup) has
+    its last lines pushed to Ready (a capture shorter than it says) or outlasts its startup."""
+    started = pod.status.container_statuses[0].state.running.started_at.timestamp()
+    ready_at = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready").timestamp()
+    text = core.read_namespaced_pod_log(pod.metadata.name, NS, timestamps=True)
+    startup = read_startup(text)
+    assert startup.ready and {"model_load", "graph_capture"} <= set(startup.seconds), text
+    loaded = startup.seconds["model_load"] + startup.seconds["graph_capture"]
+    assert loaded <= ready_at - started + 1.5, (loaded, ready_at - started, text)
+    capture = (startup.ended["graph_capture"] - startup.started["graph_capture"]).total_seconds()
+    assert abs(capture - startup.seconds["graph_capture"]) <= 0.5 + 1e-3, (capture, text)
 
 
 def _complete(handle, path: str = "/v1/completions", **body) -> requests.Response:
@@ -79,6 +97,8 @@ def test_deleted_pod_is_replaced_and_ready_after_model_load(served):
     assert ready_at - started >= startup * 0.85  # Ready only after the model load (twin seconds, ± jitter)
     back = wait_for(lambda: first(handle, "all_ready", SUBJECT, since=before), "truth: all replicas Ready again")
     assert back["at"] >= ready_at - 1
+    for replica in _ready_pods(core):  # the replacement's and the first replicas' logs (three draws)
+        _assert_log_fits_startup(core, replica)
     assert first(handle, "not_all_ready", SUBJECT, since=before)["at"] <= back["at"]
     assert not records(handle, "gateway_outage_started", SUBJECT)  # one replica served all along
 

@@ -4,11 +4,14 @@ order, the FailedScheduling message, and when NoExecute taints evict a pod."""
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
 from drills.twin.controllers.nodelifecycle import effective_tolerations, eviction_time
-from drills.twin.controllers.nodeutil import matches_node_selector, parse_quantity, pod_requests, toleration_seconds
+from drills.twin.controllers.nodeutil import (
+    matches_node_selector, parse_quantity, pod_requests, readiness_delay, toleration_seconds,
+)
 from drills.twin.controllers.schedfit import NodeState, failure_message, filter_node, preemption_message
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -85,3 +88,18 @@ def test_default_tolerations_evict_after_300_seconds_unless_the_pod_says_otherwi
     assert eviction_time(forever, taints, 300, now=added) is None
     assert eviction_time(_pod(), [{"key": "other", "effect": "NoExecute"}], 300, now=added) == added  # at once
     assert len(effective_tolerations(_pod(), 300)) == 2
+
+
+def test_a_pods_readiness_delay_is_drawn_once_per_container_start():
+    """The kubelet (when Ready comes) and the replica's vLLM log (what it prints before) read the same draw."""
+    timings = SimpleNamespace(pod_startup=2.0, jitter=0.1)
+    replica = {"metadata": {"uid": "u-1", "annotations": {"twin.gpu-drills.io/startup-s": "60"}},
+               "spec": {"containers": [{"name": "vllm"}]},
+               "status": {"containerStatuses": [{"name": "vllm", "restartCount": 0}]}}
+    first = readiness_delay(replica, timings)
+    assert 54 <= first <= 66 and readiness_delay(replica, timings) == first
+    replica["status"]["containerStatuses"][0]["restartCount"] = 1
+    assert readiness_delay(replica, timings) != first  # a restart loads the model again: a new draw
+    draws = {readiness_delay({"metadata": {"uid": f"u-{i}"}}, timings) for i in range(50)}
+    assert len(draws) == 50 and all(1.8 <= d <= 2.2 for d in draws)  # no annotation: the profile's pod startup
+    assert readiness_delay(replica, SimpleNamespace(pod_startup=2.0, jitter=0.0)) == 60.0

@@ -4,7 +4,8 @@
 - Context the stages get: `now`, `host_ip`, `pod_ip`, `image_cached` (the image is in the node's
   cache: `status.images` plus what this kubelet pulled; a pull adds the image to the node's
   `status.images`), `readiness` (the pod annotation `twin.gpu-drills.io/startup-s` in twin seconds,
-  else the profile's `timings.pod_startup`) and `delay` (the stage's actual delay).
+  else the profile's `timings.pod_startup`, already jittered per container start: `readiness_delay`)
+  and `delay` (the stage's actual delay).
 - A node whose kubelet is stopped (node annotation `twin.gpu-drills.io/kubelet: stopped`, see
   `twin_node_routes`) runs no stages; when it starts again its pods are picked up where they were.
 - Deletion: the API server marks a running pod (deletionTimestamp = now + grace); the
@@ -36,7 +37,7 @@ from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import (
-    EXIT_ANNOTATION, STARTUP_ANNOTATION, STOP_ANNOTATION, container_statuses, kubelet_stopped, node_ip, pod_ip,
+    EXIT_ANNOTATION, STOP_ANNOTATION, container_statuses, kubelet_stopped, node_ip, pod_ip, readiness_delay,
     stop_outcome,
 )
 from drills.twin.stages import Stage
@@ -207,11 +208,7 @@ class Kubelet(Controller):
 
     def _context(self, pod: dict, node: dict) -> dict[str, Any]:
         image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")
-        ann = pod["metadata"].get("annotations") or {}
-        try:
-            readiness = float(ann[STARTUP_ANNOTATION])
-        except (KeyError, ValueError):
-            readiness = float(getattr(self.timings, "pod_startup", 2.0))
+        readiness = readiness_delay(pod, self.timings)
         stop, left = self._stop_times(pod)
         return {"now": to_iso(self.ctx.clock.now()), "host_ip": node_ip(node), "pod_ip": pod_ip(node, pod),
                 "image_cached": image in self._node_images(node), "readiness": readiness, "delay": 0.0,

@@ -8,6 +8,7 @@ Pure functions on plain dicts, so they are cheap enough to run per node per pod 
 from __future__ import annotations
 
 import logging
+import random
 import re
 from functools import lru_cache
 
@@ -20,7 +21,7 @@ __all__ = [
     "GPU", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "UNSCHEDULABLE_TAINT",
     "parse_quantity", "pod_requests", "tolerates", "toleration_seconds", "untolerated", "matches_node_selector",
     "kubelet_stopped", "stopped_at", "condition", "is_terminal", "node_ip", "pod_ip", "gpu_unhealthy",
-    "stop_outcome", "container_statuses",
+    "stop_outcome", "container_statuses", "readiness_delay",
 ]
 
 log = logging.getLogger(__name__)
@@ -228,3 +229,21 @@ def container_statuses(pod: dict) -> list[dict]:
     return [have.get(c.get("name")) or {"name": c.get("name"), "image": c.get("image", ""), "imageID": "",
                                         "ready": False, "restartCount": 0, "started": False, "state": {}}
             for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+def readiness_delay(pod: dict, timings) -> float:
+    """Twin seconds from a container start to Ready: the pod's startup annotation (an inference replica's
+    model load) or the profile's `pod_startup`, ± the profile's jitter. Drawn per container start (seeded by
+    the pod's uid and restart count), so the kubelet that sets Ready and the replica's own vLLM log
+    (drills.twin.workloads.serving) agree on when it comes: a log whose phases outlast the startup lies."""
+    ann = pod["metadata"].get("annotations") or {}
+    try:
+        base = float(ann[STARTUP_ANNOTATION])
+    except (KeyError, ValueError):
+        base = float(getattr(timings, "pod_startup", 2.0))
+    jitter = float(getattr(timings, "jitter", 0.0) or 0.0)
+    if not jitter:
+        return base
+    restarts = sum(int(s.get("restartCount") or 0) for s in container_statuses(pod))
+    draw = random.Random(f"{pod['metadata'].get('uid', '')}/{restarts}").uniform(-jitter, jitter)
+    return max(0.0, base * (1 + draw))

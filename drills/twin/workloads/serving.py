@@ -19,6 +19,7 @@ from drills.twin.api.resources import by_kind
 from drills.twin.api.selectors import match_label_selector
 from drills.twin.api.twin_routes import write_stdout
 from drills.twin.controllers.base import Controller
+from drills.twin.controllers.nodeutil import readiness_delay
 from drills.twin.workloads import vllm_log
 from drills.twin.workloads.hub import hub_for
 
@@ -95,8 +96,8 @@ class ServingTruthController(Controller):
         if uid in self.finished:
             return
         container = pod["spec"]["containers"][0]
-        if uid not in self.plans:  # planned for the expected startup; the kubelet's jitter moves Ready a little
-            expected = started + self.ctx.profile.model_load_seconds(spec)
+        if uid not in self.plans:  # planned for the Ready the kubelet will set (the same jittered delay)
+            expected = started + readiness_delay(pod, self.ctx.profile.timings)
             self.plans[uid] = vllm_log.plan(spec, container.get("image", ""), started, expected, uid, spec.graph_capture)
             self.written[uid] = 0
         batches, done = self.plans[uid], self.written[uid]
