@@ -14,11 +14,9 @@ It also watches the Service's Endpoints and the killed pods (`drills.measure.rep
 counts only when Ready, in the Endpoints and seen serving; a kill that took no pod down is recorded
 (`unaffected`), so the drill can say the fault had no effect instead of judging a recovery.
 
-Per replacement pod it also splits the startup into scheduling, image pull, container start and
-server startup (events Pulling/Pulled, startedAt, the Ready condition), and splits the server startup
-by the replica's own vLLM log (`drills.measure.vllm_startup`: model load, torch.compile, CUDA graph
-capture, API server start — finished, or in progress when the watch ends), so a slow recovery names its
-slow phase. It only measures; `drills.verdicts.timeline` judges.
+Per replacement pod it also reads the startup phase by phase (`drills.measure.serving_startup`: pod
+events and stamps, then the replica's own vLLM log), so a slow recovery names its slow phase. It only
+measures; `drills.verdicts.timeline` judges.
 """
 
 from __future__ import annotations
@@ -35,19 +33,15 @@ from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
 from drills.load.buckets import Bucket, first_failure, first_sustained_success, served_by
-from drills.measure.logprefix import split_records
-from drills.measure.vllm_startup import PHASE_LABELS, VllmStartup
+from drills.measure.serving_startup import PodStartup, StartupReader, cond_time, ready_now, stamp
+from drills.measure.vllm_startup import PHASE_LABELS
 from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, ready_addresses, replacement_states
 from drills.verdicts.timeline import Timeline, Verdict, format_duration
 
-__all__ = ["ServingMonitor", "ServingBaseline", "ServingRecovery", "PodStartup", "to_cluster", "to_wall",
-           "with_slowest_phase", "STARTUP_PHASES"]
+__all__ = ["ServingMonitor", "ServingBaseline", "ServingRecovery", "to_cluster", "to_wall", "with_slowest_phase"]
 
 log = logging.getLogger(__name__)
 
-# from the pod's events and conditions; "server startup" (container start → Ready) is split by the vLLM
-# log into PHASE_LABELS' phases, what they do not cover stays "server startup"
-STARTUP_PHASES = ("scheduling", "image pull", "container start", "server startup", *PHASE_LABELS.values())
 VLLM_DETAILS = ("model_load_s", "weights_load_s", "compile_s", "graph_capture_s", "engine_init_s")
 
 
@@ -60,41 +54,6 @@ class ServingBaseline:
     desired: int
     ready: int
     pods: dict[str, str]
-
-
-@dataclass(frozen=True)
-class PodStartup:
-    """One replacement pod's startup, phase by phase (cluster seconds; an unfinished phase runs to `until`)."""
-
-    pod: str
-    node: str | None
-    phases: dict[str, float]
-    ready: bool
-    pull_message: str | None = None
-    pending_message: str | None = None  # the scheduler's last FailedScheduling message, while never bound
-    vllm: dict = field(default_factory=dict)  # VllmStartup.summary() of its log (empty: not read or not vLLM)
-    server_phases: dict[str, float] = field(default_factory=dict)  # PHASE_LABELS label → seconds, from its log
-
-    def attributed(self) -> dict[str, float]:
-        """The pod's phases with its server startup split by its vLLM log (the rest stays "server startup")."""
-        if not self.server_phases or "server startup" not in self.phases:
-            return dict(self.phases)
-        out = {k: v for k, v in self.phases.items() if k != "server startup"}
-        total = self.phases["server startup"]
-        parts = {k: min(v, total) for k, v in self.server_phases.items()}
-        out.update(parts)
-        out["server startup"] = max(0.0, total - sum(parts.values()))
-        return out
-
-    def slowest(self) -> tuple[str, float] | None:
-        phases = self.attributed()
-        return max(phases.items(), key=lambda kv: kv[1]) if phases else None
-
-    @property
-    def from_log(self) -> bool:
-        """Its slowest phase was read from its vLLM log, not from pod events."""
-        slow = self.slowest()
-        return slow is not None and slow[0] in self.server_phases
 
 
 @dataclass(frozen=True)
@@ -248,19 +207,19 @@ class ServingMonitor:
                 fresh = self._replacements(pods, baseline, killed, restarts, restart_mode)
                 for p in fresh:
                     if restart_mode:
-                        t = _cond_time(p, "Ready", "False")
+                        t = cond_time(p, "Ready", "False")
                         if t:
                             mark("detected", t)
                     else:
-                        mark("detected", _ts(obj_get(p, "metadata", "creationTimestamp")) or clock.timestamp())
-                    t = _cond_time(p, "PodScheduled", "True")
+                        mark("detected", stamp(obj_get(p, "metadata", "creationTimestamp")) or clock.timestamp())
+                    t = cond_time(p, "PodScheduled", "True")
                     if t and not restart_mode:
                         mark("rescheduled", t)
                 live_ready = [p for p in pods.values() if _ready(p)]
                 if (ready_at is None and len(live_ready) >= baseline.desired
                         and len([p for p in fresh if _ready(p)]) >= len(killed)
                         and int(obj_get(dep, "status", "readyReplicas", default=0) or 0) >= baseline.desired):
-                    ready_at = max((_cond_time(p, "Ready", "True") or clock.timestamp() for p in fresh),
+                    ready_at = max((cond_time(p, "Ready", "True") or clock.timestamp() for p in fresh),
                                    default=clock.timestamp())
                     mark("ready", ready_at)
                 if recovered_wall is None and (event is None or time.monotonic() >= next_read):
@@ -301,7 +260,8 @@ class ServingMonitor:
         named = served_by(seen, to_wall(clock, inj_ts)) if any(b.served for b in seen) else None
         replacements = replacement_states(fresh, listed, named, _ready)
         until = min(clock.timestamp(), deadline_ts)
-        startups = tuple(self._startup(p, until, restart_mode) for p in sorted(fresh, key=_name))
+        reader = StartupReader(self.cluster, ns)
+        startups = tuple(reader.startup(p, until, restart_mode) for p in sorted(fresh, key=_name))
         wall = {name: to_wall(clock, at.timestamp()) for name, at in timeline.reached.items()}
         wall["end"] = time.time()
         return ServingRecovery(
@@ -361,71 +321,6 @@ class ServingMonitor:
         old = set(baseline.pods.values()) | set(killed)
         return [p for uid, p in pods.items() if uid not in old and not obj_get(p, "metadata", "deletionTimestamp")]
 
-    def _startup(self, pod: dict, until: float, restart_mode: bool) -> PodStartup:
-        """Scheduling → image pull → container start → model load of one replacement, from its own stamps."""
-        name = _name(pod)
-        events = self._events(name)
-        created = _ts(obj_get(pod, "metadata", "creationTimestamp"))
-        scheduled = _cond_time(pod, "PodScheduled", "True")
-        pulled = _event_time(events, "Pulled")
-        running = obj_get(pod, "status", "containerStatuses", default=[{}])
-        started = _ts(obj_get(running[0] if running else {}, "state", "running", "startedAt"))
-        ready = _cond_time(pod, "Ready", "True") if _ready(pod) else None
-        if restart_mode:
-            points = [("container start", _cond_time(pod, "Ready", "False"), started), ("server startup", started, ready)]
-        else:
-            points = [("scheduling", created, scheduled), ("image pull", scheduled, pulled or None),
-                      ("container start", pulled, started), ("server startup", started, ready)]
-        phases: dict[str, float] = {}
-        for phase, begin, end in points:  # an unfinished phase runs until `until`; later ones never began
-            if begin is None:
-                break
-            phases[phase] = max(0.0, (until if end is None else end) - begin)
-            if end is None:
-                break
-        message = next((e.get("message") for e in reversed(events) if e.get("reason") in ("Pulled", "Pulling")), None)
-        vllm, server = ({}, {})
-        if started is not None:
-            now = datetime.fromtimestamp(ready if ready is not None else until, timezone.utc)
-            startup = self._vllm_log(pod, now)
-            if startup is not None and startup.lines:
-                vllm = startup.summary(now=now)
-                server = {PHASE_LABELS[k]: v for k, v in startup.breakdown(now=now).items()}
-        pending = None if scheduled else next((e.get("message") for e in reversed(events)
-                                               if e.get("reason") == "FailedScheduling"), None)
-        return PodStartup(name, obj_get(pod, "spec", "nodeName"), phases, ready is not None, message, pending, vllm,
-                          server)
-
-    def _vllm_log(self, pod: dict, until: datetime) -> VllmStartup | None:
-        """The replica's startup as its vLLM log told it by `until` (the log is read later, with Kubernetes
-        timestamps: lines printed after the watch ended are left out); None if unreadable."""
-        containers = obj_get(pod, "spec", "containers", default=None) or [{}]
-        kwargs = {"container": containers[0]["name"]} if containers[0].get("name") else {}
-        try:
-            resp = self.cluster.core.read_namespaced_pod_log(_name(pod), self.workload.namespace, timestamps=True,
-                                                             _preload_content=False, **kwargs)
-            text = resp.data.decode("utf-8", "replace")
-        except Exception as err:  # noqa: BLE001 — attribution is best effort; the verdict still stands
-            log.warning("log of pod %s not read: %s", _name(pod), err)
-            return None
-        startup = VllmStartup()
-        for line in text.splitlines():
-            for rec in split_records(line):
-                if rec.at is None or rec.at <= until:
-                    startup.record(rec)
-        return startup
-
-    def _events(self, pod: str) -> list[dict]:
-        try:
-            resp = self.cluster.core.list_namespaced_event(self.workload.namespace, _preload_content=False,
-                                                           field_selector=f"involvedObject.name={pod}")
-        except Exception as err:  # noqa: BLE001 — attribution is best effort; the verdict still stands
-            log.warning("events of pod %s not read: %s", pod, err)
-            return []
-        items = json.loads(resp.data).get("items", [])
-        return sorted(items, key=lambda e: _event_ts(e) or 0.0)
-
-
 def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
     """A failed recovery verdict names the slow phase: "…; slowest phase: image pull 5m2s (pod …)"."""
     slow = recovery.slowest()
@@ -456,29 +351,9 @@ def _name(pod: dict) -> str:
     return pod["metadata"]["name"]
 
 
-def _ready(pod: dict) -> bool:
-    return not obj_get(pod, "metadata", "deletionTimestamp") and _cond_time(pod, "Ready", "True") is not None
+_ready = ready_now
 
 
 def _restart_count(pod: dict) -> int:
     statuses = obj_get(pod, "status", "containerStatuses", default=None) or [{}]
     return int(statuses[0].get("restartCount") or 0)
-
-
-def _cond_time(pod: dict, kind: str, status: str) -> float | None:
-    for c in obj_get(pod, "status", "conditions", default=None) or []:
-        if c.get("type") == kind and c.get("status") == status:
-            return _ts(c.get("lastTransitionTime")) or 0.0
-    return None
-
-
-def _event_time(events: list[dict], reason: str) -> float | None:
-    return next((_event_ts(e) for e in events if e.get("reason") == reason), None)
-
-
-def _event_ts(event: dict) -> float | None:
-    return _ts(event.get("eventTime") or event.get("firstTimestamp") or obj_get(event, "metadata", "creationTimestamp"))
-
-
-def _ts(text: str | None) -> float | None:
-    return parse_iso(text).timestamp() if text else None

@@ -116,7 +116,7 @@ def _holds(key: str, want: str, facts: dict) -> bool:
 
 
 def _slowest_startup(record: Record) -> str:
-    """The startup phase (drills.measure.serving.STARTUP_PHASES) that took longest in a replacement pod."""
+    """The startup phase (drills.measure.serving_startup.STARTUP_PHASES) that took longest in a replacement pod."""
     slowest = record.details.get("slowest_phase")
     return str(slowest.get("phase") or "") if isinstance(slowest, dict) else ""
 

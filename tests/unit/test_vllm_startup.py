@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from drills.measure.serving import PodStartup
+from drills.measure.serving_startup import PodStartup
 from drills.measure.vllm_startup import read_startup
 
 DIR = Path(__file__).resolve().parents[1] / "data" / "real" / "logs"
