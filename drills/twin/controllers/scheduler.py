@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping
 from typing import Hashable
 
 from drills.core.clock import to_iso
@@ -27,8 +26,8 @@ from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
 from drills.twin.controllers.schedfit import (
-    AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, pod_requests_cached,
-    preemption_message, score,
+    AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, place, pod_requests_cached,
+    preemption_message,
 )
 from drills.twin.controllers.schedqueue import WaitQueue
 
@@ -44,7 +43,6 @@ SCHEDULER_NAMES = ("default-scheduler", "volcano")
 RETRY_S = 60.0  # twin seconds between retries of unschedulable pods (and between repeated events)
 _CYCLE = "cycle"
 HOSTNAME_KEY = "kubernetes.io/hostname"
-ANTI_AFFINITY_REASON = ["node(s) didn't match pod anti-affinity rules"]  # kube-scheduler's wording
 _BIND_CONCURRENCY = 64
 
 
@@ -155,7 +153,7 @@ class Scheduler(Controller):
 
     async def _schedule_one(self, pod: dict, states: Snapshot) -> None:
         req = pod_requests_cached(pod)
-        best, reasons = _place(pod, req, states, self._spread(pod), self._anti_affinity(pod))
+        best, reasons = place(pod, req, states, self._spread(pod), self._anti_affinity(pod))
         if best is not None:
             best.add(req)  # this cycle counts it there at once; the binding goes on in the background
             key = key_of(pod)
@@ -238,7 +236,7 @@ class Scheduler(Controller):
         first_reasons: Counter | None = None
         for pod in pending:
             req = pod_requests_cached(pod)
-            best, reasons = _place(pod, req, {**states, **trial}, self._spread(pod))
+            best, reasons = place(pod, req, {**states, **trial}, self._spread(pod))
             if best is None:
                 first_reasons = first_reasons or reasons
                 continue
@@ -371,61 +369,6 @@ class Scheduler(Controller):
             value = int((pc or {}).get("value") or 0)
         policy = spec.get("preemptionPolicy") or (pc or {}).get("preemptionPolicy") or "PreemptLowerPriority"
         return value, policy
-
-
-def _place(pod: dict, req: dict, states: Mapping[str, NodeState], spread=None,
-           repels=None) -> tuple[NodeState | None, Counter]:
-    """The best node for `pod`, or None and why each node failed (kube-scheduler's first failing filter).
-
-    Nodes the pod's nodeSelector or `metadata.name` node affinity rules out are set aside by a cheap look at
-    their labels (kube-scheduler's NodeAffinity PreFilter does the same), so a pod bound for 4 training nodes
-    of 4,096 costs 4 full filter runs; their exact reasons are computed only when no node fits.
-    """
-    spec = pod.get("spec") or {}
-    selector = spec.get("nodeSelector") or {}
-    named = _named_nodes(spec)
-    reasons: Counter = Counter()
-    best, best_key = None, None
-    aside: list[NodeState] = []
-    if named is not None:  # a DaemonSet pod: its node alone, looked up, not searched for
-        candidates = [states[name] for name in sorted(named) if name in states]
-    else:
-        candidates = list(states.values())
-    for st in candidates:
-        if selector:
-            labels = (st.node.get("metadata") or {}).get("labels") or {}
-            if any(labels.get(k) != v for k, v in selector.items()):
-                aside.append(st)
-                continue
-        why = filter_node(pod, st) or (ANTI_AFFINITY_REASON if repels is not None and repels(st.name) else [])
-        if why:
-            reasons.update(why)
-            continue
-        rank = (-score(req, st) + (spread(st.name) if spread else 0), st.name)
-        if best_key is None or rank < best_key:
-            best, best_key = st, rank
-    if best is None:
-        if named is not None:
-            aside += [st for name, st in states.items() if name not in named]
-        for st in aside:
-            reasons.update(filter_node(pod, st) or (ANTI_AFFINITY_REASON if repels is not None and repels(st.name)
-                                                    else []))
-    return best, reasons
-
-
-def _named_nodes(spec: dict) -> set[str] | None:
-    """The node names required node affinity allows by `matchFields metadata.name In` in every term (a
-    DaemonSet pod's one node), or None when the terms allow nodes by other means."""
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    names: set[str] = set()
-    for term in required.get("nodeSelectorTerms") or [None]:
-        fields = [e for e in (term or {}).get("matchFields") or ()
-                  if e.get("key") == "metadata.name" and e.get("operator") == "In"]
-        if not fields:
-            return None
-        names.update(fields[0].get("values") or ())
-    return names
 
 
 def _owner(pod: dict) -> str:
