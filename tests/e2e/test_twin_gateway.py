@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 import requests
+import yaml
 from kubernetes import client
 
 from drills.measure.vllm_startup import read_startup
+from tests.e2e.drill_helpers import REPO
 from fixtures.twin import api_client_for
 from twin_truth_helpers import DEPLOY, NS, first, records, twin_now, wait_for
 
@@ -121,3 +123,25 @@ def test_no_ready_replica_is_503_until_one_is_back(served):
     assert answer["at"] >= serving["at"]
     # the outage lasted at least one model load: replacements are Ready only after loading weights
     assert serving["at"] - started["at"] >= 60 * 0.85
+
+
+def test_every_replicas_log_tells_the_startup_its_kubelet_gave_it(twin_factory, tmp_path):
+    """Startups drawn ±50 % (the minimal profile's ±10 % made a log outlast its replica's startup in one CI run
+    of many): six replicas, each of whose vLLM logs must fit its own container start → Ready. A log planned for
+    another draw than the kubelet's fails here for nearly every twin (each replica ≈ 1 in 2)."""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    profile["timings"]["jitter"] = 0.5
+    profile["workloads"]["inference"]["llama-7b-infer"]["replicas"] = 6  # 8 inference GPUs, one each
+    path = tmp_path / "jittery.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    handle = twin_factory(profile=str(path), scale=300)
+    api = api_client_for(handle)
+    core = client.CoreV1Api(api)
+    try:
+        wait_for(lambda: first(handle, "all_ready", SUBJECT), "every replica Ready")
+        replicas = _ready_pods(core)
+        assert len(replicas) == 6
+        for replica in replicas:
+            _assert_log_fits_startup(core, replica)
+    finally:
+        api.close()
