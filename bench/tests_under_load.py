@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -33,14 +34,16 @@ def main() -> int:
     parser.add_argument("--keep", default=None, help="write each run's whole pytest output here (run-N.log)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
+    # a SIGTERM (or SIGHUP) ends the bench like Ctrl-C: through the finally below, so no busy loop outlives it
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     rows, bad = [], 0
     try:
         for n in range(1, args.runs + 1):
             start = time.monotonic()
-            done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "pytest", "-n", str(args.workers),
-                                   "--dist", "loadfile", "-q", "-p", "no:cacheprovider", *args.pytest_args],
-                                  cwd=REPO, capture_output=True, text=True, env=TEST_ENV)
+            done = _pytest(["-n", str(args.workers), "--dist", "loadfile", "-q", "-p", "no:cacheprovider",
+                            *args.pytest_args])
             wall = time.monotonic() - start
             if args.keep:  # the failures' own words, for a run that was not clean
                 Path(args.keep).mkdir(parents=True, exist_ok=True)
@@ -64,6 +67,21 @@ def main() -> int:
         print(f"{n:>4} {wall / 60:>9.1f} {counts.get('passed', 0):>7} {counts.get('failed', 0):>7} "
               f"{counts.get('error', 0):>7} {counts.get('skipped', 0):>8}")
     return 0 if bad == 0 else 1
+
+
+def _pytest(argv: list[str]) -> subprocess.CompletedProcess:
+    """One run of the suite in its own process group: interrupted, the whole group goes (xdist workers and the
+    twins they started included), not just pytest."""
+    cmd = [str(REPO / ".venv/bin/python"), "-m", "pytest", *argv]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=TEST_ENV,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 if __name__ == "__main__":
