@@ -5,7 +5,8 @@
   when it succeeded: the framework's success line (Megatron `successfully loaded`, HF `Continuing training
   from global step N`, Lightning `Restored all states`, DeepSpeed `successfully loaded … ZeRO state_dicts` /
   `[Torch] Loaded checkpoint`). An attempt followed by an error or a traceback, a traceback through the
-  framework's load function, Megatron's `will not load any checkpoints and will start from random`, or
+  framework's load function, Megatron's `will not load any checkpoints and will start from random`,
+  DeepSpeed's `Client provided (zero) checkpoint load path(s) … does not exist` (a part of the state missing), or
   training steps without the success line where the framework prints one, is `resume_failed` with the
   error as its text.
 - **Saves**, one per checkpoint: Megatron `saving …`/`successfully saved …` with its `save-checkpoint`
@@ -52,6 +53,14 @@ _NO_CHECKPOINT = (
     re.compile(r"will not load any checkpoints and will start from random"),
     re.compile(r"Can't find a valid checkpoint at (?P<path>\S+)"),
     re.compile(r"No valid checkpoint found in output directory"),
+)
+# DeepSpeed's own warnings that a load did not happen or restored only part of the state (engine.py
+# `_load_checkpoint`: the model states file is missing, "... skip checkpoint load"; `_get_all_zero_checkpoints`:
+# the ZeRO optimizer partitions are missing, so optimizer and fp32 master state start afresh — training goes on
+# without the "successfully loaded … ZeRO state_dicts" line DeepSpeed otherwise prints). Groups: path, what.
+_DS_LOAD_FAILED = (
+    re.compile(r"Client provided checkpoint load path: (?P<path>\S+) does not exist"),
+    re.compile(r"Client provided zero checkpoint load paths?: (?P<what>.*)"),
 )
 _LOAD_FRAMES = re.compile(r"^(?:load_checkpoint|_load_checkpoint|_load_from_checkpoint|_load_zero_checkpoint|"
                           r"_load_optimizer_and_scheduler|_restore_modules_and_callbacks|restore_model|"
@@ -176,6 +185,18 @@ class CheckpointReading:
     def _resume(self, rec: Record) -> list[TrainingEvent]:
         body = rec.body
         out: list[TrainingEvent] = []
+        for i, pattern in enumerate(_DS_LOAD_FAILED):
+            if m := pattern.search(body):
+                self._consumed = True
+                r = next((r for r in reversed(self.resumes) if r.state == "pending"), None)
+                if r is None:  # the model states file itself is missing: DeepSpeed returns before its load line
+                    path = _ds_tag_dir(m.group("path")) if i == 0 else None
+                    r = _Resume("deepspeed", _step_in(path, tag=True) if path else None, path, rec.at)
+                    self.resumes.append(r)
+                    out.append(self._ev("resume_attempt", rec, step=r.step, path=r.path))
+                why = "the checkpoint file does not exist: nothing was loaded" if i == 0 else \
+                    "the ZeRO optimizer partitions are missing: optimizer and fp32 master state were not restored"
+                return out + self._fail(r, f"{why} ({body[m.start():].strip()[:300]})", rec)
         for fw, pattern in _RESUME_OK:
             if m := pattern.search(body):
                 g = m.groupdict()

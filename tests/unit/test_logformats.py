@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 import pytest
 
 from drills.measure.logformats import PRESETS, custom_format, parse_line, parse_lines, split_timestamp
+from drills.measure.logread import read_log
 
 
 def test_twin_step_with_throughput():
@@ -140,3 +141,22 @@ def test_custom_format_rejects_bad_patterns():
         custom_format({"stepp": r"(?P<step>\d+)"})
     with pytest.raises(ValueError, match="does not compile"):
         custom_format({"step": r"(?P<step>\d+"})
+
+
+def test_deepspeed_resume_without_its_files_fails_naming_what_is_missing():
+    """DeepSpeed warns and trains on when a checkpoint's files are missing (engine.py's own wording): the model
+    states file (nothing loaded) or the ZeRO optimizer partitions (optimizer and fp32 master state afresh)."""
+    missing_model = read_log(
+        "[2024-05-01 10:00:00,000] [WARNING] [engine.py:2711:_load_checkpoint] Client provided checkpoint load path: "
+        "/ckpt/global_step6000/mp_rank_00_model_states.pt does not exist ... skip checkpoint load\n"
+        "[2024-05-01 10:00:09,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[4.99e-05], "
+        "mom=[(0.9, 0.95)]\n")
+    assert missing_model.resume["attempted"] and missing_model.resume["succeeded"] is False
+    assert missing_model.resume["step"] == 6000 and "nothing was loaded" in missing_model.resume["reason"]
+    missing_zero = read_log(
+        "[2024-05-01 10:00:00,000] [INFO] [engine.py:2722:_load_checkpoint] rank: 0 loading checkpoint: "
+        "/ckpt/global_step6000/mp_rank_00_model_states.pt\n"
+        "[2024-05-01 10:00:03,000] [WARNING] [engine.py:2835:_get_all_zero_checkpoints] Client provided zero checkpoint "
+        "load paths: ['/ckpt/global_step6000/zero_pp_rank_0_mp_rank_00_optim_states.pt'] does not exist\n")
+    assert missing_zero.resume["succeeded"] is False and missing_zero.resume["path"] == "/ckpt/global_step6000"
+    assert "ZeRO optimizer partitions are missing" in missing_zero.resume["reason"]
