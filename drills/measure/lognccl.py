@@ -3,7 +3,10 @@
 - **Transport** from every shape NCCL prints (`NET/IB : Using [0]mlx5_0:1/RoCE`, `Using network IBext`,
   `P2P plugin IBext`, per-channel `via NET/Socket/3`, `NET/IB : No device found.`), per process (host:pid)
   and rank. NCCL 2.4 printed `NET/Socket : Using` for its bootstrap even over IB, so that line alone decides
-  nothing when the log says NCCL < 2.5. Any rank on Socket is a fallback.
+  nothing when the log says NCCL < 2.5. Any rank on Socket is a fallback. A `NET/IB : Using` list without
+  a device (`Using [RO]; OOB eth0` after `No device found`) names no net. One transport, one name: the plugin
+  API suffix is dropped (`IBext_v8` is `IBext`), aliases folded (`AWS Libfabric` is `Libfabric`), and an IB
+  verbs net (`IB`, `IBext`) whose ports on that host are all `/RoCE` is RoCE.
 - **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
   wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
   `nccl_error` (a root-cause NCCL WARN: CUDA failure, SHARP/CollNet setup, IB async events such as `port
@@ -14,7 +17,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from drills.measure.logformats import TrainingEvent
@@ -26,11 +29,22 @@ __all__ = ["NcclProcess", "LogError", "NcclReading"]
 _NET_USING = re.compile(r"^NET/(?!Plugin)(?P<name>\w+)\s*: Using (?P<rest>.*)$")
 _USING_NETWORK = re.compile(r"^Using network (?P<name>\S.*?)\s*$")
 _P2P_PLUGIN = re.compile(r"^P2P plugin (?:v\d+ )?(?P<name>\w+)")
-_VIA_NET = re.compile(r"(?:^|\s)(?P<a>\d+)\[[0-9a-fx]+\] -> (?P<b>\d+)\[[0-9a-fx]+\].*?via NET/(?P<name>[^/\s]+)/\d+")
+# `0[0] -> 1[0] [send] via NET/IB/4/GDRDMA`; old aws-ofi-nccl: `7 -> 8 [send] via NET/AWS Libfabric/0` (no busid)
+_VIA_NET = re.compile(r"(?:^|\s)(?P<a>\d+)(?:\[[0-9a-fx]+\])? -> (?P<b>\d+)(?:\[[0-9a-fx]+\])?.*?"
+                      r"via NET/(?P<name>[^/]+?)/\d+")
 _NO_IB = re.compile(r"^NET/IB\s*: No device found")
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
 _SHARP_DEV = re.compile(r"Sharp rank \d+/\d+ initialized on (?P<dev>\S+)")
 _HCA = re.compile(r"\bhca (?P<dev>mlx5_\w+)")
+_NET_API = re.compile(r"_v\d+$")  # `IBext_v8`: the plugin API version, not another net
+_NET_ALIASES = {"AWS Libfabric": "Libfabric"}  # aws-ofi-nccl's older name for the same net
+_VERBS_NETS = ("IB", "IBext")  # nets over IB verbs: RoCE when every port they list is /RoCE
+
+
+def _net_name(name: str) -> str:
+    """The transport a NET name stands for: `IBext_v8` → `IBext`, `AWS Libfabric` → `Libfabric`."""
+    name = _NET_API.sub("", name.strip())
+    return _NET_ALIASES.get(name, name)
 
 
 def _devices(rest: str) -> tuple[str, ...]:
@@ -59,6 +73,9 @@ class NcclProcess:
     bootstrap: bool = False  # printed `Bootstrap : Using` (NCCL ≥ 2.5)
     channel_socket: bool = False  # a channel went via NET/Socket
     devices: tuple[str, ...] = ()
+    # the NET/IB ports any process of this host listed (one list shared by its processes): a process that
+    # names IBext without printing the list runs over the same ports
+    host_ports: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def transport(self, version: tuple[int, ...] | None) -> str | None:
         """IB | RoCE | IBext | Socket | … (the NET plugin NCCL uses), None when the lines do not say."""
@@ -69,8 +86,8 @@ class NcclProcess:
             if self.no_ib or (self.weak_socket and (self.bootstrap or version is None or version >= (2, 5))):
                 return "Socket"
             return None
-        if name == "IB" and self.devices and all(d.split("/")[1:2] == ["RoCE"] for d in self.devices if "/" in d) \
-                and any("/" in d for d in self.devices):
+        ports = [d for d in self.devices if "/" in d] or [d for d in self.host_ports if "/" in d]
+        if name in _VERBS_NETS and ports and all(d.split("/")[1] == "RoCE" for d in ports):
             return "RoCE"
         return name
 
@@ -91,7 +108,7 @@ _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\
 _DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError'|(?:torch\.distributed\.)?DistBackendError: ")
 _SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
 _NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: (?:\S+:\d+ )?(?:Got async event : (?!port active)|async fatal event)|"
-                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv")
+                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't ")
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
@@ -134,7 +151,8 @@ class NcclReading:
         key = (rec.host or "", rec.pid)
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = NcclProcess(rec.host or "", rec.pid, rec.rank)
+            ports = next((q.host_ports for q in self.procs.values() if rec.host and q.host == rec.host), [])
+            p = self.procs[key] = NcclProcess(rec.host or "", rec.pid, rec.rank, host_ports=ports)
         elif rec.rank is not None:
             p.rank = rec.rank
         return p
@@ -148,15 +166,15 @@ class NcclReading:
                 devices = _devices(m.group("rest"))
                 if m.group("name") == "Socket":
                     p.weak_socket = True
-                else:
-                    p.name = p.name if p.name not in (None, "IB") or m.group("name") != "IB" else "IB"
+                elif devices:  # an empty list (`Using [RO]; OOB eth0`, after `No device found`) names no net
                     if p.name is None:
-                        p.name = m.group("name")
+                        p.name = _net_name(m.group("name"))
                     p.devices = tuple(dict.fromkeys(p.devices + devices))
+                    p.host_ports.extend(d for d in devices if d not in p.host_ports)
             elif m := _USING_NETWORK.match(msg):
-                p.name = m.group("name")
+                p.name = _net_name(m.group("name"))
             elif m := _P2P_PLUGIN.match(msg):
-                p.name = m.group("name")
+                p.name = _net_name(m.group("name"))
             elif _NO_IB.match(msg):
                 p.no_ib = True
             elif msg.startswith("Bootstrap : Using") or msg.startswith("Bootstrap: Using"):
@@ -165,7 +183,7 @@ class NcclReading:
                 if m.group("name") == "Socket":
                     p.channel_socket = True
                 elif p.name is None or p.name == "Socket":
-                    p.name = m.group("name")
+                    p.name = _net_name(m.group("name"))
                 if p.rank is None:
                     local = m.group("b") if "[receive]" in msg else m.group("a")
                     p.rank = int(local)
