@@ -9,7 +9,7 @@ import pytest
 
 from drills.core.errors import InvalidProfile
 from drills.faults.switch.dialect import InvalidName, check_switch_name, load_switch_dialect, switch_dialect_names
-from drills.faults.switch.parse import PortState, StateUnreadable, read_state
+from drills.faults.switch.parse import PortState, StateUnreadable, parse_interfaces, read_state
 from drills.faults.switch.session import CommandResult
 
 SONIC = """\
@@ -162,3 +162,44 @@ def test_errors_are_the_switchs_own_words():
                    EOS_STATUS, "Et1")
     assert CommandResult("x", "", 1).words == "exit status 1 and no output"
     assert CommandResult("show", "table", 0).ok and CommandResult("show", "table", None).ok
+
+
+SONIC_NO_VLAN = """\
+  Interface            Lanes    Speed    MTU            Alias    Oper    Admin    Type    Asym PFC
+  -----------  ---------------  -------  -----  ---------------  ------  -------  ------  ----------
+  Ethernet0      49,50,51,52     100G   9100   hundredGigE1/1     N/A       up     N/A         off
+"""
+ONYX_STATUS = """\
+Port                   Operational state           Speed                  Negotiation
+----                   -----------------           -----                  -----------
+Eth1/3                 Down                        100G                   Auto
+"""
+NXOS_TUNNELS = """\
+Port             Name            Status    Vlan      Duplex  Speed   Type
+Eth1/1           TEST1           connected routed    full    a-10G   10Gbase-SR
+-------------------------------------------------------------------------------
+Interface     Name               Status    Reason            Reason description
+-------------------------------------------------------------------------------
+Tunnel40      Test Tun40         down      admin down         Administratively down
+Tunnel43      Test Tun43         weird     Link not connected tunnel link is not connected
+"""
+
+
+def test_state_words_are_read_by_column_not_guessed():
+    """Oper N/A with no Vlan column is not taken for a Vlan (which would shift `up` into Oper); a tunnel
+    row whose status word is unknown is left out, not read from the "connected" in its Reason."""
+    assert parse_interfaces("sonic_show_interfaces_status", SONIC_NO_VLAN) == {"Ethernet0": PortState("up", None)}
+    assert parse_interfaces("ntc:cisco_nxos_show_interface_status", NXOS_TUNNELS) == {
+        "Eth1/1": PortState("up", "up"), "Tunnel40": PortState("down", "down")}
+    assert parse_interfaces("onyx_show_interfaces_ethernet_status", ONYX_STATUS) == {"Eth1/3": PortState(None, "down")}
+
+
+@pytest.mark.parametrize("parser, output", [
+    ("onyx_show_interfaces_ethernet", ONYX_STATUS),  # the status table is not the port's key/value block
+    ("sonic_show_interfaces_status", NXOS),
+    ("nvue_show_interface_link", "hello"),
+    ("ntc:cisco_nxos_show_interface_status", ""),
+])
+def test_an_output_of_another_shape_is_unreadable_never_empty(parser, output):
+    with pytest.raises(StateUnreadable):
+        parse_interfaces(parser, output, "swp1")

@@ -4,7 +4,8 @@ Onyx, NX-OS err-disabled, NVUE text tables), then a small interpretation of the 
 admin / oper state.
 
 `parse_interfaces(parser, text, iface=)` → {name: PortState} for every interface the output shows
-(a state the output does not state is None). `read_state(dialect, output, iface)` is the injector's
+(a state the output does not state is None); an output in which the parser finds no interface at all
+raises `StateUnreadable` (never a silent {}). `read_state(dialect, output, iface)` is the injector's
 read of one port: both states must be known, else `StateUnreadable` says what is missing.
 """
 
@@ -59,10 +60,14 @@ class StateUnreadable(ValueError):
 
 def parse_interfaces(parser: str, text: str, iface: str | None = None) -> dict[str, PortState]:
     """Every interface `text` shows, by name. `iface` names the port for outputs that do not print it
-    (NVUE `nv show interface <port> link`). Raises StateUnreadable when the parser rejects the text."""
+    (NVUE `nv show interface <port> link`). Raises StateUnreadable when the parser rejects the text or
+    finds no interface in it (an output of another shape: a {} would read as "nothing to report")."""
     if parser not in PARSERS:
         raise StateUnreadable(f"no parser named {parser!r} (known: {', '.join(sorted(PARSERS))})")
-    return PARSERS[parser](_strip_source(clean_output(text)), iface)
+    ports = PARSERS[parser](_strip_source(clean_output(text)), iface)
+    if not ports:
+        raise StateUnreadable(f"{parser} finds no interface in this output" + (f" (no row for {iface})" if iface else ""))
+    return ports
 
 
 def read_state(dialect: SwitchDialect, output: str, iface: str) -> PortState:
@@ -96,7 +101,9 @@ def parser_for_command(dialect: str, command: str) -> str:
                     ("nv show interface status", "nvue_show_interface"),
                     ("nv show interface", "nvue_show_interface")],
         "sonic": [("show interface", "sonic_show_interfaces_status")],
-        "onyx": [("| json-print", "onyx_json"), ("show interfaces ethernet", "onyx_show_interfaces_ethernet"),
+        "onyx": [("| json-print", "onyx_json"),
+                 ("show interfaces ethernet status", "onyx_show_interfaces_ethernet_status"),
+                 ("show interfaces ethernet", "onyx_show_interfaces_ethernet"),
                  ("show interfaces", "onyx_show_interfaces_ethernet")],
     }
     one_port = any(w.startswith(("swp",)) for w in words)
@@ -138,12 +145,13 @@ def _ntc_path(template: str) -> Path:
 
 def _nxos_show_interface(text: str, _iface: str | None) -> dict[str, PortState]:
     """ntc's fields, read as NX-OS means them: ADMIN_STATE is the admin state only when the block has an
-    `admin state is` line (otherwise the template took the SVI's line protocol into it)."""
+    `admin state is` line, or `Admin State:` on tunnels (otherwise the template took the SVI's line protocol
+    into it)."""
     blocks = _blocks(text, r"^\S+\s+is\s+")
     out = {}
     for row in _ntc("cisco_nxos_show_interface", text):
         name, link = row["INTERFACE"], row["LINK_STATUS"].lower()
-        stated = re.search(r"^admin state is (up|down)", blocks.get(name, ""), re.M | re.I)
+        stated = re.search(r"^\s*admin state(?:\s+is\s+|\s*:\s*)(up|down)\b", blocks.get(name, ""), re.M | re.I)
         admin = "down" if "administratively down" in link else (stated.group(1).lower() if stated else None)
         out[name] = PortState(admin, _first_word(link))
     return out
@@ -167,9 +175,10 @@ def _eos_show_interfaces(text: str, _iface: str | None) -> dict[str, PortState]:
 
 
 # Status-table words → (admin, oper); a word that does not say the admin side leaves it None.
-# NX-OS truncates words to the column width (notconnec, xcvrAbsen): matched by prefix.
+# NX-OS truncates words to the column width (notconnec, xcvrAbsen, channelDo): matched by prefix.
 _STATUS_WORDS = {"connected": ("up", "up"), "up": ("up", "up"), "disabled": ("down", "down")}
 _DOWN_WORDS = ("notconnect", "xcvrabsent", "sfpabsent", "inactive", "err-disabled", "errdisabled", "linkflaperr",
+               "channeldown",
                "down", "nooperMembers".lower(), "suspended", "monitoring", "nolink", "adminfail")
 
 
@@ -189,14 +198,58 @@ def _status_table(template: str, own: bool = False) -> Callable[[str, str | None
     return parse
 
 
+_NXOS_TUNNEL_TABLE = re.compile(r"^Interface\s+Name\s+Status\s+Reason\b", re.M)
+
+
+def _nxos_status(text: str, _iface: str | None) -> dict[str, PortState]:
+    """`show interface status`: ntc's template reads the port table; the tunnel table NX-OS prints after it
+    (Interface / Name / Status / Reason / Reason description), which that template rejects, is cut off and
+    read by ours. A tunnel's Reason `admin down` states its admin side. A tunnel table ours rejects costs
+    the tunnel rows only (logged), never the port table's."""
+    cut = _NXOS_TUNNEL_TABLE.search(text)
+    ports = _status_table("cisco_nxos_show_interface_status")(text[:cut.start()] if cut else text, None)
+    if cut:
+        try:
+            ports.update(_nxos_tunnels(text[cut.start():]))
+        except StateUnreadable as why:
+            log.warning("%s; reading the port table only", why)
+    return ports
+
+
+def _nxos_tunnels(table: str) -> dict[str, PortState]:
+    """Name and Reason hold spaces ("Test Tun43  down  Link not connected"), so the template takes the first
+    Status word after the port; a row is kept only if that word stands under the header's `Status` (an
+    unknown status word would otherwise let a later "connected" in the Reason pass for the status)."""
+    column = table.index("Status")
+    lines = {line.split()[0]: line for line in table.splitlines() if line.strip()}
+    out = {}
+    for r in _own("nxos_show_interface_status_tunnel", table):
+        at = re.match(rf"{re.escape(r['PORT'])}\s+{re.escape(r['NAME'])}\s+", lines[r["PORT"]]).end()
+        if abs(at - column) > 2:
+            log.warning("NX-OS tunnel row %s: no status word under Status; row skipped", r["PORT"])
+            continue
+        admin, oper = _status_word(r["STATUS"])
+        if re.match(r"admin(istratively)?\s*down\b", r["REASON"], re.I):
+            admin, oper = "down", "down"
+        out[r["PORT"]] = PortState(admin, oper)
+    return out
+
+
 def _sonic_status(text: str, _iface: str | None) -> dict[str, PortState]:
-    return {r["INTERFACE"]: PortState(_updown(r["ADMIN"]), _updown(r["OPER"]), r["ALIAS"] or None)
+    return {r["INTERFACE"]: PortState(_updown(r["ADMIN"]), _updown(r["OPER"]),
+                                      None if r["ALIAS"] in ("", "N/A") else r["ALIAS"])
             for r in _own("sonic_show_interfaces_status", text)}
 
 
 def _onyx_text(text: str, _iface: str | None) -> dict[str, PortState]:
     return {r["INTERFACE"]: PortState(_onyx_word(r["ADMIN"]), _onyx_word(r["OPER"]))
             for r in _own("onyx_show_interfaces_ethernet", text)}
+
+
+def _onyx_status(text: str, _iface: str | None) -> dict[str, PortState]:
+    """`show interfaces ethernet status`: Port / Operational state / Speed / Negotiation (no admin column)."""
+    return {r["INTERFACE"]: PortState(None, _onyx_word(r["OPER"]))
+            for r in _own("onyx_show_interfaces_ethernet_status", text)}
 
 
 def _onyx_json(text: str, _iface: str | None) -> dict[str, PortState]:
@@ -232,21 +285,32 @@ def _nvue_table(template: str) -> Callable[[str, str | None], dict[str, PortStat
     return parse
 
 
+_NVUE_KEY_TABLE = re.compile(r"^\s*operational(\s+applied)?\s*\n-{3,}", re.M)
+
+
 def _nvue_link_text(text: str, iface: str | None) -> dict[str, PortState]:
+    """The port's key / operational / applied table: its admin-status and oper-status rows. A table of the
+    port without them (`link protodown-reason`) shows the port and states nothing; any other text is
+    unreadable."""
+    if iface is None:
+        raise StateUnreadable("NVUE's port view does not name its port: give the interface")
     rows = [r for r in _own("nvue_show_interface_link", text) if r["ADMIN"] or r["OPER"]]
-    if not rows or iface is None:
-        return {}
-    return {iface: PortState(_updown(rows[0]["ADMIN"]), _updown(rows[0]["OPER"]))}
+    if rows:
+        return {iface: PortState(_updown(rows[0]["ADMIN"]), _updown(rows[0]["OPER"]))}
+    if _NVUE_KEY_TABLE.search(text):
+        return {iface: PortState(None, None)}
+    raise StateUnreadable(f"no NVUE key / operational table for {iface}")
 
 
 PARSERS: dict[str, Callable[[str, str | None], dict[str, PortState]]] = {
     "ntc:cisco_nxos_show_interface": _nxos_show_interface,
-    "ntc:cisco_nxos_show_interface_status": _status_table("cisco_nxos_show_interface_status"),
+    "ntc:cisco_nxos_show_interface_status": _nxos_status,
     "ntc:arista_eos_show_interfaces": _eos_show_interfaces,
     "ntc:arista_eos_show_interfaces_status": _status_table("arista_eos_show_interfaces_status"),
     "nxos_show_interface_status_err_disabled": _status_table("nxos_show_interface_status_err_disabled", own=True),
     "sonic_show_interfaces_status": _sonic_status,
     "onyx_show_interfaces_ethernet": _onyx_text,
+    "onyx_show_interfaces_ethernet_status": _onyx_status,
     "onyx_json": _onyx_json,
     "nvue_json_link": _nvue_json_link,
     "nvue_show_interface": _nvue_table("nvue_show_interface"),
