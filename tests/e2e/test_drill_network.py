@@ -16,7 +16,7 @@ import yaml
 
 from drills.profile.model import SwitchConfig
 from drills.faults.switch import uplink as switch
-from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection
+from tests.e2e.drill_helpers import REPO, drills, drills_popen, records, wait_for_injection
 from tests.e2e.matrix import cases
 from tests.e2e.twin_truth_helpers import records as twin_records
 
@@ -115,6 +115,25 @@ def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, ex
         reason = rec["reason"]
         assert reason.count("(rank ") == 1 and ("(rank 0)" in reason or "(rank 8)" in reason), reason
     assert _uplink_up(twin, rec["details"]["switch"], rec["details"]["interface"])
+
+
+def test_a_fallback_as_nccl_2_27_prints_it_fails_too(twin_factory, tmp_path):
+    """NCCL 2.27 that finds no HCA prints an empty `NET/IB : Using [RO]; OOB eth0` list before its socket lines
+    (nccl-2.27-ib-no-device-empty-list-socket.log); the twin prints that shape for a 2.27 job's fallback and the
+    whole drill reads it as one. (Its `Using network Socket` line decides here even for a reader that took the
+    empty list for IB; the real excerpt, which lacks that line, is the corpus test that tells them apart.)"""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    for job in profile["workloads"]["training"].values():
+        job["nccl"]["version"] = "2.27.5"
+    path = tmp_path / "nccl-2.27.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    twin = twin_factory(profile=str(path), defects=["roce-no-pfc"], scale=FAST)
+    done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "nccl-2.27")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (rec,) = records(tmp_path / "nccl-2.27")
+    assert rec["verdict"] == "fail" and rec["category"] == "socket_fallback", rec["reason"]
+    assert "fell back to NET/Socket" in rec["reason"] and rec["details"]["transport_seen"] == "NET/Socket"
 
 
 @pytest.mark.parametrize("defect, expected", [

@@ -46,9 +46,12 @@ class Worker:
 
 
 def nccl_init(w: Worker, transport: str, hcas: list[str], socket_ifname: str, nranks: int, version: str,
-              rdma_kind: str = "RoCE", bootstrap: bool = True) -> list[str]:
+              rdma_kind: str = "RoCE", bootstrap: bool = True, ib_lost: bool = False) -> list[str]:
     """What NCCL prints when a communicator comes up; `transport` is "IB" or "Socket" (shapes:
-    nccl-2.19-roce-ro-init.log, nccl-2.21-plugin-internal-eth0.log, nccl-launcher-prefix-socket-channels.log)."""
+    nccl-2.19-roce-ro-init.log, nccl-2.21-plugin-internal-eth0.log, nccl-launcher-prefix-socket-channels.log).
+    `ib_lost`: NCCL looked for its HCAs and found none (`NET/IB : No device found.`; from 2.27 on it then
+    prints an empty `NET/IB : Using [RO]; OOB …` list before the socket lines:
+    nccl-2.27-ib-no-device-empty-list-socket.log)."""
     p, q = w.prefix(), w.prefix(w.pid + 72)
     oob = f"{socket_ifname}:{w.ip}<0>"
     lines = []
@@ -63,6 +66,10 @@ def nccl_init(w: Worker, transport: str, hcas: list[str], socket_ifname: str, nr
         lines += [f"{q} NCCL INFO NET/IB : Using {devices} [RO]; OOB {oob}",
                   f"{q} NCCL INFO Using non-device net plugin version 0", f"{q} NCCL INFO Using network IB"]
     else:
+        if ib_lost:
+            lines.append(f"{q} NCCL INFO NET/IB : No device found.")
+            if _vtuple(version) >= (2, 27):
+                lines.append(f"{q} NCCL INFO NET/IB : Using [RO]; OOB {oob}")
         lines += [f"{q} NCCL INFO NET/Socket : Using [0]{oob}", f"{q} NCCL INFO Using network Socket"]
     comm = 0x55D0_0000_0000 + w.pid * 0x1000 + (0 if bootstrap else 0x800)
     lines.append(f"{q} NCCL INFO comm 0x{comm:x} rank {w.grank} nranks {nranks} cudaDev 0 nvmlDev 0 busId 18000 "
@@ -124,7 +131,8 @@ def watchdog_timeout(w: Worker, seq: int, timeout_s: float, ran_s: float) -> lis
 def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, version: str) -> list[str]:
     """RoCE without PFC: the lossy fabric drops RDMA packets until the QP's retries run out (`status=12`, as in
     nccl-ib-completion-status12-kubeflow.log), and the re-created communicator comes up on sockets."""
-    return [retry_exceeded(w, peer_ip)] + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False)
+    return [retry_exceeded(w, peer_ip)] + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False,
+                                                    ib_lost=True)
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:
