@@ -65,6 +65,10 @@ class NodeFaultRecord:
     kubelet_stopped: bool = False
     evicted: tuple[str, ...] = field(default=())  # namespace/name of pods evicted
     twin_at: str | None = None  # the twin's own time of a twin-endpoint fault (its answer's `at`)
+    # `injected_at` is the middle of the first change's request: the server applied it within half this window
+    # (cluster seconds, one request's latency × the clock's scale) plus our clock copy's bound, either way
+    stamp_window_s: float | None = None
+    clock_error_s: float | None = None
 
     def to_dict(self) -> dict:
         return {**asdict(self), "evicted": list(self.evicted)}
@@ -137,7 +141,9 @@ def inject(target, plan: Plan) -> NodeFaultRecord:
     injected_at = datetime.fromtimestamp((before + after) / 2, timezone.utc)
     record = NodeFaultRecord(node=spec.node, mode=spec.mode, injected_at=cluster.clock.iso(injected_at),
                              cordoned=undo["uncordon"], taint=undo["taint"], gpu_unhealthy=undo["gpu"],
-                             kubelet_stopped=undo["kubelet"], evicted=evicted, twin_at=twin_at)
+                             kubelet_stopped=undo["kubelet"], evicted=evicted, twin_at=twin_at,
+                             stamp_window_s=round(after - before, 3),
+                             clock_error_s=round(float(getattr(cluster.clock, "error_s", 0.0) or 0.0), 3))
     log.info("injected %s on node %s (%d pods evicted)", spec.mode, spec.node, len(evicted))
     return record
 
