@@ -13,6 +13,7 @@ import typer
 
 from drills.core.errors import DrillError
 from drills.core.log import setup_logging
+from drills.core.signals import interrupt_caused
 
 __all__ = ["app", "main", "os_error_line"]
 
@@ -101,6 +102,9 @@ def _main(argv: list[str] | None) -> int:
             print(f"drills: {message}{hint}", file=sys.stderr)
             return err.exit_code
         if isinstance(err, (typer.Abort, getattr(click, "Abort", typer.Abort))):
+            return 130
+        if interrupt_caused(err):
+            print("drills: interrupted", file=sys.stderr)
             return 130
         if debug:
             raise

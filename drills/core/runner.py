@@ -33,7 +33,7 @@ from drills.core.preflight import check_run, feature_selection
 from drills.core.runwatch import RunWatch
 from drills.core.scoped import no_bytecode_written, working_dir
 from drills.core.selection import check_selection
-from drills.core.signals import stop_on_signal
+from drills.core.signals import interrupt_caused, stop_on_signal
 
 __all__ = ["RunOptions", "RunResult", "run_drills", "revert_runs", "REPO", "final_table"]
 
@@ -324,6 +324,10 @@ def _interruptible(step):
         return step()
     except KeyboardInterrupt:
         return _PYTEST_INTERRUPTED
+    except Exception as err:
+        if interrupt_caused(err):  # the signal landed in an import (the report's charts load numpy)
+            return _PYTEST_INTERRUPTED
+        raise
 
 
 def _finish(run_dir: Path, reports_root: Path, run_id: str, opts: RunOptions, target: str, records: list[Record]) -> None:

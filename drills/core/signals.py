@@ -13,6 +13,9 @@ which is the one that may be interrupted.
 `stop_on_signal()` is a run's own handler: the first SIGINT/SIGTERM raises KeyboardInterrupt (pytest
 stops and tears down); every later one is recorded and announced, never raised, so the teardown that
 follows — reverts, the run lock's release, the records, the twin's stop — runs to its end.
+
+`interrupt_caused(err)`: a KeyboardInterrupt Python wrapped on its way up (3.11 turns one raised inside an
+import's class body into `RuntimeError: Error calling __set_name__ …`): still an interrupt, exit 130.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import signal
 import threading
 from typing import Iterator
 
-__all__ = ["deferred_signals", "pending_signal", "stop_on_signal", "Interrupts", "DEFERRED"]
+__all__ = ["deferred_signals", "pending_signal", "stop_on_signal", "interrupt_caused", "Interrupts", "DEFERRED"]
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,20 @@ def stop_on_signal() -> Iterator[Interrupts]:
         for sig, handler in previous.items():
             if handler is not signal.SIG_IGN:
                 signal.signal(sig, handler)
+
+
+def interrupt_caused(err: BaseException) -> bool:
+    """A Ctrl-C that Python wrapped on its way up: 3.11 turns a KeyboardInterrupt raised inside a class body's
+    `__set_name__` (the signal landed in an import, e.g. numpy's) into `RuntimeError` from it. Only the
+    explicit cause counts: an error raised while handling an interrupt (its context) is an error of its own."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return False
 
 
 def _dispatch(received: list[int], handlers: dict) -> None:

@@ -174,3 +174,27 @@ def test_masking_the_main_thread_alone_does_not_hold_once_threads_exist(handlers
             _until(lambda: False, timeout=5)  # bytecode runs: the handler fires here, in the middle
             reached_end.append(True)
     assert reached_end == []
+
+
+def test_a_ctrl_c_python_wrapped_in_an_import_still_reads_as_an_interrupt():
+    """Python 3.11 turns a KeyboardInterrupt raised in a class body's `__set_name__` (a Ctrl-C landing in numpy's
+    import: 'Error calling __set_name__ on cached_property instance epsneg in finfo') into RuntimeError from it;
+    the CLI must still exit 130, not report an unexpected error. An error raised while handling one is its own."""
+    from drills.core.signals import interrupt_caused
+
+    class Landing:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt("signal 2")
+
+    try:
+        type("Finfo", (), {"epsneg": Landing()})
+    except BaseException as err:  # noqa: BLE001 — 3.11: RuntimeError from the interrupt; 3.12+: the interrupt
+        wrapped = err
+    assert interrupt_caused(wrapped)
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ValueError("teardown failed")
+    except ValueError as err:
+        assert not interrupt_caused(err)
