@@ -8,18 +8,21 @@ priority-1 columns unless `-o wide`. Ages are computed against `now` (twin time)
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
 from drills.twin.api import printers as p
 from drills.twin.api.printers import human_duration
 from drills.twin.api.resources import ResourceType
+from drills.twin.api.watchers import Entry
 
-__all__ = ["to_table", "wants_table", "human_duration", "Column", "COLUMNS", "columns_for"]
+__all__ = ["to_table", "table_body", "wants_table", "human_duration", "Column", "COLUMNS", "columns_for"]
 
 log = logging.getLogger(__name__)
 
 _INCLUDE = ("None", "Metadata", "Object")
+_SEP = (",", ":")
 
 
 @dataclass(frozen=True)
@@ -53,23 +56,76 @@ def to_table(rt: ResourceType, objs: list[dict], *, resource_version: str = "", 
     PartialObjectMetadata, the default) or "Object" (the whole object). `now` is twin epoch seconds;
     without it every age reads "<unknown>".
     """
+    return json.loads(table_body(rt, [Entry(obj) for obj in objs], {"resourceVersion": resource_version}, now=now,
+                                 include_object=include_object))
+
+
+def table_body(rt: ResourceType, entries: list[Entry], list_meta: dict, *, now: float | None = None,
+               include_object: str = "Metadata") -> bytes:
+    """`to_table` encoded, for stored entries: each row's cells that do not read `now` are kept with the entry's
+    version (`Entry.memo`), so listing 1,000 nodes as a Table encodes only their ages again."""
     if include_object not in _INCLUDE:
         include_object = "Metadata"
     columns = columns_for(rt)
-    rows = []
-    for obj in objs:
-        row: dict = {"cells": [_cell(col, obj, now) for col in columns]}
+    head = json.dumps({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+                       "columnDefinitions": [col.definition() for col in columns]}, separators=_SEP).encode()
+    parts = [head[:-1], b',"rows":[']
+    for i, entry in enumerate(entries):
+        if i:
+            parts.append(b",")
+        parts.append(_row(rt, columns, entry, now, include_object))
+    parts.append(b"]}")
+    return b"".join(parts)
+
+
+class _Now(float):
+    """`now` handed to one cell: remembers whether the cell read it. A cell that did not (anything but ages and
+    durations) reads the object alone, so its value holds for as long as that version of the object."""
+
+    read = False
+
+    def _reading(name: str):  # noqa: N805 — builds the methods below
+        def op(self, *args):
+            self.read = True
+            return getattr(float, name)(self, *args)
+        return op
+
+    for _name in ("__sub__", "__rsub__", "__add__", "__radd__", "__mul__", "__rmul__", "__truediv__",
+                  "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__divmod__", "__neg__",
+                  "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__hash__", "__bool__", "__float__",
+                  "__int__", "__round__", "__trunc__", "__format__", "__str__", "__repr__"):
+        locals()[_name] = _reading(_name)
+    del _name, _reading
+
+
+def _row(rt: ResourceType, columns: tuple[Column, ...], entry: Entry, now: float | None, include_object: str) -> bytes:
+    obj = entry.obj
+    key = ("table-row", include_object, now is None)
+    memo = entry.memo()
+    kept = memo.get(key)
+    if kept is None:
+        cells: list[bytes | None] = []
+        for col in columns:
+            probe = None if now is None else _Now(now)
+            value = _cell(col, obj, probe)
+            cells.append(None if probe is not None and probe.read else _encode(value))
+        tail = b""
         conditions = _row_conditions(rt, obj)
         if conditions:
-            row["conditions"] = conditions
+            tail += b',"conditions":' + _encode(conditions)
         if include_object == "Object":
-            row["object"] = obj
+            tail += b',"object":' + entry.raw
         elif include_object == "Metadata":
-            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                             "metadata": obj.get("metadata", {})}
-        rows.append(row)
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": [col.definition() for col in columns], "rows": rows}
+            tail += b',"object":' + _encode({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                             "metadata": obj.get("metadata", {})})
+        kept = memo[key] = (tuple(cells), tail + b"}")
+    cells, tail = kept
+    encoded = [cell if cell is not None else _encode(_cell(col, obj, now)) for cell, col in zip(cells, columns)]
+    return b'{"cells":[' + b",".join(encoded) + b"]" + tail
+
+
+def _encode(value) -> bytes:
+    return json.dumps(value, separators=_SEP).encode()
 
 
 def _cell(col: Column, obj: dict, now: float | None):

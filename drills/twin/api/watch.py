@@ -18,7 +18,7 @@ from drills.twin.api import status as st
 from drills.twin.api.handlers import Target, selection_of
 from drills.twin.api.selection import Selection
 from drills.twin.api.store import Entry, Store
-from drills.twin.api.tables import to_table, wants_table
+from drills.twin.api.tables import table_body, wants_table
 from drills.twin.api.watchlag import WATCH_LAG, LaggedQueue, is_twin_component
 
 __all__ = ["serve", "WATCH_QUEUES", "BOOKMARK_INTERVAL_S", "DEFAULT_TIMEOUT_S", "close_all"]
@@ -62,9 +62,9 @@ async def serve(request: web.Request, store: Store, target: Target) -> web.Strea
 
     def encode(etype: str, entry: Entry) -> bytes:
         if table:
-            obj = to_table(rt, [entry.obj], resource_version=entry.obj["metadata"].get("resourceVersion", ""),
-                           now=store.clock.timestamp(), include_object=include)
-            return _line({"type": etype, "object": obj})
+            body = table_body(rt, [entry], {"resourceVersion": entry.obj["metadata"].get("resourceVersion", "")},
+                              now=store.clock.timestamp(), include_object=include)
+            return b'{"type":"' + etype.encode() + b'","object":' + body + b"}\n"
         return b'{"type":"' + etype.encode() + b'","object":' + entry.raw + b"}\n"
 
     deadline = time.monotonic() + timeout

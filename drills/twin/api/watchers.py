@@ -34,11 +34,20 @@ class Entry:
     from the past, a page of an older snapshot), and the history holds a third of the bytes, not dicts.
     """
 
-    __slots__ = ("_obj", "_raw")
+    __slots__ = ("_obj", "_raw", "_memo")
 
     def __init__(self, obj: dict):
         self._obj: dict | None = obj
         self._raw: bytes | None = None
+        self._memo: dict | None = None
+
+    def memo(self) -> dict:
+        """What readers derived from this version (a Table row's cells...), kept with it: a version never changes."""
+        if self._obj is None:  # a compacted past version: read rarely, not worth keeping anything for
+            return {}
+        if self._memo is None:
+            self._memo = {}
+        return self._memo
 
     @property
     def obj(self) -> dict:
@@ -59,6 +68,7 @@ class Entry:
             packer = zlib.compressobj(1, zlib.DEFLATED, _WBITS, 4)  # a small window: set up in a tenth of the time
             self._raw = packer.compress(self.raw) + packer.flush()
             self._obj = None
+            self._memo = None
 
 
 @dataclass(frozen=True)
