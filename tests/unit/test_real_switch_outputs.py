@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from drills.faults.switch.dialect import load_switch_dialect
-from drills.faults.switch.parse import PortState, parse_interfaces, parser_for_command
+from drills.faults.switch.parse import PortState, StateUnreadable, parse_interfaces, parser_for_command
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real" / "switch"
 EXPECTED = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text())
@@ -34,7 +34,12 @@ def test_real_output_reads_as_expected(name):
         return
     assert not dialect.error_lines(text.split("\n", 1)[1])
     port = next((w for w in case["command"].split() if w.startswith("swp")), None)
-    got = parse_interfaces(parser_for_command(case["dialect"], case["command"]), text, port)
+    parser = parser_for_command(case["dialect"], case["command"])
+    if case["interfaces"] == "unreadable":  # no port in it, or no column that states admin / oper
+        with pytest.raises(StateUnreadable):
+            parse_interfaces(parser, text, port)
+        return
+    got = parse_interfaces(parser, text, port)
     want = {iface: PortState(v["admin"], v["oper"]) for iface, v in (case["interfaces"] or {}).items()}
     assert {i: got.get(i) for i in want} == want
     if not want:  # nothing stated: the parser must not invent a state

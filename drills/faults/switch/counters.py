@@ -53,15 +53,15 @@ def read_counters(dialect: SwitchDialect, output: str, iface: str) -> PortTraffi
 
 
 def _nxos(text: str, iface: str) -> PortTraffic:
-    """ntc's totals (`N input packets  N bytes`); tunnels print `N packets input, N bytes` instead, which
-    the template does not read: taken from the port's block."""
+    """ntc's totals (`N input packets  N bytes`); tunnels print `N packets input, N bytes` instead (loopbacks
+    the same without the comma), which the template does not read: taken from the port's block."""
     rows = [r for r in _ntc("cisco_nxos_show_interface", text) if _short(r["INTERFACE"]) == _short(iface)]
     if not rows:
         raise StateUnreadable(f"no input/output packet totals for {iface}")
     r = rows[0]
     block = _block(text, r"^\S+ is ", iface)
-    rx = r["INPUT_PACKETS"] or next(iter(re.findall(r"^\s*(\d+) packets input,", block, re.M)), "")
-    tx = r["OUTPUT_PACKETS"] or next(iter(re.findall(r"^\s*(\d+) packets output,", block, re.M)), "")
+    rx = r["INPUT_PACKETS"] or next(iter(re.findall(r"^\s*(\d+) packets input,? ", block, re.M)), "")
+    tx = r["OUTPUT_PACKETS"] or next(iter(re.findall(r"^\s*(\d+) packets output,? ", block, re.M)), "")
     if not rx or not tx:
         raise StateUnreadable(f"no input/output packet totals for {iface}")
     rates = _shortest_rates(block)

@@ -110,7 +110,8 @@ def parser_for_command(dialect: str, command: str) -> str:
     for prefix, parser in table.get(dialect, []):
         if prefix.startswith("|") and prefix in command:
             return parser
-        if text.startswith(prefix) or text.replace("interfaces", "interface").startswith(prefix):
+        # whole words: `nv show interface link-tracking` is the all-ports table, not the port's `link` view
+        if any(t == prefix or t.startswith(prefix + " ") for t in (text, text.replace("interfaces", "interface"))):
             if parser == "nvue_show_interface" and one_port and text == "nv show interface":
                 return "nvue_show_interface_link"  # `nv show interface swp1`: the one-port key/value view
             return parser
@@ -153,7 +154,9 @@ def _nxos_show_interface(text: str, _iface: str | None) -> dict[str, PortState]:
         name, link = row["INTERFACE"], row["LINK_STATUS"].lower()
         stated = re.search(r"^\s*admin state(?:\s+is\s+|\s*:\s*)(up|down)\b", blocks.get(name, ""), re.M | re.I)
         admin = "down" if "administratively down" in link else (stated.group(1).lower() if stated else None)
-        out[name] = PortState(admin, _first_word(link))
+        # `Vlan1 is administratively down (Administratively down), line protocol is down`: down on both sides
+        oper = "down" if link.startswith("administratively down") else _first_word(link)
+        out[name] = PortState(admin, oper)
     return out
 
 
