@@ -3,14 +3,18 @@
 - **Transport** from every shape NCCL prints (`NET/IB : Using [0]mlx5_0:1/RoCE`, `Using network IBext`,
   `P2P plugin IBext`, per-channel `via NET/Socket/3`, `NET/IB : No device found.`), per process (host:pid)
   and rank. NCCL 2.4 printed `NET/Socket : Using` for its bootstrap even over IB, so that line alone decides
-  nothing when the log says NCCL < 2.5. Any rank on Socket is a fallback. A `NET/IB : Using` list without
+  nothing when the log says NCCL < 2.5 (or prints 2.4's `NET/Plugin : No plugin found (libnccl-net.so).`).
+  Any rank on Socket is a fallback. `P2P plugin IBext` is printed as the plugin loads, before it looks for a
+  device: a later `NET/IB : No device found` / `NET/Socket : Using` overrides it. An error cascade through
+  `transport/net_socket.cc` shows the socket net carries the connection. A `NET/IB : Using` list without
   a device (`Using [RO]; OOB eth0` after `No device found`) names no net. One transport, one name: the plugin
   API suffix is dropped (`IBext_v8` is `IBext`), aliases folded (`AWS Libfabric` is `Libfabric`), and an IB
   verbs net (`IB`, `IBext`) whose ports on that host are all `/RoCE` is RoCE.
 - **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
   wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
   `nccl_error` (a root-cause NCCL WARN: CUDA failure, SHARP/CollNet setup, IB async events such as `port
-  error` — not `port active`, the link back — and `async fatal event on QP`). A watchdog timeout repeated for
+  error` — not `port active`, the link back — and `async fatal event on QP`), `heartbeat_timeout` (PyTorch's
+  heartbeat monitor: the watchdog itself hung and the process is killed). A watchdog timeout repeated for
   the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error.
 """
 
@@ -33,6 +37,8 @@ _P2P_PLUGIN = re.compile(r"^P2P plugin (?:v\d+ )?(?P<name>\w+)")
 _VIA_NET = re.compile(r"(?:^|\s)(?P<a>\d+)(?:\[[0-9a-fx]+\])? -> (?P<b>\d+)(?:\[[0-9a-fx]+\])?.*?"
                       r"via NET/(?P<name>[^/]+?)/\d+")
 _NO_IB = re.compile(r"^NET/IB\s*: No device found")
+_PLUGIN_24 = re.compile(r"^NET/Plugin : No plugin found \(libnccl-net\.so\)\.$")  # NCCL 2.4's wording (2.5 adds ', using …')
+_NET_SOCKET_FRAME = re.compile(r"^transport/net_socket\.cc:\d+ -> \d+")  # an error cascade through the socket net
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
 _SHARP_DEV = re.compile(r"Sharp rank \d+/\d+ initialized on (?P<dev>\S+)")
 _HCA = re.compile(r"\bhca (?P<dev>mlx5_\w+)")
@@ -67,11 +73,13 @@ class NcclProcess:
     host: str
     pid: int | None
     rank: int | None = None  # its global rank, from a launcher prefix or its channel lines
-    name: str | None = None  # strong: Using network / P2P plugin / channel lines / NET/IB : Using
+    name: str | None = None  # strong: Using network / channel lines / NET/IB : Using
+    plugin: str | None = None  # `P2P plugin IBext`: printed as the plugin loads, before it finds a device
     weak_socket: bool = False  # `NET/Socket : Using` (decides only when the NCCL version is ≥ 2.5 or unknown)
     no_ib: bool = False  # `NET/IB : No device found.`
     bootstrap: bool = False  # printed `Bootstrap : Using` (NCCL ≥ 2.5)
-    channel_socket: bool = False  # a channel went via NET/Socket
+    pre25: bool = False  # printed NCCL 2.4's `NET/Plugin : No plugin found (libnccl-net.so).`
+    channel_socket: bool = False  # a channel went via NET/Socket, or an error cascade ran through net_socket.cc
     devices: tuple[str, ...] = ()
     # the NET/IB ports any process of this host listed (one list shared by its processes): a process that
     # names IBext without printing the list runs over the same ports
@@ -83,9 +91,12 @@ class NcclProcess:
             return "Socket"
         name = self.name
         if name is None:
-            if self.no_ib or (self.weak_socket and (self.bootstrap or version is None or version >= (2, 5))):
+            modern = self.bootstrap or (not self.pre25 and (version is None or version >= (2, 5)))
+            if self.no_ib or (self.weak_socket and modern):
                 return "Socket"
-            return None
+            if self.plugin is None:
+                return None
+            name = self.plugin
         ports = [d for d in self.devices if "/" in d] or [d for d in self.host_ports if "/" in d]
         if name in _VERBS_NETS and ports and all(d.split("/")[1] == "RoCE" for d in ports):
             return "RoCE"
@@ -107,8 +118,14 @@ _RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
 _DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError'|(?:torch\.distributed\.)?DistBackendError: ")
 _SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
+# an NCCL WARN of a socket call the peer broke (`Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe`)
+_SOCKET_BROKEN = re.compile(r"Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?:Broken pipe|Connection reset by peer)")
+# PyTorch's heartbeat monitor: `[PG 0 Rank 1] Heartbeat monitor timed out!`, `… watchdog got stuck for 600 seconds`
+_HEARTBEAT = re.compile(r"Heartbeat monitor timed out!|ProcessGroupNCCL's watchdog got stuck for \d+ seconds|"
+                        r"NCCL monitor thread timeout")
 _NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: (?:\S+:\d+ )?(?:Got async event : (?!port active)|async fatal event)|"
-                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't ")
+                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't |"
+                        r"is neither AF_INET")
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
@@ -121,7 +138,8 @@ _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|E
 class LogError:
     """One classified error; fields the message does not carry are None."""
 
-    kind: str  # ib_completion | watchdog_timeout | comm_aborted | dist_backend | socket_closed | nccl_error | traceback
+    kind: str  # ib_completion | watchdog_timeout | heartbeat_timeout | comm_aborted | dist_backend | socket_closed |
+    #            nccl_error | traceback
     text: str
     at: datetime | None = None
     host: str | None = None
@@ -168,15 +186,20 @@ class NcclReading:
                     p.weak_socket = True
                 elif devices:  # an empty list (`Using [RO]; OOB eth0`, after `No device found`) names no net
                     if p.name is None:
-                        p.name = _net_name(m.group("name"))
+                        # the plugin's own list; after `No device found` the list is the internal IB net's
+                        p.name = p.plugin if p.plugin and not p.no_ib else _net_name(m.group("name"))
                     p.devices = tuple(dict.fromkeys(p.devices + devices))
                     p.host_ports.extend(d for d in devices if d not in p.host_ports)
             elif m := _USING_NETWORK.match(msg):
                 p.name = _net_name(m.group("name"))
             elif m := _P2P_PLUGIN.match(msg):
-                p.name = _net_name(m.group("name"))
+                p.plugin = _net_name(m.group("name"))
             elif _NO_IB.match(msg):
                 p.no_ib = True
+            elif _PLUGIN_24.match(msg):
+                p.pre25 = True
+            elif _NET_SOCKET_FRAME.match(msg):
+                p.channel_socket = True
             elif msg.startswith("Bootstrap : Using") or msg.startswith("Bootstrap: Using"):
                 p.bootstrap = True
             elif m := _VIA_NET.search(msg):
@@ -225,7 +248,15 @@ class NcclReading:
             if key in self._seen_watchdog:
                 return []
             self._seen_watchdog.add(key)
-        elif (m := _SOCKET_CLOSED.search(body)) and (rec.nccl in (None, "WARN")):
+        elif m := _HEARTBEAT.search(body):
+            ranks = [int(x.group("rank")) for x in _RANK_IN.finditer(body[: m.start()])]
+            err = LogError("heartbeat_timeout", body.strip(), rec.at, rec.host, ranks[-1] if ranks else rec.rank)
+            key = ("heartbeat", rec.rank, err.rank)  # the [E] line and the FATAL line of one rank are one event
+            if key in self._seen_watchdog:
+                return []
+            self._seen_watchdog.add(key)
+        elif ((m := _SOCKET_CLOSED.search(body)) and rec.nccl in (None, "WARN")) or \
+                (rec.nccl == "WARN" and (m := _SOCKET_BROKEN.search(body))):
             err = LogError("socket_closed", body.strip(), rec.at, rec.host, rec.rank, peer=m.group("peer"))
         elif rec.nccl == "WARN" and _NCCL_ROOT.search(body):
             if body.strip() in self._seen_root:  # the same root cause from several processes is one error
@@ -241,7 +272,8 @@ class NcclReading:
     def _add_error(self, err: LogError, rec: Record | None) -> list[TrainingEvent]:
         self.errors.append(err)
         out = [self._ev("error", rec, text=f"{err.kind}: {err.detail}", error=err.kind, rank=err.rank)]
-        if err.kind in ("watchdog_timeout", "ib_completion", "socket_closed", "comm_aborted", "nccl_error") \
+        if err.kind in ("watchdog_timeout", "heartbeat_timeout", "ib_completion", "socket_closed", "comm_aborted",
+                        "nccl_error") \
                 and rec is not None and rec.nccl != "WARN":  # a WARN line is already an nccl_warn
             out.append(self._ev("nccl_warn", rec, text=err.text, rank=err.rank))
         for r in self.resumes:  # an error while a resume is pending: the resume failed
@@ -266,7 +298,9 @@ def _fill_watchdog(err: LogError, m: re.Match[str], body: str) -> None:
 
 
 def _is_nccl_exception(line: str) -> bool:
-    return bool(_COMM_ABORTED.search(line) or _DIST_BACKEND.search(line) or _WATCHDOG.search(line))
+    return bool(_COMM_ABORTED.search(line) or _DIST_BACKEND.search(line) or _WATCHDOG.search(line)
+                or _HEARTBEAT.search(line))
+
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in version.split(".")) if version else None

@@ -36,12 +36,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
 _BRACKET = re.compile(r"\[(\d+)\] ")
-_PROC = re.compile(r"\((\w+) pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
+_PROC = re.compile(r"\((\w+)(?: rank=\d+)? pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")  # V1 `(VllmWorker rank=3 pid=N)`
 _SLURM = re.compile(r"(\d{1,5}): ")
 _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.]*-\d+): (?!\d)")
 # a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `)
 _SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
-_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+# the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`)
+_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?:(?P<pid>\d+):(?P<tid>\d+)|[Xx*]+(?::[\dXx*]+)?) \[(?P<dev>\d+)\] "
                    r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
 # a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
 _GLUE = re.compile(r"(?<=\])(?=\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\||\[[EWI]\d* [\w.:]+\.cpp:\d+\]|"
@@ -104,6 +105,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
                 changed = True
     m = _NCCL.match(text)
     if m:
-        return Record(m.group("msg"), at, rank, m.group("host"), int(m.group("pid")), int(m.group("dev")),
+        pid = int(m.group("pid")) if m.group("pid") else None
+        return Record(m.group("msg"), at, rank, m.group("host"), pid, int(m.group("dev")),
                       m.group("level"), proc, raw)
     return Record(text, at, rank, proc=proc, raw=raw)

@@ -28,7 +28,7 @@ from drills.measure.vllm_startup import VllmStartup
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
            "detect_framework", "FRAMEWORKS"]
 
-FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "vllm", "twin", "nccl")
+FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "torchtitan", "vllm", "twin", "nccl")
 
 # -- framework signatures -----------------------------------------------------------------------
 
@@ -43,11 +43,12 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
     ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
-    ("deepspeed", 2, r"deepspeed/|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
+    ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
     ("lightning", 3, r"pytorch_lightning/|lightning/pytorch/|lightning/fabric/|GPU available: (?:True|False)|"
                      r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|Initializing distributed: GLOBAL_RANK"),
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
+    ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
                 r"Loading safetensors checkpoint shards|vllm"),
@@ -58,8 +59,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
 _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
                               r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version")
-_VLLM_PROCS = re.compile(r"^(?:VllmWorkerProcess|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
-_HOSTS = ("hf-trainer", "megatron", "lightning", "vllm", "twin")
+_VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
+_HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "vllm", "twin")
 
 
 def detect_framework(scores: dict[str, int], nccl_lines: int) -> str | None:
@@ -116,6 +117,7 @@ class LogReader(NcclReading, CheckpointReading):
         self._seen_root: set[str] = set()
         self._tb: _Traceback | None = None
         self._pending_no_ckpt: _Resume | None = None
+        self._titan_folder: str | None = None
         self._last_at: datetime | None = None
         self._consumed = False
         self._known = False
@@ -143,8 +145,8 @@ class LogReader(NcclReading, CheckpointReading):
         """End of the stream: close an open traceback and judge a pending resume."""
         out = self._close_traceback(None)
         for r in self.resumes:
-            if r.state == "pending" and r.framework in _FRAMEWORK_PRINTS_SUCCESS:
-                out += self._fail(r, f"no success line after the attempt ({_framework_ok_line(r.framework)})", None)
+            if r.state == "pending" and (r.framework in _FRAMEWORK_PRINTS_SUCCESS or r.zero_partitions):
+                out += self._fail(r, f"no success line after the attempt ({_framework_ok_line(r)})", None)
             elif r.state == "pending":
                 r.state = "ok"
                 out.append(self._ev("resumed", None, step=r.step, path=r.path))

@@ -37,6 +37,7 @@ _RESUME_ATTEMPT = (  # (framework, pattern); groups: path, step
     ("lightning", re.compile(r"Restoring states from the checkpoint(?: path)? at (?P<path>\S+)")),
     ("deepspeed", re.compile(r"_load_checkpoint\] (?:rank: \d+ |\[Rank \d+\] )?loading checkpoint:? (?P<path>\S+)")),
     ("deepspeed", re.compile(r"\[Torch\] Loading checkpoint from (?P<path>\S+?)(?:\.\.\.)?$")),
+    ("torchtitan", re.compile(r"Loading the checkpoint at step (?P<step>\d+)")),
     ("twin", re.compile(r"loading checkpoint step=(?P<step>\d+)(?: path=(?P<path>\S+))?")),
 )
 _RESUME_OK = (
@@ -46,8 +47,11 @@ _RESUME_OK = (
     ("lightning", re.compile(r"Restored all states from the checkpoint(?: file| path)? at (?P<path>\S+)")),
     ("deepspeed", re.compile(r"successfully (?:loaded|read) \d+ ZeRO state_dicts")),
     ("deepspeed", re.compile(r"\[Torch\] Loaded checkpoint from (?P<path>\S+?)(?:\.\.\.|\.)?$")),
+    ("torchtitan", re.compile(r"Finished loading the checkpoint in [\d.]+ seconds")),
     ("twin", re.compile(r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?")),
 )
+# torchtitan names its checkpoint folder once (`step-N` below it); step 0 is a seed checkpoint (model only): no resume
+_TITAN_FOLDER = re.compile(r"Checkpoints will be loaded from and saved to (?P<path>\S+)")
 _NO_CHECKPOINT = (
     re.compile(r"could not find the metadata file (?P<path>\S+)"),
     re.compile(r"will not load any checkpoints and will start from random"),
@@ -66,7 +70,15 @@ _LOAD_FRAMES = re.compile(r"^(?:load_checkpoint|_load_checkpoint|_load_from_chec
                           r"_load_optimizer_and_scheduler|_restore_modules_and_callbacks|restore_model|"
                           r"restore_training_state|resume_start|_load_rng_state|load_checkpoint_and_dispatch)$")
 _LOAD_ACTION = re.compile(r"\b(?:load_checkpoint|_load_from_checkpoint|resume_from_checkpoint)\b")
-_FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "twin"}
+_LOAD_EXC = re.compile(r"The checkpoint being loaded used a DP world size")  # DeepSpeed refuses another DP size
+_FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "torchtitan", "twin"}
+_ZERO_PARTITION = re.compile(r"zero_pp_rank_\d+_mp_rank_\d+_?optim_states")
+
+# vLLM's logger header, before each line of a traceback it logs (`ERROR 06-13 11:37:08 [core.py:515] `, ≤ 0.7 without
+# brackets); a V0 worker's failure prints the exception first, its traceback after (`Exception in worker …: <exc>, Traceback`)
+_VLLM_LOGGER = re.compile(r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\]) ?")
+_VLLM_WORKER_EXC = re.compile(r"^Exception in worker \S+ while processing method \w+: (?P<exc>.*), "
+                              r"Traceback \(most recent call last\):$")
 
 _SAVE_START = (  # groups: step, path
     ("megatron", re.compile(r"^\s*saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)")),
@@ -103,11 +115,13 @@ class _Resume:
     state: str = "pending"  # pending | ok | failed
     reason: str | None = None
     tb: object = None  # the traceback that failed it
+    zero_partitions: bool = False  # DeepSpeed loads ZeRO optimizer partitions: done at `successfully read N ZeRO …`
 
 
 @dataclass
 class _Traceback:
     start_at: datetime | None
+    rank: int | None = None  # the launcher rank of the record that started it (`[rank2]: Traceback …`)
     frames: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     exception: str | None = None
@@ -120,7 +134,7 @@ class CheckpointReading:
     """The resume, save and traceback part of `LogReader` (its state lives on the reader)."""
 
     def _traceback(self, rec: Record) -> list[TrainingEvent]:
-        body = rec.body
+        body = _VLLM_LOGGER.sub("", rec.body, count=1)
         tb = self._tb
         if tb is not None and not tb.closed:
             if _TB_START.match(body) or _TB_CHAIN.match(body) or not body.strip():
@@ -132,11 +146,22 @@ class CheckpointReading:
                 return []
             return self._close_traceback(rec)
         if _TB_START.match(body):
-            self._tb = _Traceback(rec.at)
+            self._tb = _Traceback(rec.at, rec.rank)
+            return []
+        if m := _VLLM_WORKER_EXC.search(body):  # vLLM V0: the exception, then its traceback, in one record
+            self._tb = _Traceback(rec.at, exception=m.group("exc"))
             return []
         if (m := _TB_FRAME.match(body)) and (tb is None or tb.closed):
-            self._tb = _Traceback(rec.at, [m.group("func")], [body])
+            self._tb = _Traceback(rec.at, rec.rank, [m.group("func")], [body])
             return []
+        if tb is None or tb.closed:  # a traceback whose start was cut: its `raise` line, or a qualified exception line
+            if re.match(r"^\s+raise \w", body):
+                self._tb = _Traceback(rec.at, [], [body])
+                return []
+            if (m := _EXC_LINE.match(body.strip())) and "." in m.group("name") and m.group("msg") \
+                    and not _is_nccl_exception(body):  # the NCCL reader names those itself: not counted twice
+                self._tb = _Traceback(rec.at)
+                return self._close_traceback(rec)
         if tb is not None and tb.closed and tb.exception and (_TB_CHAIN.match(body)):
             tb.closed = False  # a chained traceback follows its exception line
             self.errors.remove(tb.error) if tb.error in self.errors else None
@@ -148,17 +173,19 @@ class CheckpointReading:
         if tb is None or tb.closed:
             return []
         tb.closed = True
-        body = rec.body.strip() if rec is not None else ""
+        body = _VLLM_LOGGER.sub("", rec.body, count=1).strip() if rec is not None else ""
         m = _EXC_LINE.match(body) if body else None
         if m:
             tb.exception = body
-        err = LogError("traceback", tb.exception or "", tb.start_at, rank=rec.rank if rec else None,
+        rank = tb.rank if tb.rank is not None else (rec.rank if rec else None)
+        err = LogError("traceback", tb.exception or "", tb.start_at, rank=rank,
                        frames=tuple(tb.frames), exception=tb.exception)
         tb.error = err
         # keep order: the traceback started before its exception line
         self.errors.append(err)
         out = [self._ev("error", rec, text=f"traceback: {err.detail}", error="traceback")]
-        loading = any(_LOAD_FRAMES.match(f) for f in tb.frames) or any(_LOAD_ACTION.search(t) for t in tb.texts)
+        loading = any(_LOAD_FRAMES.match(f) for f in tb.frames) or any(_LOAD_ACTION.search(t) for t in tb.texts) \
+            or bool(tb.exception and _LOAD_EXC.search(tb.exception))
         pending = [r for r in self.resumes if r.state == "pending"]
         reason = err.detail
         if pending:
@@ -212,6 +239,9 @@ class CheckpointReading:
                     self.resumes.append(r)
                 if r.state != "pending":
                     return []
+                if fw == "deepspeed" and path and _ZERO_PARTITION.search(path):
+                    r.zero_partitions = True  # one rank's partition: the load ends with DeepSpeed's ZeRO line
+                    return []
                 r.state = "ok"
                 self._steps_since_resume = 0
                 r.step = r.step if r.step is not None else (step if step is not None else _step_in(path))
@@ -237,11 +267,15 @@ class CheckpointReading:
                     return self._fail(r, "no checkpoint found" + (f" at {r.path}" if r.path else "")
                                       + ": will not load any checkpoints and will start from random", rec)
                 return []
+        if m := _TITAN_FOLDER.search(body):
+            self._titan_folder = m.group("path")
         for fw, pattern in _RESUME_ATTEMPT:
             if m := pattern.search(body):
                 self._consumed = True
                 g = m.groupdict()
-                path = g.get("path")
+                path = g.get("path") or (self._titan_folder if fw == "torchtitan" else None)
+                if fw == "torchtitan" and g["step"] == "0":
+                    return []  # the seed checkpoint: initial weights, not a resume
                 if fw == "hf-trainer" and path is None:
                     if any(r.state == "pending" for r in self.resumes):
                         return []
@@ -268,8 +302,8 @@ class CheckpointReading:
         for r in self.resumes:
             if r.state != "pending":
                 continue
-            if r.framework in _FRAMEWORK_PRINTS_SUCCESS:
-                out += self._fail(r, f"training steps without the success line ({_framework_ok_line(r.framework)})", rec)
+            if r.framework in _FRAMEWORK_PRINTS_SUCCESS or r.zero_partitions:
+                out += self._fail(r, f"training steps without the success line ({_framework_ok_line(r)})", rec)
             else:
                 r.state = "ok"
                 out.append(self._ev("resumed", rec, step=r.step, path=r.path))
@@ -381,9 +415,13 @@ def _framework_of_frames(texts: list[str]) -> str | None:
     return None
 
 
-def _framework_ok_line(fw: str) -> str:
+def _framework_ok_line(r: "_Resume | str") -> str:
+    fw = r if isinstance(r, str) else r.framework
+    if not isinstance(r, str) and r.zero_partitions:
+        return "'successfully read N ZeRO state_dicts' after the ZeRO partition loads"
     return {"megatron": "'successfully loaded checkpoint'", "hf-trainer": "'Continuing training from global step'",
-            "lightning": "'Restored all states from the checkpoint'", "twin": "'resumed from checkpoint'"}.get(fw, "?")
+            "lightning": "'Restored all states from the checkpoint'",
+            "torchtitan": "'Finished loading the checkpoint in'", "twin": "'resumed from checkpoint'"}.get(fw, "?")
 
 
 def _step_in(path: str | None, tag: bool = False) -> int | None:

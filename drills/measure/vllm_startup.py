@@ -17,7 +17,9 @@ A line's time is the Kubernetes `--timestamps` stamp when the log was read with 
 (`INFO 03-01 10:30:42 model_runner.py:1110] …`) and ≥ 0.8 (`INFO 06-02 11:03:55 [gpu_model_runner.py:1933] …`),
 with or without a process prefix (`(EngineCore_DP0 pid=N) `, `(VllmWorkerProcess pid=N) `).
 
-A phase that started and did not end when the log was read is **in progress**: a replica stuck loading
+A startup that failed (`EngineCore failed to start`, `WorkerProc failed to start`, a V0 worker's `Exception in worker …`,
+a CUDA OOM) says so (`failed`, the line) and has no phase in progress. A phase that started and did not end when the
+log was read is **in progress**: a replica stuck loading
 weights names that phase, with how long it has run. Pure: feed lines, read `summary()` / `breakdown()`.
 """
 
@@ -57,6 +59,9 @@ _ENDS = (  # (key, pattern); group s = seconds printed, gb = GiB
 )
 _VERSION = re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[\w.+-]*?)\)"
                       r"|vLLM version (?P<v3>\d[\w.+-]*)")
+# the startup failed: the engine or a worker died (its traceback follows), or CUDA ran out of memory while loading
+_FAILED = re.compile(r"EngineCore failed to start|WorkerProc failed to start|Engine core initialization failed|"
+                     r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory")
 _STAMP = re.compile(r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\b")
 
 
@@ -70,6 +75,7 @@ class VllmStartup:
     ended: dict[str, datetime] = field(default_factory=dict)
     model_load_gb: float | None = None
     ready_at: datetime | None = None
+    failed: str | None = None  # the line that said the startup failed (no phase is then in progress)
     first_at: datetime | None = None
     last_at: datetime | None = None
     lines: int = 0  # lines that were vLLM's startup lines
@@ -87,6 +93,9 @@ class VllmStartup:
             self.last_at = at
         if m := _VERSION.search(body):
             self.version = self.version or next(v for v in m.groups() if v)
+            return True
+        if m := _FAILED.search(body):
+            self.failed = self.failed or body[m.start():][:300]
             return True
         for phase, pattern in _STARTS:
             if pattern.search(body):
@@ -119,7 +128,7 @@ class VllmStartup:
     def in_progress(self, now: datetime | None = None) -> tuple[str, float] | None:
         """The phase whose start line was printed and whose end line was not: (phase, seconds so far)."""
         open_ = [(at, p) for p, at in self.started.items() if p not in self.ended]
-        if not open_ or self.ready:
+        if not open_ or self.ready or self.failed:
             return None
         at, phase = max(open_)
         until = now or self.last_at or at
@@ -149,6 +158,8 @@ class VllmStartup:
             out["model_load_gb"] = self.model_load_gb
         if self.ready:
             out["ready"] = True
+        if self.failed:
+            out["failed"] = self.failed
         if (running := self.in_progress(now)) is not None:
             out["in_progress"] = {"phase": running[0], "seconds": round(running[1], 3)}
         return out
