@@ -6,7 +6,8 @@ Used by the monitors (one `LogReader` per pod) and by `read_log` (a whole file, 
 - `logprefix`: prefixes peeled (Kubernetes stamps, launcher ranks, Ray/vLLM process names, NCCL's own),
   several records per line split (tqdm redraws, records glued to a progress bar);
 - `lognccl`: the NCCL transport per process and rank, classified errors;
-- `logresume`: resumes (an attempt counts only when it succeeded), checkpoint saves, tracebacks;
+- `logresume`: resumes (an attempt counts only when it succeeded), tracebacks;
+- `logsave`: checkpoint saves;
 - `vllm_startup`: vLLM's startup phases;
 - here: **framework detection** (`log_format: auto`): signature lines weighted per framework; DeepSpeed
   under Megatron/HF/Lightning counts as the outer framework, NCCL-only logs are `nccl`.
@@ -22,7 +23,8 @@ from drills.measure.logformats import LogFormat, TrainingEvent, preset
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
 from drills.measure.logresume import (_FRAMEWORK_PRINTS_SUCCESS, CheckpointReading, _framework_ok_line, _Resume,
-                                      _Save, _Traceback)
+                                      _Traceback)
+from drills.measure.logsave import SaveReading, _Save
 from drills.measure.vllm_startup import VllmStartup
 
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
@@ -94,7 +96,7 @@ class LogSummary:
     steps: int
 
 
-class LogReader(NcclReading, CheckpointReading):
+class LogReader(NcclReading, CheckpointReading, SaveReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed

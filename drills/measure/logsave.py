@@ -1,0 +1,159 @@
+"""Checkpoint saves, and the checkpoint paths they name (a part of `LogReader`).
+
+- **Saves**, one per checkpoint: Megatron `saving …`/`successfully saved …` with its `save-checkpoint`
+  timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
+  save ends when its last shard is written), HF `Saving model checkpoint to …` (a final save without a
+  step too), Lightning `saving model to …`.
+- **Paths**: the step a checkpoint path names, DeepSpeed's tag dir (shared with `logresume`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from drills.measure.logformats import TrainingEvent
+from drills.measure.logprefix import Record
+
+__all__ = ["SaveReading"]
+
+
+_SAVE_START = (  # groups: step, path
+    ("megatron", re.compile(r"^\s*saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)")),
+    ("deepspeed", re.compile(r"\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is about to be saved")),
+)
+_SAVE_SHARD = re.compile(r"\[Torch\] Saved (?P<path>\S+?)\.?$|\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is ready now")
+_SAVE_TIMER = re.compile(r"save-checkpoint\s*[.:]*\s*:?\s*(?:\((?P<min>[\d.]+),\s*(?P<max>[\d.]+)\)|(?P<one>[\d.]+))")
+_DS_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+_HF_STAMP = re.compile(r"\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) >>")
+_MEGATRON_DONE = re.compile(r"successfully saved checkpoint (?:from|at) iteration\s+(?P<step>\d+)(?: to (?P<path>\S+))?")
+_HF_SAVE = re.compile(r"Saving model checkpoint to (?P<path>\S+)")
+_LIGHTNING_SAVE = re.compile(r"saving model to '?(?P<path>[^'\s]+)'?")
+_STEP_IN_PATH = re.compile(r"(?:checkpoint-|global_step|iter_0*|step[=_-]?)(?P<step>\d+)")
+
+
+@dataclass
+class _Save:
+    step: int | None
+    path: str | None
+    framework: str
+    started: datetime | None = None
+    last_shard: datetime | None = None
+    duration_s: float | None = None
+    done: bool = False
+    emitted: bool = False
+
+
+class SaveReading:
+    """The save part of `LogReader` (its state lives on the reader)."""
+
+    def _save(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        at = rec.at or _stamp(body) or self._last_at
+        for fw, pattern in _SAVE_START:
+            if m := pattern.search(body):
+                self._consumed = True
+                step = int(m.group("step"))
+                open_ = self._open_save()
+                if fw == "deepspeed" and open_ is not None and open_.step == step:
+                    open_.started = open_.started or _stamp(body)
+                    return []
+                self.saves.append(_Save(step, m.groupdict().get("path"), fw, started=_stamp(body) or rec.at))
+                return [self._ev("checkpoint_started", rec, step=step, path=m.groupdict().get("path"))]
+        if re.search(r"\[Torch\] Saving \S", body):
+            self._consumed = True
+            return []
+        if m := _SAVE_SHARD.search(body):
+            self._consumed = True
+            s = self._open_save() or self._last_save_for(m.group("step"))
+            step = int(m.group("step")) if m.group("step") else _step_in(m.group("path") or "", tag=False)
+            if s is None:
+                s = _Save(step, _ds_tag_dir(m.group("path")) if m.group("path") else f"global_step{step}", "deepspeed",
+                          started=None)
+                self.saves.append(s)
+            if m.group("path") and s.path is None:
+                s.path = _ds_tag_dir(m.group("path"))
+            shard_at = _stamp(body) or rec.at
+            if shard_at is not None:
+                s.last_shard = max(s.last_shard, shard_at) if s.last_shard else shard_at
+            if s.framework == "deepspeed" and m.group("step"):
+                s.done = True
+            if s.started and s.last_shard:
+                s.duration_s = round((s.last_shard - s.started).total_seconds(), 3)
+            if s.done and s.framework == "deepspeed":
+                s.emitted = True
+                return [self._ev("checkpoint_saved", rec, step=s.step, path=s.path, duration_s=s.duration_s)]
+            return []
+        if m := _MEGATRON_DONE.search(body):
+            step = int(m.group("step"))
+            s = self._open_save()
+            if s is None or s.step != step:
+                s = _Save(step, m.group("path"), "megatron")
+                self.saves.append(s)
+            s.done, s.emitted = True, True
+            s.path = m.group("path") or s.path
+            if s.started and s.last_shard and s.duration_s is None:
+                s.duration_s = round((s.last_shard - s.started).total_seconds(), 3)
+            return [self._ev("checkpoint_saved", rec, step=step, path=s.path, duration_s=s.duration_s)]
+        if m := _SAVE_TIMER.search(body):
+            done = [s for s in self.saves if s.done]
+            if done and done[-1].framework == "megatron":
+                secs = float(m.group("max") or m.group("one")) / 1000.0
+                done[-1].duration_s = round(secs, 3)
+                return [self._ev("checkpoint_saved", rec, step=done[-1].step, path=done[-1].path,
+                                 duration_s=done[-1].duration_s)]
+            return []
+        if m := _HF_SAVE.search(body):
+            path = m.group("path").rstrip(".")
+            step = _step_in(path) if re.search(r"checkpoint-\d+", path) else None
+            if self.saves and self.saves[-1].path == path and self.saves[-1].done:
+                return []
+            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, done=True, emitted=True))
+            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+        if "global step" in body and (m := _LIGHTNING_SAVE.search(body)):
+            path = m.group("path")
+            step = _step_in(path)
+            self.saves.append(_Save(step, path, "lightning", done=True, emitted=True))
+            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+        del at
+        return []
+
+    def _open_save(self) -> _Save | None:
+        s = self.saves[-1] if self.saves else None
+        return s if s is not None and not s.done else None
+
+    def _last_save_for(self, step: str | None) -> _Save | None:
+        if step is None or not self.saves:
+            return None
+        s = self.saves[-1]
+        return s if s.step == int(step) and s.framework == "deepspeed" else None
+
+
+def _step_in(path: str | None, tag: bool = False) -> int | None:
+    if not path:
+        return None
+    m = None
+    for m in _STEP_IN_PATH.finditer(path):
+        pass
+    if m is not None:
+        return int(m.group("step"))
+    if tag:
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        return int(last) if last.isdigit() else None
+    return None
+
+
+def _ds_tag_dir(path: str) -> str:
+    """`ckpt/global_step100/mp_rank_00_model_states.pt` → `ckpt/global_step100` (the checkpoint's tag dir)."""
+    path = path.rstrip(".")
+    if re.search(r"\.(?:pt|pth|bin|safetensors)$", path) and "/" in path:
+        return path.rsplit("/", 1)[0]
+    return path
+
+
+def _stamp(body: str) -> datetime | None:
+    m = _DS_STAMP.match(body) or _HF_STAMP.search(body)
+    if not m:
+        return None
+    return datetime.strptime(f"{m.group(1)}.{m.group(2)}000", "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
