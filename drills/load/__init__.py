@@ -3,18 +3,16 @@
 Importing this package never imports locust (see runner.py for why).
 """
 
-from drills.load.buckets import (
-    Bucket,
+from drills.load.bucket_stats import (
     WindowStats,
     baseline,
     error_rate,
     first_sustained_success,
     p99,
     percentile,
-    read_buckets,
-    rebin,
     window,
 )
+from drills.load.buckets import Bucket, read_buckets, rebin
 from drills.load.runner import LoadResult, LoadRunner
 
 __all__ = [

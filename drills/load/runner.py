@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drills.core.errors import CheckFailed
-from drills.load.buckets import Bucket, WindowStats, read_buckets, rebin, window
+from drills.load.bucket_stats import WindowStats, window
+from drills.load.buckets import Bucket, read_buckets, rebin
 from drills.load.watermark import read_watermark
 from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S
 

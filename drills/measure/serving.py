@@ -32,7 +32,8 @@ from drills.core.clock import Clock, parse_iso
 from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
-from drills.load.buckets import Bucket, first_failure, first_sustained_success, served_by
+from drills.load.bucket_stats import first_failure, first_sustained_success, served_by
+from drills.load.buckets import Bucket
 from drills.measure.serving_startup import PodStartup, StartupReader, cond_time, ready_now, stamp
 from drills.measure.vllm_startup import PHASE_LABELS
 from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, ready_addresses, replacement_states

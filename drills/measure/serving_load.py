@@ -12,7 +12,8 @@ from typing import Callable
 
 from drills.core.clock import Clock
 from drills.core.errors import CheckFailed
-from drills.load.buckets import Bucket, kind_counts, rebin, window
+from drills.load.bucket_stats import kind_counts, window
+from drills.load.buckets import Bucket, rebin
 from drills.measure.serving import ServingRecovery
 from drills.verdicts.timeline import format_duration
 

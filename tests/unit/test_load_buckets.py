@@ -7,20 +7,22 @@ import sys
 
 import pytest
 
-from drills.load.buckets import (
-    Bucket,
-    BucketAccumulator,
+from drills.load.bucket_stats import (
     baseline,
     error_rate,
     first_failure,
     first_sustained_success,
-    merge_buckets,
     p99,
     percentile,
+    window,
+)
+from drills.load.buckets import (
+    Bucket,
+    BucketAccumulator,
+    merge_buckets,
     read_buckets,
     rebin,
     round_ms,
-    window,
 )
 
 W = 0.05

@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from drills.load.buckets import Bucket, BucketAccumulator, kind_counts, merge_buckets, served_by
+from drills.load.bucket_stats import kind_counts, served_by
+from drills.load.buckets import Bucket, BucketAccumulator, merge_buckets
 from drills.load.outcome import classify_answer, classify_exception, client_timeout_wall_s
 from drills.measure.replicas import FaultEffect, Replacement, endpoint_pods, served_count
 from drills.verdicts.serving import judge_fault_effect, judge_replacements, judge_visible_failures
