@@ -1,7 +1,9 @@
 """fio's JSON report → `FioResult`: per direction bandwidth, IOPS and completion-latency percentiles.
 
 Handles standalone output (`jobs`), client/server output (`client_stats`, preferring the "All clients"
-total), and text fio puts before the JSON (a termination notice, a server's banner).
+total), and text fio puts before the JSON (a termination notice, a server's banner). Older fio (axboe/fio
+stat.c history): no `bw_bytes` before 3.2 (`bw` is KiB/s), `io_bytes` in KiB before 2.21 (which added
+`io_kbytes`), `clat` in µs before 2.99 (`clat_ns` after), no sample count `N` before 3.18.
 """
 
 from __future__ import annotations
@@ -118,31 +120,47 @@ def _load_json(text: str) -> dict:
 
 def _direction(entries: list[dict], key: str) -> DirectionStats:
     parts = [e.get(key) or {} for e in entries]
-    n_total = sum(int((p.get("clat_ns") or {}).get("N", 0)) for p in parts)
+    clats = [_clat(p) for p in parts]
     mean = None
-    if n_total:
-        mean = sum((p.get("clat_ns") or {}).get("mean", 0.0) * (p.get("clat_ns") or {}).get("N", 0)
-                   for p in parts) / n_total * NS
+    weights = [n for n, _, _ in clats]
+    if all(w is not None for w in weights) and sum(weights):
+        mean = sum(c.get("mean", 0.0) * n * scale for n, c, scale in clats) / sum(weights)
     return DirectionStats(
-        io_bytes=sum(int(p.get("io_bytes", 0)) for p in parts),
-        bw_bytes_s=float(sum(p.get("bw_bytes", 0) for p in parts)),
+        io_bytes=sum(_io_bytes(p) for p in parts),
+        bw_bytes_s=float(sum(p["bw_bytes"] if "bw_bytes" in p else p.get("bw", 0) * 1024 for p in parts)),
         iops=float(sum(p.get("iops", 0.0) for p in parts)),
         runtime_s=max(float(p.get("runtime", 0)) for p in parts) / 1000.0,
         clat_mean_s=mean,
-        clat_p50_s=_percentile(parts, 50.0),
-        clat_p99_s=_percentile(parts, 99.0),
-        clat_p999_s=_percentile(parts, 99.9),
+        clat_p50_s=_percentile(clats, 50.0),
+        clat_p99_s=_percentile(clats, 99.0),
+        clat_p999_s=_percentile(clats, 99.9),
     )
 
 
-def _percentile(parts: list[dict], pct: float) -> float | None:
+def _io_bytes(part: dict) -> int:
+    """Bytes moved; fio before 2.21 printed KiB under `io_bytes` (and no `io_kbytes`)."""
+    value = int(part.get("io_bytes", 0))
+    return value * 1024 if "io_kbytes" not in part and "clat_ns" not in part else value
+
+
+def _clat(part: dict) -> tuple[float | None, dict, float]:
+    """(samples, completion-latency stats, seconds per unit). Samples: `N` (fio 3.18+), else `total_ios`; an
+    entry that moved nothing counts 0; None when neither is printed (fio 2.x): unknown."""
+    clat, scale = (part["clat_ns"], NS) if "clat_ns" in part else (part.get("clat") or {}, 1e-6)
+    if "N" in clat:
+        return float(clat["N"]), clat, scale
+    if "total_ios" in part:
+        return float(part["total_ios"]), clat, scale
+    return (None if _io_bytes(part) else 0.0), clat, scale
+
+
+def _percentile(clats: list[tuple[float | None, dict, float]], pct: float) -> float | None:
     """The worst entry's clat percentile, in seconds (None when no I/O went that way)."""
     values = []
-    for p in parts:
-        clat = p.get("clat_ns") or {}
-        if not clat.get("N"):
+    for n, clat, scale in clats:
+        if n == 0:
             continue
         for k, v in (clat.get("percentile") or {}).items():
             if abs(float(k) - pct) < 1e-6:
-                values.append(float(v) * NS)
+                values.append(float(v) * scale)
     return max(values) if values else None

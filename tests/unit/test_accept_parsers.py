@@ -192,3 +192,83 @@ def test_ibstat_ib_logical_down_physical_up():
 def test_ibstat_without_devices():
     with pytest.raises(ToolOutputError):
         ibstat.parse_ibstat("ibpanic: [12] main: stat of IB device 'mlx5_0' failed: No such file or directory\n")
+
+
+# -- more real outputs (expectations written from reading each file) ----------------------------------
+def test_nccl_tests_two_nodes_sixteen_ranks_with_summary():
+    result = nccl_tests.parse_perf(real("nccl-tests-allreduce-2node-16rank-h100.txt"))
+    assert len(result.ranks) == 16
+    assert result.ranks[0] == (0, "ztan-mig-235z", "NVIDIA H100 80GB HBM3")
+    assert result.ranks[15] == (15, "ztan-mig-gq73", "NVIDIA H100 80GB HBM3")
+    assert result.hosts == ("ztan-mig-235z", "ztan-mig-gq73")
+    assert len(result.rows) == 31  # 8 B … 8 GiB, factor 2
+    assert (result.rows[-1].size_bytes, result.rows[-1].busbw_out, result.rows[-1].busbw_in) == (
+        8589934592, 338.82, 337.35)
+    assert result.peak_busbw == 338.82 and result.avg_busbw == 70.742 and result.out_of_bounds == 0
+    assert result.wrong == 0 and result.failure is None and result.transports == {}
+
+
+def test_nccl_tests_older_layout_without_root_and_with_an_error_column():
+    # nccl-tests before the `root`/`#wrong` columns: `error` is the largest deviation (1e-07), not a count
+    result = nccl_tests.parse_perf(real("nccl-tests-allreduce-old-layout-error-column.txt"))
+    assert [r[1] for r in result.ranks] == ["gpu9"] * 4
+    assert result.ranks[3] == (3, "gpu9", "NVIDIA GeForce RTX 2080 Ti")
+    assert [r.size_bytes for r in result.rows] == [8, 16, 32]
+    assert result.peak_busbw == 0.0 and result.wrong == 0
+    assert result.avg_busbw is None and result.failure is None and result.out_of_bounds is None
+
+
+def test_dcgmi_diag_dcgm423_software_with_per_gpu_rows():
+    result = dcgmi.parse_diag(real("dcgmi-diag-dcgm423-software-per-gpu.txt"))
+    assert result.metadata["DCGM Version"] == "4.2.3"
+    assert result.metadata["Driver Version Detected"] == "570.148.08"
+    assert [(t.section, t.name, t.result) for t in result.tests] == [("Deployment", "software", "Pass")]
+    assert result.passed and result.tests[0].failed_gpus == ()
+
+
+def test_dcgmi_diag_deployment_error_without_a_test_row_is_a_failure():
+    # DCGM stops at Deployment with an `Error` row (uncorrectable memory errors, row remappings pending)
+    result = dcgmi.parse_diag(real("dcgmi-diag-deployment-error-row-remap.txt"))
+    assert not result.passed
+    (fail,) = result.failures
+    assert fail.section == "Deployment" and fail.result == "Fail"
+    # the first piece is exactly 45 characters ("… and row"); the wrapped piece starts with the space
+    assert fail.notes == ("GPU 3 has uncorrectable memory errors and row remappings are pending",)
+
+
+def test_dcgmi_diag_per_gpu_split_result_reads_the_failing_gpu():
+    # DCGM 3 prints `Pass - GPUs: 1, …` then `Fail - GPU: 0` on the next row when GPUs disagree
+    text = real("dcgmi-diag-r2-per-gpu-fail-fragment.txt")
+    with pytest.raises(ToolOutputError, match="not `dcgmi diag`"):
+        dcgmi.parse_diag(text)  # the quote has no table header: a fragment is refused as a whole
+    (test,) = dcgmi._read_table(text)
+    assert (test.name, test.result, test.failed_gpus) == ("GPU Memory", "Fail", (0,))
+    assert test.notes[0].startswith("GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds")
+
+
+def test_nvidia_smi_table_one_a100_driver_550():
+    text = real("nvidia-smi-1x-a100-550.txt")
+    table = nvidia_smi.parse_table(text)
+    assert (table.driver_version, table.cuda_version) == ("550.90.12", "12.4")
+    (gpu,) = table.gpus
+    assert (gpu.index, gpu.name, gpu.temperature_c, gpu.perf_state, gpu.power_w, gpu.power_cap_w) == (
+        0, "NVIDIA A100 80GB PCIe", 32, "P0", 69, 300)
+    assert nvidia_smi.parse_list(text) == ()  # the table is not `nvidia-smi -L`
+
+
+def test_nvidia_smi_table_of_an_old_driver_without_cuda_version():
+    # drivers before 410 print no `CUDA Version` in the header
+    table = nvidia_smi.parse_table(real("nvidia-smi-3x-v100-384-no-cuda-version.txt"))
+    assert (table.driver_version, table.cuda_version) == ("384.145", None)
+    assert [g.name for g in table.gpus] == ["Tesla V100-SXM2..."] * 3
+    assert [g.temperature_c for g in table.gpus] == [66, 66, 59]
+    assert [g.power_w for g in table.gpus] == [253, 202, 266] and table.gpus[0].power_cap_w == 300
+    assert table.hottest_c == 66
+
+
+def test_gpu_burn_two_gpus_one_throttling_at_93c():
+    result = gpu_burn.parse_burn(real("gpu-burn-2gpu-k40m-93c.txt"))
+    assert result.gpus == 2 and len(result.snapshots) == 1
+    assert result.snapshots[0].percent == 10.4 and result.snapshots[0].gflops == (74.0, 423.0)
+    assert result.max_temp_c(0) == 93 and result.max_temp_c(1) == 57
+    assert result.errors(0) == 0 and result.errors(1) == 0 and result.verdicts == {}

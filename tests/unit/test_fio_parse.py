@@ -126,3 +126,47 @@ def test_rwmixread_only_for_mixed_modes_and_argv_puts_output_first():
 def test_invalid_jobs_are_refused_with_the_reason(kwargs, message):
     with pytest.raises(InvalidProfile, match=message):
         FioJob(**{"name": "j", "directory": "/d", **kwargs})
+
+
+# -- public fio JSON of other versions (tests/data/real/fio, source on line 1) -------------------------
+REAL = Path(__file__).resolve().parent.parent / "data" / "real" / "fio"
+
+
+def real(name: str) -> str:
+    text = (REAL / name).read_text()
+    assert text.startswith("# source: "), f"{name}: first line must name its source"
+    return text.split("\n", 1)[1]
+
+
+def test_fio_3_1_has_no_bw_bytes_key_its_bw_is_kib_per_second():
+    result = parse_fio_output(real("fio-3.1-randread-no-bw-bytes.json"))
+    assert result.fio_version == "fio-3.1" and result.jobs == ("random-read",) and result.job_errors == (0,)
+    assert result.read.io_bytes == 1625501696
+    assert result.read.bw_bytes_s == 26456 * 1024  # "bw" : 26456 (KiB/s); bw_bytes came with fio 3.2
+    assert result.read.iops == pytest.approx(6614.073099)
+    assert result.runtime_s == pytest.approx(60.001)
+    # clat_ns without "N" (fio < 3.18): one entry, its own mean and percentiles
+    assert result.read.clat_mean_s == pytest.approx(135557.025488e-9)
+    assert result.read.clat_p50_s == pytest.approx(134144e-9)
+    assert result.read.clat_p99_s == pytest.approx(142336e-9)
+    assert result.read.clat_p999_s == pytest.approx(464896e-9)
+    assert result.write.io_bytes == 0 and result.write.clat_p99_s is None
+    assert [(d.name, d.util_pct) for d in result.disk_util] == [("sdb", pytest.approx(86.082113))]
+
+
+def test_fio_2_1_4_reports_kib_and_microseconds():
+    # fio < 2.21 printed io_bytes in KiB (no io_kbytes key), bw in KiB/s, and `clat` in µs (before 2.99)
+    result = parse_fio_output(real("fio-2.1.4-five-groups-kib.json"))
+    assert result.fio_version == "fio-2.1.4"
+    assert result.jobs == ("sequential_write", "sequential_read", "random_write_test", "random_read_test",
+                           "random_read_test_parallel")
+    assert result.job_errors == (0, 0, 0, 0, 0)
+    assert result.write.io_bytes == (361984 + 36244) * 1024
+    assert result.read.io_bytes == (361984 + 36244 + 36244) * 1024
+    assert result.write.bw_bytes_s == (68118 + 6443) * 1024
+    assert result.write.clat_p99_s == pytest.approx(823296e-6)  # sequential_write's, the worst
+    assert result.read.clat_p99_s == pytest.approx(473088e-6)
+    assert result.read.clat_p999_s == pytest.approx(528384e-6)
+    assert result.write.clat_mean_s is None  # several entries and no sample counts: no mean rather than a guess
+    assert result.runtime_s == pytest.approx(28.540)
+    assert [(d.name, d.util_pct) for d in result.disk_util] == [("sdb", pytest.approx(97.54))]

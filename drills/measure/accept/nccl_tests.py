@@ -1,6 +1,8 @@
 """nccl-tests `*_perf` (NVIDIA/nccl-tests): the ranks and their hosts, the result table (size, time,
-algbw, busbw, #wrong, out-of-place and in-place), `# Avg bus bandwidth`, a `Test … failure` line, and the
-NCCL transport when run with NCCL_DEBUG=INFO (read with drills.measure.logread, as the drills do)."""
+algbw, busbw, #wrong, out-of-place and in-place), `# Out of bounds values`, `# Avg bus bandwidth`, a
+`Test … failure` line, and the NCCL transport when run with NCCL_DEBUG=INFO (read with
+drills.measure.logread, as the drills do). Older nccl-tests print no `root` column and an `error` column
+(the largest deviation, not a count): their wrong results show only in `Out of bounds values`."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ __all__ = ["PerfRow", "PerfResult", "parse_perf"]
 
 _RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[[^\]]*\]\s+(?P<name>.+)$")
 _NUM = r"(\d+(?:\.\d+)?|N/A)"
-_ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)\s+"
+_ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?:(?P<root>-?\d+)\s+)?"
                   rf"(?P<t1>{_NUM})\s+(?P<alg1>{_NUM})\s+(?P<bus1>{_NUM})\s+(?P<w1>\S+)\s+"
                   rf"(?P<t2>{_NUM})\s+(?P<alg2>{_NUM})\s+(?P<bus2>{_NUM})\s+(?P<w2>\S+)\s*$")
+_OOB = re.compile(r"^# Out of bounds values\s*:\s*(?P<n>\d+)")
 _AVG = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
 _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure (?P<where>\S+)(?: '(?P<what>[^']*)')?")
 
@@ -39,6 +42,7 @@ class PerfResult:
     avg_busbw: float | None  # `# Avg bus bandwidth` (absent when the run died)
     failure: str | None  # the first `Test … failure` line's place and message
     transports: dict[str, str]  # host → NCCL NET transport (IB, Socket, …) when NCCL_DEBUG=INFO
+    out_of_bounds: int | None = None  # `# Out of bounds values : N OK|FAILED` (absent when the run died)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -50,7 +54,8 @@ class PerfResult:
 
     @property
     def wrong(self) -> int:
-        return sum(r.wrong for r in self.rows)
+        """Wrong results: the rows' #wrong, or the summary's out-of-bounds count when larger (old layouts)."""
+        return max(sum(r.wrong for r in self.rows), self.out_of_bounds or 0)
 
     @property
     def socket(self) -> tuple[str, ...]:
@@ -64,18 +69,20 @@ def parse_perf(text: str) -> PerfResult:
 
     if "out-of-place" not in text and "# nThread" not in text:
         raise ToolOutputError("no `# nThread …` header or `out-of-place` table: not nccl-tests output")
-    ranks, rows, avg, failure = [], [], None, None
+    ranks, rows, avg, failure, oob = [], [], None, None, None
     for raw in text.splitlines():
         line = raw.strip()
         if (r := _RANK.match(line)):
             ranks.append((int(r["rank"]), r["host"], r["name"].strip()))
         elif (row := _ROW.match(line)):
             rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"])))
+        elif (o := _OOB.match(line)):
+            oob = int(o["n"])
         elif (a := _AVG.match(line)):
             avg = float(a["bw"])
         elif failure is None and (f := _FAIL.search(line)):
             failure = f"{f['where']}" + (f" {f['what'].strip(' /')}" if f["what"] else "")
-    return PerfResult(tuple(ranks), tuple(rows), avg, failure, dict(read_log(text).transports))
+    return PerfResult(tuple(ranks), tuple(rows), avg, failure, dict(read_log(text).transports), oob)
 
 
 def _f(value: str) -> float:

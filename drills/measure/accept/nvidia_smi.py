@@ -11,7 +11,8 @@ from drills.core.errors import ToolOutputError
 __all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table"]
 
 _LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
-_HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)\s+CUDA Version: (?P<cuda>\S+)")
+# drivers before 410 print no `CUDA Version`
+_HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)(?:\s+CUDA Version: (?P<cuda>\S+))?")
 _GPU_ROW = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|")
 _STATE_ROW = re.compile(r"^\|\s*(?:\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?P<power>\d+)W\s*/\s*(?P<cap>\d+)W\s*\|")
 
@@ -36,7 +37,7 @@ class GpuReading:
 @dataclass(frozen=True)
 class SmiTable:
     driver_version: str
-    cuda_version: str
+    cuda_version: str | None  # None: a driver before 410 does not print it
     gpus: tuple[GpuReading, ...]
 
     @property
@@ -54,7 +55,7 @@ def parse_table(text: str) -> SmiTable:
     """The header's driver and CUDA versions and one reading per GPU block; ToolOutputError without a header."""
     header = _HEADER.search(text)
     if header is None:
-        raise ToolOutputError("no `NVIDIA-SMI … Driver Version … CUDA Version` header: not nvidia-smi's table")
+        raise ToolOutputError("no `NVIDIA-SMI … Driver Version` header: not nvidia-smi's table")
     gpus: list[GpuReading] = []
     pending: tuple[int, str] | None = None
     for line in text.splitlines():
