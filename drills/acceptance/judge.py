@@ -5,6 +5,7 @@ thresholds they met or missed, and — when no-go — a typed `failure` and the 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -199,6 +200,11 @@ def judge_storage(node: str, text: str, t: Thresholds) -> CheckResult:
     read, write = fio.read.bw_bytes_s / 1e6, fio.write.bw_bytes_s / 1e6
     measured = {"read_mb_s": round(read, 1), "write_mb_s": round(write, 1)}
     limits = {"read_mb_s_min": t.store_read_mb_s_min, "write_mb_s_min": t.store_write_mb_s_min}
+    if failed := [(job, code) for job, code in zip(fio.jobs, fio.job_errors) if code]:
+        # a job that hit an I/O error stopped early (fio's default): whatever it moved says nothing of the store
+        words = "; ".join(f"job {job!r} ended with error {code} ({os.strerror(code)})" for job, code in failed)
+        return _nogo(node, "storage", "tool_error", f"fio from {node} to the shared store: {words}",
+                     dict(measured, job_errors=list(fio.job_errors)), limits)
     slow = [(w, got, lim) for w, got, lim in (("read", read, t.store_read_mb_s_min),
                                               ("write", write, t.store_write_mb_s_min)) if got < lim]
     if slow:
