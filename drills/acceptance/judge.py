@@ -96,7 +96,15 @@ def judge_dcgm(node: str, text: str, t: Thresholds) -> CheckResult:
         note = f": {first.notes[0]}" if first.notes else ""
         return _nogo(node, "dcgm", "diag_failed", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
                      f"{', '.join(f.name for f in result.failures)} failed{note}", measured, limits)
-    return _go(node, "dcgm", f"DCGM level {t.dcgm_level}: {len(result.tests)} tests, none failed", measured, limits)
+    ran = [x for x in result.tests if x.section != "Deployment" and x.result != "Skip"]
+    if t.dcgm_level >= 2 and not ran:
+        # DCGM skips what it cannot run (an unsupported GPU, a missing plugin, another process holding the GPUs):
+        # only its software checks passed, and those say nothing of the GPUs
+        skipped = [x.name for x in result.tests if x.section != "Deployment"]
+        return _nogo(node, "dcgm", "not_run", f"DCGM diagnostic level {t.dcgm_level} on {node} ran no GPU test: "
+                     + (f"{', '.join(skipped)} skipped" if skipped else "only the Deployment checks printed"),
+                     measured, limits)
+    return _go(node, "dcgm", f"DCGM level {t.dcgm_level}: {len(ran)} GPU tests ran, none failed", measured, limits)
 
 
 def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
