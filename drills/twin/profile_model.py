@@ -143,6 +143,9 @@ class CheckpointSpec(Strict):
     path: str = "/ckpt/{job}"
     load_duration: Duration = 30.0
     loadable: bool = True  # False (defect broken-resume): loading it crashes the job
+    # False (defect lost-optimizer-state): the latest checkpoint's optimizer state (DeepSpeed's ZeRO partitions) is
+    # gone from the store; what the job does then is its framework's (trainlogs.TrainLog.resume_without_optimizer)
+    optimizer_state: bool = True
     persistent: bool = True  # False (defect ephemeral-checkpoints): saves go to node-local disk, lost on restart
 
 

@@ -165,7 +165,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
                               f"checkpoints written to storage that outlives the pods?)")
     if recovery.resumed_step is None and recovery.resume_failed:
         ended = f"; {recovery.ended}" if recovery.ended else ""
-        return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and crashed "
+        return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and did not restore it "
                                        f"({recovery.resume_failed}){ended}; the latest checkpoint was "
                                        f"{recovery.latest_checkpoint}")
     if recovery.resumed_step is None and recovery.ended:

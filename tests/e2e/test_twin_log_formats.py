@@ -53,3 +53,19 @@ def test_broken_resume_fails_naming_the_failed_resume_in_every_log_format(log_fo
     assert rec["verdict"] == "fail" and "resume failed" in rec["reason"] and "UnpicklingError" in rec["reason"], \
         rec["reason"]
 
+
+
+# `make test`: DeepSpeed, the framework that warns and trains on; bench/matrix.py adds the formats that crash
+# (Megatron, Lightning: the same failed resume as broken-resume). The HF Trainer skips a missing optimizer.pt
+# silently, so its log is a good resume's: no log-based check can fail it (the defect's description says so).
+@pytest.mark.parametrize("log_format", cases(["deepspeed"], ["deepspeed", "megatron", "lightning"]))
+def test_a_checkpoint_without_its_optimizer_state_fails_the_resume(log_format, tmp_path):
+    done = drills("run", "--profile", _profiles(tmp_path, log_format), "-m", "training", "-k", "drain",
+                  "--defect", "lost-optimizer-state", "--scale", SCALE, "--no-html", "--reports",
+                  str(tmp_path / "r"), "--run-id", log_format)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    (rec,) = records(tmp_path / "r" / log_format)
+    assert rec["verdict"] == "fail" and "resume failed" in rec["reason"], rec["reason"]
+    if log_format == "deepspeed":
+        assert "zero_pp_rank_0_mp_rank_00_optim_states.pt" in rec["reason"], rec["reason"]

@@ -25,6 +25,7 @@ def _infer(p: TwinProfile):
 EFFECTS = {
     "no-restart-policy": lambda p: _job(p).policies == [],
     "broken-resume": lambda p: not _job(p).checkpoint.loadable,
+    "lost-optimizer-state": lambda p: not _job(p).checkpoint.optimizer_state,
     "sparse-checkpoints": lambda p: _job(p).checkpoint.interval_steps >= 10 * 2000
     and _job(p).initial_step - _job(p).initial_checkpoint > 2000,
     "cold-image-cache": lambda p: all(not pool.cached_images for pool in p.node_pools.values())

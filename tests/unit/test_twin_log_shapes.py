@@ -19,8 +19,9 @@ W0 = L.Worker("gpu-train-01", 0, "10.128.0.5", "uid-0", gpus=8, nworkers=2)
 W1 = L.Worker("gpu-train-02", 1, "10.128.0.6", "uid-1", gpus=8, nworkers=2)
 
 
-def _run(fmt_name: str, w: L.Worker, broken: bool = False) -> list[str]:
-    """One worker's log through a first start, a periodic save and a restart (resumed, or crashed)."""
+def _run(fmt_name: str, w: L.Worker, broken: bool = False, without_optimizer: bool = False) -> list[str]:
+    """One worker's log through a first start, a periodic save and a restart (resumed, crashed, or resumed without
+    the checkpoint's optimizer state)."""
     f = for_format(fmt_name)
     lines = L.nccl_init(w, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")
     ck = f.checkpoint_path(BASE, 6000)
@@ -33,7 +34,9 @@ def _run(fmt_name: str, w: L.Worker, broken: bool = False) -> list[str]:
     if broken:
         lines += f.resume_crash(8000, ck8, T0 + 2000, w.grank)
     else:
-        lines += f.resume_started(8000, ck8, T0 + 2000, w.grank) + f.resumed(8000, ck8, T0 + 2030, 30, w.grank)
+        resumed = f.resume_without_optimizer(8000, ck8, T0 + 2000, 30, w.grank) if without_optimizer else \
+            f.resume_started(8000, ck8, T0 + 2000, w.grank) + f.resumed(8000, ck8, T0 + 2030, 30, w.grank)
+        lines += resumed
         lines += L.nccl_init(w, "IB", ["mlx5_0", "mlx5_1"], "eth0", 16, "2.21.5")
         lines += f.step(8001, T0 + 2051, 1.9, 256.0, 1.0, 100000)
     return [w.tag + line for line in lines]
@@ -100,3 +103,19 @@ def test_a_set_graph_capture_is_the_phase_the_log_shows_longest():
     # the replica read before its capture ended: the capture is in progress
     early = read_startup("\n".join(line for at, batch in batches if at < T0 + 300 for line in batch))
     assert early.in_progress() is not None and early.in_progress()[0] == "graph_capture"
+
+
+def test_a_checkpoint_without_its_optimizer_state_is_what_each_framework_makes_of_it():
+    """Defect lost-optimizer-state: DeepSpeed warns and trains on (the resume must read as failed, naming the ZeRO
+    partitions); Megatron and Lightning refuse it (the job crashes, as with broken-resume); the HF Trainer prints
+    exactly a good resume's lines (it skips a missing optimizer.pt silently: a blind spot of any log-based check)."""
+    summary = read_log("\n".join(_run("deepspeed", W1, without_optimizer=True)))
+    assert summary.unclassified == 0
+    assert summary.resume["attempted"] and summary.resume["succeeded"] is False and summary.resume["step"] == 8000
+    assert "zero_pp_rank_0_mp_rank_00_optim_states.pt" in summary.resume["reason"]
+    assert for_format("megatron").resume_without_optimizer(8000, "p", T0, 30, 8) is None
+    assert for_format("lightning").resume_without_optimizer(8000, "p", T0, 30, 8) is None
+    hf = for_format("hf-trainer")
+    path = hf.checkpoint_path(BASE, 8000)
+    assert hf.resume_without_optimizer(8000, path, T0, 30, 8) == (hf.resume_started(8000, path, T0, 8)
+                                                                  + hf.resumed(8000, path, T0 + 30, 30, 8))

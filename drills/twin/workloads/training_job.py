@@ -183,15 +183,30 @@ class JobSim(FabricEffects):
             texts = {pod: self.fmt.resume_crash(step, path, now, w.grank) for pod, w in run.workers.items()}
             self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="broken-resume")
             return False
+        partial = None
+        if latest is not None and not spec.checkpoint.optimizer_state:  # defect lost-optimizer-state
+            partial = {pod: self.fmt.resume_without_optimizer(step, path, now, load_s, w.grank)
+                       for pod, w in run.workers.items()}
+            if None in partial.values():  # the framework refuses a checkpoint without its optimizer state
+                self.truth.record("training", self.subject, "resume_failed", at=now, step=step, run=run.rid)
+                texts = {pod: self.fmt.resume_crash(step, path, now, w.grank) for pod, w in run.workers.items()}
+                self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="lost-optimizer-state")
+                return False
         self.progress = Progress(float(step), now)
         self.truth.record("training", self.subject, "job_resumed", at=now, run=run.rid)
         resumed_at = now + load_s
         for pod, w in run.workers.items():  # every rank loads its shard; the framework's lines come from each
             if latest is None:
                 out.add(now, [pod], self.fmt.no_checkpoint(self.base_path, now))
+            elif partial is not None:  # trains on from the weights, with a fresh optimizer
+                attempt = len(self.fmt.resume_started(step, path, now, w.grank))
+                out.add(now, [pod], partial[pod][:attempt])
+                out.add(resumed_at, [pod], partial[pod][attempt:])
             else:
                 out.add(now, [pod], self.fmt.resume_started(step, path, now, w.grank))
                 out.add(resumed_at, [pod], self.fmt.resumed(step, path, resumed_at, load_s, w.grank))
+        if partial is not None:
+            self.truth.record("training", self.subject, "resumed_without_optimizer_state", at=resumed_at, step=step)
         self.truth.record("training", self.subject, "resumed_from_checkpoint", at=resumed_at, step=step)
         for pod, w in run.workers.items():
             out.add(resumed_at, [pod], self._init_lines(w, run.transport, nranks))

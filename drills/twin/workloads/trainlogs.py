@@ -67,6 +67,12 @@ class TrainLog:
     def no_checkpoint(self, base: str, t: float) -> list[str]:
         return [f"no checkpoint found under {base}: starting from step 0"]
 
+    def resume_without_optimizer(self, k: int, path: str, t: float, load_s: float, rank: int) -> list[str] | None:
+        """What a rank prints, from its load attempt on, when the checkpoint's optimizer state is missing and the
+        framework trains on without it (None: the framework refuses it — Megatron and Lightning raise — and the job
+        crashes)."""
+        return None
+
     def resume_crash(self, k: int, path: str, t: float, rank: int) -> list[str]:
         """The attempt, then the traceback torch.load raises on a truncated file, through the framework's loader."""
         return [f"loading checkpoint step={k} path={path}", *_traceback(self._load_frames(path), path)]
@@ -159,6 +165,11 @@ class HfTrainer(TrainLog):
                 f"{_hf(t, 1791)}  Continuing training from global step {k}",
                 f"{_hf(t, 1793)}  Will skip the first 0 epochs then the first {k} batches in the first epoch."]
 
+    def resume_without_optimizer(self, k, path, t, load_s, rank):
+        """The Trainer loads optimizer.pt and scheduler.pt only when both exist, and says nothing when they do not
+        (trainer.py `_load_optimizer_and_scheduler`): the log of a resume without them is a good resume's."""
+        return self.resume_started(k, path, t, rank) + self.resumed(k, path, t + load_s, load_s, rank)
+
     def no_checkpoint(self, base, t):
         return []
 
@@ -203,6 +214,13 @@ class DeepSpeed(TrainLog):
 
     def no_checkpoint(self, base, t):
         return []
+
+    def resume_without_optimizer(self, k, path, t, load_s, rank):
+        """DeepSpeed loads the module's states, warns that the ZeRO partitions are missing and trains on with a fresh
+        optimizer (engine.py `_get_all_zero_checkpoints`; deepspeed-2021-cpm-load-zero-partitions-missing.log)."""
+        parts = ", ".join(f"'{path}/zero_pp_rank_{i}_mp_rank_00_optim_states.pt'" for i in range(8))
+        return [*self.resume_started(k, path, t, rank), f"{_ds(t + load_s)} [WARNING] [engine.py:1443:_get_all_zero_checkpoints] Client provided zero "
+                f"checkpoint load paths: [{parts}] does not exist"]
 
     def resume_crash(self, k, path, t, rank):
         ds = "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime"
