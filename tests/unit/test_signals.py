@@ -198,3 +198,36 @@ def test_a_ctrl_c_python_wrapped_in_an_import_still_reads_as_an_interrupt():
             raise ValueError("teardown failed")
     except ValueError as err:
         assert not interrupt_caused(err)
+
+
+WRAPPED_IN_A_SCENARIO = '''
+class _Raises:
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt  # Ctrl-C arriving while a class body is built (an import in progress)
+
+
+def test_first():
+    class _Import:  # Python 3.11 wraps the interrupt: RuntimeError from __set_name__
+        attr = _Raises()
+
+
+def test_second():
+    pass
+'''
+
+
+def test_a_wrapped_ctrl_c_in_a_test_stops_the_session_like_a_bare_one(tmp_path):
+    """fixtures/recorder.py: pytest stops on a bare KeyboardInterrupt; the wrapped one must stop it too, so that no
+    next scenario injects its fault after the user pressed Ctrl-C (without the hook, test_second runs)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "test_wrapped.py").write_text(WRAPPED_IN_A_SCENARIO)
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "fixtures.recorder", "-p", "no:cacheprovider",
+                           "-q", "-c", "/dev/null", "--rootdir", str(tmp_path), str(tmp_path / "test_wrapped.py")],
+                          cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), capture_output=True, text=True,
+                          timeout=120)
+    out = done.stdout + done.stderr
+    assert "Interrupted: interrupted" in out and "1 failed" in out and "passed" not in out, out[-2000:]
