@@ -8,7 +8,8 @@
   framework's load function, Megatron's `will not load any checkpoints and will start from random`,
   DeepSpeed's `Client provided (zero) checkpoint load path(s) … does not exist` (a part of the state missing), or
   training steps without the success line where the framework prints one, is `resume_failed` with the
-  error as its text.
+  error as its text. Lightning's `Loaded model weights from the checkpoint at …` (a `.test/.validate/.predict`
+  load, not `fit`) withdraws its `Restoring states …` attempt: weights for evaluation, no training resume.
 - **Tracebacks**: a Python traceback (chained ones as one) is an error with its exception line when printed.
 """
 
@@ -47,6 +48,9 @@ _RESUME_OK = (
     ("torchtitan", re.compile(r"Finished loading the checkpoint in [\d.]+ seconds")),
     ("twin", re.compile(r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?")),
 )
+# Lightning outside `fit` (`.test/.validate/.predict(ckpt_path=...)`) prints this instead of `Restored all states`
+# (`_CheckpointConnector.resume_end`): only the weights were loaded, for evaluation — not a training resume
+_LIGHTNING_WEIGHTS_ONLY = re.compile(r"Loaded model weights from (?:the )?checkpoint at (?P<path>\S+)")
 # torchtitan names its checkpoint folder once (`step-N` below it); step 0 is a seed checkpoint (model only): no resume
 _TITAN_FOLDER = re.compile(r"Checkpoints will be loaded from and saved to (?P<path>\S+)")
 _NO_CHECKPOINT = (
@@ -196,6 +200,12 @@ class CheckpointReading:
                 why = "the checkpoint file does not exist: nothing was loaded" if i == 0 else \
                     "the ZeRO optimizer partitions are missing: optimizer and fp32 master state were not restored"
                 return out + self._fail(r, f"{why} ({body[m.start():].strip()[:300]})", rec)
+        if m := _LIGHTNING_WEIGHTS_ONLY.search(body):
+            self._consumed = True
+            r = next((r for r in reversed(self.resumes) if r.state == "pending" and r.framework == "lightning"), None)
+            if r is not None:  # its `Restoring states from …` line was an evaluation load: no resume was attempted
+                self.resumes.remove(r)
+            return out
         for fw, pattern in _RESUME_OK:
             if m := pattern.search(body):
                 g = m.groupdict()
