@@ -7,7 +7,7 @@ vLLM prints when a phase starts and, for most, how long it took. The lines, as t
 |--------------------------|-------------------------------------------------------|-------------------------------------------------------|
 | model load (model_load)  | `Starting to load model X...` (≥ 0.5.4)                | `Model loading took X GiB and S seconds` (≥ 0.8); `Loading model weights took X GB` (≤ 0.7, no time: read from the stamps) |
 | weights (weights_load)   | —                                                      | `Loading weights took S seconds` (≥ 0.8, inside the model load) |
-| torch.compile (compile)  | `Using cache directory: … for vLLM's torch.compile`    | `torch.compile takes S s in total` (V1)                |
+| torch.compile (compile)  | `Using cache directory: … for vLLM's torch.compile`    | `torch.compile takes|took S s in total` (V1; `graph compilation takes` in 0.7) |
 | CUDA graphs (graph_capture) | `Capturing cudagraphs for decoding.` (0.6–0.8), `Capturing the model for CUDA graphs.` (≤ 0.5), `Capturing CUDA graph(s| shapes)` bars | `Graph capturing finished in S secs` |
 | engine init (engine_init) | —                                                     | `init engine (profile, create kv cache, warmup model) took S seconds|s` |
 | server (server_start)     | `Starting vLLM API server on …`                       | uvicorn's `Application startup complete.` / `Uvicorn running on …` |
@@ -52,7 +52,7 @@ _ENDS = (  # (key, pattern); group s = seconds printed, gb = GiB
     ("model_load", re.compile(r"Loading model weights took (?P<gb>[\d.]+) Gi?B")),
     ("weights_load", re.compile(r"Loading weights took (?P<s>[\d.]+) (?:seconds|s)\b")),
     ("download", re.compile(r"Time spent downloading weights for \S+: (?P<s>[\d.]+) seconds")),
-    ("compile", re.compile(r"torch\.compile takes (?P<s>[\d.]+) s in total")),
+    ("compile", re.compile(r"(?:torch\.compile|graph compilation) (?:takes|took) (?P<s>[\d.]+) s in total")),
     ("graph_capture", re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs?")),
     ("engine_init", re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) (?:seconds|s)\b")),
     ("server_start", re.compile(r"Application startup complete|Uvicorn running on")),

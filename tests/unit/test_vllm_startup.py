@@ -76,3 +76,10 @@ def test_the_slowest_phase_of_a_replacement_comes_from_its_log_when_it_covers_th
     assert pod.slowest() == ("server startup", 350.0) and not pod.from_log
     # no log read: the pod's events alone
     assert PodStartup("p", "n", {"image pull": 300.0, "server startup": 60.0}, ready=True).slowest() == ("image pull", 300.0)
+
+
+def test_the_compile_total_in_every_wording_vllm_printed():
+    """vllm/compilation/monitor.py: `graph compilation takes` (0.7), `torch.compile takes` (0.8+), `took` (newer)."""
+    for wording in ("graph compilation takes", "torch.compile takes", "torch.compile took"):
+        line = f"INFO 06-13 11:37:08 [monitor.py:33] {wording} 26.48 s in total"
+        assert read_startup(line).summary()["compile_s"] == 26.48, wording
