@@ -121,3 +121,12 @@ def test_effect_is_judged_from_the_counters_else_from_the_job():
     seen = judge_uplink_effect(Uplink(), detected=datetime(2026, 1, 1, tzinfo=timezone.utc))
     assert seen.passed and "the job saw the drop" in seen.reason
     assert judge_uplink_effect(Uplink()).inconclusive
+
+
+def test_an_output_that_shows_only_another_port_is_not_read_as_the_asked_ports_counters():
+    eos = load_switch_dialect("eos")
+    text = (REAL / "eos-show_interfaces-7.txt").read_text(encoding="utf-8").split("\n", 1)[1]
+    only_et10 = text[text.index("Ethernet10 is up"):text.index("Ethernet11 is up")]  # one real block
+    assert read_counters(eos, only_et10, "Et10").rx_packets == 510740
+    with pytest.raises(StateUnreadable):
+        read_counters(eos, only_et10, "Ethernet1")  # a prefix of Ethernet10, not in the output

@@ -109,10 +109,13 @@ def _onyx(text: str, iface: str) -> PortTraffic:
     return PortTraffic(int(rx[1]), int(tx[1]), rates.get("ingress"), rates.get("egress"))
 
 
-def _nvue(text: str, _iface: str) -> PortTraffic:
+def _nvue(text: str, iface: str) -> PortTraffic:
     """NVUE's stats object: flat (`link stats -o json`, `counters -o json`) or under the link
-    (`link -o json`: "stats"; `interface` JSON: "link" → "stats"). NVUE prints no rate."""
+    (`link -o json`: "stats"; `interface` JSON: "link" → "stats"). NVUE prints no rate. Without JSON,
+    NVUE's text views (`_nvue_text`)."""
     start = text.find("{")
+    if start < 0:
+        return _nvue_text(text, iface)
     try:
         data = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError as err:
@@ -124,6 +127,31 @@ def _nvue(text: str, _iface: str) -> PortTraffic:
     if not all(isinstance(v, int) or (isinstance(v, str) and v.isdigit()) for v in (rx, tx)):
         raise StateUnreadable(f"in-pkts / out-pkts are {rx!r} / {tx!r}, not packet counts")
     return PortTraffic(int(rx), int(tx))
+
+
+_NVUE_TOTALS = re.compile(r"^\s*Total Packets\s+(\d+)\s+(\d+)\s*$", re.M)  # `counters`: Receive, Transmit
+
+
+def _nvue_text(text: str, iface: str) -> PortTraffic:
+    """The port's key/value view (`link`, `link stats`, the port: `in-pkts N` / `out-pkts N` rows), the
+    `counters` view (`Total Packets  <rx>  <tx>`) or the all-ports `--view=counters` table (RX_OK / TX_OK
+    by its header, the row of `iface` only)."""
+    rx = re.findall(r"^\s*in-pkts\s+(\d+)\s*$", text, re.M)
+    tx = re.findall(r"^\s*out-pkts\s+(\d+)\s*$", text, re.M)
+    if len(rx) == 1 and len(tx) == 1:
+        return PortTraffic(int(rx[0]), int(tx[0]))
+    totals = _NVUE_TOTALS.findall(text)
+    if len(totals) == 1:
+        return PortTraffic(int(totals[0][0]), int(totals[0][1]))
+    header = next((line.split() for line in text.splitlines() if re.match(r"Interface\s.*\bRX_OK\b.*\bTX_OK\b", line)), None)
+    if header:
+        row = next((line.split() for line in text.splitlines() if line.split()[:1] == [iface]), None)
+        if row is None or len(row) != len(header):
+            raise StateUnreadable(f"no row for {iface} under {' '.join(header)}")
+        cells = dict(zip(header, row))
+        if cells["RX_OK"].isdigit() and cells["TX_OK"].isdigit():
+            return PortTraffic(int(cells["RX_OK"]), int(cells["TX_OK"]))
+    raise StateUnreadable("no NVUE stats (JSON, in-pkts / out-pkts, Total Packets or RX_OK / TX_OK) in the output")
 
 
 def _nvue_stats(data: object) -> dict | None:
@@ -176,13 +204,19 @@ _UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "b": 1.0, "kb": 1e3
 
 
 def _block(text: str, header: str, iface: str) -> str:
-    """The part of a multi-port output about `iface` (the whole text when it shows one port)."""
-    blocks = {_short(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
-    if len(blocks) <= 1:
+    """The part of a multi-port output about `iface` (the whole text when it names no port). An output that
+    shows only another port is refused: its counters are not `iface`'s."""
+    blocks = {_same(name.rstrip(":")): body for name, body in _blocks(text, header).items()}
+    if not blocks:
         return text
-    if _short(iface) not in blocks:
+    if _same(iface) not in blocks:
         raise StateUnreadable(f"no block for {iface} among {', '.join(blocks)}")
-    return blocks[_short(iface)]
+    return text if len(blocks) == 1 else blocks[_same(iface)]
+
+
+def _same(name: str) -> str:
+    """One spelling per port: Et1 / Eth1/1 / eth1/1 / Ethernet1/1 (the `_short` form, case-folded)."""
+    return _short(re.sub(r"^(?i:ethernet|eth|et)(?=\d)", "Ethernet", name)).lower()
 
 
 def _unit(value: str, unit: str) -> float:

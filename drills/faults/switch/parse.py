@@ -94,6 +94,7 @@ def parser_for_command(dialect: str, command: str) -> str:
         "eos": [("show interfaces status", "ntc:arista_eos_show_interfaces_status"),
                 ("show interfaces", "ntc:arista_eos_show_interfaces")],
         "cumulus": [("nv show interface --view=carrier-stats", "nvue_show_interface_carrier_stats"),
+                    ("nv show interface carrier-stats", "nvue_show_interface_carrier_stats"),  # 5.11+ spelling
                     ("nv show interface link protodown-reason", "nvue_show_interface_link"),
                     ("nv show interface link -o json", "nvue_json_link"),
                     ("nv show interface -o json", "nvue_json_link"),
