@@ -12,10 +12,13 @@
   verbs net (`IB`, `IBext`) whose ports on that host are all `/RoCE` is RoCE.
 - **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
   wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
-  `nccl_error` (a root-cause NCCL WARN: CUDA failure, SHARP/CollNet setup, IB async events such as `port
-  error` — not `port active`, the link back — and `async fatal event on QP`), `heartbeat_timeout` (PyTorch's
+  `nccl_error` (a root-cause NCCL WARN: CUDA failure — `Cuda failure 'x'` or the driver API's `Cuda failure 1 'x'`
+  —, SHARP/CollNet setup, IB async events such as `port error` and `async fatal event on QP`; not the events
+  NCCL only reports: `port active`, `client reregistration`, LID/SM/P_Key changes), `heartbeat_timeout` (PyTorch's
   heartbeat monitor: the watchdog itself hung and the process is killed). A watchdog timeout repeated for
-  the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error.
+  the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error; a
+  watchdog message a terminal hard-wrapped over lines is joined back; interleaved `terminate called` lines
+  before one `what():` are one termination.
 """
 
 from __future__ import annotations
@@ -116,14 +119,24 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\
                        r"(?P<ran>\d+) milliseconds")
 _RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
-_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError'|(?:torch\.distributed\.)?DistBackendError: ")
+# no closing quote: interleaved terminate lines glue the type to the next process's text (`…DistBackendErrorterminate …`)
+_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: ")
+_TERMINATE = re.compile(r"terminate called after throwing an instance of")
+# the start of a watchdog message that a terminal hard-wrapped (`… Watchdog caught colle` / `ctive operation …`)
+_WATCHDOG_START = re.compile(r"Watchdog caught|watchdog thread terminated with exception|WorkNCCL\(")
+# async events NCCL only reports (net_ib.cc lists them as non-fatal): not port error, CQ/QP/device errors
+_IB_EVENT_INFO = ("port active", "LID change", "P_Key change", "SM change", "client reregistration", "GID table change",
+                  "send queue drained", "path migrated", "last WQE reached", "SRQ limit reached",
+                  "communication established")
 _SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
 # an NCCL WARN of a socket call the peer broke (`Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe`)
 _SOCKET_BROKEN = re.compile(r"Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?:Broken pipe|Connection reset by peer)")
 # PyTorch's heartbeat monitor: `[PG 0 Rank 1] Heartbeat monitor timed out!`, `… watchdog got stuck for 600 seconds`
 _HEARTBEAT = re.compile(r"Heartbeat monitor timed out!|ProcessGroupNCCL's watchdog got stuck for \d+ seconds|"
                         r"NCCL monitor thread timeout")
-_NCCL_ROOT = re.compile(r"Cuda failure '|CUDA error|SHARP group create|Call to ibv_\w+ failed|NET/IB\s*: (?:\S+:\d+ )?(?:Got async event : (?!port active)|async fatal event)|"
+_NCCL_ROOT = re.compile(r"Cuda failure (?:\d+ )?'|CUDA error|SHARP group create|Call to ibv_\w+ failed|"
+                        r"NET/IB\s*: (?:\S+:\d+ )?(?:Got async (?:error )?event ?: (?!" + "|".join(_IB_EVENT_INFO) + r")|"
+                        r"async fatal event)|"
                         r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't |"
                         r"is neither AF_INET")
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
@@ -227,7 +240,9 @@ class NcclReading:
 
     # errors
     def _errors(self, rec: Record) -> list[TrainingEvent]:
-        body = rec.body
+        body = self._unwrap(rec.body)
+        if "what():" in body:  # the message of a C++ termination: the next `terminate called` is another one
+            self._terminate_open = False
         err: LogError | None = None
         if m := _IB_COMPLETION.search(body):
             err = LogError("ib_completion", body.strip(), rec.at, rec.host, rec.rank,
@@ -240,6 +255,10 @@ class NcclReading:
             if w:
                 _fill_watchdog(err, w, body)
         elif _DIST_BACKEND.search(body):
+            if _TERMINATE.search(body):  # interleaved `terminate called` lines before one what(): one termination
+                if self._terminate_open:
+                    return []
+                self._terminate_open = True
             err = LogError("dist_backend", body.strip(), rec.at, rec.host, rec.rank)
         elif m := _WATCHDOG.search(body):
             err = LogError("watchdog_timeout", body.strip(), rec.at, rec.host, rec.rank)
@@ -268,6 +287,20 @@ class NcclReading:
         if err.kind == "comm_aborted" and err.seq is not None:
             self._seen_watchdog.add((err.rank, err.seq, err.op_type, err.timeout_ms))
         return self._add_error(err, rec)
+
+    def _unwrap(self, body: str) -> str:
+        """A watchdog message hard-wrapped by a terminal (cut mid-word at a fixed width) joined back: its
+        start is held for up to two following lines until the joined text reads as one message."""
+        held, self._wrapped = self._wrapped, None
+        if held is not None and not _WATCHDOG.search(body):
+            text, lines = held
+            if _WATCHDOG.search(text + body):
+                return text + body
+            if lines < 2:
+                self._wrapped = (text + body, lines + 1)
+        elif _WATCHDOG_START.search(body) and not _WATCHDOG.search(body):
+            self._wrapped = (body, 1)
+        return body
 
     def _add_error(self, err: LogError, rec: Record | None) -> list[TrainingEvent]:
         self.errors.append(err)

@@ -1,8 +1,8 @@
 """Log records as launchers and Kubernetes print them: prefixes peeled, several records per line split.
 
 - **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
-  rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `, Ray/vLLM
-  `(Worker pid=N) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
+  rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `/`10.0.0.1: `, Ray/vLLM
+  `(Worker pid=N) `, `(pid=N, ip=…) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
   stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix.
 - **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
   (`…3.53it/s][INFO|trainer.py:2103] …`, `…v_num=95nc][E ProcessGroupNCCL.cpp:458] …`) are split.
@@ -36,9 +36,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
 _BRACKET = re.compile(r"\[(\d+)\] ")
-_PROC = re.compile(r"\((\w+)(?: rank=\d+)? pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")  # V1 `(VllmWorker rank=3 pid=N)`
+# V1 `(VllmWorker rank=3 pid=N)`; Ray tasks without an actor name: `(pid=N)`, `(pid=N, ip=10.0.0.5)`
+_PROC = re.compile(r"\((?:(\w+)(?: rank=\d+)? )?pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
 _SLURM = re.compile(r"(\d{1,5}): ")
-_PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.]*-\d+): (?!\d)")
+# pdsh: `10.0.0.1: `, `rdma-test-gpu-worker-1: `, or a bare hostname repeated by the NCCL prefix (`gpu1505: gpu1505:…`)
+_PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*-\d+|(?P<h>[A-Za-z][\w-]*)(?=: (?P=h)[.:])): (?!\d)")
 # a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `)
 _SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
 # the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`)
@@ -95,7 +97,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
                 changed = True
         m = _PROC.match(text)
         if m:
-            proc = m.group(1)
+            proc = m.group(1) or proc
             text = text[m.end():]
             changed = True
         if at is None:

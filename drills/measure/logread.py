@@ -117,6 +117,8 @@ class LogReader(NcclReading, CheckpointReading, SaveReading):
         self.steps = 0
         self._seen_watchdog: set[tuple] = set()
         self._seen_root: set[str] = set()
+        self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
+        self._terminate_open = False  # a `terminate called` line seen, its what() not yet
         self._tb: _Traceback | None = None
         self._pending_no_ckpt: _Resume | None = None
         self._titan_folder: str | None = None

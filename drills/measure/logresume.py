@@ -104,6 +104,7 @@ class _Traceback:
     error: LogError | None = None
     closed: bool = False
     failed_resume: bool = False
+    in_frames: bool = False  # its last line was a frame or code line (not a chain marker or a blank line)
 
 
 class CheckpointReading:
@@ -113,12 +114,18 @@ class CheckpointReading:
         body = _VLLM_LOGGER.sub("", rec.body, count=1)
         tb = self._tb
         if tb is not None and not tb.closed:
+            if _TB_START.match(body) and tb.in_frames:  # another process's traceback, interleaved under one prefix
+                out = self._close_traceback(None)
+                self._tb = _Traceback(rec.at, rec.rank)
+                return out
             if _TB_START.match(body) or _TB_CHAIN.match(body) or not body.strip():
+                tb.in_frames = False
                 return []
             if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t")):
                 if m:
                     tb.frames.append(m.group("func"))
                 tb.texts.append(body)
+                tb.in_frames = True
                 return []
             return self._close_traceback(rec)
         if _TB_START.match(body):
@@ -140,6 +147,7 @@ class CheckpointReading:
                 return self._close_traceback(rec)
         if tb is not None and tb.closed and tb.exception and (_TB_CHAIN.match(body)):
             tb.closed = False  # a chained traceback follows its exception line
+            tb.in_frames = False
             self.errors.remove(tb.error) if tb.error in self.errors else None
             return []
         return []
