@@ -184,6 +184,8 @@ def _sonic(text: str, iface: str) -> PortTraffic:
             row = dict(zip(header, cells))
             if "RX_OK" not in row or "TX_OK" not in row:
                 raise StateUnreadable("portstat prints no RX_OK / TX_OK columns")
+            if "STATE" not in row and "RX_DRP" not in row:  # intfstat (`counters rif`): the router interface's
+                raise StateUnreadable(f"router-interface counters for {iface} (no STATE / RX_DRP), not the port's")
             if not _is_count(row["RX_OK"]) or not _is_count(row["TX_OK"]):
                 raise StateUnreadable(f"portstat prints {row['RX_OK']} / {row['TX_OK']} packets for {iface} "
                                       f"(the counters DB has no value for it yet)")

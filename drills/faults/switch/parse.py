@@ -89,6 +89,7 @@ def parser_for_command(dialect: str, command: str) -> str:
     text = " ".join(w for w in words if not w.startswith(("Ethernet", "Eth", "swp", "fortyGigE")) and "/" not in w)
     table = {
         "nxos": [("show interface status err-disabled", "nxos_show_interface_status_err_disabled"),
+                 ("show interface brief", "ntc:cisco_nxos_show_interface_brief"),
                  ("show interface status", "ntc:cisco_nxos_show_interface_status"),
                  ("show interface", "ntc:cisco_nxos_show_interface")],
         "eos": [("show interfaces status", "ntc:arista_eos_show_interfaces_status"),
@@ -239,6 +240,18 @@ def _nxos_tunnels(table: str) -> dict[str, PortState]:
     return out
 
 
+def _nxos_brief(text: str, _iface: str | None) -> dict[str, PortState]:
+    """`show interface brief` (ntc's template): Status up/down, and a Reason that says why a port is down;
+    only `Administratively down` states the admin side of a down port (`Link not connected`, `XCVR not
+    inserted`, a bare `Admin` on SVIs do not)."""
+    out = {}
+    for r in _ntc("cisco_nxos_show_interface_brief", text):
+        status, reason = r["STATUS"].lower(), r["REASON"].lower()
+        admin = "up" if status == "up" else ("down" if reason.startswith("administratively down") else None)
+        out[r["INTERFACE"]] = PortState(admin, status if status in ("up", "down") else None)
+    return out
+
+
 def _sonic_status(text: str, _iface: str | None) -> dict[str, PortState]:
     return {r["INTERFACE"]: PortState(_updown(r["ADMIN"]), _updown(r["OPER"]),
                                       None if r["ALIAS"] in ("", "N/A") else r["ALIAS"])
@@ -309,6 +322,7 @@ def _nvue_link_text(text: str, iface: str | None) -> dict[str, PortState]:
 PARSERS: dict[str, Callable[[str, str | None], dict[str, PortState]]] = {
     "ntc:cisco_nxos_show_interface": _nxos_show_interface,
     "ntc:cisco_nxos_show_interface_status": _nxos_status,
+    "ntc:cisco_nxos_show_interface_brief": _nxos_brief,
     "ntc:arista_eos_show_interfaces": _eos_show_interfaces,
     "ntc:arista_eos_show_interfaces_status": _status_table("arista_eos_show_interfaces_status"),
     "nxos_show_interface_status_err_disabled": _status_table("nxos_show_interface_status_err_disabled", own=True),
