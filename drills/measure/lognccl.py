@@ -7,13 +7,14 @@
   Any rank on Socket is a fallback. `P2P plugin IBext` is printed as the plugin loads, before it looks for a
   device: a later `NET/IB : No device found` / `NET/Socket : Using` overrides it. An error cascade through
   `transport/net_socket.cc` shows the socket net carries the connection. A `NET/IB : Using` list without
-  a device (`Using [RO]; OOB eth0` after `No device found`) names no net. One transport, one name: the plugin
+  a device (`Using [RO]; OOB eth0` after `No device found`) names no net; merged NICs (`[0]={[0] mlx5_2:1/RoCE, …}`)
+  list their ports; a socket-type plugin's interfaces (`NET/FastSocket : Using [0]ens8:10.0.0.1<0>`) name the net, not ports. One transport, one name: the plugin
   API suffix is dropped (`IBext_v8` is `IBext`), aliases folded (`AWS Libfabric` is `Libfabric`), and an IB
   verbs net (`IB`, `IBext`) whose ports on that host are all `/RoCE` is RoCE.
 - **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
   wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
   `nccl_error` (a root-cause NCCL WARN: CUDA failure — `Cuda failure 'x'` or the driver API's `Cuda failure 1 'x'`
-  —, SHARP/CollNet setup, IB async events such as `port error` and `async fatal event on QP`; not the events
+  —, SHARP/CollNet setup, an inconsistent ring (`ring N does not loop back to start`), IB async events such as `port error` and `async fatal event on QP`; not the events
   NCCL only reports: `port active`, `client reregistration`, LID/SM/P_Key changes), `heartbeat_timeout` (PyTorch's
   heartbeat monitor: the watchdog itself hung and the process is killed). A watchdog timeout repeated for
   the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error; a
@@ -57,16 +58,16 @@ def _net_name(name: str) -> str:
 
 
 def _devices(rest: str) -> tuple[str, ...]:
-    """`[0]mlx5_10:1/RoCE [1]mlx5_11:1/RoCE [RO]; OOB eth0:…` → ("mlx5_10:1/RoCE", "mlx5_11:1/RoCE")."""
+    """The entries of a `NET/<net> : Using` list: `[0]mlx5_10:1/RoCE [1]mlx5_11:1/RoCE [RO]; OOB eth0:…` →
+    ("mlx5_10:1/RoCE", "mlx5_11:1/RoCE"); merged NICs (`[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={…}`) → their
+    ports; a socket-type plugin's interfaces (`[0]ens8:10.128.0.107<0>`) are entries too (see `_ports`)."""
     head = rest.split(";")[0]
-    out = []
-    for token in head.split():
-        if re.fullmatch(r"\[[A-Z]+\]", token):  # flags such as [RO]
-            continue
-        token = re.sub(r"^\[\d+\]", "", token)
-        if token:
-            out.append(token)
-    return tuple(out)
+    return tuple(m.group(1) for m in re.finditer(r"\[\d+\] ?([^\s,{}\[\]=]+)", head))
+
+
+def _ports(entries: tuple[str, ...]) -> tuple[str, ...]:
+    """The NIC ports of a list (`mlx5_0:1/IB`), not interfaces with an address (`ens8:10.128.0.107<0>`)."""
+    return tuple(e for e in entries if "<" not in e)
 
 
 @dataclass
@@ -135,6 +136,7 @@ _SOCKET_BROKEN = re.compile(r"Call to (?:recv|send) (?:from|to) (?P<peer>\S+) fa
 _HEARTBEAT = re.compile(r"Heartbeat monitor timed out!|ProcessGroupNCCL's watchdog got stuck for \d+ seconds|"
                         r"NCCL monitor thread timeout")
 _NCCL_ROOT = re.compile(r"Cuda failure (?:\d+ )?'|CUDA error|SHARP group create|Call to ibv_\w+ failed|"
+                        r"Error : ring \d+ does not (?:loop back to start|contain rank)|"  # graph/rings.cc: ncclInternalError
                         r"NET/IB\s*: (?:\S+:\d+ )?(?:Got async (?:error )?event ?: (?!" + "|".join(_IB_EVENT_INFO) + r")|"
                         r"async fatal event)|"
                         r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't |"
@@ -152,7 +154,7 @@ class LogError:
     """One classified error; fields the message does not carry are None."""
 
     kind: str  # ib_completion | watchdog_timeout | heartbeat_timeout | comm_aborted | dist_backend | socket_closed |
-    #            nccl_error | traceback
+    #            nccl_error | traceback | worker_exit (`logelastic`)
     text: str
     at: datetime | None = None
     host: str | None = None
@@ -164,11 +166,19 @@ class LogError:
     status: int | None = None  # IB completion status / error
     vendor_err: int | None = None
     peer: str | None = None
+    exitcode: int | None = None  # worker_exit: the dead worker's exit code (negative: killed by that signal)
+    local_rank: int | None = None  # worker_exit
+    pid: int | None = None  # worker_exit
+    signal: str | None = None  # worker_exit: `SIGABRT` when the agent names it
     frames: tuple[str, ...] = ()  # traceback: function names, outermost first
     exception: str | None = None  # traceback: the exception line, when printed
 
     @property
     def detail(self) -> str:
+        if self.kind == "worker_exit":
+            who = f"rank {self.rank}" if self.rank is not None else f"local_rank {self.local_rank}"
+            return (f"{who} exitcode {self.exitcode}{f' ({self.signal})' if self.signal else ''} pid {self.pid}"
+                    f"{f' on {self.host}' if self.host else ''}")
         if self.kind == "traceback":
             return self.exception or f"traceback through {' -> '.join(self.frames[-3:]) or '?'} (exception line not in the log)"
         return self.text
@@ -194,10 +204,11 @@ class NcclReading:
         before = p.transport(_version_tuple(self.version))
         if rec.nccl == "INFO":
             if m := _NET_USING.match(msg):
-                devices = _devices(m.group("rest"))
+                entries = _devices(m.group("rest"))
+                devices = _ports(entries)
                 if m.group("name") == "Socket":
                     p.weak_socket = True
-                elif devices:  # an empty list (`Using [RO]; OOB eth0`, after `No device found`) names no net
+                elif entries:  # an empty list (`Using [RO]; OOB eth0`, after `No device found`) names no net
                     if p.name is None:
                         # the plugin's own list; after `No device found` the list is the internal IB net's
                         p.name = p.plugin if p.plugin and not p.no_ib else _net_name(m.group("name"))

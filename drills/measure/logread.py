@@ -6,6 +6,7 @@ Used by the monitors (one `LogReader` per pod) and by `read_log` (a whole file, 
 - `logprefix`: prefixes peeled (Kubernetes stamps, launcher ranks, Ray/vLLM process names, NCCL's own),
   several records per line split (tqdm redraws, records glued to a progress bar);
 - `lognccl`: the NCCL transport per process and rank, classified errors;
+- `logelastic`: dead workers as torchrun's elastic agent reports them (`failed (exitcode: …)`, ChildFailedError box);
 - `logresume`: resumes (an attempt counts only when it succeeded), tracebacks;
 - `logsave`: checkpoint saves;
 - `vllm_startup`: vLLM's startup phases;
@@ -19,6 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
@@ -96,7 +98,7 @@ class LogSummary:
     steps: int
 
 
-class LogReader(NcclReading, CheckpointReading, SaveReading):
+class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -117,6 +119,8 @@ class LogReader(NcclReading, CheckpointReading, SaveReading):
         self.steps = 0
         self._seen_watchdog: set[tuple] = set()
         self._seen_root: set[str] = set()
+        self._box: dict = {}
+        self._workers: dict = {}
         self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
         self._terminate_open = False  # a `terminate called` line seen, its what() not yet
         self._tb: _Traceback | None = None
@@ -208,6 +212,7 @@ class LogReader(NcclReading, CheckpointReading, SaveReading):
             self.nccl_lines += 1
             out += self._nccl(rec)
         out += self._errors(rec)
+        out += self._elastic(rec)
         out += self._resume(rec)
         out += self._save(rec)
         if self.startup.record(rec):

@@ -51,6 +51,11 @@ def _error_problems(want: dict, got) -> list[str]:
             checks.append(("status", int(next(g for g in m.groups() if g))))
         if m := re.search(r"vendor err (\d+)", detail):
             checks.append(("vendor_err", int(m.group(1))))
+    if want["kind"] == "worker_exit":
+        if m := re.search(r"exitcode (-?\d+)", detail):
+            checks.append(("exitcode", int(m.group(1))))
+        if m := re.search(r"local_rank (\d+)", detail):
+            checks.append(("local_rank", int(m.group(1))))
     if want["kind"] == "traceback" and (m := re.match(r"(\w+(?:Error|Exception)): ", detail)):
         if not (got.exception or "").startswith(m.group(1)):
             out.append(f"traceback exception {got.exception!r}, want {m.group(1)}")

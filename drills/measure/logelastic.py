@@ -1,0 +1,72 @@
+"""Dead workers as the torch.distributed.elastic agent (torchrun, `accelerate launch`) reports them (a part of `LogReader`).
+
+- The agent's own line when a worker dies: `failed (exitcode: -6) local_rank: 0 (pid: 970611) of binary: …`, behind
+  a glog prefix (`E0517 08:24:03.805000 140617718325696 torch/distributed/elastic/multiprocessing/api.py:826] `) or
+  the older logger's (`ERROR:torch.distributed.elastic.multiprocessing.api:`). Only the LOCAL rank is printed.
+- The `ChildFailedError` summary box (`Failures:` / `Root Cause (first observed failure):`), one entry per dead
+  worker: `host      : …`, `rank      : 1 (local_rank: 1)`, `exitcode  : -6 (pid: 2385923)`,
+  `traceback : Signal 6 (SIGABRT) received by PID …` (older boxes: `rank: 0 (local_rank: 0)`, `exitcode: 1 (pid: N)`).
+
+Each dead worker is one `worker_exit` error (exit code, rank, local rank, pid, host, signal); the agent's line and the
+box entry of the same pid are one worker. `Sending process N closing signal SIGTERM` is the agent stopping the healthy
+workers after a death: a consequence, not another dead worker.
+"""
+
+from __future__ import annotations
+
+import re
+
+from drills.measure.logformats import TrainingEvent
+from drills.measure.lognccl import LogError
+from drills.measure.logprefix import Record
+
+__all__ = ["ElasticReading"]
+
+_AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)")
+_BOX_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)\s*$")
+_BOX_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)\s*$")
+_BOX_EXIT = re.compile(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)\s*$")
+_BOX_SIGNAL = re.compile(r"^\s*(?:traceback|msg)\s*: \"?Signal (?P<sig>\d+) \((?P<name>\w+)\) received by PID (?P<pid>\d+)")
+_BOX_ENTRY = re.compile(r"^\[\d+\]:\s*$")
+
+
+class ElasticReading:
+    """The elastic-agent part of `LogReader` (its state lives on the reader: errors, `_box` — the summary-box entry
+    being read —, `_workers` — pid → its worker_exit error)."""
+
+    _box: dict
+    _workers: dict[int, LogError]
+
+    def _elastic(self, rec: Record) -> list[TrainingEvent]:
+        body = rec.body
+        box, workers = self._box, self._workers
+        if _BOX_ENTRY.match(body):
+            box.clear()
+            return []
+        if m := _BOX_HOST.match(body):
+            box["host"] = m.group("host")
+            return []
+        if m := _BOX_RANK.match(body):
+            box["rank"], box["local"] = int(m.group("rank")), int(m.group("local"))
+            return []
+        if m := _BOX_SIGNAL.match(body):
+            err = workers.get(int(m.group("pid")))
+            if err is not None and err.signal is None:
+                err.signal = m.group("name")
+            return []
+        if m := _BOX_EXIT.match(body):
+            rank, local, host = box.get("rank"), box.get("local"), box.get("host")
+            box.clear()
+        elif m := _AGENT_FAILED.search(body):
+            rank, local, host = None, int(m.group("local")), rec.host
+        else:
+            return []
+        pid, code = int(m.group("pid")), int(m.group("code"))
+        known = workers.get(pid)
+        if known is not None:  # the agent's line and the box entry of one worker: fill in what the other lacked
+            known.rank = known.rank if known.rank is not None else rank
+            known.host = known.host or host
+            return []
+        err = LogError("worker_exit", body.strip(), rec.at, host, rank, exitcode=code, local_rank=local, pid=pid)
+        workers[pid] = err
+        return self._add_error(err, rec)
