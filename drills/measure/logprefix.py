@@ -36,19 +36,25 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
 _BRACKET = re.compile(r"\[(\d+)\] ")
-# V1 `(VllmWorker rank=3 pid=N)`; Ray tasks without an actor name: `(pid=N)`, `(pid=N, ip=10.0.0.5)`
-_PROC = re.compile(r"\((?:(\w+)(?: rank=\d+)? )?pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
+# V1 `(VllmWorker rank=3 pid=N)`; Ray tasks without an actor name: `(pid=N)`, `(pid=N, ip=10.0.0.5)`; Ray Data
+# actors with parentheses in the name: `(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=N)`
+_PROC = re.compile(r"\((?:(\w+(?:\([\w()]*\))?)(?: rank=\d+)? )?pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
 _SLURM = re.compile(r"(\d{1,5}): ")
 # pdsh: `10.0.0.1: `, `rdma-test-gpu-worker-1: `, or a bare hostname repeated by the NCCL prefix (`gpu1505: gpu1505:…`)
 _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*-\d+|(?P<h>[A-Za-z][\w-]*)(?=: (?P=h)[.:])): (?!\d)")
-# a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `)
-_SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
+# a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `,
+# Buildkite's `[2025-03-10T15:07:20Z] `); a web viewer's gutter before it (`  | [2025-…`); docker compose's
+# service prefix (`vllm-1  | `, v1 `vllm_1  | `)
+_SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [+-]\d\d:\d\d |\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\dZ?\] |"
+                      r"\s+\| (?=\[\d{4}-)|[A-Za-z][\w.-]*[-_]\d+\s+\| ")
 # the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`)
 _NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?:(?P<pid>\d+):(?P<tid>\d+)|[Xx*]+(?::[\dXx*]+)?) \[(?P<dev>\d+)\] "
                    r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
 # a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
+# a paste that lost its newlines: each record's vLLM process prefix glued to the previous one (`…(response)(APIServer pid=1)`)
 _GLUE = re.compile(r"(?<=\])(?=\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\||\[[EWI]\d* [\w.:]+\.cpp:\d+\]|"
-                   r"\[[EWI]\d{3,4} \d|\[rank\d+\]:|\[\d{4}-\d\d-\d\d \d\d:)")
+                   r"\[[EWI]\d{3,4} \d|\[rank\d+\]:|\[\d{4}-\d\d-\d\d \d\d:)|"
+                   r"(?<=\S)(?=\((?:APIServer|EngineCore\w*|VllmWorker\w*|Worker_TP\w*) pid=\d+\))")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ A line's time is the Kubernetes `--timestamps` stamp when the log was read with 
 with or without a process prefix (`(EngineCore_DP0 pid=N) `, `(VllmWorkerProcess pid=N) `).
 
 A startup that failed (`EngineCore failed to start`, `WorkerProc failed to start`, a V0 worker's `Exception in worker …`,
-a CUDA OOM) says so (`failed`, the line) and has no phase in progress. A phase that started and did not end when the
+a CUDA OOM, a KV cache that does not fit, a model the Hub refused) says so (`failed`, the line) and has no phase in progress. A phase that started and did not end when the
 log was read is **in progress**: a replica stuck loading
 weights names that phase, with how long it has run. Pure: feed lines, read `summary()` / `breakdown()`.
 """
@@ -60,9 +60,17 @@ _ENDS = (  # (key, pattern); group s = seconds printed, gb = GiB
 _VERSION = re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[\w.+-]*?)\)"
                       r"|vLLM version (?P<v3>\d[\w.+-]*)")
 # the startup failed: the engine or a worker died (its traceback follows), or CUDA ran out of memory while loading
+# (≤ 0.8 V1 `EngineCore hit an exception`, the same branch of run_engine_core; V0 Ray `Error executing method` of a startup
+# step); the KV cache does not fit; the model could not be fetched from the Hub
 _FAILED = re.compile(r"EngineCore failed to start|WorkerProc failed to start|Engine core initialization failed|"
-                     r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory")
-_STAMP = re.compile(r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\b")
+                     r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory|"
+                     r"EngineCore hit an exception|Error executing method (?:init_device|load_model|"
+                     r"determine_num_available_blocks|initialize_cache)\b|No available memory for the cache blocks|"
+                     r"larger than the maximum number of tokens that can be stored in KV cache|"
+                     r"\b(?:RepositoryNotFound|GatedRepo|RevisionNotFound|LocalEntryNotFound)Error: ")
+# vLLM's own stamp; a wrapper's Python-logging one on the same clock (`INFO 2024-08-17 23:29:34,833 instructlab…`)
+_STAMP = re.compile(r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?:\d{4}-)?(?P<mo>\d\d)-(?P<d>\d\d) "
+                    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:,(?P<ms>\d{3}))?\b")
 
 
 @dataclass
@@ -94,7 +102,8 @@ class VllmStartup:
         if m := _VERSION.search(body):
             self.version = self.version or next(v for v in m.groups() if v)
             return True
-        if m := _FAILED.search(body):
+        # after Ready it is no startup failure; a traceback's source line (`raise ValueError("No available …`) is not the message
+        if (m := _FAILED.search(body)) and not self.ready and not body[:m.start()].endswith(('("', "('")):
             self.failed = self.failed or body[m.start():][:300]
             return True
         for phase, pattern in _STARTS:
@@ -179,4 +188,5 @@ def _vllm_stamp(body: str) -> datetime | None:
     m = _STAMP.search(body)
     if not m:
         return None
-    return datetime(2000, int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), tzinfo=timezone.utc)
+    return datetime(2000, int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), int(m["ms"] or 0) * 1000,
+                    tzinfo=timezone.utc)
