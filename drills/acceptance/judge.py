@@ -75,6 +75,10 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int) -> CheckResult
                      f"advertises {capacity} (nvidia.com/gpu) and {expected} are expected", measured, limits)
     table = nvidia_smi.parse_table(text)
     measured.update(driver=table.driver_version, cuda=table.cuda_version)
+    if table.errored:  # listed by -L, but the driver cannot read it (fallen off the bus, GSP timeout, …)
+        measured["errored_gpus"] = list(table.errored)
+        return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} shows ERR! for GPU "
+                     f"{', '.join(map(str, table.errored))}: the driver cannot read it", measured, limits)
     wrong = [(what, got, want) for what, got, want in (("driver", table.driver_version, t.driver_version),
                                                        ("CUDA", table.cuda_version, t.cuda_version))
              if want is not None and got != want]

@@ -29,3 +29,11 @@ def test_a_level_3_run_that_skipped_every_gpu_test_is_a_no_go():
     assert not got.go and got.failure == "not_run"
     assert got.reason == ("DCGM diagnostic level 3 on gpu-new-01 ran no GPU test: memory, diagnostic, pcie, "
                           "memory_bandwidth, targeted_stress, targeted_power skipped")
+
+
+def test_a_real_level_3_run_where_dcgm_skipped_every_gpu_test_is_a_no_go():
+    # DCGM 3.3.9 on RTX PRO 6000 Blackwell GPUs: the Deployment checks pass, every GPU test is `Skip - All`
+    got = judge_dcgm("gpu-new-01", _real("dcgmi-diag-r3-dcgm339-blackwell-all-skip.txt"), Thresholds(dcgm_level=3))
+    assert not got.go and got.failure == "not_run" and got.measured["dcgm"] == "3.3.9"
+    assert got.reason == ("DCGM diagnostic level 3 on gpu-new-01 ran no GPU test: PCIe, GPU Memory, Targeted Stress, "
+                          "Targeted Power, Memory Bandwidth, EUD Test skipped")

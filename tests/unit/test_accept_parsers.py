@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from drills.acceptance.judge import judge_burn, judge_gpu, judge_nccl_node, judge_rdma
 from drills.core.errors import ToolOutputError
 from drills.measure.accept import dcgmi, gpu_burn, ibstat, nccl_tests, nvidia_smi, perftest
+from drills.profile.acceptance import Thresholds
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real" / "accept"
 
@@ -272,3 +274,141 @@ def test_gpu_burn_two_gpus_one_throttling_at_93c():
     assert result.snapshots[0].percent == 10.4 and result.snapshots[0].gflops == (74.0, 423.0)
     assert result.max_temp_c(0) == 93 and result.max_temp_c(1) == 57
     assert result.errors(0) == 0 and result.errors(1) == 0 and result.verdicts == {}
+
+
+# -- failures and faults in real outputs (expectations written from reading each file) ------------------
+def test_nvidia_smi_list_with_mig_devices_counts_the_gpus_only():
+    gpus = nvidia_smi.parse_list(real("nvidia-smi-L-4x-a100-mig.txt"))
+    assert [g.index for g in gpus] == [0, 1, 2, 3]  # the four `MIG 1g.20gb Device N` lines are not GPUs
+    assert {g.name for g in gpus} == {"NVIDIA A100-SXM4-80GB"}
+    assert gpus[0].uuid == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    assert gpus[3].uuid == "GPU-69ec2344-ebac-b028-f88f-452abb3d7f11"
+
+
+def test_nvidia_smi_table_with_a_gpu_in_err():
+    # GPU 4 lost its GSP (Xid 119): nvidia-smi prints ERR! for its name, temperature, power and ECC
+    table = nvidia_smi.parse_table(real("nvidia-smi-8x-a40-one-err.txt"))
+    assert (table.driver_version, table.cuda_version) == ("525.60.13", "12.0")
+    assert [g.index for g in table.gpus] == [0, 1, 2, 3, 5, 6, 7]
+    assert table.errored == (4,)
+    assert [g.temperature_c for g in table.gpus] == [24, 25, 40, 30, 23, 22, 21]
+    assert table.gpus[2].power_w == 81 and table.gpus[2].perf_state == "P0" and table.gpus[2].power_cap_w == 300
+    assert table.hottest_c == 40
+
+
+def test_dcgmi_diag_dcgm339_blackwell_skips_every_gpu_test():
+    result = dcgmi.parse_diag(real("dcgmi-diag-r3-dcgm339-blackwell-all-skip.txt"))
+    assert result.metadata["DCGM Version"] == "3.3.9"
+    assert result.metadata["Driver Version Detected"] == "570.172.08"
+    assert result.metadata["GPU Device IDs Detected"] == "2bb5,2bb5"
+    assert len(result.tests) == 15
+    assert all(t.result == "Pass" for t in result.tests if t.section == "Deployment")
+    assert [(t.section, t.name, t.result, t.scope) for t in result.tests if t.section != "Deployment"] == [
+        ("Integration", "PCIe", "Skip", "All"), ("Hardware", "GPU Memory", "Skip", "All"),
+        ("Stress", "Targeted Stress", "Skip", "All"), ("Stress", "Targeted Power", "Skip", "All"),
+        ("Stress", "Memory Bandwidth", "Skip", "All"), ("Stress", "EUD Test", "Skip", "All")]
+    assert result.failures == ()
+
+
+def test_gpu_burn_faulty_gpus_whose_last_interval_was_clean_still_count():
+    # gpu-burn resets its error counts at every summary; its `FAULTY` verdict is sticky (gpu_burn-drv.cpp)
+    result = gpu_burn.parse_burn(real("gpu-burn-16gpu-warning-faulty.txt"))
+    assert result.gpus == 16 and len(result.snapshots) == 1
+    (snap,) = result.snapshots
+    assert snap.percent == 100.0 and snap.gflops[0] == 6311.0 and snap.gflops[10] == 6660.0
+    w = -524288000
+    assert snap.errors == (0, w, w, w, w, 0, 0, 0, 0, w, 0, w, 0, 0, w, 0)
+    assert snap.died == (False,) * 16
+    assert snap.temps_c[0] == 51 and snap.temps_c[15] == 52
+    assert result.verdicts == {i: "FAULTY" for i in range(16)}
+    assert result.errors(1) == 524288000
+    assert all(result.errors(i) >= 1 for i in range(16))  # GPU 0 shows 0 in the last line, yet it is FAULTY
+
+
+def test_gpu_burn_k80_that_died_while_the_others_never_started():
+    result = gpu_burn.parse_burn(real("gpu-burn-4gpu-k80-init-fail-died.txt"))
+    assert result.gpus == 4 and len(result.snapshots) == 4
+    assert all(s.percent == 50.0 and s.gflops == (0.0, 0.0, 0.0, 0.0) for s in result.snapshots)
+    assert all(s.died == (True, False, False, False) for s in result.snapshots)
+    assert [s.errors[0] for s in result.snapshots] == [1641686072, 797249520, 1594499040, -1903218736]
+    assert result.snapshots[-1].temps_c == (33, 29, 37, 31)  # `… 31 C read[0] error 0` on the same line
+    assert result.errors(0) == 1903218736 and result.errors(1) == 0
+    assert result.verdicts == {}
+
+
+def test_gpu_burn_whose_init_failed_reports_zero_gflops():
+    result = gpu_burn.parse_burn(real("gpu-burn-8gpu-init-fail-zero-gflops.txt"))
+    assert result.gpus == 8 and [s.percent for s in result.snapshots] == [100.0, 100.0]
+    assert [result.peak_gflops(i) for i in range(8)] == [0.0] * 8
+    assert [result.errors(i) for i in range(8)] == [0] * 8
+    assert result.max_temp_c(4) == 34 and result.verdicts == {}
+
+
+def test_nccl_tests_old_layout_without_redop_and_a_failed_validation():
+    # all_gather of nccl-tests before 2.13 has no redop column; before cbe7f65 (2019-03) no `#` on the summary
+    result = nccl_tests.parse_perf(real("nccl-tests-allgather-old-layout-oob-failed.txt"))
+    (row,) = result.rows
+    assert (row.size_bytes, row.busbw_out, row.busbw_in, row.wrong) == (4294967296, 129.05, 128.84, 0)
+    assert result.out_of_bounds == 2 and result.wrong == 2
+    assert result.avg_busbw == 128.942 and result.peak_busbw == 129.05
+    assert result.failure is None and result.ranks == ()
+
+
+def test_ib_write_bw_that_could_not_reach_its_server():
+    with pytest.raises(ToolOutputError, match="did not finish"):
+        perftest.parse_bw(real("ib-write-bw-socket-connect-failure.txt"))
+
+
+def test_ib_read_bw_that_printed_its_header_then_failed_the_key_exchange():
+    with pytest.raises(ToolOutputError, match="did not finish"):
+        perftest.parse_bw(real("ib-read-bw-header-then-read-keys-failure.txt"))
+
+
+def test_ibstat_two_port_mlx4_both_down():
+    (ca,) = ibstat.parse_ibstat(real("ibstat-mlx4-ib-polling-eth-disabled.txt"))
+    assert (ca.name, ca.ca_type, ca.firmware) == ("mlx4_0", "MT4099", "2.42.5000")
+    assert [(p.number, p.state, p.physical_state, p.rate_gbps, p.link_layer) for p in ca.ports] == [
+        (1, "Down", "Polling", 10, "InfiniBand"), (2, "Down", "Disabled", 40, "Ethernet")]
+    assert not any(p.up for p in ca.ports)
+
+
+def test_ibstat_ib_port_polling_with_a_placeholder_rate():
+    (ca,) = ibstat.parse_ibstat(real("ibstat-ib-down-polling-rate10.txt"))
+    (port,) = ca.ports
+    assert (ca.name, ca.ca_type, ca.firmware) == ("mlx5_10", "MT4129", "28.39.1002")
+    assert (port.state, port.physical_state, port.rate_gbps, port.link_layer) == ("Down", "Polling", 10, "InfiniBand")
+    assert not port.up
+
+
+# -- the judges on those outputs ------------------------------------------------------------------------
+def test_judge_gpu_refuses_a_table_with_a_gpu_in_err():
+    table = real("nvidia-smi-8x-a40-one-err.txt")
+    listing = "".join(f"GPU {i}: NVIDIA A40 (UUID: GPU-{i})\n" for i in range(8))  # what -L printed is not quoted
+    got = judge_gpu("gpu-new-01", listing + table, Thresholds(), 8)
+    assert not got.go and got.failure == "diag_failed"
+    assert "GPU 4" in got.reason and "ERR!" in got.reason
+
+
+def test_judge_burn_fails_every_faulty_gpu():
+    got = judge_burn("gpu-new-01", real("gpu-burn-16gpu-warning-faulty.txt"), Thresholds(gemm_gflops_min=6000))
+    assert not got.go and got.failure == "diag_failed"
+    assert got.reason.endswith("computation errors on GPU " + ", ".join(map(str, range(16))))
+
+
+def test_judge_burn_of_a_run_that_never_started_is_a_no_go():
+    got = judge_burn("gpu-new-01", real("gpu-burn-8gpu-init-fail-zero-gflops.txt"), Thresholds())
+    assert not got.go and got.failure == "slow" and got.measured["gflops_min"] == 0.0
+
+
+def test_judge_nccl_counts_the_old_layouts_out_of_bounds_values():
+    got = judge_nccl_node("gpu-new-01", real("nccl-tests-allgather-old-layout-oob-failed.txt"),
+                          Thresholds(nvlink_busbw_min_gbs=100))
+    assert not got.go and got.failure == "diag_failed" and got.reason.endswith("2 wrong results")
+
+
+def test_judge_rdma_with_a_polling_port_and_a_failed_bandwidth_test():
+    text = ("=== ibstat\n" + real("ibstat-ib-down-polling-rate10.txt")
+            + "=== ib_write_bw -d mlx5_10\n" + real("ib-write-bw-socket-connect-failure.txt"))
+    got = judge_rdma("gpu-new-01", text, Thresholds(link_layer="InfiniBand"))
+    assert not got.go and got.failure == "port_down"
+    assert got.reason == "RDMA port of mlx5_10 on gpu-new-01 is down (ibstat: mlx5_10 Down/Polling)"

@@ -1,5 +1,6 @@
 """gpu-burn (wilicc/gpu-burn): a GEMM burn-in whose progress lines give, per GPU, the Gflop/s of the
-last interval, the error count and the temperature — `proc'd: N (X Gflop/s) - … errors: 0 - 0 temps: 56 C - 73 C`."""
+last interval, the error count and the temperature — `proc'd: N (X Gflop/s) - … errors: 0 - 0 temps: 56 C - 73 C`.
+Error counts restart at every `Summary at:`; the final `GPU n: FAULTY` verdict is sticky (gpu_burn-drv.cpp)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ class BurnResult:
         return max(s.temps_c[gpu] for s in self.snapshots)
 
     def errors(self, gpu: int) -> int:
-        last = self.snapshots[-1]
-        return abs(last.errors[gpu]) if not last.died[gpu] else max(1, abs(last.errors[gpu]))
+        """The most errors any line showed (gpu-burn resets its counts at each summary, so the last line
+        alone can read 0 for a GPU that erred before); at least 1 when it died or was called FAULTY."""
+        worst = max(abs(s.errors[gpu]) for s in self.snapshots)
+        bad = any(s.died[gpu] for s in self.snapshots) or self.verdicts.get(gpu) == "FAULTY"
+        return max(worst, 1) if bad else worst
 
 
 def parse_burn(text: str) -> BurnResult:

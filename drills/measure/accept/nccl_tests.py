@@ -2,7 +2,9 @@
 algbw, busbw, #wrong, out-of-place and in-place), `# Out of bounds values`, `# Avg bus bandwidth`, a
 `Test … failure` line, and the NCCL transport when run with NCCL_DEBUG=INFO (read with
 drills.measure.logread, as the drills do). Older nccl-tests print no `root` column and an `error` column
-(the largest deviation, not a count): their wrong results show only in `Out of bounds values`."""
+(the largest deviation, not a count): their wrong results show only in `Out of bounds values`. Before
+nccl-tests 2.13 the tests without a reduction (all_gather, broadcast) print no `redop` column, and before
+March 2019 (cbe7f65) the summary lines have no leading `#`."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ __all__ = ["PerfRow", "PerfResult", "parse_perf"]
 
 _RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[[^\]]*\]\s+(?P<name>.+)$")
 _NUM = r"(\d+(?:\.\d+)?|N/A)"
-_ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?:(?P<root>-?\d+)\s+)?"
+_ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?:(?P<redop>[a-z]+)\s+)?(?:(?P<root>-?\d+)\s+)?"
                   rf"(?P<t1>{_NUM})\s+(?P<alg1>{_NUM})\s+(?P<bus1>{_NUM})\s+(?P<w1>\S+)\s+"
                   rf"(?P<t2>{_NUM})\s+(?P<alg2>{_NUM})\s+(?P<bus2>{_NUM})\s+(?P<w2>\S+)\s*$")
-_OOB = re.compile(r"^# Out of bounds values\s*:\s*(?P<n>\d+)")
-_AVG = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<n>\d+)")  # no `#` before nccl-tests cbe7f65 (2019-03)
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
 _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure (?P<where>\S+)(?: '(?P<what>[^']*)')?")
 
 

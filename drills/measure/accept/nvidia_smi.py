@@ -38,7 +38,8 @@ class GpuReading:
 class SmiTable:
     driver_version: str
     cuda_version: str | None  # None: a driver before 410 does not print it
-    gpus: tuple[GpuReading, ...]
+    gpus: tuple[GpuReading, ...]  # the GPUs whose readings nvidia-smi could print
+    errored: tuple[int, ...] = ()  # GPUs whose block reads `ERR!` (lost to the driver: Xid 79, 119, …)
 
     @property
     def hottest_c(self) -> int | None:
@@ -52,18 +53,26 @@ def parse_list(text: str) -> tuple[Gpu, ...]:
 
 
 def parse_table(text: str) -> SmiTable:
-    """The header's driver and CUDA versions and one reading per GPU block; ToolOutputError without a header."""
+    """The header's driver and CUDA versions, one reading per GPU block, and the GPUs shown as `ERR!`;
+    ToolOutputError without a header."""
     header = _HEADER.search(text)
     if header is None:
         raise ToolOutputError("no `NVIDIA-SMI … Driver Version` header: not nvidia-smi's table")
     gpus: list[GpuReading] = []
+    errored: list[int] = []
     pending: tuple[int, str] | None = None
     for line in text.splitlines():
         line = line.strip()
         if (row := _GPU_ROW.match(line)) and "MiB" not in line:
             pending = (int(row["index"]), row["name"].strip())
+            if "ERR!" in line:
+                errored.append(pending[0])
+        elif pending is not None and "ERR!" in line and line.startswith("|"):
+            if pending[0] not in errored:
+                errored.append(pending[0])  # its state row: `|ERR!  ERR! ERR!    ERR! / ERR! |`
+            pending = None
         elif pending is not None and (state := _STATE_ROW.match(line)):
             gpus.append(GpuReading(pending[0], pending[1], int(state["temp"]), state["perf"], int(state["power"]),
                                    int(state["cap"])))
             pending = None
-    return SmiTable(header["driver"], header["cuda"], tuple(gpus))
+    return SmiTable(header["driver"], header["cuda"], tuple(gpus), tuple(errored))
