@@ -22,7 +22,8 @@ Megatron-LM (` iteration 6150/ 100000 | … | elapsed time per iteration (ms): 6
 `successfully saved checkpoint from iteration 6000 to …`, `loading checkpoint from … at iteration
 6000`) and DeepSpeed (`[Rank 0] step=6150, skipped=0, …`, `Saving model checkpoint: …/global_step6000/…` and
 `Checkpoint global_step6000 is ready now!`, `loading checkpoint … global_step6000`).
-DeepSpeed's two save lines both give a `checkpoint_saved` event: consumers key checkpoints by step. Megatron prints both "loading … at iteration N" and
+DeepSpeed's two save lines both give a `checkpoint_saved` event here: consumers key checkpoints by step
+(`LogReader` reads `Saving model checkpoint:` as the save's start, done at `is ready now!`). Megatron prints both "loading … at iteration N" and
 "successfully loaded … at iteration N": both are `resumed` events for the same step.
 
 Lines read with the Kubernetes `timestamps=true` option start with an RFC 3339 (nano) stamp and a

@@ -52,6 +52,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 3, r"pytorch_lightning/|lightning/pytorch/|lightning/fabric/|GPU available: (?:True|False)|"
                      r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|Initializing distributed: GLOBAL_RANK"),
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
+    ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
@@ -230,6 +231,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
                 out += self._format_event(ev, rec)
         if any(e.kind == "step" for e in out):
             self._steps_since_resume += 1
+            for s in self.saves:  # training went on after an HF save: it completed
+                s.tentative = False
             out += self._steps_started(rec)
         self._known = self._known or self._consumed
         return out

@@ -71,6 +71,11 @@ _LOAD_FRAMES = re.compile(r"^(?:load_checkpoint|_load_checkpoint|_load_from_chec
                           r"_load_optimizer_and_scheduler|_restore_modules_and_callbacks|restore_model|"
                           r"restore_training_state|resume_start|_load_rng_state|load_checkpoint_and_dispatch)$")
 _LOAD_ACTION = re.compile(r"\b(?:load_checkpoint|_load_from_checkpoint|resume_from_checkpoint)\b")
+# Ray re-raises a remote task's exception in the driver; the remote traceback (frames, exception line, chained
+# parts) follows as the message's continuation, under the header `ray::Actor.method() (pid=…, ip=…, …)`
+_RAY_TASK_ERROR = re.compile(r"^ray\.exceptions\.RayTaskError(?:\(\w+\))?: ")
+_SAVE_IN_TB = re.compile(r"\b_?\w*save\w*\b|write_record|PytorchStreamWriter|unexpected pos|No space left|"
+                         r"Disk quota exceeded|Input/output error")
 _LOAD_EXC = re.compile(r"The checkpoint being loaded used a DP world size")  # DeepSpeed refuses another DP size
 _FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "torchtitan", "twin"}
 _ZERO_PARTITION = re.compile(r"zero_pp_rank_\d+_mp_rank_\d+_?optim_states")
@@ -121,6 +126,9 @@ class CheckpointReading:
             if _TB_START.match(body) or _TB_CHAIN.match(body) or not body.strip():
                 tb.in_frames = False
                 return []
+            if _RAY_TASK_ERROR.match(body):  # its message carries the remote task's traceback: one exception
+                tb.exception, tb.in_frames = body.strip(), False
+                return []
             if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t")):
                 if m:
                     tb.frames.append(m.group("func"))
@@ -168,6 +176,7 @@ class CheckpointReading:
         # keep order: the traceback started before its exception line
         self.errors.append(err)
         out = [self._ev("error", rec, text=f"traceback: {err.detail}", error="traceback")]
+        out += self._withdraw_tentative_save(tb, rec)
         loading = any(_LOAD_FRAMES.match(f) for f in tb.frames) or any(_LOAD_ACTION.search(t) for t in tb.texts) \
             or bool(tb.exception and _LOAD_EXC.search(tb.exception))
         pending = [r for r in self.resumes if r.state == "pending"]
@@ -192,6 +201,18 @@ class CheckpointReading:
             r.tb = tb
             tb.failed_resume = True
         return out
+
+    def _withdraw_tentative_save(self, tb: _Traceback, rec: Record | None) -> list[TrainingEvent]:
+        """An HF save (no end line) followed, before any training step, by a traceback through a save
+        function or a write error: the save did not complete."""
+        saves = [s for s in self.saves if s.tentative and s.done]
+        text = " ".join(tb.frames + tb.texts + [tb.exception or ""])
+        if not saves or not _SAVE_IN_TB.search(text):
+            return []
+        for s in saves:
+            s.done = s.tentative = False
+        return [self._ev("error", rec, step=s.step, path=s.path, error="checkpoint_save_failed",
+                         text=f"save of {s.path} interrupted: {tb.exception or 'traceback'}") for s in saves]
 
     def _resume(self, rec: Record) -> list[TrainingEvent]:
         body = rec.body

@@ -2,8 +2,10 @@
 
 - **Saves**, one per checkpoint: Megatron `saving …`/`successfully saved …` with its `save-checkpoint`
   timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
-  save ends when its last shard is written), HF `Saving model checkpoint to …` (a final save without a
-  step too), Lightning `saving model to …`.
+  save ends when its last shard is written; `Saving model checkpoint: …/global_stepN/…` is its start, not its end),
+  HF `Saving model checkpoint to …` (a final save without a step too; tentative: a traceback through a save
+  function before the next training step withdraws it — HF prints no end line), Lightning `saving model to …`,
+  NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
 - **Paths**: the step a checkpoint path names, DeepSpeed's tag dir (shared with `logresume`).
 """
 
@@ -22,7 +24,13 @@ __all__ = ["SaveReading"]
 _SAVE_START = (  # groups: step, path
     ("megatron", re.compile(r"^\s*saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)")),
     ("deepspeed", re.compile(r"\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is about to be saved")),
+    # engine._save_checkpoint logs this before it writes the model states file (the start, not the end)
+    ("deepspeed", re.compile(r"Saving model checkpoint: (?P<path>\S*?global_step(?P<step>\d+)\S*)")),
+    # NeMo's ModelCheckpoint with async save: the request (the step comes with the finalize line)
+    ("nemo", re.compile(r"Scheduled async checkpoint save for (?P<path>\S+)")),
 )
+_NEMO_DONE = re.compile(r"Async checkpoint save for step (?P<step>\d+)\**\s*\((?P<path>[^()\s]+)\) finalized successfully")
+_NEMO_STAMP = re.compile(r"^\[NeMo [IWE] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
 _SAVE_SHARD = re.compile(r"\[Torch\] Saved (?P<path>\S+?)\.?$|\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is ready now")
 _SAVE_TIMER = re.compile(r"save-checkpoint\s*[.:]*\s*:?\s*(?:\((?P<min>[\d.]+),\s*(?P<max>[\d.]+)\)|(?P<one>[\d.]+))")
 _DS_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
@@ -43,6 +51,7 @@ class _Save:
     duration_s: float | None = None
     done: bool = False
     emitted: bool = False
+    tentative: bool = False  # HF: no end line; withdrawn by a save traceback before the next training step
 
 
 class SaveReading:
@@ -54,13 +63,28 @@ class SaveReading:
         for fw, pattern in _SAVE_START:
             if m := pattern.search(body):
                 self._consumed = True
-                step = int(m.group("step"))
+                path = m.groupdict().get("path")
+                step = int(m.group("step")) if m.groupdict().get("step") else _step_in(path)
                 open_ = self._open_save()
                 if fw == "deepspeed" and open_ is not None and open_.step == step:
                     open_.started = open_.started or _stamp(body)
+                    open_.path = open_.path or (_ds_tag_dir(path) if path else None)
                     return []
-                self.saves.append(_Save(step, m.groupdict().get("path"), fw, started=_stamp(body) or rec.at))
-                return [self._ev("checkpoint_started", rec, step=step, path=m.groupdict().get("path"))]
+                path = _ds_tag_dir(path) if fw == "deepspeed" and path else path
+                self.saves.append(_Save(step, path, fw, started=_stamp(body) or rec.at))
+                return [self._ev("checkpoint_started", rec, step=step, path=path)]
+        if m := _NEMO_DONE.search(body):
+            self._consumed = True
+            step, path = int(m.group("step")), m.group("path")
+            s = next((s for s in reversed(self.saves) if not s.done and s.framework == "nemo" and s.path == path), None)
+            if s is None:
+                s = _Save(step, path, "nemo")
+                self.saves.append(s)
+            s.step, s.done, s.emitted = step, True, True  # NeMo's global_step (the file name holds step-1)
+            end = _stamp(body) or rec.at
+            if s.started and end:
+                s.duration_s = round((end - s.started).total_seconds(), 3)
+            return [self._ev("checkpoint_saved", rec, step=step, path=path, duration_s=s.duration_s)]
         if re.search(r"\[Torch\] Saving \S", body):
             self._consumed = True
             return []
@@ -109,7 +133,8 @@ class SaveReading:
             step = _step_in(path) if re.search(r"checkpoint-\d+", path) else None
             if self.saves and self.saves[-1].path == path and self.saves[-1].done:
                 return []
-            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, done=True, emitted=True))
+            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, done=True, emitted=True,
+                                    tentative=True))
             return [self._ev("checkpoint_saved", rec, step=step, path=path)]
         if "global step" in body and (m := _LIGHTNING_SAVE.search(body)):
             path = m.group("path")
@@ -153,6 +178,8 @@ def _ds_tag_dir(path: str) -> str:
 
 
 def _stamp(body: str) -> datetime | None:
+    if m := _NEMO_STAMP.match(body):
+        return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
     m = _DS_STAMP.match(body) or _HF_STAMP.search(body)
     if not m:
         return None
