@@ -2,7 +2,7 @@
 
 - **Transport** from every shape NCCL prints (`NET/IB : Using [0]mlx5_0:1/RoCE`, `Using network IBext`,
   `P2P plugin IBext`, per-channel `via NET/Socket/3`, `NET/IB : No device found.`), per process (host:pid)
-  and rank. NCCL 2.4 printed `NET/Socket : Using` for its bootstrap even over IB, so that line alone decides
+  and rank (NCCL ≤ 2.3: `Using internal Network Socket`, devices one a line `NET/IB: [0] mlx5_0:1/IB`). NCCL 2.4 printed `NET/Socket : Using` for its bootstrap even over IB, so that line alone decides
   nothing when the log says NCCL < 2.5 (or prints 2.4's `NET/Plugin : No plugin found (libnccl-net.so).`).
   Any rank on Socket is a fallback. `P2P plugin IBext` is printed as the plugin loads, before it looks for a
   device: a later `NET/IB : No device found` / `NET/Socket : Using` overrides it. An error cascade through
@@ -14,7 +14,10 @@
 - **Errors**, classified: `ib_completion` (old `with error 12, opcode 0` and new `with status=12 opcode=0`
   wording), `watchdog_timeout` (SeqNum/OpType/Timeout), `comm_aborted`, `dist_backend`, `socket_closed`,
   `nccl_error` (a root-cause NCCL WARN: CUDA failure — `Cuda failure 'x'` or the driver API's `Cuda failure 1 'x'`
-  —, SHARP/CollNet setup, an inconsistent ring (`ring N does not loop back to start`), IB async events such as `port error` and `async fatal event on QP`; not the events
+  —, SHARP/CollNet setup, an inconsistent ring (`ring N does not loop back to start`), an IB `collective mismatch
+  error`, an injected graph naming a missing NIC (`XML Import Channel : dev 1 not found`); a `[Proxy Service N] Failed
+  to execute operation …` WARN only when the log carries no other error (a pasted cascade without its root cause),
+  IB async events such as `port error` and `async fatal event on QP`; not the events
   NCCL only reports: `port active`, `client reregistration`, LID/SM/P_Key changes), `heartbeat_timeout` (PyTorch's
   heartbeat monitor: the watchdog itself hung and the process is killed). A watchdog timeout repeated for
   the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error; a
@@ -35,7 +38,8 @@ __all__ = ["NcclProcess", "LogError", "NcclReading"]
 
 
 _NET_USING = re.compile(r"^NET/(?!Plugin)(?P<name>\w+)\s*: Using (?P<rest>.*)$")
-_USING_NETWORK = re.compile(r"^Using network (?P<name>\S.*?)\s*$")
+_USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>\S.*?)\s*$")  # NCCL <= 2.3: `Using internal Network IB`
+_NET_IB_DEV_23 = re.compile(r"^NET/IB: \[\d+\] (?P<dev>\S+)\s*$")  # NCCL <= 2.3 lists one device a line: `NET/IB: [0] mlx5_0:1/IB`
 _P2P_PLUGIN = re.compile(r"^P2P plugin (?:v\d+ )?(?P<name>\w+)")
 # `0[0] -> 1[0] [send] via NET/IB/4/GDRDMA`; old aws-ofi-nccl: `7 -> 8 [send] via NET/AWS Libfabric/0` (no busid)
 _VIA_NET = re.compile(r"(?:^|\s)(?P<a>\d+)(?:\[[0-9a-fx]+\])? -> (?P<b>\d+)(?:\[[0-9a-fx]+\])?.*?"
@@ -136,11 +140,15 @@ _SOCKET_BROKEN = re.compile(r"Call to (?:recv|send) (?:from|to) (?P<peer>\S+) fa
 _HEARTBEAT = re.compile(r"Heartbeat monitor timed out!|ProcessGroupNCCL's watchdog got stuck for \d+ seconds|"
                         r"NCCL monitor thread timeout")
 _NCCL_ROOT = re.compile(r"Cuda failure (?:\d+ )?'|CUDA error|SHARP group create|Call to ibv_\w+ failed|"
+                        r"NET/IB : req \S+ tag \S+ peer \S+ collective mismatch error|"  # net_ib.cc: ncclInvalidUsage
+                        r"XML Import Channel : dev \d+ not found|"  # an injected NCCL_GRAPH_FILE names a missing NIC
                         r"Error : ring \d+ does not (?:loop back to start|contain rank)|"  # graph/rings.cc: ncclInternalError
                         r"NET/IB\s*: (?:\S+:\d+ )?(?:Got async (?:error )?event ?: (?!" + "|".join(_IB_EVENT_INFO) + r")|"
                         r"async fatal event)|"
                         r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't |"
                         r"is neither AF_INET")
+# a proxy-service request failed: the consequence of a root-cause WARN; the only NCCL error when the log has no other
+_PROXY_FAILED = re.compile(r"\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode \d+")
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
@@ -216,6 +224,10 @@ class NcclReading:
                     p.host_ports.extend(d for d in devices if d not in p.host_ports)
             elif m := _USING_NETWORK.match(msg):
                 p.name = _net_name(m.group("name"))
+            elif m := _NET_IB_DEV_23.match(msg):
+                if m.group("dev") not in p.devices:
+                    p.devices = p.devices + (m.group("dev"),)
+                    p.host_ports.append(m.group("dev"))
             elif m := _P2P_PLUGIN.match(msg):
                 p.plugin = _net_name(m.group("name"))
             elif _NO_IB.match(msg):
@@ -294,10 +306,20 @@ class NcclReading:
             self._seen_root.add(body.strip())
             err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
         if err is None:
+            if rec.nccl == "WARN" and self._proxy_failure is None and _PROXY_FAILED.search(body):
+                self._proxy_failure = rec
             return []
         if err.kind == "comm_aborted" and err.seq is not None:
             self._seen_watchdog.add((err.rank, err.seq, err.op_type, err.timeout_ms))
         return self._add_error(err, rec)
+
+    def _unexplained_proxy_failure(self) -> list[TrainingEvent]:
+        """End of the stream: a `[Proxy Service N] Failed to execute operation …` WARN whose root cause the log does
+        not carry (only the `-> N` cascade was pasted) is the NCCL error; with any other error it is a consequence."""
+        rec = self._proxy_failure
+        if rec is None or any(e.kind not in ("traceback", "worker_exit") for e in self.errors):
+            return []
+        return self._add_error(LogError("nccl_error", rec.body.strip(), rec.at, rec.host, rec.rank), rec)
 
     def _unwrap(self, body: str) -> str:
         """A watchdog message hard-wrapped by a terminal (cut mid-word at a fixed width) joined back: its

@@ -3,7 +3,8 @@
 - **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
   rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `/`10.0.0.1: `, Ray/vLLM
   `(Worker pid=N) `, `(pid=N, ip=…) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
-  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix.
+  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix (or, when a paste cut it, a bare
+  `file:line NCCL WARN …`).
 - **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
   (`…3.53it/s][INFO|trainer.py:2103] …`, `…v_num=95nc][E ProcessGroupNCCL.cpp:458] …`) are split.
 """
@@ -48,9 +49,12 @@ _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*-\d+|(?P<h>[A-Za-z]
 _SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ (?:[+-]\d\d:\d\d|[A-Za-z][\w.-]* >>) |"
                       r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\dZ?\] |"
                       r"\s+\| (?=\[\d{4}-)|[A-Za-z][\w.-]*[-_]\d+\s+\| ")
-# the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`)
-_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*):(?:(?P<pid>\d+):(?P<tid>\d+)|[Xx*]+(?::[\dXx*]+)?) \[(?P<dev>\d+)\] "
-                   r"(?:(?P<src>\S+) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
+# the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`), the hostname deleted
+# with a colon left (`::16674:17023 [0] …`); a plugin's source may be a function signature (`tcpxResult_t f(T*):1231`)
+_NCCL = re.compile(r"(?P<host>[^\s:\[\]]*)::?(?:(?P<pid>\d+):(?P<tid>\d+)|[Xx*]+(?::[\dXx*]+)?) \[(?P<dev>\d+)\] "
+                   r"(?:(?P<src>\S+(?: \S+)?) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
+# an NCCL record whose `host:pid:tid [dev]` prefix was cut by whoever pasted it: only `file:line NCCL WARN …` is left
+_NCCL_BARE = re.compile(r"(?P<src>(?:\S+ )?\S+:\d+) NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
 # a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
 # a paste that lost its newlines: each record's vLLM process prefix glued to the previous one (`…(response)(APIServer pid=1)`)
 _GLUE = re.compile(r"(?<=\])(?=\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\||\[[EWI]\d* [\w.:]+\.cpp:\d+\]|"
@@ -117,4 +121,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
         pid = int(m.group("pid")) if m.group("pid") else None
         return Record(m.group("msg"), at, rank, m.group("host"), pid, int(m.group("dev")),
                       m.group("level"), proc, raw)
+    m = _NCCL_BARE.match(text)
+    if m:
+        return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw)
     return Record(text, at, rank, proc=proc, raw=raw)

@@ -124,6 +124,7 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
         self._workers: dict = {}
         self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
         self._terminate_open = False  # a `terminate called` line seen, its what() not yet
+        self._proxy_failure: Record | None = None  # the first `[Proxy Service N] Failed to execute …` WARN
         self._tb: _Traceback | None = None
         self._pending_no_ckpt: _Resume | None = None
         self._titan_folder: str | None = None
@@ -152,7 +153,7 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
 
     def close(self) -> list[TrainingEvent]:
         """End of the stream: close an open traceback and judge a pending resume."""
-        out = self._close_traceback(None)
+        out = self._close_traceback(None) + self._unexplained_proxy_failure()
         for r in self.resumes:
             if r.state == "pending" and (r.framework in _FRAMEWORK_PRINTS_SUCCESS or r.zero_partitions):
                 out += self._fail(r, f"no success line after the attempt ({_framework_ok_line(r)})", None)
