@@ -10,7 +10,7 @@ vLLM prints when a phase starts and, for most, how long it took. The lines, as t
 | torch.compile (compile)  | `Using cache directory: … for vLLM's torch.compile`    | `torch.compile takes|took S s in total` (V1; `graph compilation takes` in 0.7) |
 | CUDA graphs (graph_capture) | `Capturing cudagraphs for decoding.` (0.6–0.8), `Capturing the model for CUDA graphs.` (≤ 0.5), `Capturing CUDA graph(s| shapes)` bars | `Graph capturing finished in S secs` |
 | engine init (engine_init) | —                                                     | `init engine (profile, create kv cache, warmup model) took S seconds|s` |
-| server (server_start)     | `Starting vLLM API server on …`                       | uvicorn's `Application startup complete.` / `Uvicorn running on …` |
+| server (server_start)     | `Starting vLLM (API )?server on …`                    | uvicorn's `Application startup complete.` / `Uvicorn running on …` |
 
 A line's time is the Kubernetes `--timestamps` stamp when the log was read with it, else vLLM's own
 `INFO MM-DD HH:MM:SS` stamp (no year: only differences are used). Both line styles are read: vLLM ≤ 0.7
@@ -20,7 +20,8 @@ with or without a process prefix (`(EngineCore_DP0 pid=N) `, `(VllmWorkerProcess
 A startup that failed (`EngineCore failed to start`, `WorkerProc failed to start`, a V0 worker's `Exception in worker …`,
 a CUDA OOM, a KV cache that does not fit, a model the Hub refused) says so (`failed`, the line) and has no phase in progress. A phase that started and did not end when the
 log was read is **in progress**: a replica stuck loading
-weights names that phase, with how long it has run. Pure: feed lines, read `summary()` / `breakdown()`.
+weights names that phase, with how long it has run. A version line after the startup had begun (a restart in the
+same log) starts a new one: the last startup is described. Pure: feed lines, read `summary()` / `breakdown()`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ _STARTS = (  # (phase, pattern)
     ("compile", re.compile(r"Using cache directory: .* for vLLM's torch\.compile")),
     ("graph_capture", re.compile(r"Capturing cudagraphs for decoding|Capturing the model for CUDA graphs|"
                                  r"^Capturing CUDA graph(?:s| shapes)\b")),
-    ("server_start", re.compile(r"Starting vLLM API server (?:\d+ )?on ")),
+    ("server_start", re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on ")),  # newest: `Starting vLLM server on`
 )
 _ENDS = (  # (key, pattern); group s = seconds printed, gb = GiB
     ("model_load", re.compile(r"Model loading took (?P<gb>[\d.]+) Gi?B(?: memory)? and (?P<s>[\d.]+) (?:seconds|s)\b")),
@@ -100,6 +101,10 @@ class VllmStartup:
             self.first_at = self.first_at or at
             self.last_at = at
         if m := _VERSION.search(body):
+            # the API server's version line after a startup had begun is a restart (an engine's `Initializing … (vX)` is
+            # not: data-parallel engine cores print it while another already loads)
+            if m["v2"] is None and (self.ready or self.failed or self.started or self.ended or self.seconds):
+                self.__init__(first_at=self.first_at, last_at=self.last_at, lines=self.lines)
             self.version = self.version or next(v for v in m.groups() if v)
             return True
         # after Ready it is no startup failure; a traceback's source line (`raise ValueError("No available …`) is not the message
