@@ -8,6 +8,7 @@ Used by the monitors (one `LogReader` per pod) and by `read_log` (a whole file, 
 - `lognccl`: the NCCL transport per process and rank, classified errors;
 - `logelastic`: dead workers as torchrun's elastic agent reports them (`failed (exitcode: …)`, ChildFailedError box);
 - `logresume`: resumes (an attempt counts only when it succeeded), tracebacks;
+- `logrestore`: state-dict mismatches, NeMo 0.x restores, torchtitan's start step after a load;
 - `logsave`: checkpoint saves;
 - `vllm_startup`: vLLM's startup phases;
 - here: **framework detection** (`log_format: auto`): signature lines weighted per framework; DeepSpeed
@@ -24,6 +25,7 @@ from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
+from drills.measure.logrestore import RestoreReading
 from drills.measure.logresume import (_FRAMEWORK_PRINTS_SUCCESS, CheckpointReading, _framework_ok_line, _Resume,
                                       _Traceback)
 from drills.measure.logsave import SaveReading, _Save
@@ -99,7 +101,7 @@ class LogSummary:
     steps: int
 
 
-class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
+class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -216,6 +218,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, SaveReading):
         out += self._errors(rec)
         out += self._elastic(rec)
         out += self._resume(rec)
+        if not self._consumed:
+            out += self._restore(rec)
         out += self._save(rec)
         if self.startup.record(rec):
             out.append(self._ev("vllm_phase", rec))

@@ -129,7 +129,8 @@ class CheckpointReading:
             if _RAY_TASK_ERROR.match(body):  # its message carries the remote task's traceback: one exception
                 tb.exception, tb.in_frames = body.strip(), False
                 return []
-            if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t")):
+            # a frame, a code line, or a reporter's elision (`...[Deleted …]`, `…`) between frames
+            if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t", "...", "\u2026")):
                 if m:
                     tb.frames.append(m.group("func"))
                 tb.texts.append(body)
