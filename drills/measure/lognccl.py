@@ -17,7 +17,8 @@
   —, SHARP/CollNet setup, an inconsistent ring (`ring N does not loop back to start`), an IB `collective mismatch
   error`, an injected graph naming a missing NIC (`XML Import Channel : dev 1 not found`); a `[Proxy Service N] Failed
   to execute operation …` WARN only when the log carries no other error (a pasted cascade without its root cause),
-  IB async events such as `port error` and `async fatal event on QP`; not the events
+  IB async events such as `port error` and `async fatal event on QP`; any other WARN NCCL returned up its `-> N`
+  cascade, and XLA's `NCCL operation … failed` reports (`logstacks`); not the events
   NCCL only reports: `port active`, `client reregistration`, LID/SM/P_Key changes), `heartbeat_timeout` (PyTorch's
   heartbeat monitor: the watchdog itself hung and the process is killed). A watchdog timeout repeated for
   the same rank and SeqNum is one error; the same root-cause WARN from several processes is one error; a
@@ -33,6 +34,7 @@ from datetime import datetime
 
 from drills.measure.logformats import TrainingEvent
 from drills.measure.logprefix import Record
+from drills.measure.logstacks import xla_nccl_failure
 
 __all__ = ["NcclProcess", "LogError", "NcclReading"]
 
@@ -49,7 +51,7 @@ _PLUGIN_24 = re.compile(r"^NET/Plugin : No plugin found \(libnccl-net\.so\)\.$")
 _NET_SOCKET_FRAME = re.compile(r"^transport/net_socket\.cc:\d+ -> \d+")  # an error cascade through the socket net
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
 _SHARP_DEV = re.compile(r"Sharp rank \d+/\d+ initialized on (?P<dev>\S+)")
-_HCA = re.compile(r"\bhca (?P<dev>mlx5_\w+)")
+_HCA = re.compile(r"\bhca (?P<dev>[A-Za-z]\w*)")  # `hca mlx5_10`, `hca ibp152s0`
 _NET_API = re.compile(r"_v\d+$")  # `IBext_v8`: the plugin API version, not another net
 _NET_ALIASES = {"AWS Libfabric": "Libfabric"}  # aws-ofi-nccl's older name for the same net
 _VERBS_NETS = ("IB", "IBext")  # nets over IB verbs: RoCE when every port they list is /RoCE
@@ -133,19 +135,19 @@ _WATCHDOG_START = re.compile(r"Watchdog caught|watchdog thread terminated with e
 _IB_EVENT_INFO = ("port active", "LID change", "P_Key change", "SM change", "client reregistration", "GID table change",
                   "send queue drained", "path migrated", "last WQE reached", "SRQ limit reached",
                   "communication established")
-_SOCKET_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
+_SOCKET_CLOSED = re.compile(r"Connection closed by remote peer(?: (?P<peer>\S+)|$)")  # NCCL <= 2.2: no peer
 # an NCCL WARN of a socket call the peer broke (`Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe`)
 _SOCKET_BROKEN = re.compile(r"Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?:Broken pipe|Connection reset by peer)")
 # PyTorch's heartbeat monitor: `[PG 0 Rank 1] Heartbeat monitor timed out!`, `… watchdog got stuck for 600 seconds`
 _HEARTBEAT = re.compile(r"Heartbeat monitor timed out!|ProcessGroupNCCL's watchdog got stuck for \d+ seconds|"
                         r"NCCL monitor thread timeout")
 _NCCL_ROOT = re.compile(r"Cuda failure (?:\d+ )?'|CUDA error|SHARP group create|Call to ibv_\w+ failed|"
-                        r"NET/IB : req \S+ tag \S+ peer \S+ collective mismatch error|"  # net_ib.cc: ncclInvalidUsage
+                        r"NET/IB : (?:req \S+ tag \S+ peer \S+ )?collective mismatch error|"  # net_ib.cc: ncclInvalidUsage (old: no req)
                         r"XML Import Channel : dev \d+ not found|"  # an injected NCCL_GRAPH_FILE names a missing NIC
                         r"Error : ring \d+ does not (?:loop back to start|contain rank)|"  # graph/rings.cc: ncclInternalError
                         r"NET/IB\s*: (?:\S+:\d+ )?(?:Got async (?:error )?event ?: (?!" + "|".join(_IB_EVENT_INFO) + r")|"
                         r"async fatal event)|"
-                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) .*ibv|NET/OFI Couldn't |"
+                        r"unhandled (?:cuda|system) error|Failed to (?:open|query) (?!libibverbs).*ibv|NET/OFI Couldn't |"
                         r"is neither AF_INET")
 # a proxy-service request failed: the consequence of a root-cause WARN; the only NCCL error when the log has no other
 _PROXY_FAILED = re.compile(r"\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode \d+")
@@ -305,6 +307,15 @@ class NcclReading:
                 return []
             self._seen_root.add(body.strip())
             err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
+        elif rec.nccl is None and (xla := xla_nccl_failure(body)):  # XLA's report of a failed NCCL call
+            if xla in self._seen_root:
+                return []
+            self._seen_root.add(xla)
+            err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
+        warn = self._propagated.feed(rec, classified=err is not None)
+        if err is None and warn is not None and warn.body.strip() not in self._seen_root:  # a WARN NCCL returned
+            self._seen_root.add(warn.body.strip())
+            return self._add_error(LogError("nccl_error", warn.body.strip(), warn.at, warn.host, warn.rank), warn)
         if err is None:
             if rec.nccl == "WARN" and self._proxy_failure is None and _PROXY_FAILED.search(body):
                 self._proxy_failure = rec

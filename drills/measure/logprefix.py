@@ -3,8 +3,8 @@
 - **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
   rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `/`10.0.0.1: `, Ray/vLLM
   `(Worker pid=N) `, `(pid=N, ip=…) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
-  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix (or, when a paste cut it, a bare
-  `file:line NCCL WARN …`).
+  stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix (NCCL <= 2.2: without the `NCCL` keyword;
+  when a paste cut it, a bare `file:line NCCL WARN …`).
 - **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
   (`…3.53it/s][INFO|trainer.py:2103] …`, `…v_num=95nc][E ProcessGroupNCCL.cpp:458] …`) are split.
 """
@@ -53,6 +53,10 @@ _SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ (?:[+-]\d\d:\d\d|[A-
 # with a colon left (`::16674:17023 [0] …`); a plugin's source may be a function signature (`tcpxResult_t f(T*):1231`)
 _NCCL = re.compile(r"(?P<host>[^\s:\[\]]*)::?(?:(?P<pid>\d+):(?P<tid>\d+)|[Xx*]+(?::[\dXx*]+)?) \[(?P<dev>\d+)\] "
                    r"(?:(?P<src>\S+(?: \S+)?) )?NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
+# NCCL <= 2.2 printed no `NCCL` keyword: `host:pid:tid [0] INFO Using internal Network Socket`,
+# `host:pid:tid [0] include/socket.h:196 WARN Connection closed by remote peer`
+_NCCL_OLD = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?"
+                       r"(?P<level>INFO|WARN) (?P<msg>.*)$")
 # an NCCL record whose `host:pid:tid [dev]` prefix was cut by whoever pasted it: only `file:line NCCL WARN …` is left
 _NCCL_BARE = re.compile(r"(?P<src>(?:\S+ )?\S+:\d+) NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$")
 # a log record glued to the end of a tqdm bar: `…it/s][INFO|…`, `…][E ProcessGroupNCCL.cpp:458] …`
@@ -75,6 +79,7 @@ class Record:
     nccl: str | None = None  # INFO | WARN | … for NCCL lines
     proc: str | None = None  # Ray / vLLM process prefix name (EngineCore, VllmWorkerProcess …)
     raw: str = ""
+    tid: int | None = None  # NCCL host:pid:tid prefix: the thread (a WARN and its `-> N` cascade share it)
 
 
 def split_records(line: str) -> list[Record]:
@@ -116,11 +121,12 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
             if stamped is not None:
                 at, text = stamped, rest
                 changed = True
-    m = _NCCL.match(text)
+    m = _NCCL.match(text) or _NCCL_OLD.match(text)
     if m:
         pid = int(m.group("pid")) if m.group("pid") else None
+        tid = int(m.group("tid")) if m.group("tid") else None
         return Record(m.group("msg"), at, rank, m.group("host"), pid, int(m.group("dev")),
-                      m.group("level"), proc, raw)
+                      m.group("level"), proc, raw, tid)
     m = _NCCL_BARE.match(text)
     if m:
         return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw)

@@ -29,6 +29,7 @@ from drills.measure.logrestore import RestoreReading
 from drills.measure.logresume import (_FRAMEWORK_PRINTS_SUCCESS, CheckpointReading, _framework_ok_line, _Resume,
                                       _Traceback)
 from drills.measure.logsave import SaveReading, _Save
+from drills.measure.logstacks import PropagatedWarns
 from drills.measure.vllm_startup import VllmStartup
 
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
@@ -65,7 +66,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
 # the rest of PyTorch's CUDA error message, printed after its exception line
 _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
                               r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
-_NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version")
+_NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version|"
+                        r"NCCL operation \w+\(")  # XLA's report of a failed NCCL call
 _VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
 _HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "vllm", "twin")
 
@@ -121,7 +123,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self.unclassified = 0
         self.steps = 0
         self._seen_watchdog: set[tuple] = set()
-        self._seen_root: set[str] = set()
+        self._seen_root: set = set()
+        self._propagated = PropagatedWarns()
         self._box: dict = {}
         self._workers: dict = {}
         self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
