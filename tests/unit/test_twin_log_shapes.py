@@ -113,8 +113,13 @@ def test_a_checkpoint_without_its_optimizer_state_is_what_each_framework_makes_o
     assert summary.unclassified == 0
     assert summary.resume["attempted"] and summary.resume["succeeded"] is False and summary.resume["step"] == 8000
     assert "zero_pp_rank_0_mp_rank_00_optim_states.pt" in summary.resume["reason"]
-    assert for_format("megatron").resume_without_optimizer(8000, "p", T0, 30, 8) is None
-    assert for_format("lightning").resume_without_optimizer(8000, "p", T0, 30, 8) is None
+    for refusing, exception in (("megatron", "KeyError: 'optimizer'"), ("lightning", "KeyError: 'Trying to restore")):
+        f = for_format(refusing)
+        assert f.resume_without_optimizer(8000, "p", T0, 30, 8) is None
+        refused = read_log("\n".join(W1.tag + x for x in f.refuse_without_optimizer(
+            8000, f.checkpoint_path(BASE, 8000), T0, 8)))
+        assert refused.unclassified == 0 and refused.resume["succeeded"] is False, refusing
+        assert refused.resume["reason"].startswith(exception), refused.resume["reason"]
     hf = for_format("hf-trainer")
     path = hf.checkpoint_path(BASE, 8000)
     assert hf.resume_without_optimizer(8000, path, T0, 30, 8) == (hf.resume_started(8000, path, T0, 8)

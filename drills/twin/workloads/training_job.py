@@ -189,7 +189,8 @@ class JobSim(FabricEffects):
                        for pod, w in run.workers.items()}
             if None in partial.values():  # the framework refuses a checkpoint without its optimizer state
                 self.truth.record("training", self.subject, "resume_failed", at=now, step=step, run=run.rid)
-                texts = {pod: self.fmt.resume_crash(step, path, now, w.grank) for pod, w in run.workers.items()}
+                texts = {pod: self.fmt.refuse_without_optimizer(step, path, now, w.grank)
+                         for pod, w in run.workers.items()}
                 self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="lost-optimizer-state")
                 return False
         self.progress = Progress(float(step), now)

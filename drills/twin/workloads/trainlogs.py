@@ -73,6 +73,10 @@ class TrainLog:
         crashes)."""
         return None
 
+    def refuse_without_optimizer(self, k: int, path: str, t: float, rank: int) -> list[str]:
+        """What a framework that refuses a checkpoint without its optimizer state prints before the job dies."""
+        return self.resume_crash(k, path, t, rank)
+
     def resume_crash(self, k: int, path: str, t: float, rank: int) -> list[str]:
         """The attempt, then the traceback torch.load raises on a truncated file, through the framework's loader."""
         return [f"loading checkpoint step={k} path={path}", *_traceback(self._load_frames(path), path)]
@@ -131,6 +135,21 @@ class Megatron(TrainLog):
                    "state_dict = torch.load(checkpoint_name, map_location='cpu')")]
         shard = f"{path}/iter_{k:07d}/mp_rank_00/model_optim_rng.pt"
         return [*self.resume_started(k, path, t, rank)[:1], *_traceback(frames, shard)]
+
+    def refuse_without_optimizer(self, k, path, t, rank):
+        """checkpointing.py: the KeyError of the missing 'optimizer', its message, then (megatron-core) re-raised."""
+        shard = f"{path}/iter_{k:07d}/mp_rank_00/model_optim_rng.pt"
+        frames = [("/workspace/Megatron-LM/pretrain_gpt.py", 235, "<module>", "pretrain("),
+                  ("/workspace/Megatron-LM/megatron/training/training.py", 289, "pretrain",
+                   "model, optimizer, opt_param_scheduler = setup_model_and_optimizer("),
+                  ("/workspace/Megatron-LM/megatron/training/training.py", 608, "setup_model_and_optimizer",
+                   "args.iteration, args.num_floating_point_operations_so_far = load_checkpoint("),
+                  ("/workspace/Megatron-LM/megatron/training/checkpointing.py", 1203, "load_checkpoint",
+                   "optimizer.load_state_dict(state_dict['optimizer'])")]
+        return [*self.resume_started(k, path, t, rank)[:1],
+                f"Unable to load optimizer from checkpoint {shard}. Specify --no-load-optim or --finetune to prevent "
+                "attempting to load the optimizer state, exiting ...",
+                *_traceback(frames, shard, "KeyError: 'optimizer'")]
 
 
 class HfTrainer(TrainLog):
@@ -276,6 +295,22 @@ class Lightning(TrainLog):
                    "return torch.load(f, map_location=map_location)")]
         return [*self.resume_started(k, path, t, rank), *_traceback(frames, path)]
 
+    def refuse_without_optimizer(self, k, path, t, rank):
+        """checkpoint_connector.py `restore_optimizers_and_schedulers`: a checkpoint without `optimizer_states`."""
+        pl = "/usr/local/lib/python3.10/dist-packages/lightning/pytorch"
+        frames = [("train.py", 166, "<module>", "trainer.fit(model, datamodule=data, ckpt_path=\"last\")"),
+                  (f"{pl}/trainer/trainer.py", 538, "fit", "call._call_and_handle_interrupt("),
+                  (f"{pl}/trainer/call.py", 47, "_call_and_handle_interrupt", "return trainer_fn(*args, **kwargs)"),
+                  (f"{pl}/trainer/trainer.py", 574, "_fit_impl", "self._run(model, ckpt_path=ckpt_path)"),
+                  (f"{pl}/trainer/trainer.py", 981, "_run", "self._checkpoint_connector.restore_training_state()"),
+                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 296, "restore_training_state",
+                   "self.restore_optimizers_and_schedulers()"),
+                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 368, "restore_optimizers_and_schedulers",
+                   "raise KeyError(")]
+        return [*self.resume_started(k, path, t, rank), *_traceback(frames, path, (
+            "KeyError: 'Trying to restore optimizer state but checkpoint contains only the model. This is probably "
+            "due to `ModelCheckpoint.save_weights_only` being set to `True`.'"))]
+
 
 _BY_NAME = {c.name: c for c in (Megatron, HfTrainer, DeepSpeed, Lightning, TrainLog)}
 
@@ -283,11 +318,13 @@ _TORCH_LOAD = ("/usr/local/lib/python3.10/dist-packages/torch/serialization.py",
                "raise pickle.UnpicklingError(UNSAFE_MESSAGE + str(e)) from None")
 
 
-def _traceback(frames: list[tuple[str, int, str, str]], path: str) -> list[str]:
+def _traceback(frames: list[tuple[str, int, str, str]], path: str, exception: str | None = None) -> list[str]:
+    """torch.load's UnpicklingError on a truncated file, or (`exception`) the framework's own error raised in its
+    last frame."""
     out = ["Traceback (most recent call last):"]
-    for file, line, func, code in [*frames, _TORCH_LOAD]:
+    for file, line, func, code in (frames if exception else [*frames, _TORCH_LOAD]):
         out += [f'  File "{file}", line {line}, in {func}', f"    {code}"]
-    out.append(f"_pickle.UnpicklingError: invalid load key, '\\x00'. ({path} is truncated)")
+    out.append(exception or f"_pickle.UnpicklingError: invalid load key, '\\x00'. ({path} is truncated)")
     return out
 
 
