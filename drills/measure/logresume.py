@@ -10,6 +10,8 @@
   training steps without the success line where the framework prints one, is `resume_failed` with the
   error as its text. Lightning's `Loaded model weights from the checkpoint at …` (a `.test/.validate/.predict`
   load, not `fit`) withdraws its `Restoring states …` attempt: weights for evaluation, no training resume.
+  Lightning's tuner (`scale_batch_size`, `lr_find`) restoring its own hidden `.scale_batch_size_<uuid>.ckpt` /
+  `.lr_find_<uuid>.ckpt` after its trials puts back the state it saved a moment before: no resume either.
 - **Tracebacks**: a Python traceback (chained ones as one) is an error with its exception line when printed.
 """
 
@@ -51,6 +53,9 @@ _RESUME_OK = (
 # Lightning outside `fit` (`.test/.validate/.predict(ckpt_path=...)`) prints this instead of `Restored all states`
 # (`_CheckpointConnector.resume_end`): only the weights were loaded, for evaluation — not a training resume
 _LIGHTNING_WEIGHTS_ONLY = re.compile(r"Loaded model weights from (?:the )?checkpoint at (?P<path>\S+)")
+# the tuner's temporary checkpoint (lightning tuner batch_size_scaling.py / lr_finder.py), deleted after the restore
+_LIGHTNING_TUNER_CKPT = re.compile(r"Restor(?:ing|ed all) states from the checkpoint(?: file| path)? at "
+                                   r"(?:\S*/)?\.(?:scale_batch_size|lr_find)_[\w-]+\.ckpt")
 # torchtitan names its checkpoint folder once (`step-N` below it); step 0 is a seed checkpoint (model only): no resume
 _TITAN_FOLDER = re.compile(r"Checkpoints will be loaded from and saved to (?P<path>\S+)")
 _NO_CHECKPOINT = (
@@ -230,6 +235,9 @@ class CheckpointReading:
                 why = "the checkpoint file does not exist: nothing was loaded" if i == 0 else \
                     "the ZeRO optimizer partitions are missing: optimizer and fp32 master state were not restored"
                 return out + self._fail(r, f"{why} ({body[m.start():].strip()[:300]})", rec)
+        if _LIGHTNING_TUNER_CKPT.search(body):
+            self._consumed = True
+            return out
         if m := _LIGHTNING_WEIGHTS_ONLY.search(body):
             self._consumed = True
             r = next((r for r in reversed(self.resumes) if r.state == "pending" and r.framework == "lightning"), None)
