@@ -37,3 +37,35 @@ def test_a_real_level_3_run_where_dcgm_skipped_every_gpu_test_is_a_no_go():
     assert not got.go and got.failure == "not_run" and got.measured["dcgm"] == "3.3.9"
     assert got.reason == ("DCGM diagnostic level 3 on gpu-new-01 ran no GPU test: PCIe, GPU Memory, Targeted Stress, "
                           "Targeted Power, Memory Bandwidth, EUD Test skipped")
+
+
+def _uncommented(name: str) -> str:
+    """The quoted table without the `    # ` of the Python comment it is committed in (lines otherwise as printed)."""
+    return "\n".join(line.strip().removeprefix("# ") for line in _real(name).splitlines())
+
+
+def test_a_dcgm3_level_3_run_on_eight_h200s_keeps_its_hardware_diagnostic_row():
+    # DCGM 3.x names a Hardware test `Diagnostic` (the header's first column is `Diagnostic` too)
+    from drills.measure.accept import dcgmi
+
+    result = dcgmi.parse_diag(_uncommented("dcgmi-diag-r3-dcgm339-h200-pass-commented.txt"))
+    assert result.metadata["DCGM Version"] == "3.3.9" and result.metadata["Driver Version Detected"] == "570.133.20"
+    assert result.metadata["GPU Device IDs Detected"] == ",".join(["2335"] * 8)
+    assert len(result.tests) == 16
+    assert [(t.section, t.name, t.result, t.scope) for t in result.tests if t.section != "Deployment"] == [
+        ("Integration", "PCIe", "Pass", "All"), ("Hardware", "GPU Memory", "Pass", "All"),
+        ("Hardware", "Diagnostic", "Pass", "All"), ("Stress", "Targeted Stress", "Pass", "All"),
+        ("Stress", "Targeted Power", "Pass", "All"), ("Stress", "Memory Bandwidth", "Pass", "All"),
+        ("Stress", "EUD Test", "Skip", "All")]
+    assert result.passed
+    got = judge_dcgm("gpu-new-01", _uncommented("dcgmi-diag-r3-dcgm339-h200-pass-commented.txt"), Thresholds())
+    assert got.go and got.reason == "DCGM level 3: 6 GPU tests ran, none failed"
+
+
+def test_a_failed_hardware_diagnostic_row_is_a_no_go():
+    text = _uncommented("dcgmi-diag-r3-dcgm339-h200-pass-commented.txt")
+    row = "| Diagnostic                | Pass - All"
+    assert text.count(row) == 1
+    got = judge_dcgm("gpu-new-01", text.replace(row, "| Diagnostic                | Fail - All"), Thresholds())
+    assert not got.go and got.failure == "diag_failed"
+    assert got.reason == "DCGM diagnostic level 3 on gpu-new-01: Diagnostic failed"

@@ -34,3 +34,11 @@ def test_a_job_that_hit_an_io_error_is_a_no_go_even_when_it_moved_enough():
     assert not got.go and got.failure == "tool_error"
     assert "job 'random_write_test' ended with error 5 (Input/output error)" in got.reason
     assert got.measured["job_errors"] == [0, 0, 5, 0, 0]
+
+
+def test_a_real_fio_3_33_run_reads_and_writes_in_bytes_per_second():
+    text = (REAL / "fio-3.33-rw-sigint-48s-of-5m.json").read_text(encoding="utf-8").split("\n", 1)[1]
+    got = judge_storage("gpu-new-01", text, Thresholds(store_read_mb_s_min=30, store_write_mb_s_min=160))
+    assert got.go and (got.measured["read_mb_s"], got.measured["write_mb_s"]) == (31.4, 161.1)
+    slow = judge_storage("gpu-new-01", text, Thresholds(store_read_mb_s_min=100, store_write_mb_s_min=160))
+    assert not slow.go and slow.failure == "slow" and slow.reason.endswith("read 31 MB/s, below 100")

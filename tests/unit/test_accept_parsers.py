@@ -412,3 +412,71 @@ def test_judge_rdma_with_a_polling_port_and_a_failed_bandwidth_test():
     got = judge_rdma("gpu-new-01", text, Thresholds(link_layer="InfiniBand"))
     assert not got.go and got.failure == "port_down"
     assert got.reason == "RDMA port of mlx5_10 on gpu-new-01 is down (ibstat: mlx5_10 Down/Polling)"
+
+
+# -- outputs committed to public repositories (round 6; expectations written from reading each file) ----
+def test_nvidia_smi_table_eight_h100s_driver_550():
+    text = real("nvidia-smi-8x-h100-550.txt")
+    table = nvidia_smi.parse_table(text)
+    assert (table.driver_version, table.cuda_version) == ("550.90.07", "12.4")
+    assert [g.index for g in table.gpus] == list(range(8)) and table.errored == ()
+    assert {g.name for g in table.gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert [g.temperature_c for g in table.gpus] == [25, 27, 26, 27, 27, 25, 26, 24]
+    assert [g.power_w for g in table.gpus] == [92, 93, 96, 93, 95, 91, 91, 91]
+    assert {g.power_cap_w for g in table.gpus} == {700} and {g.perf_state for g in table.gpus} == {"P0"}
+    assert table.hottest_c == 27
+    assert nvidia_smi.parse_list(text) == ()
+
+
+def test_judge_gpu_on_eight_h100s_with_another_driver_pinned():
+    listing = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n" for i in range(8))  # -L is not quoted
+    text = listing + real("nvidia-smi-8x-h100-550.txt")
+    got = judge_gpu("gpu-new-01", text, Thresholds(driver_version="560.35.03"), 8)
+    assert not got.go and got.failure == "version_mismatch"
+    assert got.reason == "gpu-new-01: driver 550.90.07, the profile pins 560.35.03"
+    ok = judge_gpu("gpu-new-01", text, Thresholds(driver_version="550.90.07", cuda_version="12.4"), 8)
+    assert ok.go and ok.measured["driver"] == "550.90.07"
+
+
+def test_nvidia_smi_table_four_gh200s_driver_590_cuda_13():
+    table = nvidia_smi.parse_table(real("nvidia-smi-4x-gh200-590.txt"))
+    assert (table.driver_version, table.cuda_version) == ("590.48.01", "13.1")
+    assert [(g.index, g.name) for g in table.gpus] == [(i, "NVIDIA GH200 120GB") for i in range(4)]
+    assert [g.temperature_c for g in table.gpus] == [23, 26, 25, 23]
+    assert [g.power_w for g in table.gpus] == [92, 80, 100, 99] and {g.power_cap_w for g in table.gpus} == {900}
+    assert table.errored == () and table.hottest_c == 26
+
+
+def test_ibstat_ib_port_initializing_with_the_link_up():
+    # the cable trained (LinkUp) but no subnet manager configured the port (SM lid 0): not usable
+    (ca,) = ibstat.parse_ibstat(real("ibstat-mlx4-ib-initializing-linkup.txt"))
+    assert (ca.name, ca.ca_type, ca.firmware) == ("mlx4_0", "MT4099", "2.42.5000")
+    (port,) = ca.ports
+    assert (port.number, port.state, port.physical_state, port.rate_gbps, port.link_layer) == (
+        1, "Initializing", "LinkUp", 40, "InfiniBand")
+    assert not port.up
+
+
+def test_judge_rdma_refuses_an_initializing_port_whose_link_is_up():
+    text = "=== ibstat\n" + real("ibstat-mlx4-ib-initializing-linkup.txt")
+    got = judge_rdma("gpu-new-01", text, Thresholds(link_layer="InfiniBand", rail_rate_gbps=40))
+    assert not got.go and got.failure == "port_down"
+    assert got.reason == "RDMA port of mlx4_0 on gpu-new-01 is down (ibstat: mlx4_0 Initializing/LinkUp)"
+
+
+def test_ibstat_nine_cas_mixed_link_layers_and_rates():
+    cas = ibstat.parse_ibstat(real("ibstat-9ca-mixed-eth-ib-56-100.txt"))
+    assert [c.name for c in cas] == ["mlx4_0"] + [f"mlx5_{i}" for i in range(8)]
+    assert [c.ca_type for c in cas] == ["MT4099"] + ["MT4119"] * 8
+    assert cas[0].firmware == "2.42.5000" and {c.firmware for c in cas[1:]} == {"16.24.1000"}
+    assert all(len(c.ports) == 1 and c.ports[0].up for c in cas)
+    assert [c.ports[0].rate_gbps for c in cas] == [10, 100, 56, 100, 100, 100, 56, 100, 56]
+    assert [c.ports[0].link_layer for c in cas] == ["Ethernet", "InfiniBand", "InfiniBand", "InfiniBand", "Ethernet",
+                                                    "InfiniBand", "InfiniBand", "InfiniBand", "InfiniBand"]
+
+
+def test_judge_rdma_refuses_ports_at_the_wrong_rate_or_link_layer():
+    text = "=== ibstat\n" + real("ibstat-9ca-mixed-eth-ib-56-100.txt")
+    got = judge_rdma("gpu-new-01", text, Thresholds(link_layer="InfiniBand", rail_rate_gbps=100))
+    assert not got.go and got.failure == "port_config"
+    assert got.reason == "mlx4_0 on gpu-new-01: rate 10 Gb/s, link layer Ethernet (expected 100, InfiniBand)"

@@ -170,3 +170,20 @@ def test_fio_2_1_4_reports_kib_and_microseconds():
     assert result.write.clat_mean_s is None  # several entries and no sample counts: no mean rather than a guess
     assert result.runtime_s == pytest.approx(28.540)
     assert [(d.name, d.util_pct) for d in result.disk_util] == [("sdb", pytest.approx(97.54))]
+
+
+def test_fio_3_33_stopped_by_sigint_after_48_s_of_a_5_minute_run():
+    text = real("fio-3.33-rw-sigint-48s-of-5m.json")
+    assert "fio: terminating on signal 2" in text.split("{", 1)[0]
+    result = parse_fio_output(text)
+    assert result.fio_version == "fio-3.33" and result.jobs == ("sequential_read",) and result.job_errors == (0,)
+    assert (result.read.io_bytes, result.read.bw_bytes_s) == (1511751680, 31383676)
+    assert (result.write.io_bytes, result.write.bw_bytes_s) == (7761248256, 161128721)
+    assert result.read.iops == pytest.approx(7662.030309)
+    assert result.runtime_s == pytest.approx(48.170)
+    assert result.read.clat_mean_s == pytest.approx(7881155.058386e-9)
+    assert result.read.clat_p50_s == pytest.approx(6258688e-9)
+    assert result.read.clat_p99_s == pytest.approx(35913728e-9)
+    assert result.read.clat_p999_s == pytest.approx(91750400e-9)
+    assert result.write.clat_p99_s == pytest.approx(6848512e-9)
+    assert result.disk_util == ()  # no disk_util in this report

@@ -70,8 +70,8 @@ def _read_table(text: str, metadata: dict[str, str] | None = None) -> tuple[Diag
         if row is None:
             continue
         name, value = row["name"].strip(), row["value"]
-        if name in ("Diagnostic",):
-            continue
+        if name == "Diagnostic" and value.strip() == "Result":
+            continue  # the header; DCGM 3's Hardware test is also named `Diagnostic`
         if section == "Metadata":
             if metadata is not None:
                 metadata[name] = value.strip()
