@@ -237,13 +237,8 @@ def list_body(rt: ResourceType, entries: list[Entry], rv: str, list_meta: dict |
     """A <Kind>List assembled from each entry's cached JSON (no re-encoding of unchanged objects)."""
     head = json.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                        "metadata": list_meta or {"resourceVersion": rv}}, separators=(",", ":")).encode()
-    parts = [head[:-1] + b',"items":[']
-    for entry in entries:  # one join, one copy of a list's megabytes
-        parts += (entry.raw, b",")
-    if entries:
-        parts.pop()
-    parts.append(b"]}")
-    return b"".join(parts)
+    items = b",".join([e.raw for e in entries])  # two joins: a list's megabytes copied twice, not four times
+    return b"".join((head[:-1], b',"items":[', items, b"]}"))
 
 
 def access_review(request: web.Request, store: Store, review: dict) -> dict:
