@@ -124,11 +124,7 @@ class Megatron(TrainLog):
                 "    will not load any checkpoints and will start from random"]
 
     def resume_crash(self, k, path, t, rank):
-        frames = [("/workspace/Megatron-LM/pretrain_gpt.py", 235, "<module>", "pretrain("),
-                  ("/workspace/Megatron-LM/megatron/training/training.py", 289, "pretrain",
-                   "model, optimizer, opt_param_scheduler = setup_model_and_optimizer("),
-                  ("/workspace/Megatron-LM/megatron/training/training.py", 608, "setup_model_and_optimizer",
-                   "args.iteration, args.num_floating_point_operations_so_far = load_checkpoint("),
+        frames = [*_MEGATRON_SETUP,
                   ("/workspace/Megatron-LM/megatron/training/checkpointing.py", 1108, "load_checkpoint",
                    "state_dict, checkpoint_name, release = _load_base_checkpoint(load_dir, rank0=False, **load_kwargs)"),
                   ("/workspace/Megatron-LM/megatron/training/checkpointing.py", 792, "_load_base_checkpoint",
@@ -139,11 +135,7 @@ class Megatron(TrainLog):
     def refuse_without_optimizer(self, k, path, t, rank):
         """checkpointing.py: the KeyError of the missing 'optimizer', its message, then (megatron-core) re-raised."""
         shard = f"{path}/iter_{k:07d}/mp_rank_00/model_optim_rng.pt"
-        frames = [("/workspace/Megatron-LM/pretrain_gpt.py", 235, "<module>", "pretrain("),
-                  ("/workspace/Megatron-LM/megatron/training/training.py", 289, "pretrain",
-                   "model, optimizer, opt_param_scheduler = setup_model_and_optimizer("),
-                  ("/workspace/Megatron-LM/megatron/training/training.py", 608, "setup_model_and_optimizer",
-                   "args.iteration, args.num_floating_point_operations_so_far = load_checkpoint("),
+        frames = [*_MEGATRON_SETUP,
                   ("/workspace/Megatron-LM/megatron/training/checkpointing.py", 1203, "load_checkpoint",
                    "optimizer.load_state_dict(state_dict['optimizer'])")]
         return [*self.resume_started(k, path, t, rank)[:1],
@@ -281,15 +273,11 @@ class Lightning(TrainLog):
         return []
 
     def resume_crash(self, k, path, t, rank):
-        pl = "/usr/local/lib/python3.10/dist-packages/lightning/pytorch"
-        frames = [("train.py", 166, "<module>", "trainer.fit(model, datamodule=data, ckpt_path=\"last\")"),
-                  (f"{pl}/trainer/trainer.py", 538, "fit", "call._call_and_handle_interrupt("),
-                  (f"{pl}/trainer/call.py", 47, "_call_and_handle_interrupt", "return trainer_fn(*args, **kwargs)"),
-                  (f"{pl}/trainer/trainer.py", 574, "_fit_impl", "self._run(model, ckpt_path=ckpt_path)"),
-                  (f"{pl}/trainer/trainer.py", 955, "_run", "self._checkpoint_connector._restore_modules_and_callbacks(ckpt_path)"),
-                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 397, "_restore_modules_and_callbacks",
+        frames = [*_LIGHTNING_FIT,
+                  (f"{_PL}/trainer/trainer.py", 955, "_run", "self._checkpoint_connector._restore_modules_and_callbacks(ckpt_path)"),
+                  (f"{_PL}/trainer/connectors/checkpoint_connector.py", 397, "_restore_modules_and_callbacks",
                    "self.resume_start(checkpoint_path)"),
-                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 79, "resume_start",
+                  (f"{_PL}/trainer/connectors/checkpoint_connector.py", 79, "resume_start",
                    "loaded_checkpoint = self.trainer.strategy.load_checkpoint(checkpoint_path)"),
                   ("/usr/local/lib/python3.10/dist-packages/lightning/fabric/utilities/cloud_io.py", 56, "_load",
                    "return torch.load(f, map_location=map_location)")]
@@ -297,15 +285,11 @@ class Lightning(TrainLog):
 
     def refuse_without_optimizer(self, k, path, t, rank):
         """checkpoint_connector.py `restore_optimizers_and_schedulers`: a checkpoint without `optimizer_states`."""
-        pl = "/usr/local/lib/python3.10/dist-packages/lightning/pytorch"
-        frames = [("train.py", 166, "<module>", "trainer.fit(model, datamodule=data, ckpt_path=\"last\")"),
-                  (f"{pl}/trainer/trainer.py", 538, "fit", "call._call_and_handle_interrupt("),
-                  (f"{pl}/trainer/call.py", 47, "_call_and_handle_interrupt", "return trainer_fn(*args, **kwargs)"),
-                  (f"{pl}/trainer/trainer.py", 574, "_fit_impl", "self._run(model, ckpt_path=ckpt_path)"),
-                  (f"{pl}/trainer/trainer.py", 981, "_run", "self._checkpoint_connector.restore_training_state()"),
-                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 296, "restore_training_state",
+        frames = [*_LIGHTNING_FIT,
+                  (f"{_PL}/trainer/trainer.py", 981, "_run", "self._checkpoint_connector.restore_training_state()"),
+                  (f"{_PL}/trainer/connectors/checkpoint_connector.py", 296, "restore_training_state",
                    "self.restore_optimizers_and_schedulers()"),
-                  (f"{pl}/trainer/connectors/checkpoint_connector.py", 368, "restore_optimizers_and_schedulers",
+                  (f"{_PL}/trainer/connectors/checkpoint_connector.py", 368, "restore_optimizers_and_schedulers",
                    "raise KeyError(")]
         return [*self.resume_started(k, path, t, rank), *_traceback(frames, path, (
             "KeyError: 'Trying to restore optimizer state but checkpoint contains only the model. This is probably "
@@ -316,6 +300,18 @@ _BY_NAME = {c.name: c for c in (Megatron, HfTrainer, DeepSpeed, Lightning, Train
 
 _TORCH_LOAD = ("/usr/local/lib/python3.10/dist-packages/torch/serialization.py", 1025, "load",
                "raise pickle.UnpicklingError(UNSAFE_MESSAGE + str(e)) from None")
+
+
+_PL = "/usr/local/lib/python3.10/dist-packages/lightning/pytorch"
+_LIGHTNING_FIT = [("train.py", 166, "<module>", "trainer.fit(model, datamodule=data, ckpt_path=\"last\")"),
+                  (f"{_PL}/trainer/trainer.py", 538, "fit", "call._call_and_handle_interrupt("),
+                  (f"{_PL}/trainer/call.py", 47, "_call_and_handle_interrupt", "return trainer_fn(*args, **kwargs)"),
+                  (f"{_PL}/trainer/trainer.py", 574, "_fit_impl", "self._run(model, ckpt_path=ckpt_path)")]
+_MEGATRON_SETUP = [("/workspace/Megatron-LM/pretrain_gpt.py", 235, "<module>", "pretrain("),
+                   ("/workspace/Megatron-LM/megatron/training/training.py", 289, "pretrain",
+                    "model, optimizer, opt_param_scheduler = setup_model_and_optimizer("),
+                   ("/workspace/Megatron-LM/megatron/training/training.py", 608, "setup_model_and_optimizer",
+                    "args.iteration, args.num_floating_point_operations_so_far = load_checkpoint(")]
 
 
 def _traceback(frames: list[tuple[str, int, str, str]], path: str, exception: str | None = None) -> list[str]:
