@@ -63,8 +63,8 @@ def _say(result, reports: Path) -> None:
     if result.records:
         console = Console(soft_wrap=False)
         console.print(final_table(result.records, width=console.width))
-    for skipped in result.skipped:  # not failed, not hidden: what this site does not run, and why
-        print(f"skipped on this target: {skipped['test']}: {skipped['reason']}")
+    if result.skipped:  # not failed, not hidden: what this site does not run, in one line; why, in the run folder
+        print(skip_summary(result.skipped, result.run_dir))
     print(f"report: {result.run_dir}")
     if result.interrupted:
         print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)
@@ -101,6 +101,17 @@ def revert(
         elif outcome.reverted:
             print(f"closed {entry.kind} on {entry.target} (run {entry.run_id}): {outcome.error}")
     raise_for_failures(outcomes)  # one line for what stays open, exit 2
+
+
+def skip_summary(skipped: list[dict], run_dir: Path) -> str:
+    """One line for the Examples this target does not run: how many, which (their Example ids), the first
+    reason, and where every reason is (skipped.jsonl, and junit.xml as skipped)."""
+    ids = [s["test"].split("[", 1)[1].rstrip("]") if "[" in s["test"] else s["test"] for s in skipped]
+    reasons = list(dict.fromkeys(s["reason"] for s in skipped))
+    more = f" (and {len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''})" if len(reasons) > 1 else ""
+    noun = "Example" if len(skipped) == 1 else "Examples"
+    return (f"skipped on this target: {len(skipped)} {noun} ({', '.join(ids)}): {reasons[0]}{more}; "
+            f"every reason in {run_dir / 'skipped.jsonl'}")
 
 
 def _faults_left(result, reports: Path) -> str:

@@ -181,7 +181,7 @@ def final_table(records: list[Record], width: int = 100):
     instead of the feature's number reads "30s (site profile)" (drills.report.figures)."""
     from rich.table import Table
 
-    from drills.report.figures import headline_figures, overridden, short_scenario
+    from drills.report.figures import headline_figures, overridden, scenario_cell
     from drills.verdicts.timeline import format_duration
 
     rows = []
@@ -193,7 +193,8 @@ def final_table(records: list[Record], width: int = 100):
             target = format_duration(rec.target_s) + overridden(rec)
         else:  # no recovery target (storage saturation): its headline check against that check's limit
             target, measured = headline_figures(rec)
-        rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict.upper()}[/{style}]"))
+        rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict.upper()}[/{style}]",
+                     rec.details.get("example")))
     verdict_width = max([len("verdict"), *(len(rec.verdict.value) for rec in records)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
               ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
@@ -204,9 +205,9 @@ def final_table(records: list[Record], width: int = 100):
         table.add_column(column, no_wrap=True, min_width=min_width)
         if column == "drill":
             table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
-    for drill, scenario, *rest in rows:
+    for drill, scenario, *rest, example in rows:
         siblings = [row[1] for row in rows if row[0] == drill]
-        table.add_row(drill, short_scenario(scenario, siblings, scenario_width), *rest)
+        table.add_row(drill, scenario_cell(scenario, example, siblings, scenario_width), *rest)
     return table
 
 

@@ -18,7 +18,7 @@ from drills.core.record import Check, Record
 from drills.report.text import fmt_seconds
 from drills.verdicts.targets import PROFILE
 
-__all__ = ["headline_figures", "headline_check", "check_figures", "overridden", "short_scenario"]
+__all__ = ["headline_figures", "headline_check", "check_figures", "overridden", "short_scenario", "scenario_cell"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,20 @@ def overridden(record_or_check) -> str:
     if source is None and hasattr(record_or_check, "details"):
         source = (record_or_check.details.get("target") or {}).get("source")
     return " (site profile)" if source == PROFILE else ""
+
+
+def scenario_cell(name: str, example: dict | None, siblings: list[str], width: int) -> str:
+    """A scenario's name for a table cell of `width` characters that tells it from its siblings: an Outline's
+    row that does not fit keeps its first word and its Example's values ("Drop … nxos, exec"), which are what
+    differ between the rows of one Outline; a plain Scenario is shortened as `short_scenario` does."""
+    if len(name) <= width or not example:
+        return short_scenario(name, siblings, width)
+    values = ", ".join(str(v) for v in example.values())
+    first = name.split()[0]
+    for text in (f"{first} … {values}", values):
+        if len(text) <= width:
+            return text
+    return values[:max(1, width - 1)] + "…"
 
 
 def short_scenario(name: str, siblings: list[str], width: int) -> str:

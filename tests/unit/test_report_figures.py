@@ -95,3 +95,43 @@ def test_the_final_table_is_one_line_per_record_on_100_columns():
     lines = [line for line in console.export_text().splitlines() if "gpu-node-loss" in line]
     assert len(lines) == 3 and all(len(line) <= 100 for line in lines)
     assert all(fault in line for fault, line in zip(("cordon-drain", "taint-noexecute", "gpu-unhealthy"), lines))
+
+
+_DEFAULT_RUN = [  # (drill, scenario, Example) of the default run on the minimal twin
+    ("storage-saturation", "Saturate the checkpoint store with fio under the fine-tuning job", None),
+    ("inference-pod-kill", "The inference Deployment loses 1 of its 2 replicas under load", {"killed": "1 of its 2 replicas"}),
+    ("inference-pod-kill", "The inference Deployment loses all its replicas under load", {"killed": "all its replicas"}),
+    ("inference-pod-kill", "Evict every replica as a node drain does, under load", None),
+    ("inference-pod-kill", "Cordon and drain the GPU node serving a replica, under load", None),
+    ("gpu-node-loss", "Lose a GPU node under the fine-tuning job by cordon-drain", {"fault": "cordon-drain"}),
+    ("gpu-node-loss", "Lose a GPU node under the fine-tuning job by taint-noexecute", {"fault": "taint-noexecute"}),
+    ("switch-uplink", "Drop one uplink of the leaf carrying the fine-tuning job", None),
+    ("switch-uplink", "Drop an uplink of the sonic leaf over an SSH exec session", {"dialect": "sonic", "transport": "exec"}),
+    ("switch-uplink", "Drop an uplink of the nxos leaf over an SSH shell session", {"dialect": "nxos", "transport": "shell"}),
+    ("switch-uplink", "Drop an uplink of the nxos leaf over an SSH exec session", {"dialect": "nxos", "transport": "exec"}),
+]
+
+
+def test_every_row_of_the_default_run_is_identifiable_at_80_columns():
+    records = [Record.from_json({"drill": d, "scenario": s, "target_s": 900, "recovery_s": 59.0, "verdict": "pass",
+                                 "details": {"example": e} if e else {}}) for d, s, e in _DEFAULT_RUN]
+    console = Console(width=80, record=True)
+    console.print(final_table(records, width=80))
+    rows = [line for line in console.export_text().splitlines() if "PASS" in line]
+    assert len(rows) == len(records) and all(len(line) <= 80 for line in rows)
+    cells = [line.split("│")[2].strip() for line in rows]
+    assert len(set(cells)) == len(cells), cells  # no two rows read the same
+    for (_, _, example), cell in zip(_DEFAULT_RUN, cells):
+        assert example is None or all(v in cell for v in example.values()), (example, cell)
+
+
+def test_what_the_target_does_not_run_is_one_line():
+    from pathlib import Path
+
+    from drills.cli.run import skip_summary
+
+    skipped = [{"test": f"test_drop[{os_}-{t}]", "reason": f"no {os_} switch in the inventory"}
+               for os_ in ("eos", "cumulus") for t in ("shell", "exec")]
+    line = skip_summary(skipped, Path("reports/r1"))
+    assert "\n" not in line and line.startswith("skipped on this target: 4 Examples (eos-shell, eos-exec, cumulus-shell")
+    assert "no eos switch in the inventory (and 1 other reason)" in line and "reports/r1/skipped.jsonl" in line
