@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -281,3 +282,24 @@ def test_apply_and_get_volcano_job(kubectl):
     assert "MINAVAILABLE" in lines[0].replace(" ", "") or "MIN" in lines[0]
     assert kubectl("get", "vcjob", "-A", "-o", "name").count("job.batch.volcano.sh/") >= 1
     kubectl("-n", NS, "delete", "vcjob", "llm-pretrain")
+
+
+def test_create_deployment_sends_protobuf_and_the_twin_reads_all_of_it(kubectl):
+    """`kubectl create deployment` posts a protobuf body (issue 34): the Deployment stored is the one asked for,
+    as a real API server stores it (no empty fields, the defaults filled); a field the twin cannot read would be
+    refused, never dropped."""
+    out = kubectl("-n", NS, "create", "deployment", "pb-web", "--image=nginx:1.27", "--replicas=3", "--port=8080",
+                  "--", "nginx", "-g", "daemon off;")
+    assert "deployment.apps/pb-web created" in out
+    spec = json.loads(kubectl("-n", NS, "get", "deployment", "pb-web", "-o", "json"))["spec"]
+    container = spec["template"]["spec"]["containers"][0]
+    assert spec["replicas"] == 3 and spec["selector"] == {"matchLabels": {"app": "pb-web"}}
+    assert spec["template"]["metadata"] == {"labels": {"app": "pb-web"}}
+    assert (container["name"], container["image"], container["command"]) == \
+        ("nginx", "nginx:1.27", ["nginx", "-g", "daemon off;"])
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    assert spec["template"]["spec"]["restartPolicy"] == "Always"
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": "25%", "maxUnavailable": "25%"}
+    zero = kubectl("-n", NS, "create", "deployment", "pb-zero", "--image=nginx:1.27", "--replicas=0")
+    assert "created" in zero and kubectl("-n", NS, "get", "deployment", "pb-zero",
+                                         "-o", "jsonpath={.spec.replicas}") == "0"

@@ -1,6 +1,6 @@
 """Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the few kinds kubectl
 sends that way and the twin decodes: what `kubectl create namespace|configmap|secret generic|
-serviceaccount` and `kubectl auth can-i` post.
+serviceaccount|deployment` and `kubectl auth can-i` post.
 
 The wire format is plain protobuf behind the `k8s\\0` magic and a `runtime.Unknown` envelope
 (k8s.io/apimachinery/pkg/runtime/generated.proto); field numbers below are those of the k8s.io/api
@@ -17,7 +17,7 @@ __all__ = ["decode", "ProtobufError", "SUPPORTED"]
 MAGIC = b"k8s\x00"
 
 # message name → {field number: (json name, kind, sub-message or None, repeated)}
-_S, _B, _I, _M, _MAP, _MAPB = "string", "bytes", "varint", "message", "map", "mapbytes"
+_S, _B, _I, _M, _MAP, _MAPB, _MAPQ = "string", "bytes", "varint", "message", "map", "mapbytes", "mapquantity"
 _SCHEMAS: dict[str, dict[int, tuple]] = {
     "TypeMeta": {1: ("apiVersion", _S, None, False), 2: ("kind", _S, None, False)},
     "Unknown": {1: ("typeMeta", _M, "TypeMeta", False), 2: ("raw", _B, None, False),
@@ -45,8 +45,47 @@ _SCHEMAS: dict[str, dict[int, tuple]] = {
                            4: ("version", _S, None, False), 5: ("resource", _S, None, False),
                            6: ("subresource", _S, None, False), 7: ("name", _S, None, False)},
     "NonResourceAttributes": {1: ("path", _S, None, False), 2: ("verb", _S, None, False)},
+    "Quantity": {1: ("string", _S, None, False)},
+    # `kubectl create deployment NAME --image=… [--replicas=N] [--port=P] [-- COMMAND ARGS…]` (apps/v1 and core/v1
+    # generated.proto, k8s.io/api v0.26): every field that command can send; anything else is refused (_STRICT).
+    "Deployment": {1: ("metadata", _M, "ObjectMeta", False), 2: ("spec", _M, "DeploymentSpec", False),
+                   3: ("status", _M, "Empty", False)},
+    "DeploymentSpec": {1: ("replicas", _I, None, False), 2: ("selector", _M, "LabelSelector", False),
+                       3: ("template", _M, "PodTemplateSpec", False), 4: ("strategy", _M, "DeploymentStrategy", False),
+                       5: ("minReadySeconds", _I, None, False), 6: ("revisionHistoryLimit", _I, None, False),
+                       7: ("paused", _I, "bool", False), 9: ("progressDeadlineSeconds", _I, None, False)},
+    "DeploymentStrategy": {1: ("type", _S, None, False), 2: ("rollingUpdate", _M, "RollingUpdateDeployment", False)},
+    "RollingUpdateDeployment": {1: ("maxUnavailable", _M, "IntOrString", False), 2: ("maxSurge", _M, "IntOrString", False)},
+    "IntOrString": {1: ("type", _I, None, False), 2: ("intVal", _I, None, False), 3: ("strVal", _S, None, False)},
+    "LabelSelector": {1: ("matchLabels", _MAP, None, False), 2: ("matchExpressions", _M, "LabelSelectorRequirement", True)},
+    "LabelSelectorRequirement": {1: ("key", _S, None, False), 2: ("operator", _S, None, False),
+                                 3: ("values", _S, None, True)},
+    "PodTemplateSpec": {1: ("metadata", _M, "ObjectMeta", False), 2: ("spec", _M, "PodSpec", False)},
+    "PodSpec": {2: ("containers", _M, "Container", True), 3: ("restartPolicy", _S, None, False),
+                4: ("terminationGracePeriodSeconds", _I, None, False), 6: ("dnsPolicy", _S, None, False),
+                8: ("serviceAccountName", _S, None, False), 19: ("schedulerName", _S, None, False)},
+    "Container": {1: ("name", _S, None, False), 2: ("image", _S, None, False), 3: ("command", _S, None, True),
+                  4: ("args", _S, None, True), 5: ("workingDir", _S, None, False),
+                  6: ("ports", _M, "ContainerPort", True), 7: ("env", _M, "EnvVar", True),
+                  8: ("resources", _M, "ResourceRequirements", False), 13: ("terminationMessagePath", _S, None, False),
+                  14: ("imagePullPolicy", _S, None, False), 20: ("terminationMessagePolicy", _S, None, False)},
+    "ContainerPort": {1: ("name", _S, None, False), 2: ("hostPort", _I, None, False),
+                      3: ("containerPort", _I, None, False), 4: ("protocol", _S, None, False),
+                      5: ("hostIP", _S, None, False)},
+    "EnvVar": {1: ("name", _S, None, False), 2: ("value", _S, None, False)},
+    "ResourceRequirements": {1: ("limits", _MAPQ, None, False), 2: ("requests", _MAPQ, None, False)},
+    "Empty": {},  # a status the client leaves empty (the server owns it)
 }
-SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "SelfSubjectAccessReview")
+SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "SelfSubjectAccessReview", "Deployment")
+# Messages whose every field the twin must understand: a field it would drop (a volume, a probe) changes the object
+# the user asked for, so the body is refused with the way round it instead of being stored without it. A zero value
+# (false, 0, "") says nothing and is skipped: Go's encoder writes every non-pointer field.
+_STRICT = frozenset({"Deployment", "DeploymentSpec", "DeploymentStrategy", "RollingUpdateDeployment", "IntOrString",
+                     "LabelSelector", "LabelSelectorRequirement", "PodTemplateSpec", "PodSpec", "Container",
+                     "ContainerPort", "EnvVar", "ResourceRequirements", "Empty"})
+# Non-pointer integers whose zero JSON leaves out (omitempty); a pointer's explicit 0 (`--replicas=0`) is kept.
+_OMIT_ZERO = frozenset({("ContainerPort", "hostPort"), ("DeploymentSpec", "minReadySeconds")})
+_JSON_HINT = "send JSON: `kubectl create ... --dry-run=client -o yaml | kubectl apply -f -`"
 
 
 class ProtobufError(ValueError):
@@ -62,7 +101,7 @@ def decode(body: bytes) -> dict:
     kind = tm.get("kind", "")
     if kind not in SUPPORTED:
         raise ProtobufError(f"the twin decodes protobuf bodies of {', '.join(SUPPORTED)} only, not {kind or 'this'} "
-                            f"(send JSON: `kubectl create ... --dry-run=client -o yaml | kubectl apply -f -`)")
+                            f"({_JSON_HINT})")
     obj = _message(base64.b64decode(unknown["raw"]) if isinstance(unknown.get("raw"), str) else unknown.get("raw", b""),
                    kind)
     return {"apiVersion": tm.get("apiVersion", ""), "kind": kind, **obj}
@@ -86,6 +125,8 @@ def _message(data: bytes, name: str) -> dict:
             raise ProtobufError(f"unsupported wire type {wire} in {name}")
         field = schema.get(number)
         if field is None:
+            if name in _STRICT and value not in (0, b""):  # Go's encoder writes every non-pointer field, zero or not
+                raise ProtobufError(f"the twin cannot read field {number} of a protobuf {name} ({_JSON_HINT})")
             continue  # a field the twin has no use for
         json_name, kind, sub, repeated = field
         if kind == _S:
@@ -96,6 +137,10 @@ def _message(data: bytes, name: str) -> dict:
             value = bool(value) if sub == "bool" else value
         elif kind == _M:
             value = _message(value, sub)
+        elif kind == _MAPQ:  # map<string, resource.Quantity>: a Quantity is a message holding its string (field 1)
+            entry = {k: _message(v, "Quantity")["string"] for k, v in _map_entry(value, raw=True).items()}
+            out.setdefault(json_name, {}).update(entry)
+            continue
         elif kind in (_MAP, _MAPB):
             entry = _map_entry(value, kind == _MAPB)
             out.setdefault(json_name, {}).update(entry)
@@ -106,10 +151,14 @@ def _message(data: bytes, name: str) -> dict:
             out[json_name] = value
     if name == "Unknown" and isinstance(out.get("raw"), bytes):
         out["raw"] = base64.b64encode(out["raw"]).decode()
+    if name in _STRICT or name == "ObjectMeta":  # Go writes a non-pointer field even when empty; JSON omits it
+        out = {k: v for k, v in out.items() if v != "" and not (v == 0 and (name, k) in _OMIT_ZERO)}
+    if name == "IntOrString":  # JSON holds the value itself: 25 or "25%"
+        return out.get("strVal", "") if out.get("type") == 1 else out.get("intVal", 0)
     return out
 
 
-def _map_entry(data: bytes, binary: bool) -> dict:
+def _map_entry(data: bytes, binary: bool = False, raw: bool = False) -> dict:
     key, value, pos = "", b"", 0
     while pos < len(data):
         tag, pos = _varint(data, pos)
@@ -119,6 +168,8 @@ def _map_entry(data: bytes, binary: bool) -> dict:
             key = chunk.decode()
         else:
             value = chunk
+    if raw:
+        return {key: bytes(value)}
     return {key: base64.b64encode(value).decode() if binary else value.decode()}
 
 
