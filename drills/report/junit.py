@@ -22,14 +22,14 @@ from drills.core.outcomes import JunitResult
 from drills.core.record import Record
 from drills.report.text import labels
 
-__all__ = ["rewrite_junit", "testcase_key"]
+__all__ = ["rewrite_junit", "junit_key"]
 
 log = logging.getLogger(__name__)
 
 _RESULTS = ("failure", "error", "skipped")
 
 
-def testcase_key(nodeid: str) -> tuple[str, str]:
+def junit_key(nodeid: str) -> tuple[str, str]:
     """(classname, name) pytest's junitxml writes for `nodeid` (its own mangling, so both always agree)."""
     from _pytest.junitxml import mangle_test_address
 
@@ -40,7 +40,7 @@ def testcase_key(nodeid: str) -> tuple[str, str]:
 def rewrite_junit(path: Path, records: list[Record]) -> int:
     """Rewrite `path` in place from `records`; returns how many testcases had a record."""
     path = Path(path)
-    by_key = {testcase_key(r.nodeid): r for r in records if r.nodeid}
+    by_key = {junit_key(r.nodeid): r for r in records if r.nodeid}
     if not by_key or not path.exists():
         return 0
     tree = ET.parse(path)
