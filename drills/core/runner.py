@@ -139,7 +139,6 @@ def run_drills(opts: RunOptions) -> RunResult:
         else:
             rc = _interruptible(lambda: _pytest(opts, run_id, run_dir, collect, named, watch))
         records = _records(run_dir)
-        _junit_from_records(run_dir, records)
         still_open = Journal(run_dir / JOURNAL_NAME).open_entries() if (run_dir / JOURNAL_NAME).exists() else []
         with stop_on_signal() as later:  # the faults are settled: a signal now only cuts the report short
             _interruptible(lambda: _finish(run_dir, reports_root, run_id, opts, profile.name, records))
@@ -314,16 +313,6 @@ def _records(run_dir: Path) -> list[Record]:
     return load_records(path) if path.exists() else []
 
 
-def _junit_from_records(run_dir: Path, records: list[Record]) -> None:
-    """junit.xml's testcases say what their records say (drills.report.junit), whatever pytest saw."""
-    from drills.report.junit import rewrite_junit
-
-    try:
-        rewrite_junit(run_dir / "junit.xml", records)
-    except (OSError, SyntaxError) as err:  # ET.ParseError is a SyntaxError; the records stay the truth
-        log.warning("junit.xml not rewritten from the records: %s", err)
-
-
 def _skipped(run_dir: Path) -> list[dict]:
     """The Examples fixtures/variants.py skipped on this target, in run order."""
     path = run_dir / "skipped.jsonl"
@@ -351,7 +340,10 @@ def _interruptible(step):
 
 
 def _finish(run_dir: Path, reports_root: Path, run_id: str, opts: RunOptions, target: str, records: list[Record]) -> None:
+    from drills.report.junit import rewrite_junit
+
     _link_latest(reports_root, run_id)
+    rewrite_junit(run_dir / "junit.xml", records)  # its testcases say what their records say, whatever pytest saw
     if records and len(_not_started(records)) < len(records):  # nothing ran: the one-line error is the whole story
         _report(run_dir, reports_root, opts, target)
 
