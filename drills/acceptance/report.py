@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from drills.core import outcomes
 from drills.core.record import Category, Outcome, Record
 
 __all__ = ["DRILL", "SUITE", "write_report", "records", "summary_markdown", "heatmap_png", "allure_results"]
@@ -76,8 +77,7 @@ def allure_results(folder: Path, recs: list[Record]) -> list[Path]:
     out = []
     for rec in recs:
         d = rec.details
-        failure = d.get("failure")
-        status = "passed" if rec.passed else ("broken" if failure in _NOT_MEASURED else "failed")
+        status = outcomes.of(rec).allure.value  # the one table: not measured (check_failed) is broken, no-go failed
         params = [{"name": f"measured: {k}", "value": _v(v)} for k, v in (d.get("measured") or {}).items()]
         params += [{"name": f"threshold: {k}", "value": _v(v)} for k, v in (d.get("thresholds") or {}).items()
                    if v is not None]

@@ -4,7 +4,8 @@ A drill mostly waits on its twin's clock, so on fresh twins `drills run` runs up
 processes (lanes) at once over the same selection (fixtures/lanes.py: each claims the next scenario from
 a shared counter). The run keeps one story: one run folder, one journal (fsynced O_APPEND lines), one
 records.jsonl (flocked appends, put back in collection order at the end), one Allure results folder, one
-JUnit file (merged here), one console (this process prints every lane's lines, prefixed `[n]` when
+JUnit file (merged here; the runner then rewrites each testcase from its record, matched by node id:
+drills/report/junit.py), one console (this process prints every lane's lines, prefixed `[n]` when
 more than one lane runs). Lane 0 starts at once; the others once lane 0 has collected and found more
 than one scenario, so a one-scenario run costs one process, as before.
 

@@ -8,7 +8,8 @@ from the words of its reason, so rewording a sentence cannot move a drill to ano
 
 JSON shape (DESIGN §7): run_id, drill, scenario, verdict (pass | fail | inconclusive), recovery_s,
 target_s, phases {phase: ISO}, reason, category, details {…measurements, checks, faults, reverts},
-started, finished, severity, target, defects, wall_started. Times are `Clock.iso` (UTC, ms, Z).
+started, finished, severity, target, defects, wall_started, nodeid (the pytest node id: matches the record to
+its JUnit testcase and Allure result; absent on older lines). Times are `Clock.iso` (UTC, ms, Z).
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class Record:
     target: str | None = None
     defects: tuple[str, ...] = ()
     wall_started: datetime | None = None  # wall time: orders runs (each twin's clock runs ahead by its own amount)
+    nodeid: str = ""  # the pytest node id of the scenario ("" on lines written before it was kept)
 
     def __post_init__(self) -> None:
         # Times hold what the line can say (UTC, milliseconds), so a record equals its own JSON read back.
@@ -214,6 +216,7 @@ class Record:
                         "faults": [dict(f) for f in self.faults], "reverts": [dict(r) for r in self.reverts]},
             "started": _iso(self.started), "finished": _iso(self.finished), "severity": self.severity,
             "target": self.target, "defects": list(self.defects), "wall_started": _iso(self.wall_started),
+            **({"nodeid": self.nodeid} if self.nodeid else {}),
         }
 
     @classmethod
@@ -244,7 +247,7 @@ class Record:
             severity=str(data.get("severity") or "normal"),
             target=None if data.get("target") is None else str(data["target"]),
             defects=tuple(str(d) for d in data.get("defects") or ()),
-            wall_started=_time("wall_started", data.get("wall_started")),
+            wall_started=_time("wall_started", data.get("wall_started")), nodeid=str(data.get("nodeid") or ""),
         )
 
 

@@ -8,7 +8,9 @@ passed; 2 when no drill could start (bad input, the fault could not be injected,
 failed: nothing was injected; a collection error, an unknown step or a fixture error before any record —
 drills.core.runwatch); otherwise 1 when any drill failed or was inconclusive (an inconclusive
 drill proved nothing, so it is not a pass); 130 whenever the run was interrupted. Decided from the
-records' typed verdict and category (drills.core.record), never from the words of a reason. The first
+records' typed verdict and category through the one table of drills.core.outcomes (which also gives
+each record's Allure status, JUnit result and word: junit.xml is rewritten from the records after the
+run), never from the words of a reason. The first
 SIGINT or SIGTERM stops the run (KeyboardInterrupt: pytest tears down, so every fault is reverted, the
 run lock released, the records written, every twin stopped); any later one is recorded, never raised,
 so that teardown finishes (drills.core.signals). The journal, not the console, says whether it did:
@@ -28,7 +30,9 @@ from pathlib import Path
 from drills.profile.model import load_target
 from drills.core.errors import DrillError
 from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, revert_open
-from drills.core.record import NOT_STARTED, Category, Outcome, Record
+from drills.core import outcomes
+from drills.core.outcomes import EXIT_INTERRUPTED, EXIT_NOT_STARTED, AllureStatus, exit_code_of, run_exit_code
+from drills.core.record import Record
 from drills.core.preflight import check_run, feature_selection
 from drills.core.runwatch import RunWatch
 from drills.core.scoped import no_bytecode_written, working_dir
@@ -68,7 +72,8 @@ PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.acce
 DEFAULT_LANES = 3
 LANES_MAX_SCALE = 120.0  # above this twin scale scenarios run one by one unless --lanes says otherwise (_lanes)
 
-_STYLES = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.INCONCLUSIVE: "yellow", Outcome.ABORTED: "magenta"}
+_STYLES = {AllureStatus.PASSED: "green", AllureStatus.FAILED: "red", AllureStatus.BROKEN: "yellow",
+           AllureStatus.SKIPPED: "yellow"}  # the console's colour follows the record's Allure status
 
 
 @dataclass
@@ -139,18 +144,19 @@ def run_drills(opts: RunOptions) -> RunResult:
             _interruptible(lambda: _finish(run_dir, reports_root, run_id, opts, profile.name, records))
     interrupted = interrupts.first or later.first or ("SIGINT" if watch.interrupted else None)
     errors = [*watch.errors, *_not_started(records)]
+    from_records = run_exit_code(records) if records else None  # the one table (drills.core.outcomes)
+    if from_records == EXIT_INTERRUPTED:
+        interrupted = interrupted or "SIGINT"
     if interrupted:
-        code = 130
-    elif watch.errors or (errors and len(errors) == len(records)):
-        code = 2
-    elif records and all(r.passed for r in records) and rc == 0:
-        code = 0
-    elif rc == 5 or (not records and rc == 0):
+        code = EXIT_INTERRUPTED
+    elif watch.errors:
+        code = EXIT_NOT_STARTED
+    elif from_records is not None:
+        code = 1 if from_records == 0 and rc != 0 else from_records  # pytest failed where no record says so
+    elif rc == 5 or rc == 0:
         code = 0 if opts.dry_run else 4  # nothing selected (or a dry run that injected nothing)
     else:
         code = 1
-    if interrupted is None and any(r.category is Category.INTERRUPTED for r in records):
-        interrupted, code = "SIGINT", 130
     return RunResult(code, run_dir, records, errors, interrupted, still_open, _skipped(run_dir))
 
 
@@ -184,18 +190,22 @@ def final_table(records: list[Record], width: int = 100):
     from drills.report.figures import headline_figures, overridden, scenario_cell
     from drills.verdicts.timeline import format_duration
 
+    from drills.report.text import labels
+
+    words = labels("en")
     rows = []
     for rec in records:
-        verdict = rec.verdict.value
-        style = _STYLES[rec.verdict]
+        row = outcomes.of(rec)
+        verdict = words[row.word]
+        style = _STYLES[row.allure]
         if rec.target_s:
             measured = format_duration(rec.recovery_s) if rec.recovery_s is not None else "—"
             target = format_duration(rec.target_s) + overridden(rec)
         else:  # no recovery target (storage saturation): its headline check against that check's limit
             target, measured = headline_figures(rec)
-        rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict.upper()}[/{style}]",
+        rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict}[/{style}]",
                      rec.details.get("example")))
-    verdict_width = max([len("verdict"), *(len(rec.verdict.value) for rec in records)])
+    verdict_width = max([len("verdict"), *(len(words[outcomes.of(rec).word]) for rec in records)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
               ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
     others = sum(w + 3 for w in [*widths, verdict_width])  # a cell is its text, a space each side and a border
@@ -315,8 +325,7 @@ def _skipped(run_dir: Path) -> list[dict]:
 def _not_started(records: list[Record]) -> list[str]:
     """Reasons of drills that stopped before changing anything (bad input, unmet precondition, an injector that
     refused before acting). A fault that was partly made and reverted (`reverts`) did start: exit 1."""
-    return [r.reason for r in records
-            if r.category in NOT_STARTED and r.injected is None and not r.reverts]
+    return [r.reason for r in records if exit_code_of(r) == EXIT_NOT_STARTED]
 
 
 def _interruptible(step):
@@ -332,7 +341,10 @@ def _interruptible(step):
 
 
 def _finish(run_dir: Path, reports_root: Path, run_id: str, opts: RunOptions, target: str, records: list[Record]) -> None:
+    from drills.report.junit import rewrite_junit
+
     _link_latest(reports_root, run_id)
+    rewrite_junit(run_dir / "junit.xml", records)  # its testcases say what their records say, whatever pytest saw
     if records and len(_not_started(records)) < len(records):  # nothing ran: the one-line error is the whole story
         _report(run_dir, reports_root, opts, target)
 

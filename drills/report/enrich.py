@@ -1,7 +1,10 @@
 """Adds what the drill records know to the Allure results of the same run, before the HTML is built.
 
-Per scenario result (matched by scenario name, then drill id): measured recovery, target and verdict
-as parameters; the record JSON and its timeline chart as attachments; the record's severity as the
+Per scenario result (matched by the record's pytest node id — the `nodeid` label the recorder puts on it —
+else by scenario name, then drill id): its `status` from the record through the one table
+(drills.core.outcomes: `passed` only for the verdict pass, whatever pytest saw — a revert that failed in
+teardown after every step passed is `failed`), with the reason as the status message; measured recovery,
+target and verdict as parameters; the record JSON and its timeline chart as attachments; the record's severity as the
 Allure severity label; and, for a record with a category, a `category` label and the first line of
 `statusDetails.trace` set to `drill-category: <id>` — the one line categories.json matches
 (`category_trace_regex`), so the Allure category follows the record's typed category, never the
@@ -15,16 +18,18 @@ import logging
 import uuid
 from pathlib import Path
 
+from drills.core import outcomes
 from drills.core.record import Category, Record
 from drills.report.text import fmt_seconds, slug
 from drills.report.timeline_chart import timeline_png
 
-__all__ = ["enrich_results", "category_trace_line", "category_trace_regex"]
+__all__ = ["enrich_results", "category_trace_line", "category_trace_regex", "NODEID_LABEL"]
 
 log = logging.getLogger(__name__)
 
 _MARK = "drill record (JSON)"
 _TRACE_PREFIX = "drill-category: "
+NODEID_LABEL = "nodeid"  # the Allure label with the scenario's pytest node id (fixtures/recorder.py)
 
 
 def category_trace_line(category: Category) -> str:
@@ -61,6 +66,11 @@ def enrich_results(results_dir: Path, records: list[Record], lang: str = "en") -
 
 
 def _match(record: Record, loaded: list[tuple[Path, dict]]) -> tuple[Path, dict] | None:
+    if record.nodeid:
+        exact = [(p, r) for p, r in loaded if any(label.get("name") == NODEID_LABEL and label.get("value") == record.nodeid
+                                                  for label in r.get("labels", []))]
+        if exact:
+            return exact[-1]
     same = [(p, r) for p, r in loaded if r.get("name") == record.scenario]
     if len(same) <= 1:
         return same[0] if same else None
@@ -75,8 +85,9 @@ def _match(record: Record, loaded: list[tuple[Path, dict]]) -> tuple[Path, dict]
 
 
 def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
+    status_changed = _status_from_record(result, record)
     if any(a.get("name") == _MARK for a in result.get("attachments", [])):
-        return False
+        return status_changed
     params = result.setdefault("parameters", [])
     have = {p.get("name") for p in params}
     for name, value in (("measured recovery", fmt_seconds(record.recovery_s)),
@@ -101,7 +112,7 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
         text_file = results_dir / f"{stem}-logs-attachment.txt"
         text_file.write_text("\n".join(record.logs), encoding="utf-8")
         attachments.append({"name": "logs excerpt", "source": text_file.name, "type": "text/plain"})
-    if record.category is not None and not record.passed:
+    if record.category is not None and not outcomes.of(record).counts_as_pass:
         if not any(label.get("name") == "category" for label in labels):
             labels.append({"name": "category", "value": record.category.value})
         details = result.setdefault("statusDetails", {})
@@ -111,3 +122,16 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
         if not details.get("message"):
             details["message"] = record.reason
     return True
+
+
+def _status_from_record(result: dict, record: Record) -> bool:
+    """The result's status (and, when the record did not pass, its message) from the record's row; True if
+    that changed anything."""
+    row = outcomes.of(record)
+    before = (result.get("status"), (result.get("statusDetails") or {}).get("message"))
+    result["status"] = row.allure.value
+    if not row.counts_as_pass:
+        details = result.setdefault("statusDetails", {})
+        if before[0] != row.allure.value or not details.get("message"):  # pytest's words no longer fit the status
+            details["message"] = record.reason
+    return (result.get("status"), (result.get("statusDetails") or {}).get("message")) != before

@@ -1,5 +1,5 @@
 """Everything `drills report` does to one run directory, in one call (also used at the end of
-`drills run`): compliance summary, postmortem notes, timeline charts, then the Allure HTML with the
+`drills run`): junit.xml from the records, compliance summary, postmortem notes, timeline charts, then the Allure HTML with the
 cluster facts saved during the run, and a screenshot of it kept as an artefact (when Chromium is there)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from drills.core.errors import DrillError
 from drills.report.allure_build import build_report
 from drills.report.browser import chromium_path, screenshot
 from drills.report.environment import load_environment
+from drills.report.junit import rewrite_junit
 from drills.report.postmortem import write_postmortems
 from drills.report.records import load_run, resolve_run_dir
 from drills.report.summary import write_summary
@@ -32,6 +33,7 @@ def make_report(run: str | Path | None = None, lang: str = "en", reports_root: P
     run_dir = resolve_run_dir(run, reports_root)
     records = load_run(run_dir).records
     paths: dict[str, Path] = {}
+    rewrite_junit(run_dir / "junit.xml", records)  # idempotent: `drills run` did it already; an older run gets it
     summary = write_summary(run_dir, lang=lang, last=last)
     paths.update(summary_md=summary["md"], summary_html=summary["html"], trend=summary["trend"])
     for rec in records:

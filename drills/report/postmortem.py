@@ -16,6 +16,7 @@ from pathlib import Path
 
 from drills.core import datafiles
 from drills.core.clock import Clock
+from drills.core import outcomes
 from drills.core.record import Check, Record
 from drills.report.text import category_name, fmt_seconds, labels, slug
 
@@ -33,7 +34,7 @@ def write_postmortems(records: list[Record], run_dir: Path, lang: str = "en") ->
     out = Path(run_dir) / "postmortem"
     paths = []
     for rec in records:
-        if rec.passed:
+        if outcomes.of(rec).counts_as_pass:
             continue
         path = out / note_name(rec)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +123,7 @@ def _slowest_startup(record: Record) -> str:
 
 
 def _symptom(record: Record, w: dict) -> str:
-    parts = [f"**{w[record.verdict.value]}**"]
+    parts = [f"**{w[outcomes.of(record).word]}**"]
     if record.recovery_s is not None or record.target_s is not None:
         parts.append(f"{w['measured']} {fmt_seconds(record.recovery_s)} / {w['target']} {fmt_seconds(record.target_s)}")
     parts.append(record.reason)

@@ -3,7 +3,7 @@
     score = 100 × Σ wᵢ·cᵢ / Σ wᵢ
 
     wᵢ  severity weight of drill i: blocker 5, critical 3, normal 1, minor 0.5, trivial 0.25
-    cᵢ  0 if the drill failed or was inconclusive;
+    cᵢ  0 unless the drill counts as a pass (drills.core.outcomes: only the verdict pass does);
         1 if it passed and has no measured recovery or no target;
         0.75 + 0.25 × clamp((target − recovery) / target, 0, 1) if it passed with both.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from drills.core import outcomes
 from drills.core.record import Record
 
 __all__ = ["resilience_score", "record_credit", "SEVERITY_WEIGHTS", "FORMULA"]
@@ -41,7 +42,7 @@ def resilience_score(records: list[Record]) -> float | None:
 
 def record_credit(record: Record) -> float:
     """cᵢ of the formula for one record (an inconclusive drill earns nothing, like a failed one)."""
-    if not record.passed:
+    if not outcomes.of(record).counts_as_pass:
         return 0.0
     recovery, target = record.recovery_s, record.target_s
     if recovery is None or not target:

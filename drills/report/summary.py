@@ -13,6 +13,8 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from drills.core import outcomes
+from drills.core.outcomes import AllureStatus
 from drills.core.record import Record
 from drills.report.figures import headline_figures
 from drills.report.postmortem import note_name
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 _CSS = """body{font-family:"DejaVu Sans","WenQuanYi Micro Hei",sans-serif;margin:2em;color:#222;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:4px 8px;
 text-align:left;vertical-align:top;font-size:14px}th{background:#f3f3f3}.pass{color:#2e7d32;font-weight:bold}
-.fail{color:#c62828;font-weight:bold}.inconclusive{color:#ef6c00;font-weight:bold}.score{font-size:28px;font-weight:bold}code{background:#f5f5f5}
+.fail{color:#c62828;font-weight:bold}.broken{color:#ef6c00;font-weight:bold}.score{font-size:28px;font-weight:bold}code{background:#f5f5f5}
 img{max-width:100%}"""
 
 
@@ -52,7 +54,7 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
     this = runs[-1]
     score = None if this.dry_run else resilience_score(this.records)
     targets = sorted({r.target for r in this.records if r.target})
-    not_passed = [r for r in this.records if not r.passed]
+    not_passed = [r for r in this.records if not outcomes.of(r).counts_as_pass]
     sections: list[dict] = [
         {"title": f"{w['summary_title']} — {this.run_id}", "level": 1},
         {"facts": [(w["run"], this.run_id), (w["target_cluster"], ", ".join(targets) or "—"),
@@ -74,7 +76,7 @@ def _drill_table(records: list[Record], w: dict) -> dict:
     rows = []
     for r in records:
         reason = r.reason
-        if r.category is not None and not r.passed:
+        if r.category is not None and not outcomes.of(r).counts_as_pass:
             reason = f"{reason} [{r.category.value}]"
         target, measured = headline_figures(r)
         rows.append([r.drill, r.scenario, r.severity, target, measured, _verdict(r, w), reason])
@@ -101,11 +103,28 @@ def _runs_table(runs: list[Run], w: dict) -> dict:
 def _cell(record: Record | None, w: dict) -> str:
     if record is None:
         return "—"
-    return f"{_verdict(record, w)} {headline_figures(record)[1]}"
+    word = _verdict(record, w)
+    return _Word(f"{word} {headline_figures(record)[1]}", word.css)
 
 
-def _verdict(record: Record, w: dict) -> str:
-    return w[record.verdict.value]
+def _verdict(record: Record, w: dict) -> "_Word":
+    row = outcomes.of(record)
+    return _Word(w[row.word], _CSS_CLASS[row.allure])
+
+
+_CSS_CLASS = {AllureStatus.PASSED: "pass", AllureStatus.FAILED: "fail", AllureStatus.BROKEN: "broken",
+              AllureStatus.SKIPPED: "broken"}  # summary.html colours a verdict by its Allure status
+
+
+class _Word(str):
+    """A verdict word (drills.core.outcomes: the record's row) that knows its summary.html class."""
+
+    css: str
+
+    def __new__(cls, text: str, css: str) -> "_Word":
+        word = super().__new__(cls, text)
+        word.css = css
+        return word
 
 
 def _markdown(sections: list[dict]) -> str:
@@ -169,9 +188,7 @@ def _html_cell(value) -> str:
     text = str(value)
     bold = text.startswith("**") and text.endswith("**")
     text = html.escape(text.strip("*") if bold else text)
-    cls = ' class="pass"' if text.startswith(("PASS", "通过")) else (
-        ' class="fail"' if text.startswith(("FAIL", "失败")) else
-        ' class="inconclusive"' if text.startswith(("INCONCLUSIVE", "无法判定")) else "")
+    cls = f' class="{value.css}"' if isinstance(value, _Word) else ""
     return f"<td{cls}>{'<b>' + text + '</b>' if bold else text}</td>"
 
 

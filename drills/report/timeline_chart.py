@@ -13,6 +13,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
+from drills.core import outcomes
 from drills.core.record import PHASES, Record
 from drills.report.text import fmt_seconds, labels
 
@@ -36,7 +37,7 @@ def timeline_png(record: Record, path: Path, overlay: list[tuple[float, float]] 
     names = list(offsets)  # PHASES order
     missing = [n for n in PHASES if n not in offsets] if offsets else []
     rows = names + missing
-    color = "#2e7d32" if record.passed else "#c62828"
+    color = "#2e7d32" if outcomes.of(record).counts_as_pass else "#c62828"
     for y, name in enumerate(rows):
         if name in offsets:
             t = offsets[name]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 
+from drills.core import outcomes
 from drills.core.record import Record
 from drills.report.records import Run
 from drills.report.text import labels
@@ -33,7 +34,7 @@ def trend_png(runs: list[Run], path: Path, lang: str = "en") -> Path:
         if measured:
             ax.plot([i for i, _ in measured], [v for _, v in measured], "o-", label=key,
                     color=color, linewidth=1.5, markersize=4)
-        failed = [(i, r.recovery_s) for i, r in points if not r.passed and r.recovery_s is not None]
+        failed = [(i, r.recovery_s) for i, r in points if not outcomes.of(r).counts_as_pass and r.recovery_s is not None]
         if failed:
             ax.scatter([i for i, _ in failed], [v for _, v in failed], marker="x", s=60,
                        color="#c62828", zorder=4)

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from drills.report.junit import junit_key
 from tests.e2e.drill_helpers import REPO, _env, records, wait_for_injection
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,10 @@ def test_two_lanes_keep_one_story(tmp_path):
     assert len({line for line in done.stdout.splitlines() if line.startswith(("[1] ▶", "[2] ▶"))}) == 2
     suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
     assert suite.get("tests") == "2" and len(suite.findall("testcase")) == 2
+    # each lane's record finds its own testcase in the merged file (drills/report/junit.py rewrote them from it)
+    assert sorted(junit_key(r["nodeid"]) for r in recs) == sorted((c.get("classname"), c.get("name"))
+                                                                   for c in suite.findall("testcase"))
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "0")
     journal = (run / "journal.jsonl").read_text()
     assert journal.count('"op":"open"') == journal.count('"op":"close"') >= 2
     assert not (run / ".lanes").exists()
