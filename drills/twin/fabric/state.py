@@ -122,6 +122,7 @@ def start_fabric(
                 "dialect": s.dialect,
                 "role": s.role,
                 "uplinks": [u.iface for u in s.uplinks],
+                "peers": {u.iface: f"{u.peer}:{u.peer_iface}" for u in s.uplinks},
                 "host_key_type": host_key.get_name(),
             }
             if password is not None:
