@@ -38,7 +38,8 @@ class Observation:
         return {"object": self.object, "value": self.value, "source": self.source, "ok": self.ok}
 
     def sentence(self) -> str:
-        return f"{self.object}: {self.value} (read from {self.source})"
+        value = ", ".join(f"{k} {v}" for k, v in self.value.items()) if isinstance(self.value, dict) else self.value
+        return f"{self.object}: {value} (read from {self.source})"
 
 
 @dataclass(frozen=True)
