@@ -5,8 +5,9 @@ quarantine script): a node that lost its GPUs, went NotReady, was cordoned or go
 cordoned again a little after it comes back, until a person clears it. For a drill that is a revert that
 does not hold: the drill uncordons (or untaints, or heals) the node, its API answers OK, and
 `recordon_after` twin seconds later the node is out of service again. The twin's agent acts only through
-the API (a merge patch of `spec.unschedulable` and an Event), once per loss, and only on a node it saw
-healthy first (a node that starts NotReady is not "back"). Off unless the profile sets `health_agent`.
+the API (a merge patch of `spec.unschedulable` and an Event), each time a node it saw healthy first comes
+back from a loss (a node that starts NotReady is not "back"; its own cordon is a loss, so an uncordon by
+`drills revert` is undone again too). Off unless the profile sets `health_agent`.
 """
 
 from __future__ import annotations
@@ -46,14 +47,13 @@ class NodeHealthAgent(Controller):
         self.after_s = None if agent is None else float(agent.recordon_after)
         self._healthy: set[str] = set()  # seen in service
         self._lost: set[str] = set()  # seen lost after being seen in service
-        self._done: set[str] = set()  # quarantined once already
         if self.after_s is not None:
             self.nodes = self.ctx.informers.informer(NODES)
             self.nodes.add_handler(self._on_node)
 
     def _on_node(self, etype: str, node: dict, old: dict | None) -> None:
         name = node["metadata"]["name"]
-        if etype == "DELETED" or name in self._done:
+        if etype == "DELETED":
             return
         if lost(node):
             if name in self._healthy:
@@ -66,10 +66,9 @@ class NodeHealthAgent(Controller):
 
     async def reconcile(self, key: Hashable) -> None:
         node = self.nodes.get("", key[1])
-        if node is None or lost(node) or key[1] in self._done:
+        if node is None or lost(node):
             return
         await self.ctx.client.patch(NODES, None, key[1], {"spec": {"unschedulable": True}}, kind="merge")
-        self._done.add(key[1])
         await record_event(self.ctx.client, node, "NodeQuarantined", f"node-health-agent: {key[1]} was lost "
                            "earlier; cordoned until an operator clears it", type="Warning",
                            component="node-health-agent", clock=self.ctx.clock, host=key[1])
