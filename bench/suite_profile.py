@@ -93,7 +93,7 @@ def pytest_drill_phase_reached(item, phase, at, since_injected_s) -> None:
     emit("phase", item=item.nodeid, phase=phase)
 
 
-def pytest_drill_reverted(item, kind, target, ok, error) -> None:
+def pytest_drill_reverted(item, kind, target, ok, error, readings) -> None:
     emit("reverted", item=item.nodeid, kind=kind)
 
 

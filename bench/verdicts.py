@@ -41,6 +41,7 @@ class Row:
     reason: str
     category: str | None = None
     check: str | None = None  # the check that must carry the verdict (its name in details.checks)
+    before: str | None = None  # the verdict it got before the check that catches it existed (documentation)
 
     def args(self) -> list[str]:
         keyword = ["-k", self.keyword] if self.keyword else []
@@ -87,8 +88,8 @@ def main() -> int:
     lines = ["| construction | drill | expected | actual | reason |", "|---|---|---|---|---|"]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="verdicts-") as tmp:
-        for row in chosen:
-            run_id = row.defect
+        for index, row in enumerate(chosen):
+            run_id = f"{index:02d}-{row.defect}"  # one defect may break several drills (several rows)
             done = subprocess.run([sys.executable, "-m", "drills.cli", "run", *row.args(), "--no-html",
                                    "--reports", tmp, "--run-id", run_id], cwd=REPO, capture_output=True, text=True)
             path = Path(tmp) / run_id / "records.jsonl"

@@ -79,8 +79,12 @@ def revert(
         False, "--accept-new-host-key",
         help="Revert switch faults even when the switch now presents another SSH host key than at inject "
              "(only once you have checked it is the same switch, re-keyed)."),
+    settle: Optional[str] = typer.Option(
+        None, "--settle", help="How long each revert must hold (cluster time, e.g. 60 or \"2m\") before it is read "
+                               "back; default: the run's safety.revert_settle_s (60 s)."),
 ) -> None:
-    """Revert every fault still open in the journals (after a crash or SIGKILL).
+    """Revert every fault still open in the journals (after a crash or SIGKILL), then verify each by reading
+    it back after a settle period: a fault that is back (a node cordoned again, a port shut again) stays open.
 
     Refuses, leaving them open: faults of a run that is still alive, faults whose recorded cluster
     (UID, API URL) is not the one their recorded connection reaches now, and switch faults whose switch
@@ -91,7 +95,14 @@ def revert(
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
         logging.getLogger().setLevel(logging.CRITICAL)
-    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key)
+    from drills.core.errors import InvalidProfile
+    from drills.profile.base import parse_duration
+
+    try:
+        settle_s = None if settle is None else parse_duration(settle)
+    except ValueError as err:
+        raise InvalidProfile(f"--settle {err}") from None
+    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key, settle_s=settle_s)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")
     for outcome in outcomes:

@@ -86,6 +86,7 @@ class Entry:
     host: str | None = None
     pid_start: int | None = None  # its start time (clock ticks since boot): tells it from a reused pid
     boot_id: str | None = None
+    settle_s: float | None = None  # cluster seconds a revert must hold before it is read back (the run's profile)
 
     @property
     def is_open(self) -> bool:
@@ -137,17 +138,19 @@ class Journal:
         return cls(Path(reports_dir) / run_id / JOURNAL_NAME, run_id=run_id)
 
     def open_entry(self, kind: str, target: str, revert_spec: Mapping[str, Any], *,
-                   connection: Mapping[str, Any] | None = None) -> str:
+                   connection: Mapping[str, Any] | None = None, settle_s: float | None = None) -> str:
         """Write the entry and fsync file and directory; only then may the fault be injected.
 
-        `connection` is the cluster's `describe()`; `drills revert` reconnects with it.
+        `connection` is the cluster's `describe()`; `drills revert` reconnects with it. `settle_s` is how long
+        a revert must hold before it is read back (`safety.revert_settle_s`); `drills revert` waits as long.
         """
         if self.guard is not None:
             self.guard(kind, target)
         entry_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         self._append({"op": "open", "id": entry_id, "kind": kind, "target": target, "revert": dict(revert_spec),
                       "connection": dict(connection) if connection is not None else None,
-                      "run_id": self.run_id, **ProcessIdentity.current().to_dict()})
+                      "run_id": self.run_id, **ProcessIdentity.current().to_dict(),
+                      **({"settle_s": settle_s} if settle_s is not None else {})})
         log.debug("journal %s: opened %s (%s on %s)", self.path, entry_id, kind, target)
         return entry_id
 
@@ -177,7 +180,7 @@ class Journal:
                                    "run_id": op.get("run_id", self.run_id),
                                    "opened_at": op.get("at"), "errors": (), "connection": connection or None,
                                    "pid": op.get("pid"), "host": op.get("host"), "pid_start": op.get("pid_start"),
-                                   "boot_id": op.get("boot_id")}
+                                   "boot_id": op.get("boot_id"), "settle_s": op.get("settle_s")}
             elif entry_id in found:
                 current = found[entry_id]
                 if op.get("op") == "injected":

@@ -160,8 +160,12 @@ def run_drills(opts: RunOptions) -> RunResult:
     return RunResult(code, run_dir, records, errors, interrupted, still_open, _skipped(run_dir))
 
 
-def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_host_key: bool = False) -> list:
+def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_host_key: bool = False,
+                settle_s: float | None = None) -> list:
     """Revert every open journal entry (one run, or all runs under reports_root) and return the outcomes.
+    Each revert is verified as a run's teardown verifies it: read back (drills.faults `verify_entry`) after a
+    settle period of cluster time (`settle_s`, else the run's journaled `safety.revert_settle_s`, else 60 s);
+    a fault that is back stays open, its reading in the failure.
 
     Entries of live runs, of another cluster than the one their connection reaches now, and of a switch
     that presents another host key than at inject (unless `accept_new_host_key`) are refused (left open);
@@ -177,7 +181,8 @@ def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_hos
     from drills.faults import reverter
 
     with _SameCluster() as check:
-        return revert_open(root, run_id, partial(reverter, accept_new_host_key=accept_new_host_key),
+        return revert_open(root, run_id, partial(reverter, accept_new_host_key=accept_new_host_key, verify=True,
+                                                 settle_s=settle_s),
                            check_target=check)
 
 

@@ -8,11 +8,16 @@ A fault module (`node`, `pods`, `switch.uplink`, `storage.saturation`, `load`) h
                                                           `to_dict()` and `injected_at` (cluster time)
     revert(target, undo, record) -> str                   undoes exactly that, idempotent, from the
                                                           journal's data alone; returns the outcome word
+    verify(target, undo, record) -> Reading               reads back what `revert` undid (readback.py):
+                                                          the API's "OK" is not proof — each value read,
+                                                          with its object and source; read-only
 
 `Plan.undo` is what the journal keeps (written and fsynced before `inject`): enough to revert after a
 crash at any point, no secrets. `Plan.reach` is what the fault touches, checked against the profile's
 allowlist and blast radius by the one guard (`fixtures/guard.py`) — no fault module repeats the safety
-sequence. `revert_entry` is the one reverter: the guard's teardown and `drills revert` both end there.
+sequence. `revert_entry` is the one reverter and `verify_entry` the one read-back: the guard's teardown and
+`drills revert` both end there, and both verify a revert after a settle period in cluster time
+(`safety.revert_settle_s`): a fault that is back keeps its journal entry open (`revert_failed`).
 """
 
 from __future__ import annotations
@@ -23,14 +28,15 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-__all__ = ["Plan", "Reach", "Target", "KINDS", "fault_module", "revert_entry", "reverter", "REVERTED", "NOTHING_TO_UNDO",
-           "NOT_INJECTED"]
+__all__ = ["Plan", "Reach", "Target", "KINDS", "fault_module", "revert_entry", "verify_entry", "reverter", "REVERTED",
+           "NOTHING_TO_UNDO", "NOT_INJECTED", "DEFAULT_SETTLE_S"]
 
 log = logging.getLogger(__name__)
 
 REVERTED = "reverted"
 NOTHING_TO_UNDO = "nothing to undo"
 NOT_INJECTED = "not injected"
+DEFAULT_SETTLE_S = 60.0  # cluster seconds a revert must hold before it is read back (profile: safety.revert_settle_s)
 
 # kind → module: data, so a journal line can never name code to import.
 KINDS: dict[str, str] = {
@@ -138,10 +144,54 @@ def revert_entry(entry, target: Target | None = None, *, accept_new_host_key: bo
             target.close()
 
 
-def reverter(entry, *, accept_new_host_key: bool = False) -> "Callable":
+def verify_entry(entry, target: Target):
+    """Read back one journal entry's revert with its kind's `verify` (a Reading, stamped with cluster time by
+    the caller). A kind without `verify` cannot be read back: the Reading says so (undone None)."""
+    from drills.faults.readback import unreadable
+
+    module = fault_module(entry.kind)
+    verify = getattr(module, "verify", None)
+    if verify is None:
+        return unreadable(entry.kind, entry.target, f"fault kind {entry.kind} has no read-back")
+    return verify(target, dict(entry.revert_spec), dict(entry.record) if entry.record else None)
+
+
+def reverter(entry, *, accept_new_host_key: bool = False, verify: bool = False,
+             settle_s: float | None = None) -> "Callable":
     """The journal's resolver (`revert_open(..., resolver=reverter)`): every kind reverts through `revert_entry`
-    (`functools.partial(reverter, accept_new_host_key=True)` carries `drills revert`'s override)."""
+    (`functools.partial(reverter, accept_new_host_key=True)` carries `drills revert`'s override). With `verify`
+    (`drills revert`), each revert is then read back after a settle period in cluster time — `settle_s` when
+    given, else the entry's own (its run's `safety.revert_settle_s`), else DEFAULT_SETTLE_S — and a fault that is
+    back raises RevertFailed naming what was read (the entry stays open)."""
     fault_module(entry.kind)  # an unknown kind fails here, with the kinds named
+    if verify:
+        return lambda e: _revert_verified(e, accept_new_host_key, settle_s)
     if accept_new_host_key:
         return lambda e: revert_entry(e, accept_new_host_key=True)
     return revert_entry
+
+
+def _revert_verified(entry, accept_new_host_key: bool, settle_s: float | None) -> str:
+    from drills.core.errors import RevertFailed
+    from drills.faults.readback import wait_until_clock
+
+    target = Target(connection=getattr(entry, "connection", None), entry_id=getattr(entry, "id", None),
+                    accept_new_host_key=accept_new_host_key)
+    try:
+        outcome = revert_entry(entry, target)
+        settle = settle_s if settle_s is not None else getattr(entry, "settle_s", None)
+        settle = DEFAULT_SETTLE_S if settle is None else float(settle)
+        if entry.connection:  # a settle period on the cluster's clock (a journal without one: the wall clock)
+            clock = target.clock
+        else:
+            from drills.core.clock import WallClock
+
+            clock = WallClock()
+        wait_until_clock(clock, clock.timestamp() + settle)
+        reading = verify_entry(entry, target)
+        if not reading.undone:
+            raise RevertFailed(reading.sentence() + "; the entry stays open: fix the cause and run `drills revert` again")
+        log.info("%s", reading.sentence())
+        return outcome
+    finally:
+        target.close()

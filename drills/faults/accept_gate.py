@@ -21,7 +21,7 @@ from drills.faults import Plan, Reach
 from drills.faults.node_taints import update_taints
 from drills.profile.acceptance import GATE_TAINT_KEY
 
-__all__ = ["KIND", "TAINT", "REASON_ANNOTATION", "VERDICT_ANNOTATION", "GateRecord", "plan", "inject", "revert",
+__all__ = ["KIND", "TAINT", "REASON_ANNOTATION", "VERDICT_ANNOTATION", "GateRecord", "plan", "inject", "revert", "verify",
            "release", "keep", "has_taint"]
 
 log = logging.getLogger(__name__)
@@ -126,3 +126,25 @@ def _read(cluster: Cluster, name: str) -> dict:
 def _why(err: BaseException) -> str:
     status = getattr(err, "status", None)
     return f"{status} {getattr(err, 'reason', '')}".strip() if status is not None else (str(err) or type(err).__name__)
+
+
+def verify(target, undo: dict, record: dict | None = None) -> "Reading":
+    """Read the nodes back: none of the ones this entry gated still has the gate taint."""
+    from drills.faults.readback import Observation, read
+
+    def reader():
+        from kubernetes.client.exceptions import ApiException
+
+        seen = []
+        for name in undo.get("nodes") or ():
+            try:
+                tainted = has_taint(json.loads(target.cluster.core.read_node(name, _preload_content=False).data))
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                tainted = False
+            seen.append(Observation(f"node {name}", f"taint {GATE_TAINT_KEY} {'present' if tainted else 'absent'}",
+                                    f"nodes/{name}", not tainted))
+        return seen, ()
+
+    return read(KIND, ",".join(undo.get("nodes") or ()), reader)

@@ -16,7 +16,7 @@ from drills.core.errors import RevertFailed
 from drills.core.kube import EventMerger
 from drills.faults import Plan, Reach
 
-__all__ = ["KIND", "RUN_LABEL", "plan", "inject", "revert", "selector"]
+__all__ = ["KIND", "RUN_LABEL", "plan", "inject", "revert", "verify", "selector"]
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +79,17 @@ def _wait_gone(cluster, ns: str, sel: str, deadline: float) -> None:
         for event in merger.events(deadline):
             if (event is None or event.type == "DELETED") and not _pods(cluster, ns, sel):
                 return
+
+
+def verify(target, undo: dict, record: dict | None = None) -> "Reading":
+    """Read back that no pod of the run's acceptance Jobs is left."""
+    from drills.faults.readback import Observation, read
+
+    ns, sel = undo["namespace"], undo["selector"]
+
+    def reader():
+        left = _pods(target.cluster, ns, sel)
+        return [Observation(f"acceptance pods {ns}/{sel}", f"{len(left)} left", f"GET pods in {ns} ({sel})",
+                            not left)], tuple(left)
+
+    return read(KIND, f"{ns}/{sel}", reader)

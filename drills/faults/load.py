@@ -24,8 +24,9 @@ from pathlib import Path
 
 from drills.core.errors import RevertFailed
 from drills.faults import Plan, Reach
+from drills.faults.readback import Observation, Reading, read
 
-__all__ = ["KIND", "plan", "inject", "revert", "revert_spec", "record", "stop", "leftovers", "start_time"]
+__all__ = ["KIND", "plan", "inject", "revert", "verify", "revert_spec", "record", "stop", "leftovers", "start_time"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,27 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     stopped = stop(data["out_dir"], data.get("processes") or [])
     log.info("load of %s: %s", data["out_dir"], f"stopped pid(s) {stopped}" if stopped else "nothing running")
     return "stopped" if not stopped else f"stopped; killed pid(s) {stopped}"
+
+
+def verify(target, undo: dict, record: dict | None = None) -> Reading:
+    """Read back that none of this load is left: no locust process of its directory (by recorded pid and start
+    time, and by command line), and in pods mode no pod of its objects."""
+    data = {**undo, **(record or {})}
+
+    def reader():
+        if data.get("pods"):
+            from drills.load.podrunner import pods_of
+
+            ns, name = data["pods"]["namespace"], data["pods"]["name"]
+            left = pods_of(target.cluster, ns, name)
+            return [Observation(f"load pods {ns}/{name}", f"{len(left)} left" + (f": {', '.join(left)}" if left else ""),
+                                f"GET pods in {ns} (the load's label selector)", not left)], tuple(left)
+        pids = sorted(leftovers(data["out_dir"], data.get("processes") or []))
+        return [Observation(f"locust of {data['out_dir']}", f"{len(pids)} process(es) alive" +
+                            (f": pid {', '.join(map(str, pids))}" if pids else ""), "/proc (pid + start time, argv)",
+                            not pids)], tuple(f"pid {p}" for p in pids)
+
+    return read(KIND, data["out_dir"], reader)
 
 
 def stop(out_dir: str, processes: list[dict], grace_s: float = 5.0) -> list[int]:

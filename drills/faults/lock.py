@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["KIND", "revert"]
+__all__ = ["KIND", "revert", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -26,3 +26,19 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
         log.info("run lock %s/%s is no longer held by %s: left alone", undo["namespace"], undo["name"], undo["holder"])
         return "not held"
     return "released"
+
+
+def verify(target, undo: dict, record: dict | None = None) -> "Reading":
+    """Read the Lease back: it is not held by the run that journaled it any more."""
+    from kubernetes import client
+
+    from drills.core.lock import _read, lease_state
+    from drills.faults.readback import Observation, read
+
+    def reader():
+        lease = _read(client.CoordinationV1Api(target.cluster.api), undo["namespace"], undo["name"])
+        holder = lease_state(lease).holder if lease is not None else None
+        return [Observation(f"lease {undo['namespace']}/{undo['name']}", f"holder {holder or 'none'}",
+                            f"GET leases/{undo['name']} in {undo['namespace']}", holder != undo["holder"])], ()
+
+    return read(KIND, f"{undo['namespace']}/{undo['name']}", reader)

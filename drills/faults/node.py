@@ -6,7 +6,9 @@ The fault contract (drills/faults/__init__.py): `plan(target, profile, node=, mo
 node exists, the mode is known and possible on this target) and says what the journal must keep;
 `inject(target, plan)` makes the change and returns a frozen `NodeFaultRecord` of exactly what it
 changed; `revert(target, undo, record)` undoes exactly that and is idempotent: uncordon only if we
-cordoned, remove only our taint, heal the GPUs / restart the kubelet we broke.
+cordoned, remove only our taint, heal the GPUs / restart the kubelet we broke. `verify(target, undo, record)`
+reads the node back (drills/faults/readback.py): schedulable again if it was before the fault, none of our
+taint, its GPUs healthy and allocatable again (gpu-unhealthy), Ready again (kubelet-stop).
 
 Modes:
 - `cordon-drain`: cordon, then evict every non-DaemonSet pod through the Eviction API; a PDB's 429 is
@@ -30,8 +32,9 @@ from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.core.watch import retry_at
 from drills.faults import Plan, Reach
 from drills.faults.node_taints import read_node, update_taints
+from drills.faults.readback import Observation, Reading, read
 
-__all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert",
+__all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert", "verify",
            "revert_spec", "check_node"]
 
 log = logging.getLogger(__name__)
@@ -97,7 +100,10 @@ def revert_spec(cluster: Cluster, spec: NodeFaultSpec, node: dict) -> dict:
     return {"node": spec.node, "mode": spec.mode,
             "uncordon": spec.mode == "cordon-drain" and not obj_get(node, "spec", "unschedulable", default=False),
             "taint": _taint() if spec.mode == "taint-noexecute" else None,
-            "gpu": spec.mode == "gpu-unhealthy", "kubelet": spec.mode == "kubelet-stop"}
+            "gpu": spec.mode == "gpu-unhealthy", "kubelet": spec.mode == "kubelet-stop",
+            # how the node was found: a node that was schedulable must be schedulable again (whoever cordons it after)
+            "schedulable": not obj_get(node, "spec", "unschedulable", default=False),
+            "taints_before": sorted(_taint_ids(node))}
 
 
 DOING = {"cordon-drain": "cordon and drain", "taint-noexecute": "taint NoExecute", "gpu-unhealthy": "mark the GPUs unhealthy on",
@@ -153,6 +159,58 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     _undo(target.cluster, undo["node"], uncordon=bool(undo.get("uncordon")), taint=undo.get("taint"),
           gpu=bool(undo.get("gpu")), kubelet=bool(undo.get("kubelet")))
     return "reverted"
+
+
+def verify(target, undo: dict, record: dict | None = None) -> Reading:
+    """Read the node back: what the fault changed is as it was before (see the module docstring)."""
+    name = undo["node"]
+    return read(KIND, name, lambda: _read_back(target.cluster, undo))
+
+
+def _read_back(cluster: Cluster, undo: dict) -> tuple[list[Observation], tuple[str, ...]]:
+    from kubernetes.client.exceptions import ApiException
+
+    name = undo["node"]
+    try:
+        node = read_node(cluster, name)
+    except ApiException as err:
+        if err.status == 404:  # gone: nothing of ours can be in place on it
+            return [Observation(f"node {name}", "not found", f"GET nodes/{name}: 404")], ()
+        raise
+    source = f"nodes/{name} @ resourceVersion {obj_get(node, 'metadata', 'resourceVersion')}"
+    seen: list[Observation] = []
+    if undo.get("uncordon") or undo.get("schedulable"):
+        cordoned = bool(obj_get(node, "spec", "unschedulable", default=False))
+        seen.append(Observation(f"node {name}", f"spec.unschedulable={str(cordoned).lower()}", source, not cordoned))
+    taint = undo.get("taint")
+    if taint:
+        ours = [t for t in obj_get(node, "spec", "taints", default=None) or []
+                if t.get("key") == taint["key"] and t.get("effect") == taint["effect"]]
+        seen.append(Observation(f"node {name}", f"taint {taint['key']}:{taint['effect']} "
+                                f"{'present' if ours else 'absent'}", source, not ours))
+    if "taints_before" in undo:  # a taint the node did not have before the fault (ours, or one it caused) is the fault
+        added = sorted(_taint_ids(node) - set(undo["taints_before"]))
+        seen.append(Observation(f"node {name}", f"taints added since the fault: {', '.join(added) or 'none'}", source,
+                                not added))
+    if undo.get("gpu"):
+        healthy = (_condition(node, "GPUHealthy") or {}).get("status")
+        capacity = obj_get(node, "status", "capacity", "nvidia.com/gpu")
+        allocatable = obj_get(node, "status", "allocatable", "nvidia.com/gpu")
+        seen.append(Observation(f"node {name}", f"GPUHealthy={healthy or 'absent'}, nvidia.com/gpu allocatable "
+                                f"{allocatable} of {capacity}", source,
+                                healthy != "False" and str(allocatable) == str(capacity)))
+    if undo.get("kubelet"):
+        ready = (_condition(node, "Ready") or {}).get("status")
+        seen.append(Observation(f"node {name}", f"Ready={ready or 'absent'}", source, ready == "True"))
+    return seen, ()
+
+
+def _taint_ids(node: dict) -> set[str]:
+    return {f"{t.get('key')}:{t.get('effect')}" for t in obj_get(node, "spec", "taints", default=None) or []}
+
+
+def _condition(node: dict, kind: str) -> dict | None:
+    return next((c for c in obj_get(node, "status", "conditions", default=None) or [] if c.get("type") == kind), None)
 
 
 def _undo(cluster: Cluster, node: str, *, uncordon: bool, taint: dict | None, gpu: bool, kubelet: bool) -> None:

@@ -30,9 +30,10 @@ from drills.core.errors import InjectionFailed
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.core.watch import retry_at
 from drills.faults import NOTHING_TO_UNDO, Plan, Reach
+from drills.faults.readback import Reading, nothing_to_undo
 
 __all__ = ["MODES", "KIND", "PodKillSpec", "PodKillRecord", "select_pods", "kill_count", "plan", "inject", "revert",
-           "revert_spec", "drained"]
+           "revert_spec", "drained", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -267,3 +268,10 @@ def _reason(err: BaseException) -> str:
     if status is not None:
         return f"{status} {getattr(err, 'reason', '')}".strip()
     return str(err) or type(err).__name__
+
+
+def verify(target, undo: dict, record: dict | None = None) -> Reading:
+    """A pod kill puts nothing of the drill's in place (its controller replaces the pods; whether they came back
+    is the drill's own judged check, not the revert's): the read-back says so."""
+    return nothing_to_undo(KIND, f"{undo.get('namespace')}/{undo.get('selector')}",
+                           "a pod kill leaves nothing to undo: the ReplicaSet or the kubelet replaces what was killed")

@@ -29,7 +29,7 @@ from drills.load.watermark import WATERMARK_KEY
 from drills.load.pods import LoadPodsSpec, load_name, pod_selector, render_load_objects
 from drills.load.runner import LoadResult, LoadRunner
 
-__all__ = ["PodLoadRunner", "delete_objects", "SUMMARY_KEY"]
+__all__ = ["pods_of", "PodLoadRunner", "delete_objects", "SUMMARY_KEY"]
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def delete_objects(cluster, namespace: str, name: str, timeout_s: float = DELETE
     batch, core, deleted = client.BatchV1Api(cluster.api), cluster.core, []
     calls = [(f"Job {name}-{role}", batch.delete_namespaced_job, f"{name}-{role}") for role in ("master", "worker")]
     calls.append((f"Service {name}", core.delete_namespaced_service, name))
-    calls += [(f"Pod {p}", core.delete_namespaced_pod, p) for p in _pods(cluster, namespace, name)]
+    calls += [(f"Pod {p}", core.delete_namespaced_pod, p) for p in pods_of(cluster, namespace, name)]
     for what, delete, obj in calls:
         try:
             delete(obj, namespace, propagation_policy="Foreground", grace_period_seconds=30)
@@ -266,13 +266,13 @@ def delete_objects(cluster, namespace: str, name: str, timeout_s: float = DELETE
                 raise RevertFailed(f"could not delete the load's {what} in {namespace}: {err.status} {err.reason}; "
                                    "run `drills revert` again") from None
     deadline = cluster.clock.timestamp() + timeout_s
-    if _pods(cluster, namespace, name):
+    if pods_of(cluster, namespace, name):
         with EventMerger(cluster.clock) as merger:
             merger.watch("pods", core.list_namespaced_pod, namespace, label_selector=pod_selector(name))
             for event in merger.events(deadline):
-                if (event is None or event.type == "DELETED") and not _pods(cluster, namespace, name):
+                if (event is None or event.type == "DELETED") and not pods_of(cluster, namespace, name):
                     break
-    left = _pods(cluster, namespace, name)
+    left = pods_of(cluster, namespace, name)
     if left:
         raise RevertFailed(f"locust pods {', '.join(left)} in {namespace} still exist {timeout_s:.0f} s after the "
                            "delete; run `drills revert` again")
@@ -344,7 +344,7 @@ class _Follower:
             self.done = True
 
 
-def _pods(cluster, namespace: str, name: str) -> list[str]:
+def pods_of(cluster, namespace: str, name: str) -> list[str]:
     resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)
     return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
 

@@ -157,6 +157,9 @@ class SwitchConfig(Strict):
     known_hosts: str | None = None
     dialect: str = "sonic"
     uplinks: list[str] = []
+    # the far end of each uplink's cable: uplink → "switch:interface" (the twin's inventory writes it; LLDP on a
+    # site): a revert of that uplink is verified on both ends when the far switch is in the inventory too
+    peers: dict[str, str] = {}
     role: str | None = None  # leaf | spine (informative; the twin's inventory writes it)
     host_key_type: str | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
@@ -264,6 +267,10 @@ class SafetyConfig(Strict):
     dry_run: bool = False
     lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
     lock_duration_s: int = Field(120, gt=0)  # Lease duration (cluster seconds), renewed every third of it
+    # after a revert, how long (cluster seconds) it must hold before it is read back (and again at the end of the
+    # scenario): a node-health agent or a switch agent that undoes the revert within it fails the drill
+    # (`revert_failed`). 0..3600; 60 s is one wall second on a 60x twin. `drills revert` waits as long.
+    revert_settle_s: Annotated[float, BeforeValidator(parse_duration)] = Field(60.0, ge=0, le=3600)
 
 
 class TargetProfile(Strict):

@@ -4,7 +4,8 @@ Per scenario result (matched by the record's pytest node id — the `nodeid` lab
 else by scenario name, then drill id): its `status` from the record through the one table
 (drills.core.outcomes: `passed` only for the verdict pass, whatever pytest saw — a revert that failed in
 teardown after every step passed is `failed`), with the reason as the status message; measured recovery,
-target and verdict as parameters; the record JSON and its timeline chart as attachments; the record's severity as the
+target and verdict as parameters; the record JSON, its timeline chart and its state diff (what the faults could reach, before
+the first fault and after the reverts settled: fixtures/guard.py) as attachments; the record's severity as the
 Allure severity label; and, for a record with a category, a `category` label and the first line of
 `statusDetails.trace` set to `drill-category: <id>` — the one line categories.json matches
 (`category_trace_regex`), so the Allure category follows the record's typed category, never the
@@ -23,11 +24,12 @@ from drills.core.record import Category, Record
 from drills.report.text import fmt_seconds, slug
 from drills.report.timeline_chart import timeline_png
 
-__all__ = ["enrich_results", "category_trace_line", "category_trace_regex", "NODEID_LABEL"]
+__all__ = ["enrich_results", "category_trace_line", "category_trace_regex", "NODEID_LABEL", "state_diff_text"]
 
 log = logging.getLogger(__name__)
 
 _MARK = "drill record (JSON)"
+_STATE_DIFF = "state diff (before the fault → after the revert)"
 _TRACE_PREFIX = "drill-category: "
 NODEID_LABEL = "nodeid"  # the Allure label with the scenario's pytest node id (fixtures/recorder.py)
 
@@ -108,6 +110,11 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
         chart = timeline_png(record, results_dir / f"{stem}-attachment.png", overlay=list(record.overlay) or None,
                              overlay_label=record.overlay_label, lang=lang)
         attachments.append({"name": "timeline", "source": chart.name, "type": "image/png"})
+    diff = (record.details or {}).get("state_diff")
+    if diff:
+        diff_file = results_dir / f"{stem}-state-attachment.txt"
+        diff_file.write_text(state_diff_text(diff), encoding="utf-8")
+        attachments.append({"name": _STATE_DIFF, "source": diff_file.name, "type": "text/plain"})
     if record.logs:
         text_file = results_dir / f"{stem}-logs-attachment.txt"
         text_file.write_text("\n".join(record.logs), encoding="utf-8")
@@ -135,3 +142,18 @@ def _status_from_record(result: dict, record: Record) -> bool:
         if before[0] != row.allure.value or not details.get("message"):  # pytest's words no longer fit the status
             details["message"] = record.reason
     return (result.get("status"), (result.get("statusDetails") or {}).get("message")) != before
+
+
+def state_diff_text(diff: dict) -> str:
+    """The state diff for a reviewer: what changed first (before → after, and where it was read), then every
+    value read on both sides."""
+    lines = [f"read before the first fault at {diff.get('before_at')}, after the reverts settled at {diff.get('after_at')}",
+             ""]
+    changed = diff.get("changed") or []
+    lines.append(f"changed ({len(changed)}):" if changed else "changed: nothing")
+    lines += [f"  {c['key']}: {json.dumps(c['before'])} → {json.dumps(c['after'])}  [{c.get('source')}]" for c in changed]
+    for side in ("before", "after"):
+        lines += ["", f"{side}:"]
+        lines += [f"  {key}: {json.dumps(v.get('value'))}  [{v.get('source')}]"
+                  for key, v in (diff.get(side) or {}).items()]
+    return "\n".join(lines) + "\n"

@@ -89,6 +89,8 @@ class PortFaults(Strict):
     answer_after: Duration = 0.0  # a line that changed a port is answered this long after the change
     idle_uplinks: int = Field(default=0, ge=0)  # each leaf's first N uplinks are up but outside ECMP: no traffic
     lossy_nodes: list[str] = []  # the leaf ports facing these nodes run without PFC and ECN (a missed RoCE config)
+    reshut_after: Duration | None = None  # an uplink brought up over SSH is shut again this long after (reshut.py)
+    reshut_end: Literal["near", "far"] = "near"  # ... on the switch that brought it up, or on the cable's far end
 
 
 class Fabric(Strict):

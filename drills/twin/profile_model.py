@@ -22,7 +22,7 @@ from drills.twin.stages import Stage
 __all__ = [
     "NodeInfo", "NodePool", "NodeSpec", "Timings",
     "Policy", "NcclSpec", "CheckpointSpec", "AfterResume", "TrainingJob", "InferenceDeployment", "Queue",
-    "PriorityClass", "Storage", "Workloads", "TwinProfile",
+    "PriorityClass", "Storage", "Workloads", "HealthAgent", "TwinProfile",
 ]
 
 log = logging.getLogger(__name__)
@@ -302,6 +302,12 @@ class Workloads(Strict):
     inference: Named(InferenceDeployment) = {}
 
 
+class HealthAgent(Strict):
+    """A node-health agent that cordons a node again `recordon_after` after it came back from a loss."""
+
+    recordon_after: Duration = 15.0
+
+
 class TwinProfile(Strict):
     """A whole twin: cluster shape, timings, fabric, workloads, storage, stages and enabled defects."""
 
@@ -317,6 +323,7 @@ class TwinProfile(Strict):
     node_pools: Named(NodePool) = {}
     gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
+    health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
     timings: Timings = Timings()
     fabric: Fabric = Fabric()
     queues: Named(Queue) = {}

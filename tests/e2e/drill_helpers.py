@@ -140,3 +140,8 @@ def write_profile(path: Path, text: str) -> str:
 
 def _env(env: dict | None = None) -> dict:
     return dict(os.environ if env is None else env, PYTHONUNBUFFERED="1", COLUMNS="160")
+
+
+def without_readings(reverts: list[dict]) -> list[dict]:
+    """A record's reverts without their read-backs (drills/faults/readback.py), to compare the rest exactly."""
+    return [{k: v for k, v in r.items() if k != "readings"} for r in reverts]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection, write_profile
+from tests.e2e.drill_helpers import drills, drills_popen, records, wait_for_injection, without_readings, write_profile
 from tests.e2e.matrix import cases
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
@@ -76,7 +76,8 @@ def test_healthy_store_passes_with_baseline_and_saturated_figures(healthy):
     # the built-in profile sets no SLO: the feature's 2x is judged (the one rule for targets)
     assert {k: (t["value"], t["source"]) for k, t in d["targets"].items()} == {
         "checkpoint save": (2.0, "feature"), "training checkpoint save": (2.0, "feature")}
-    assert d["reverts"] == [{"kind": "storage", "target": d["checkpoint_store"], "ok": True, "error": None}]
+    assert without_readings(d["reverts"]) == [{"kind": "storage", "target": d["checkpoint_store"], "ok": True, "error": None}]
+    assert [r["when"] for r in d["reverts"][0]["readings"]] == ["settled", "end"]  # verified, not assumed
     assert_clean(run_dir)
 
 

@@ -84,6 +84,10 @@ def _uid(twin) -> str:
 
 
 # -- a switch's identity is its SSH host key -------------------------------------------------------
+# A bare fabric has no cluster, so no cluster clock: its entries' revert is read back after a settle period of
+# wall time (60 s by default); these tests are about identity, so the port is read back at once.
+NO_SETTLE = ("--settle", "0")
+
 @pytest.fixture
 def fab(tmp_path):
     handle = start_fabric(leaf_spine(leaves=1, spines=2, downlinks=1, dialects=("sonic",)), tmp_path / "fabric")
@@ -113,7 +117,7 @@ def test_revert_refuses_a_switch_that_presents_another_host_key(fab, tmp_path, p
     other = _another_device_at(fab, "leaf1", tmp_path / "other_key")  # same host and port, new key and CLI
     if not accept:
         known.write_text(f"{host_key_name(sw)} {other.host_key.get_name()} {other.host_key.get_base64()}\n")
-    done = drills("revert", "--reports", str(reports))
+    done = drills("revert", "--reports", str(reports), *NO_SETTLE)
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line == (f"drills: switch leaf1 (127.0.0.1:{sw.port}) now presents host key ssh-ed25519 "
@@ -123,7 +127,7 @@ def test_revert_refuses_a_switch_that_presents_another_host_key(fab, tmp_path, p
     assert other.cli.command_log() == [] and not fab.fabric.iface_state("leaf1", uplink).admin
     assert [e.id for e in open_entries(reports)] == [opened.id]
 
-    done = drills("revert", "--reports", str(reports), "--accept-new-host-key")
+    done = drills("revert", "--reports", str(reports), "--accept-new-host-key", *NO_SETTLE)
     assert done.returncode == 0, done.stdout + done.stderr
     assert fab.fabric.iface_state("leaf1", uplink).admin and open_entries(reports) == []
 
@@ -135,7 +139,7 @@ def test_revert_with_the_same_host_key_goes_ahead(fab, tmp_path):
     uplink = entry["uplinks"][0]
     reports = tmp_path / "reports"
     _inject_and_die(sw, uplink, reports / "run-1" / "journal.jsonl", False)
-    done = drills("revert", "--reports", str(reports))
+    done = drills("revert", "--reports", str(reports), *NO_SETTLE)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == f"reverted switch-uplink on leaf1:{uplink} (run run-1)"
     assert fab.fabric.iface_state("leaf1", uplink).admin and open_entries(reports) == []

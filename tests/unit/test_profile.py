@@ -60,6 +60,9 @@ EFFECTS = {
     "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
+    "recordon-agent": lambda p: p.health_agent is not None and p.health_agent.recordon_after == 15,
+    "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
+    "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

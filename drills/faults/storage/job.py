@@ -25,7 +25,7 @@ from drills.faults.storage.spec import SaturationSpec
 from drills.core.kube import Cluster, EventMerger, obj_get
 from drills.faults.storage.fio import FioResult, parse_fio_output
 
-__all__ = ["JobSaturationRecord", "PodReports", "selected_nodes", "inject_job", "revert_job", "wait_for_reports", "fio_results",
+__all__ = ["pods_of", "JobSaturationRecord", "PodReports", "selected_nodes", "inject_job", "revert_job", "wait_for_reports", "fio_results",
            "pod_selector"]
 
 log = logging.getLogger(__name__)
@@ -134,10 +134,10 @@ def revert_job(cluster: Cluster, namespace: str, name: str, timeout_s: float = D
             raise RevertFailed(f"could not delete the fio Job {namespace}/{name}: {err.status} {err.reason}; "
                                "run `drills revert` again") from None
     try:
-        left = _pods(cluster, namespace, name)
+        left = pods_of(cluster, namespace, name)
         if left:
             _wait_pods_gone(cluster, namespace, name, cluster.clock.deadline(timeout_s, STOP_WALL_FLOOR_S))
-            left = _pods(cluster, namespace, name)
+            left = pods_of(cluster, namespace, name)
     except ApiException as err:
         raise RevertFailed(f"could not check the fio pods of Job {namespace}/{name}: {err.status} {err.reason}") from None
     if left:
@@ -196,7 +196,7 @@ def fio_results(cluster: Cluster, namespace: str, name: str) -> list[FioResult]:
     from kubernetes.client.exceptions import ApiException
 
     out = []
-    for pod in _pods(cluster, namespace, name):
+    for pod in pods_of(cluster, namespace, name):
         try:
             text = cluster.core.read_namespaced_pod_log(pod, namespace)
         except ApiException:
@@ -238,7 +238,7 @@ def _finished_at(status: dict) -> str | None:
     return ((status.get("state") or {}).get("terminated") or {}).get("finishedAt")
 
 
-def _pods(cluster: Cluster, namespace: str, name: str) -> list[str]:
+def pods_of(cluster: Cluster, namespace: str, name: str) -> list[str]:
     resp = cluster.core.list_namespaced_pod(namespace, label_selector=pod_selector(name), _preload_content=False)
     return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
 
@@ -247,7 +247,7 @@ def _wait_pods_gone(cluster: Cluster, namespace: str, name: str, deadline: float
     with EventMerger(cluster.clock) as merger:
         merger.watch("pods", cluster.core.list_namespaced_pod, namespace, label_selector=pod_selector(name))
         for event in merger.events(deadline):
-            if event is not None and event.type == "DELETED" and not _pods(cluster, namespace, name):
+            if event is not None and event.type == "DELETED" and not pods_of(cluster, namespace, name):
                 return
-            if event is None and not _pods(cluster, namespace, name):
+            if event is None and not pods_of(cluster, namespace, name):
                 return

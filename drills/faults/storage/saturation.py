@@ -33,6 +33,7 @@ from typing import Any
 
 from drills.core.errors import InvalidProfile
 from drills.faults import Plan, Reach
+from drills.faults.readback import Observation, Reading, read
 from drills.faults.storage.local import SaturationRecord, leftover_fio, new_files_dir, start_local, stop_local
 from drills.faults.storage.remote import clients_argv, render_fio_job, render_jobfile
 from drills.faults.storage.spec import (
@@ -40,7 +41,7 @@ from drills.faults.storage.spec import (
 )
 
 __all__ = [
-    "KIND", "plan", "inject", "revert", "revert_spec",
+    "KIND", "plan", "inject", "revert", "verify", "revert_spec",
     # its parts (spec.py, local.py, remote.py), importable from the fault as before
     "MODES", "DEFAULT_IMAGE", "JOB_NAME", "FILES_PREFIX", "LABELS", "SaturationSpec", "SaturationRecord",
     "saturation_spec", "start_local", "stop_local", "new_files_dir", "fio_jobs", "render_fio_job",
@@ -120,3 +121,34 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     # Without a record (a crash before it was journaled) fio is found by its files directory.
     stop_local(SaturationRecord.from_dict(record) if record else undo["files_dir"])
     return "reverted"
+
+
+def verify(target, undo: dict, record: dict | None = None) -> Reading:
+    """Read back that the saturation is gone: no fio of its files directory and no such directory (local and
+    clients modes), or no pod of its Job (job mode)."""
+    if undo.get("mode") == "job":
+        from drills.faults.storage.job import pods_of
+
+        ns, name = undo["namespace"], undo["job_name"]
+
+        def job_reader():
+            left = pods_of(target.cluster, ns, name)
+            return [Observation(f"fio Job {ns}/{name}", f"{len(left)} pod(s) left" + (f": {', '.join(left)}" if left
+                                                                                    else ""),
+                                f"GET pods in {ns} (job-name={name})", not left)], tuple(left)
+
+        return read(KIND, f"{ns}/{name}", job_reader)
+    files_dir = undo.get("files_dir") or (record or {}).get("files_dir")
+    saturation = SaturationRecord.from_dict(record) if record else files_dir
+
+    def local_reader():
+        pids = leftover_fio(saturation)
+        there = Path(files_dir).exists()
+        seen = [Observation(f"fio of {files_dir}", f"{len(pids)} process(es) alive" +
+                            (f": pid {', '.join(map(str, pids))}" if pids else ""), "/proc (pid + start time, argv)",
+                            not pids),
+                Observation(f"fio files {files_dir}", "present" if there else "absent", "the store's directory listing",
+                            not there)]
+        return seen, tuple([f"pid {p}" for p in pids] + ([files_dir] if there else []))
+
+    return read(KIND, str(files_dir), local_reader)

@@ -6,7 +6,9 @@ The fault contract (drills/faults/__init__.py): `plan(target, profile, switch=, 
 validates the dialect and transport and names the port (the guard checks it against the allowlist);
 `inject(target, plan)` checks the interface exists and is up, shuts it, reads the state back and only
 then returns an `UplinkRecord` (admin down verified); `revert(target, undo, record)` brings it up and
-verifies it, idempotently. The record keeps the host key the switch presented (`host_key`, the
+verifies it, idempotently; `verify(target, undo, record)` reads both ends of the cable again later (the
+port over its switch's session, the far end over the far switch's, when the inventory names it in `peers`
+and lists that switch), so a port shut again after `no shutdown` is a failed revert. The record keeps the host key the switch presented (`host_key`, the
 switch's identity in the journal): a revert refuses (UnsafeTarget, nothing sent) a switch that now
 presents another key — a different device at that address — unless the target says to accept a
 new key (`drills revert --accept-new-host-key`). A switch that refuses answers `InjectionFailed` / `RevertFailed` with its
@@ -29,6 +31,7 @@ from typing import Any, Mapping
 from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
 from drills.faults import Plan, Reach
+from drills.faults.readback import Reading, read
 from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
 from drills.faults.switch.counters import PortTraffic, read_counters
 from drills.faults.switch.parse import PortState, StateUnreadable, read_state
@@ -44,6 +47,7 @@ __all__ = [
     "inject_port",
     "revert_port",
     "show_state",
+    "verify",
     "revert_spec",
 ]
 
@@ -215,12 +219,19 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
             "command_timeout": command_timeout}
 
 
-def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec") -> Plan:
-    """Read-only: a known dialect and transport; the port the guard checks against the allowlist."""
+def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec",
+         inventory: list[SwitchConfig] | tuple = ()) -> Plan:
+    """Read-only: a known dialect and transport; the port the guard checks against the allowlist. With the
+    switch `inventory`, the far end of the uplink (the switch's `peers`) is journaled too, to be verified."""
     _check_names(switch, interface)  # before anything reaches a session or the journal
     sw = profile.switches
     timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
     undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
+    from drills.faults.switch.ends import far_end
+
+    far = far_end(switch, interface, inventory or profile.switches.devices)
+    if far is not None:
+        undo["peer"] = far
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
                 f"{transport}", undo, Reach(ports=((switch.name, interface),)),
@@ -251,6 +262,14 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
                 command_timeout=float(undo.get("command_timeout", 10.0)),  # wall clock: revert needs no cluster
                 expect_host_key=expect)
     return "reverted"
+
+
+def verify(target, undo: dict, record: dict | None = None) -> Reading:
+    """Read both ends of the uplink again: admin and oper up on the switch (and on the far switch, when
+    journaled). Read-only; the host key recorded at inject is expected unless the target accepts a new one."""
+    from drills.faults.switch.ends import read_ends
+
+    return read(KIND, f"{undo['switch']['name']}:{undo['interface']}", lambda: (read_ends(undo, record, target), ()))
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from drills.core.errors import InvalidProfile
 from drills.twin.fabric.cli import SwitchCli
+from drills.twin.fabric.reshut import PortReshut
 from drills.twin.fabric.spec import fabric_specs, spec_extra
 from drills.twin.fabric.ssh_server import SwitchServer
 from drills.twin.fabric.topology import Fabric
@@ -46,6 +47,7 @@ class FabricHandle:
     inventory_file: Path
     servers: dict[str, SwitchServer] = field(default_factory=dict)
     traffic: Traffic | None = None  # the ports' counters (jobs report their load through it)
+    reshut: PortReshut | None = None  # defect port-reshut / peer-port-reshut (reshut.py)
 
     def __repr__(self) -> str:
         return f"FabricHandle({len(self.servers)} switches in {self.state_dir})"
@@ -60,6 +62,8 @@ class FabricHandle:
         return next(e for e in self.inventory if e["name"] == switch)
 
     def stop(self) -> None:
+        if self.reshut is not None:
+            self.reshut.stop()
         for server in self.servers.values():
             server.request_stop()  # all accept loops wind down together
         for server in self.servers.values():
@@ -83,6 +87,8 @@ def start_fabric(
     cli_answer_after_s: float = 0.0,
     idle_uplinks: int = 0,
     lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
+    reshut_after_s: float | None = None,
+    reshut_end: str = "near",
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
@@ -90,7 +96,8 @@ def start_fabric(
     only names the environment variable (`password_env`) a client should read it from.
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
     (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
-    (switch, iface) without PFC/ECN.
+    (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
+    `no shutdown` (its `reshut`).
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
@@ -103,6 +110,8 @@ def start_fabric(
     known_hosts = state / "known_hosts"
     inventory_file = state / "switches.yaml"
     handle = FabricHandle(fabric, [], state, key_file, known_hosts, inventory_file, traffic=traffic)
+    if reshut_after_s is not None:
+        handle.reshut = PortReshut(fabric, reshut_after_s, reshut_end)
     try:
         for s in specs:
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
@@ -122,6 +131,7 @@ def start_fabric(
                 "dialect": s.dialect,
                 "role": s.role,
                 "uplinks": [u.iface for u in s.uplinks],
+                "peers": {u.iface: f"{u.peer}:{u.peer_iface}" for u in s.uplinks},
                 "host_key_type": host_key.get_name(),
             }
             if password is not None:

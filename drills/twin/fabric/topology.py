@@ -193,6 +193,11 @@ class Fabric:
         """How many admin changes the fabric has taken so far (a reader compares two of these)."""
         return self._seq
 
+    @property
+    def scale(self) -> float:
+        """Twin seconds per wall second of the fabric's clock (1 without one)."""
+        return float(getattr(self._clock, "scale", 1.0) or 1.0)
+
     def pause(self, cluster_seconds: float) -> None:
         """Block the calling thread for `cluster_seconds` of the fabric's clock (a slow control plane)."""
         time.sleep(cluster_seconds / float(getattr(self._clock, "scale", 1.0) or 1.0))

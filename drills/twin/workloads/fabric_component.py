@@ -46,7 +46,8 @@ class FabricComponent:
         self.handle = await loop.run_in_executor(None, lambda: start_fabric(
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
-            idle_uplinks=faults.idle_uplinks, lossy_ports=lossy))
+            idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
+            reshut_end=faults.reshut_end))
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),

@@ -1,0 +1,162 @@
+"""The state a scenario's faults could reach, read before the first fault and again after the reverts settled.
+
+A revert is judged by its own read-back (readback.py); this diff is the wider account a reviewer reads next to
+it (DESIGN §5b): everything the plans could reach — each node's schedulability, taints and readiness, both ends
+of each shut link, the Deployments and PodDisruptionBudgets of the namespaces the faults touched (or whose pods
+ran on a lost node), and what each fault left of its own (processes, pods, files; nothing before the fault).
+A value is `{"value": …, "source": …}`; `diff(before, after)` lists the keys whose value changed. Read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from drills.core.kube import obj_get
+from drills.faults import Plan
+
+__all__ = ["Scope", "capture", "diff", "state_diff"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Scope:
+    """What the diff reads: grown by each plan before its fault (a namespace found on a node stays in scope)."""
+
+    nodes: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    links: list[dict] = field(default_factory=list)  # switch-uplink undo specs (both ends)
+
+    def add(self, cluster, plan: Plan) -> None:
+        for name, _labels in plan.reach.nodes:
+            if name not in self.nodes:
+                self.nodes.append(name)
+                for ns in _namespaces_on(cluster, name):
+                    self._namespace(ns)
+        for ns in plan.reach.namespaces:
+            self._namespace(ns)
+        if plan.kind == "switch-uplink" and plan.undo not in self.links:
+            self.links.append(dict(plan.undo))
+
+    def _namespace(self, ns: str) -> None:
+        if ns not in self.namespaces:
+            self.namespaces.append(ns)
+
+
+def capture(cluster, scope: Scope, left: Mapping[str, Iterable[str]] | None = None) -> dict[str, dict]:
+    """Read everything in `scope` now; `left`: per fault ("kind target"), what it left in place."""
+    state: dict[str, dict] = {}
+    for name in scope.nodes:
+        state[f"node {name}"] = _guarded(lambda n=name: _node(cluster, n))
+    for undo in scope.links:
+        state.update(_links(undo))
+    for ns in scope.namespaces:
+        state.update(_workloads(cluster, ns))
+    for fault, items in (left or {}).items():
+        state[f"left by {fault}"] = {"value": sorted(items), "source": "the fault's read-back"}
+    return state
+
+
+def diff(before: Mapping[str, dict], after: Mapping[str, dict]) -> list[dict]:
+    """Each key whose value differs (or that exists on one side only), with both values and sources."""
+    changed = []
+    for key in list(dict.fromkeys([*before, *after])):
+        b, a = before.get(key), after.get(key)
+        if (b or {}).get("value") != (a or {}).get("value"):
+            changed.append({"key": key, "before": (b or {}).get("value"), "after": (a or {}).get("value"),
+                            "source": (a or b or {}).get("source")})
+    return changed
+
+
+def state_diff(before: Mapping[str, dict], after: Mapping[str, dict], at_before: str | None,
+               at_after: str | None) -> dict[str, Any]:
+    """The record's `details.state_diff`: both snapshots, when they were read, and what changed."""
+    return {"before_at": at_before, "after_at": at_after, "changed": diff(before, after),
+            "before": dict(before), "after": dict(after)}
+
+
+# -- readers ------------------------------------------------------------------------------------
+def _guarded(reader) -> dict:
+    try:
+        return reader()
+    except Exception as err:  # noqa: BLE001 — an unread value is shown as unread, never as a state
+        return _unread(err)
+
+
+def _unread(err: BaseException) -> dict:
+    status = getattr(err, "status", None)
+    why = f"{status} {getattr(err, 'reason', '')}".strip() if status is not None else (str(err) or type(err).__name__)
+    return {"value": f"unreadable: {why}", "source": "read failed"}
+
+
+def _node(cluster, name: str) -> dict:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        node = json.loads(cluster.core.read_node(name, _preload_content=False).data)
+    except ApiException as err:
+        if err.status == 404:
+            return {"value": "not found", "source": f"GET nodes/{name}: 404"}
+        raise
+    conditions = {c.get("type"): c.get("status") for c in obj_get(node, "status", "conditions", default=None) or []}
+    value = {"unschedulable": bool(obj_get(node, "spec", "unschedulable", default=False)),
+             "taints": sorted(f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+                              for t in obj_get(node, "spec", "taints", default=None) or []),
+             "Ready": conditions.get("Ready"),
+             "gpu_allocatable": obj_get(node, "status", "allocatable", "nvidia.com/gpu")}
+    if "GPUHealthy" in conditions:
+        value["GPUHealthy"] = conditions["GPUHealthy"]
+    return {"value": value, "source": f"nodes/{name} @ resourceVersion {obj_get(node, 'metadata', 'resourceVersion')}"}
+
+
+def _links(undo: dict) -> dict[str, dict]:
+    from drills.faults.switch.ends import read_ends
+
+    name = f"link {undo['switch']['name']} {undo['interface']}"
+    try:
+        return {f"port {o.object}": {"value": o.value, "source": o.source} for o in read_ends(undo)}
+    except Exception as err:  # noqa: BLE001
+        return {name: _unread(err)}
+
+
+def _workloads(cluster, ns: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    try:
+        deployments = json.loads(cluster.apps.list_namespaced_deployment(ns, _preload_content=False).data)
+        rv = obj_get(deployments, "metadata", "resourceVersion")
+        for d in deployments.get("items", []):
+            out[f"deployment {ns}/{d['metadata']['name']}"] = {
+                "value": {"replicas": obj_get(d, "spec", "replicas"), "ready": obj_get(d, "status", "readyReplicas") or 0},
+                "source": f"deployments in {ns} @ resourceVersion {rv}"}
+        pdbs = json.loads(cluster.policy.list_namespaced_pod_disruption_budget(ns, _preload_content=False).data)
+        rv = obj_get(pdbs, "metadata", "resourceVersion")
+        for p in pdbs.get("items", []):
+            spec = p.get("spec") or {}
+            out[f"pdb {ns}/{p['metadata']['name']}"] = {
+                "value": {"minAvailable": spec.get("minAvailable"), "maxUnavailable": spec.get("maxUnavailable"),
+                          "disruptionsAllowed": obj_get(p, "status", "disruptionsAllowed")},
+                "source": f"poddisruptionbudgets in {ns} @ resourceVersion {rv}"}
+    except Exception as err:  # noqa: BLE001
+        out[f"workloads in {ns}"] = _unread(err)
+    return out
+
+
+def _namespaces_on(cluster, node: str) -> list[str]:
+    """The namespaces of the non-DaemonSet pods on `node` (what losing it disrupts)."""
+    try:
+        resp = cluster.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
+    except Exception as err:  # noqa: BLE001 — the diff is an account, not a gate: it reads what it can
+        log.debug("cannot list the pods on %s: %s", node, err)
+        return []
+    found = []
+    for pod in json.loads(resp.data).get("items", []):
+        owners = obj_get(pod, "metadata", "ownerReferences", default=None) or []
+        if any(o.get("kind") == "DaemonSet" for o in owners):
+            continue
+        ns = obj_get(pod, "metadata", "namespace")
+        if ns and ns not in found:
+            found.append(ns)
+    return found

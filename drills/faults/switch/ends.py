@@ -1,0 +1,61 @@
+"""Both ends of a switch uplink, read back after its revert (drills/faults/readback.py).
+
+`no shutdown` answered OK says nothing about a minute later: a config agent may shut the port again, or the
+far end (the spine's port of the same cable) may be down. The near end is read over the leaf's own SSH
+session; the far end over the far switch's, when the inventory names it (`SwitchConfig.peers`, written by
+the twin's inventory; LLDP on a site) and lists that switch. Read-only: `show` lines only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drills.core.errors import CheckFailed
+from drills.faults.readback import Observation
+from drills.faults.switch.session import HostKey, SwitchSession
+from drills.faults.switch.uplink import _check_names, _state
+from drills.profile.model import SwitchConfig
+
+__all__ = ["read_ends", "far_end"]
+
+log = logging.getLogger(__name__)
+
+
+def read_ends(undo: dict, record: dict | None = None, target=None) -> list[Observation]:
+    """Both ends of the journaled uplink as their switches report them now (the far end when it is known)."""
+    cfg = SwitchConfig.model_validate(undo["switch"])
+    expect = None
+    if record and record.get("host_key") and not getattr(target, "accept_new_host_key", False):
+        expect = HostKey.parse(record["host_key"])
+    seen = [_read_end(cfg, undo["interface"], undo, expect)]
+    far = undo.get("peer")
+    if far and far.get("switch"):
+        seen.append(_read_end(SwitchConfig.model_validate(far["switch"]), far["interface"], undo, None))
+    elif far:
+        seen.append(Observation(f"{far['name']} {far['interface']} (far end)", "not read: the far switch is not in the "
+                                "switch inventory", "switch inventory", True))
+    return seen
+
+
+def _read_end(cfg: SwitchConfig, interface: str, undo: dict, expect: HostKey | None) -> Observation:
+    _check_names(cfg, interface)  # a journal is input too
+    with SwitchSession(cfg, undo.get("transport", "exec"), error=CheckFailed,
+                       accept_unknown_host_keys=bool(undo.get("accept_unknown_host_keys")),
+                       connect_timeout=float(undo.get("connect_timeout", 5.0)),
+                       command_timeout=float(undo.get("command_timeout", 10.0)), expect_host_key=expect) as session:
+        state = _state(session, interface, CheckFailed)
+        line = session.dialect.command("show", interface)[0]
+    return Observation(f"{cfg.name} {interface}", {"admin": state.admin, "oper": state.oper},
+                       f"ssh {cfg.name} ({cfg.host}:{cfg.port}): `{line}`", state.admin_up and state.oper_up)
+
+
+def far_end(switch: SwitchConfig, interface: str, inventory) -> dict | None:
+    """The far end of `interface` as the journal keeps it: its switch's config (if in the inventory) and port."""
+    named = (switch.peers or {}).get(interface)
+    if not named or ":" not in named:
+        return None
+    name, far_iface = named.split(":", 1)
+    cfg = next((s for s in inventory or () if s.name == name), None)
+    if cfg is not None:
+        _check_names(cfg, far_iface)
+    return {"name": name, "interface": far_iface, "switch": cfg.model_dump(mode="json") if cfg is not None else None}
