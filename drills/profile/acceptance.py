@@ -10,13 +10,14 @@ if its image differs, `command`) per check.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drills.profile.images import FIO_IMAGE
 
-__all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "AcceptanceConfig", "GATE_TAINT_KEY"]
+__all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "Requirement", "Waiver", "AcceptanceConfig",
+           "GATE_TAINT_KEY", "DEFAULT_REQUIRED"]
 
 CheckName = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "switch-port", "storage"]
 CHECKS: tuple[str, ...] = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "switch-port", "storage")
@@ -82,6 +83,26 @@ class Thresholds(_Strict):
     store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
 
 
+class Requirement(_Strict):
+    """A check a node must pass to be accepted; `min_level` for DCGM (its diagnostic level)."""
+
+    min_level: int | None = Field(None, ge=1, le=4)
+
+
+class Waiver(_Strict):
+    """An explicit exception, printed in the report's sign-off: this check need not pass on this node."""
+
+    check: CheckName
+    node: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    by: str = Field(min_length=1)  # who signed it off
+
+
+# Every check is required by default, DCGM at level ≥ 2 (level 1 runs no GPU test); a site that cannot run
+# one says so in `required` (or waives it per node) — it is never silently left out.
+DEFAULT_REQUIRED: dict[str, Requirement] = {c: Requirement(min_level=2 if c == "dcgm" else None) for c in CHECKS}
+
+
 class AcceptanceConfig(_Strict):
     namespace: str = "ai-platform"  # where the Jobs run (must be in safety.allow.namespaces)
     checks: list[CheckName] = list(CHECKS)
@@ -92,6 +113,22 @@ class AcceptanceConfig(_Strict):
     leaf_port_annotation: str = "network.gpu-drills.io/leaf-port"  # node annotation: its leaf switch port
     max_nodes: int = Field(64, ge=1)  # new nodes one run may take (its blast radius)
     twin_profile: str = "expansion"  # the twin `drills accept` starts when the target is the twin
+    # Expectations (drills/acceptance/catalogue.yaml): the server type and GPU model are read from the node's
+    # labels unless named here; `expect` overrides a catalogue figure by name (`gpus`, `nics.rate_gbps`, …)
+    # and the report shows it as the profile's, not the catalogue's.
+    server: str | None = None
+    product: str | None = None
+    expect: dict[str, Any] = {}
+    required: dict[CheckName, Requirement] = DEFAULT_REQUIRED
+    waivers: list[Waiver] = []
+    pair_across_leaves: bool = True  # the reference node sits under another leaf: the pair test crosses the spine
+
+    @model_validator(mode="after")
+    def _waivers_name_required_checks(self) -> "AcceptanceConfig":
+        for w in self.waivers:
+            if w.check not in self.required:
+                raise ValueError(f"waiver for {w.check} on {w.node}: {w.check} is not a required check")
+        return self
 
     def job(self, check: str) -> JobSpec:
         return self.jobs.get(check) or DEFAULT_JOBS[check]

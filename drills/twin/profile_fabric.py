@@ -89,6 +89,7 @@ class PortFaults(Strict):
     answer_after: Duration = 0.0  # a line that changed a port is answered this long after the change
     idle_uplinks: int = Field(default=0, ge=0)  # each leaf's first N uplinks are up but outside ECMP: no traffic
     lossy_nodes: list[str] = []  # the leaf ports facing these nodes run without PFC and ECN (a missed RoCE config)
+    isolated_leaves: list[str] = []  # these leaves' uplinks are down from the start: cut off from the spines
 
 
 class Fabric(Strict):

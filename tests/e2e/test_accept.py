@@ -37,7 +37,7 @@ EXPECTED = {
     "dcgm-fail": {"dcgm"},
     "hot-gpu": {"burn"},
     "slow-rail": {"rdma", "nccl-pair"},
-    "nic-down": {"rdma", "nccl-pair"},
+    "nic-down": {"rdma"},  # 7 of 8 rails still outrun the 4-rail reference: only ibstat sees it
     "slow-store-client": {"storage"},
     "pfc-off-on-new-port": {"switch-port"},
 }

@@ -47,6 +47,9 @@ class FabricComponent:
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy))
+        for leaf in faults.isolated_leaves:  # before the hub reads the leaves: they start cut off
+            for uplink in profile.fabric.switches[leaf].uplinks:
+                self.handle.fabric.set_admin(leaf, uplink.iface, False, source="twin profile: isolated leaf")
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),
