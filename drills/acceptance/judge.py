@@ -185,7 +185,7 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
                 "transports": result.transports, "hosts": list(result.hosts), "ranks": len(result.ranks)}
     limits = {"busbw_min_gbs": minimum, "transport": "RDMA" if peer else None}
     if peer and not result.failure and (path := _pair_path(node, peer, result)):
-        return _nogo(node, check, "wrong_path", f"all_reduce_perf {where}: {path}", measured, limits, peer)
+        return _nogo(node, check, path[0], f"all_reduce_perf {where}: {path[1]}", measured, limits, peer)
     if result.failure:
         return _nogo(node, check, "tool_error", f"all_reduce_perf {where} failed: {result.failure}", measured, limits,
                      peer)
@@ -203,19 +203,19 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
     return _go(node, check, f"bus bandwidth {result.peak_busbw:.1f} GB/s {where}{via}", measured, limits, peer)
 
 
-def _pair_path(node: str, peer: str, result: nccl_tests.PerfResult) -> str | None:
+def _pair_path(node: str, peer: str, result: nccl_tests.PerfResult) -> tuple[Failure, str] | None:
     """Why the pair's output does not prove a network path between both hosts (None: it does): ranks on
     both hosts, and each host's NCCL on a network transport (IB/RoCE; Socket is judged as a fallback)."""
     hosts = set(result.hosts)
     if len(hosts) < 2:
-        return (f"every rank ran on {', '.join(sorted(hosts)) or 'no host'}: the pair never left the node "
-                "(NVLink/P2P inside one machine), not a network path")
+        return "wrong_path", (f"every rank ran on {', '.join(sorted(hosts)) or 'no host'}: the pair never left "
+                              "the node (NVLink/P2P inside one machine), not a network path")
     if hosts != {node, peer}:
-        return f"its ranks ran on {', '.join(sorted(hosts))}, not on {node} and {peer}"
+        return "wrong_node", f"its ranks ran on {', '.join(sorted(hosts))}, not on {node} and {peer}"
     silent = [h for h in (node, peer) if h not in result.transports]
     if silent:
-        return (f"no NCCL network transport printed for {', '.join(silent)} (NCCL_DEBUG=INFO shows NET/IB or "
-                "NET/Socket): the path is not shown")
+        return "wrong_path", (f"no NCCL network transport printed for {', '.join(silent)} (NCCL_DEBUG=INFO shows "
+                              "NET/IB or NET/Socket): the path is not shown")
     return None
 
 
