@@ -173,7 +173,7 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
         except DrillError as err:
             result.results += [not_run(n, "switch-port", str(err)) for n in plan.nodes]
         else:
-            result.results += check_ports(profile, inventory, plan.ports, t)
+            result.results += check_ports(profile, inventory, plan.ports, t, result.raw)
     result.results = identity.cross_check(result.results)
     result.results += policy.missing_required(cfg, plan.nodes, result.results)
     if "storage" in plan.checks and t.store_aggregate_read_mb_s_min is not None:

@@ -76,8 +76,9 @@ class Thresholds(_Strict):
     rail_rate_gbps: int | None = 400  # ibstat's port rate
     rail_bw_min_gbps: float = Field(350.0, gt=0)  # ib_write_bw per rail
     port_speed: str | None = "400G"  # the switch port facing the node
-    port_mtu: int | None = 9100
-    roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) on
+    port_mtu: int | None = 9100  # the least MTU the switch port must carry (a larger one carries the frames too)
+    port_errors_max: int = Field(0, ge=0)  # input/output/CRC errors on the new node's port (a bad cable or optic)
+    roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) and ECN on
     store_read_mb_s_min: float = Field(10000.0, gt=0)  # fio from one node to the shared store
     store_write_mb_s_min: float = Field(6000.0, gt=0)
     store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
