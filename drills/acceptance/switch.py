@@ -42,28 +42,30 @@ def parse_pfc_priority(text: str) -> dict[str, tuple[int, ...]]:
 def check_ports(profile, inventory, ports: dict[str, tuple[str | None, str | None]], t: Thresholds,
                 raw: dict | None = None) -> list[CheckResult]:
     """One result per node: `ports` maps node → (leaf switch, leaf interface) as the node's labels say; `raw`
-    (if given) receives each node's switch outputs, keyed (node, "switch-port", None)."""
+    (if given) receives each node's switch outputs, keyed (node, "switch-port", None). One session per leaf;
+    a switch-wide view (no port in its command) is read once per session."""
     by_name = {s.name: s for s in inventory}
-    sw_cfg = profile.switches
-    out = []
+    out: list[CheckResult] = []
+    per_leaf: dict[str, list[tuple[str, str]]] = {}
     for node, (leaf, iface) in sorted(ports.items()):
         if not leaf or not iface:
             out.append(not_run(node, "switch-port", f"{node} names no leaf switch port (label {profile.faults.leaf_label}"
                                f" and annotation {profile.acceptance.leaf_port_annotation})"))
-            continue
-        cfg = by_name.get(leaf)
-        if cfg is None:
+        elif leaf not in by_name:
             out.append(not_run(node, "switch-port", f"{node}'s leaf {leaf} is not in the switch inventory"))
-            continue
+        else:
+            per_leaf.setdefault(leaf, []).append((node, iface))
+    for leaf, facing in sorted(per_leaf.items()):
         try:
-            result, text = _one(node, cfg, iface, t, sw_cfg)
+            done = _leaf(by_name[leaf], facing, t, profile.switches)
         except DrillError as err:
-            out.append(not_run(node, "switch-port", f"switch {leaf} port {iface} for {node}: {err}"))
+            out += [not_run(node, "switch-port", f"switch {leaf} port {iface} for {node}: {err}") for node, iface in facing]
             continue
-        out.append(result)
-        if raw is not None and text:
-            raw[(node, "switch-port", None)] = text
-    return out
+        for result, text in done:
+            out.append(result)
+            if raw is not None and text:
+                raw[(result.node, "switch-port", None)] = text
+    return sorted(out, key=lambda r: r.node)
 
 
 def judge_port(node: str, where: str, admin: str, oper: str, facts: PortFacts, t: Thresholds,
@@ -106,19 +108,34 @@ def judge_port(node: str, where: str, admin: str, oper: str, facts: PortFacts, t
                        f"{errors} errors{lossless}", measured, limits)
 
 
-def _one(node: str, cfg, iface: str, t: Thresholds, sw_cfg) -> tuple[CheckResult, str]:
+def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tuple[CheckResult, str]]:
     dialect = load_switch_dialect(cfg.dialect)
-    values = dialect.check_interface(iface)
-    where = f"{cfg.name} {iface} (facing {node})"
     views = [v for v in dialect.port if t.roce or not v.roce]
+    values = {iface: dialect.check_interface(iface) for _, iface in facing}  # every name checked before connecting
     if not views:
-        return not_run(node, "switch-port", f"{where}: the {dialect.name} dialect names no port views "
-                       "(speed, MTU, PFC, ECN) to read"), ""
+        return [(not_run(node, "switch-port", f"{cfg.name} {iface} (facing {node}): the {dialect.name} dialect names "
+                         "no port views (speed, MTU, PFC, ECN) to read"), "") for node, iface in facing]
+    out = []
     with SwitchSession(cfg, accept_unknown_host_keys=sw_cfg.accept_unknown_host_keys, error=CheckFailed,
                        connect_timeout=sw_cfg.connect_timeout_s, command_timeout=sw_cfg.command_timeout_s,
                        dialect=dialect) as s:
-        status = s.run(dialect.command("show", iface)[0])
-        answers = [s.run(dialect.line(v.command, values)) for v in views]
+        cache: dict[str, object] = {}  # switch-wide views (`show ecn`, `show roce`) once per session
+        for node, iface in facing:
+            status = s.run(dialect.command("show", iface)[0])
+            cache[status.command] = status  # SONiC's first view is its status command
+            answers = []
+            for v in views:
+                line = dialect.line(v.command, values[iface])
+                if line not in cache:
+                    cache[line] = s.run(line)
+                answers.append(cache[line])
+            out.append(_judge_answers(node, cfg.name, iface, dialect, views, status, answers, t))
+    return out
+
+
+def _judge_answers(node: str, switch: str, iface: str, dialect, views, status, answers, t: Thresholds
+                   ) -> tuple[CheckResult, str]:
+    where = f"{switch} {iface} (facing {node})"
     text = "\n".join(f"{dialect.name}# {a.command}\n{a.output.rstrip()}" for a in [status, *answers])
     failed = [a for a in answers if not a.ok]
     if failed:
@@ -128,5 +145,4 @@ def _one(node: str, cfg, iface: str, t: Thresholds, sw_cfg) -> tuple[CheckResult
     except StateUnreadable as err:
         return not_run(node, "switch-port", f"{where}: state unreadable ({err})"), text
     facts = read_facts(views, [a.output for a in answers], iface)
-    r = judge_port(node, where, state.admin, state.oper, facts, t, dialect.name)
-    return r, text
+    return judge_port(node, where, state.admin, state.oper, facts, t, dialect.name), text
