@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from drills.acceptance.judge import CheckResult
 
-__all__ = ["bind", "cross_check"]
+__all__ = ["bind", "cross_check", "of_node"]
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,24 @@ def bind(r: CheckResult, pod: dict | None) -> CheckResult:
     return r
 
 
-def cross_check(results: list[CheckResult]) -> list[CheckResult]:
+def of_node(results: list[CheckResult], node: str) -> dict[str, list[str]]:
+    """The hardware identities `node`'s checks reported (what an accepted node's annotation records)."""
+    gpus = sorted({u for r in results if r.node == node and r.check == "gpu" for u in r.measured.get("gpu_uuids") or ()})
+    nics = sorted({g for r in results if r.node == node and r.check == "rdma"
+                   for g in (r.measured.get("nic_guids") or {}).values()})
+    return {"gpus": gpus, "nics": nics}
+
+
+def cross_check(results: list[CheckResult], known: dict[str, dict] | None = None) -> list[CheckResult]:
     """The run's results with every identity conflict made a `wrong_node` no-go: a GPU UUID or NIC GUID
-    reported by two nodes (both named on both), or gpu-burn's GPUs not the gpu check's GPUs of that node."""
+    reported by two nodes of this run (both named on both) or recorded by an accepted node (`known`: node →
+    its accepted identity), or gpu-burn's GPUs not the gpu check's GPUs of that node."""
     seen: dict[tuple[str, str], set[str]] = {}  # (kind, id) → nodes that reported it
+    for other, ident in (known or {}).items():
+        for uuid in ident.get("gpus") or ():
+            seen.setdefault(("GPU", uuid), set()).add(other)
+        for guid in ident.get("nics") or ():
+            seen.setdefault(("NIC", guid), set()).add(other)
     listed: dict[str, set[str]] = {}  # node → the gpu check's UUIDs
     for r in results:
         if r.peer is not None:

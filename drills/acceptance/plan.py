@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from drills.acceptance.catalogue import Expectation, expectation_for
 from drills.core.errors import InvalidProfile, UnsafeTarget
 from drills.core.kube import obj_get
+from drills.faults.accept_gate import IDENTITY_ANNOTATION
 from drills.faults.accept_gate import VERDICT_ANNOTATION as ACCEPTANCE_ANNOTATION
 from drills.profile.acceptance import GATE_TAINT_KEY
 from drills.profile.safety import check_namespace_allowed, check_node_allowed
@@ -38,6 +39,7 @@ class AcceptPlan:
     expect: dict[str, Expectation] = field(default_factory=dict)  # node (and the reference) → its expectation
     reference_problem: str | None = None  # why the reference cannot prove a pair's path (None: fit)
     leaves: dict[str, str | None] = field(default_factory=dict)
+    known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
@@ -104,7 +106,7 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
                    (obj_get(all_nodes[n], "metadata", "annotations", default=None) or {}).get(cfg.leaf_port_annotation))
                for n in names},
         ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
-        expect=expect, reference_problem=problem, leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
 
 
 def unfit_reference(node: dict) -> str | None:
@@ -156,6 +158,20 @@ def _pick_reference(all_nodes: dict, names: list[str], avoid_leaves: set, leaves
         if unfit_reference(node) is None and leaves.get(name) not in avoid_leaves - {None}:
             return name
     return None
+
+
+def _known_identities(all_nodes: dict, names: list[str]) -> dict[str, dict]:
+    """The GPU UUIDs and NIC GUIDs earlier acceptances recorded on the nodes outside this batch."""
+    out = {}
+    for name, node in all_nodes.items():
+        text = (obj_get(node, "metadata", "annotations", default=None) or {}).get(IDENTITY_ANNOTATION)
+        if name in names or not text:
+            continue
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            log.warning("node %s: unreadable %s annotation; its identities are not compared", name, IDENTITY_ANNOTATION)
+    return out
 
 
 def _labels(node: dict) -> dict:

@@ -121,7 +121,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 entries.revert("accept-jobs")
                 if opts.gate:
                     if finished:
-                        result.gate = entries.settle_gate(cluster, result.node_verdicts())
+                        result.gate = entries.settle_gate(cluster, result.node_verdicts(), result.results)
                     else:
                         entries.revert("accept-gate")
                 journal.guard = None
@@ -174,7 +174,7 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
             result.results += [not_run(n, "switch-port", str(err)) for n in plan.nodes]
         else:
             result.results += check_ports(profile, inventory, plan.ports, t, result.raw)
-    result.results = identity.cross_check(result.results)
+    result.results = identity.cross_check(result.results, plan.known)
     result.results += policy.missing_required(cfg, plan.nodes, result.results)
     if "storage" in plan.checks and t.store_aggregate_read_mb_s_min is not None:
         total = sum(r.measured.get("read_mb_s", 0.0) for r in result.results if r.check == "storage")
@@ -275,7 +275,8 @@ class _Entries:
             self.journal.close_entry(entry_id, outcome or "reverted")
         return True
 
-    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]]) -> dict[str, list[str]]:
+    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]],
+                    results: list[CheckResult]) -> dict[str, list[str]]:
         """The run finished: untaint the nodes that passed, keep (annotate, event) the ones that did not."""
         from drills.faults import accept_gate
 
@@ -289,7 +290,7 @@ class _Entries:
                     done["kept"].append(node)
                 else:
                     accept_gate.release(cluster, node)
-                    accept_gate.accepted(cluster, node)
+                    accept_gate.accepted(cluster, node, identity.of_node(results, node))
                     done["untainted"].append(node)
             outcome = (f"settled: untainted {', '.join(done['untainted']) or 'none'}; kept on "
                        f"{', '.join(done['kept']) or 'none'} (no-go)")

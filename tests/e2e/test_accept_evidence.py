@@ -79,6 +79,9 @@ def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp
     proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-02,gpu-new-03,gpu-new-04,gpu-new-05", "ev")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
+    accepted = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"]
+    recorded = json.loads(accepted["gpu-drills.io/accepted-identity"])  # what later runs compare against
+    assert len(recorded["gpus"]) == 8 and len(recorded["nics"]) == 8
     # expectation: the node agrees with itself (7 = 7); the catalogue's DGX H100 has 8
     lost = _nogo(run_dir, "gpu-new-02")
     assert set(lost) == {"gpu"} and lost["gpu"]["details"]["failure"] == "missing_gpu"

@@ -174,3 +174,13 @@ def test_a_burn_above_the_gpus_tf32_peak_is_implausible_and_a_real_one_is_not():
     assert plausible.check(ok, e).go
     fast = CheckResult("n1", "burn", True, "ok", measured={"gflops_per_gpu": [52000.0, 610000.0], "temp_max_c": 67})
     assert plausible.check(fast, e).failure == "implausible"
+
+
+def test_an_identity_an_accepted_node_recorded_is_wrong_node_on_a_new_one():
+    e = expectation_for("gpu-new-07", DGX, AcceptanceConfig())
+    r = judge_gpu("gpu-new-07", _smi("gpu-train-01", 8), Thresholds(), 8, e)
+    recorded = identity.of_node([judge_gpu("gpu-train-01", _smi("gpu-train-01", 8), Thresholds(), 8, e)], "gpu-train-01")
+    assert len(recorded["gpus"]) == 8 and recorded["nics"] == []
+    got = identity.cross_check([r], {"gpu-train-01": recorded})
+    assert got[0].failure == "wrong_node" and "also reported by gpu-train-01" in got[0].reason
+    assert identity.cross_check([r], {"gpu-train-01": {"gpus": ["GPU-other"]}})[0].go
