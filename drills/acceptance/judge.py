@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
-                  "wrong_node", "wrong_path", "implausible", "missing_nic"]
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -121,8 +121,9 @@ def judge_dcgm(node: str, text: str, t: Thresholds, min_level: int | None = None
     ran = [x for x in result.tests if x.section != "Deployment" and x.result != "Skip"]
     sections = {x.section for x in ran}
     reached = 3 if "Stress" in sections else 2 if sections & {"Hardware", "Integration"} else 1
+    ids = [d.strip() for d in (result.metadata.get("GPU Device IDs Detected") or "").split(",") if d.strip()]
     measured = {"tests": len(result.tests), "failed": [f.name for f in result.failures],
-                "dcgm": result.metadata.get("DCGM Version"), "level_ran": reached}
+                "dcgm": result.metadata.get("DCGM Version"), "level_ran": reached, "gpus_tested": len(ids) or None}
     limits = {"level": t.dcgm_level, "failures_allowed": 0, "min_level": min_level}
     if result.failures:
         first = result.failures[0]
@@ -149,7 +150,8 @@ def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
     temps = [result.max_temp_c(i) for i in range(n)]
     errors = [result.errors(i) for i in range(n)]
     measured = {"gflops_min": min(gflops), "gflops_per_gpu": gflops, "temp_max_c": max(temps), "errors": sum(errors),
-                "gpu_uuids": [g.uuid for g in nvidia_smi.parse_list(text)]}  # gpu-burn prints nvidia-smi -L's lines
+                "gpu_uuids": [g.uuid for g in nvidia_smi.parse_list(text)],  # gpu-burn prints nvidia-smi -L's lines
+                "gpus_tested": n}
     limits = {"gemm_gflops_min": t.gemm_gflops_min, "max_temp_c": t.max_temp_c, "errors": 0}
     if any(errors):
         bad = [i for i, e in enumerate(errors) if e]
@@ -260,6 +262,7 @@ def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None =
                      measured, limits)
     if not rails:
         return _nogo(node, "rdma", "tool_error", f"no ib_write_bw result from {node}", measured, limits)
+    measured["rails_tested"] = len(measured["rail_gbps"])
     return _go(node, "rdma", f"{len(cas)} ports Active; every rail ≥ {min(measured['rail_gbps'].values()):.0f} Gb/s",
                measured, limits)
 

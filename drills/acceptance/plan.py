@@ -33,7 +33,7 @@ class AcceptPlan:
     reference: str | None
     checks: tuple[str, ...]
     capacity: dict[str, int]  # node → nvidia.com/gpu
-    rails: dict[str, tuple[str, ...]]  # node → its RDMA devices (twin: the pool's; real: the profile's)
+    rails: dict[str, tuple[str, ...]]  # node → its RDMA devices (annotation); (): every adapter ibstat lists
     ports: dict[str, tuple[str | None, str | None]]  # node → (leaf switch, leaf port)
     ips: dict[str, str]
     expect: dict[str, Expectation] = field(default_factory=dict)  # node (and the reference) → its expectation
@@ -179,8 +179,10 @@ def _labels(node: dict) -> dict:
 
 
 def _rails(node: dict) -> tuple[str, ...]:
+    """The node's RDMA devices as its annotation names them; none named: the Job tests every adapter ibstat
+    lists (never a guessed list, which would leave NICs untested)."""
     text = (obj_get(node, "metadata", "annotations", default=None) or {}).get("gpu-drills.io/rdma-devices")
-    return tuple(text.split(",")) if text else ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+    return tuple(text.split(",")) if text else ()
 
 
 def _ip(node: dict) -> str:

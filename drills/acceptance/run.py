@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from drills.acceptance import identity, plausible, policy
+from drills.acceptance import coverage, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan, make_plan
@@ -162,6 +162,7 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
                     r = judge(check, node, text, t, capacity=plan.capacity.get(node, 0), expect=plan.expect.get(node),
                               peer=peer, min_level=level)
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
+                    r = coverage.check(r, plan.expect.get(node))
                 (result.pairs if k == 1 else result.results).append(r)
     if "switch-port" in plan.checks:
         from drills.acceptance.switch import check_ports

@@ -51,7 +51,7 @@ DEFAULT_JOBS: dict[str, JobSpec] = {
                          command=_sh('mpirun -np "$ACCEPT_RANKS" -H "$ACCEPT_HOSTS" -x NCCL_DEBUG=INFO '
                                      "all_reduce_perf -b 8M -e 8G -f 2 -g 1")),
     "rdma": JobSpec(image="docker.io/mellanox/tcpdump-rdma:latest", gpus=False,
-                    command=_sh('echo "=== ibstat"; ibstat; for d in $ACCEPT_RAILS; do echo "=== ib_write_bw -d $d"; '
+                    command=_sh('echo "=== ibstat"; ibstat; for d in ${ACCEPT_RAILS:-$(ibstat -l)}; do echo "=== ib_write_bw -d $d"; '
                                 'ib_write_bw -d "$d" -s 65536 -D 10 --report_gbits "$ACCEPT_PEER"; done')),
     "storage": JobSpec(image=FIO_IMAGE, gpus=False,  # the storage drill's fio image, by digest
                        command=_sh('fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '

@@ -84,7 +84,8 @@ def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp
     assert len(recorded["gpus"]) == 8 and len(recorded["nics"]) == 8
     # expectation: the node agrees with itself (7 = 7); the catalogue's DGX H100 has 8
     lost = _nogo(run_dir, "gpu-new-02")
-    assert set(lost) == {"gpu"} and lost["gpu"]["details"]["failure"] == "missing_gpu"
+    assert set(lost) == {"gpu", "dcgm", "burn", "nccl-node"} and lost["gpu"]["details"]["failure"] == "missing_gpu"
+    assert {lost[c]["details"]["failure"] for c in ("dcgm", "burn", "nccl-node")} == {"partial"}  # 7 of 8 GPUs
     assert "advertises 7" in lost["gpu"]["reason"] and "a DGX-H100 has 8" in lost["gpu"]["reason"]
     assert lost["gpu"]["details"]["expected"]["gpus"]["origin"] == "catalogue"
     # identity: both nodes named, neither accepted on the other's evidence

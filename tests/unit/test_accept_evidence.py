@@ -184,3 +184,17 @@ def test_an_identity_an_accepted_node_recorded_is_wrong_node_on_a_new_one():
     got = identity.cross_check([r], {"gpu-train-01": recorded})
     assert got[0].failure == "wrong_node" and "also reported by gpu-train-01" in got[0].reason
     assert identity.cross_check([r], {"gpu-train-01": {"gpus": ["GPU-other"]}})[0].go
+
+
+def test_a_check_that_covered_part_of_the_node_is_partial():
+    from drills.acceptance import coverage
+    from drills.acceptance.judge import judge_dcgm
+
+    e = expectation_for("n1", DGX, AcceptanceConfig())
+    four = judge_dcgm("n1", _real("dcgmi-diag-r3-dcgm4-pass.txt"), Thresholds(dcgm_level=3))  # 4 GPUs detected
+    assert four.go and four.measured["gpus_tested"] == 4
+    got = coverage.check(four, e)
+    assert not got.go and got.failure == "partial" and "covered 4 of the 8 GPUs a DGX-H100 has" in got.reason
+    rails = CheckResult("n1", "rdma", True, "ok", measured={"rails_tested": 4})
+    assert coverage.check(rails, e).failure == "partial"
+    assert coverage.check(CheckResult("n1", "rdma", True, "ok", measured={"rails_tested": 8}), e).go

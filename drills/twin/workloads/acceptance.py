@@ -121,7 +121,8 @@ class AcceptanceController(Controller):
             code = 0
             peer = self._node_by_ip(env.get("ACCEPT_PEER", ""))
             reachable = fault.rdma_loopback or peer is None or self._path(node, peer)
-            for h in hcas:
+            tested = env.get("ACCEPT_RAILS", "").split() or hcas  # the Job's list, else every adapter (ibstat -l)
+            for h in [h for h in tested if h in hcas]:
                 rate = self._rail_rate(node, h) * (1.2 if fault.rdma_loopback else 1.0)  # no wire: PCIe bounds it
                 lines.append(f"{T.MARK} ib_write_bw -d {h}")
                 lines += T.ib_write_bw(h, rate > 0, "Ethernet" if fig.link_layer == "Ethernet" else "IB",
