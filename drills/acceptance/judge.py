@@ -12,7 +12,7 @@ from typing import Any, Literal
 from drills.core.errors import DrillError
 from drills.measure.accept import dcgmi, gpu_burn, ibstat, nccl_tests, nvidia_smi, perftest
 from drills.acceptance.catalogue import Expectation
-from drills.profile.acceptance import Thresholds
+from drills.profile.acceptance import Requirement, Thresholds
 
 __all__ = ["Failure", "CheckResult", "judge", "judge_gpu", "judge_dcgm", "judge_burn", "judge_nccl_node",
            "judge_nccl_pair", "judge_rdma", "judge_storage", "not_run", "RDMA_MARK"]
@@ -57,14 +57,16 @@ def not_run(node: str, check: str, why: str, peer: str | None = None) -> CheckRe
 
 
 def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, expect: Expectation | None = None,
-          peer: str | None = None, min_level: int | None = None) -> CheckResult:
-    """Dispatch to the check's judge; a tool output that does not parse is a no-go (tool_error)."""
+          peer: str | None = None, need: Requirement | None = None) -> CheckResult:
+    """Dispatch to the check's judge; a tool output that does not parse is a no-go (tool_error). `need` is
+    the policy's requirement for the check (DCGM's level, the burn-in's length)."""
+    need = need or Requirement()
     try:
         if check == "nccl-pair":
             return judge_nccl_pair(node, peer or "?", text, t)
         fn = {"gpu": lambda: judge_gpu(node, text, t, capacity, expect),
-              "dcgm": lambda: judge_dcgm(node, text, t, min_level),
-              "burn": lambda: judge_burn(node, text, t), "nccl-node": lambda: judge_nccl_node(node, text, t),
+              "dcgm": lambda: judge_dcgm(node, text, t, need.min_level),
+              "burn": lambda: judge_burn(node, text, t, need.min_seconds), "nccl-node": lambda: judge_nccl_node(node, text, t),
               "rdma": lambda: judge_rdma(node, text, t, expect), "storage": lambda: judge_storage(node, text, t)}[check]
         return fn()
     except DrillError as err:  # ToolOutputError, or fio's report errors
@@ -93,12 +95,24 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
     if foreign:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
                      f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    mig = nvidia_smi.parse_mig(text)
+    if mig:
+        return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi -L on {node} lists {len(mig)} MIG devices: MIG mode "
+                     "splits its GPUs; a node is accepted whole (disable MIG)", dict(measured, mig_devices=len(mig)), limits)
     if len(gpus) != expected or capacity != expected:
         return _nogo(node, "gpu", "missing_gpu", f"a pod on {node} sees {len(gpus)} GPUs (nvidia-smi -L); the node "
                      f"advertises {capacity} (nvidia.com/gpu); a {expect.server or expect.gpu} has {expected} "
                      f"({figure.origin}: {figure.source})", measured, limits)
     table = nvidia_smi.parse_table(text)
     measured.update(driver=table.driver_version, cuda=table.cuda_version)
+    memory = expect.get("memory_gb") if expect is not None else None
+    small = [g for g in table.gpus if memory is not None and g.memory_total_mib is not None
+             and g.memory_total_mib * 2**20 < memory.value * 1e9]
+    if small:
+        g = small[0]
+        measured["memory_mib"] = [x.memory_total_mib for x in table.gpus]
+        return _nogo(node, "gpu", "product_mismatch", f"GPU {g.index} of {node} has {g.memory_total_mib} MiB; a "
+                     f"{expect.gpu} has {memory.value} GB ({memory.source})", measured, dict(limits, memory_gb=memory.value))
     if table.errored:  # listed by -L, but the driver cannot read it (fallen off the bus, GSP timeout, …)
         measured["errored_gpus"] = list(table.errored)
         return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} shows ERR! for GPU "
@@ -143,7 +157,7 @@ def judge_dcgm(node: str, text: str, t: Thresholds, min_level: int | None = None
     return _go(node, "dcgm", f"DCGM level {t.dcgm_level}: {len(ran)} GPU tests ran, none failed", measured, limits)
 
 
-def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
+def judge_burn(node: str, text: str, t: Thresholds, min_seconds: int | None = None) -> CheckResult:
     result = gpu_burn.parse_burn(text)
     n = result.gpus
     gflops = [result.peak_gflops(i) for i in range(n)]
@@ -151,8 +165,8 @@ def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
     errors = [result.errors(i) for i in range(n)]
     measured = {"gflops_min": min(gflops), "gflops_per_gpu": gflops, "temp_max_c": max(temps), "errors": sum(errors),
                 "gpu_uuids": [g.uuid for g in nvidia_smi.parse_list(text)],  # gpu-burn prints nvidia-smi -L's lines
-                "gpus_tested": n}
-    limits = {"gemm_gflops_min": t.gemm_gflops_min, "max_temp_c": t.max_temp_c, "errors": 0}
+                "gpus_tested": n, "burn_s": result.seconds}
+    limits = {"gemm_gflops_min": t.gemm_gflops_min, "max_temp_c": t.max_temp_c, "errors": 0, "min_seconds": min_seconds}
     if any(errors):
         bad = [i for i, e in enumerate(errors) if e]
         return _nogo(node, "burn", "diag_failed", f"gpu-burn on {node}: computation errors on GPU "
@@ -168,7 +182,12 @@ def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
         i = slow[0]
         return _nogo(node, "burn", "slow", f"GPU {i} of {node}: {gflops[i]:.0f} Gflop/s in the burn-in, below "
                      f"{t.gemm_gflops_min:.0f}", measured, limits)
-    return _go(node, "burn", f"{n} GPUs ≥ {min(gflops):.0f} Gflop/s, hottest {max(temps)} °C", measured, limits)
+    if min_seconds is not None and (result.seconds or 0) < min_seconds:
+        ran = "no `Burning for N seconds` line" if result.seconds is None else f"{result.seconds} s"
+        return _nogo(node, "burn", "not_run", f"gpu-burn on {node} burned {ran}; the acceptance policy requires "
+                     f"≥ {min_seconds} s (a shorter run never reaches the temperatures that throttle)", measured, limits)
+    return _go(node, "burn", f"{n} GPUs ≥ {min(gflops):.0f} Gflop/s for {result.seconds} s, hottest {max(temps)} °C",
+               measured, limits)
 
 
 def judge_nccl_node(node: str, text: str, t: Thresholds) -> CheckResult:

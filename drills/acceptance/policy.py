@@ -11,11 +11,7 @@ from __future__ import annotations
 import logging
 
 from drills.acceptance.judge import CheckResult, not_run
-from drills.profile.acceptance import Requirement
-
-__all__ = ["missing_required", "waiver_for", "blocking", "DEFAULT_LEVEL"]
-
-DEFAULT_LEVEL = Requirement()  # a required check with no level (or a check that is not required)
+__all__ = ["missing_required", "waiver_for", "blocking"]
 
 log = logging.getLogger(__name__)
 

@@ -153,14 +153,13 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
                 continue
             progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
             outputs = _run_phase(cluster, cfg, plan, run_id, check, pairs)
-            level = (cfg.required.get("dcgm") or policy.DEFAULT_LEVEL).min_level if check == "dcgm" else None
             for (node, peer), (text, why, pod) in outputs.items():
                 if text is None:
                     r = not_run(node, check, why, peer)
                 else:
                     result.raw[(node, check, peer)] = text
                     r = judge(check, node, text, t, capacity=plan.capacity.get(node, 0), expect=plan.expect.get(node),
-                              peer=peer, min_level=level)
+                              peer=peer, need=cfg.required.get(check))
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = coverage.check(r, plan.expect.get(node))
                 (result.pairs if k == 1 else result.results).append(r)

@@ -85,9 +85,11 @@ class Thresholds(_Strict):
 
 
 class Requirement(_Strict):
-    """A check a node must pass to be accepted; `min_level` for DCGM (its diagnostic level)."""
+    """A check a node must pass to be accepted; `min_level` for DCGM (the level that really ran), `min_seconds`
+    for the burn-in (the run length gpu-burn itself announced)."""
 
     min_level: int | None = Field(None, ge=1, le=4)
+    min_seconds: int | None = Field(None, gt=0)
 
 
 class Waiver(_Strict):
@@ -101,7 +103,9 @@ class Waiver(_Strict):
 
 # Every check is required by default, DCGM at level ≥ 2 (level 1 runs no GPU test); a site that cannot run
 # one says so in `required` (or waives it per node) — it is never silently left out.
-DEFAULT_REQUIRED: dict[str, Requirement] = {c: Requirement(min_level=2 if c == "dcgm" else None) for c in CHECKS}
+# The burn-in at least the seed's 3 minutes: a shorter one never reaches the temperatures that throttle.
+DEFAULT_REQUIRED: dict[str, Requirement] = {c: Requirement(min_level=2 if c == "dcgm" else None,
+                                                           min_seconds=180 if c == "burn" else None) for c in CHECKS}
 
 
 class AcceptanceConfig(_Strict):

@@ -198,3 +198,26 @@ def test_a_check_that_covered_part_of_the_node_is_partial():
     rails = CheckResult("n1", "rdma", True, "ok", measured={"rails_tested": 4})
     assert coverage.check(rails, e).failure == "partial"
     assert coverage.check(CheckResult("n1", "rdma", True, "ok", measured={"rails_tested": 8}), e).go
+
+
+def test_mig_partitioned_gpus_are_not_the_product():
+    listing = _real("nvidia-smi-L-4x-a100-mig.txt")
+    e = expectation_for("n1", {"node.kubernetes.io/instance-type": "dgx-a100"}, AcceptanceConfig())
+    got = judge_gpu("n1", listing, Thresholds(), 4, e)
+    assert not got.go and got.failure == "product_mismatch" and "4 MIG devices" in got.reason
+
+
+def test_a_gpu_with_less_memory_than_its_datasheet_is_not_the_product():
+    text = _smi("n1", 8).replace("81559MiB", "40960MiB")
+    got = judge_gpu("n1", text, Thresholds(), 8, expectation_for("n1", DGX, AcceptanceConfig()))
+    assert not got.go and got.failure == "product_mismatch" and "has 40960 MiB; a H100-SXM has 80 GB" in got.reason
+    assert judge_gpu("n1", _smi("n1", 8), Thresholds(), 8, expectation_for("n1", DGX, AcceptanceConfig())).go
+
+
+def test_a_burn_shorter_than_the_policy_is_not_run_whatever_its_figures():
+    from drills.acceptance.judge import judge_burn
+
+    text = _real("gpu-burn-1gpu-ok.txt")  # `Burning for 10 seconds.`
+    assert judge_burn("n1", text, Thresholds(gemm_gflops_min=1000)).go
+    got = judge_burn("n1", text, Thresholds(gemm_gflops_min=1000), min_seconds=180)
+    assert not got.go and got.failure == "not_run" and "burned 10 s" in got.reason and got.measured["burn_s"] == 10
