@@ -33,6 +33,7 @@ CONSTRUCTIONS = [
     ("identity", "gpu-new-03 fronts gpu-new-04's machine (same host name, GPU UUIDs, NIC GUIDs)",
      "gpu-new-03,gpu-new-04", {}),
     ("plausibility", "gpu-new-05: ib_write_bw loops through its own HCA, 1.2 × line rate", "gpu-new-05", {}),
+    ("identity (store)", "gpu-new-06: the store is not mounted, fio measures the local NVMe", "gpu-new-06", {}),
     ("required check", "dcgm left out of acceptance.checks", "gpu-new-01", {"checks": [c for c in ALL if c != "dcgm"]}),
     ("path", "reference gpu-iso-02: new, failing, still tainted, same isolated leaf", "gpu-iso-01",
      {"reference_node": "gpu-iso-02"}),
@@ -42,13 +43,14 @@ CONSTRUCTIONS = [
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=5, leaves=["leaf-4"])
+    pools["new"].update(count=6, leaves=["leaf-4"])
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     raw["fabric"].setdefault("port_faults", {})["isolated_leaves"] = ["leaf-3"]
     raw["new_nodes"]["faults"] = {"gpu-new-02": {"visible_gpus": 7, "advertised_lost": True},
                                   "gpu-new-03": {"machine": "gpu-new-04"},
                                   "gpu-new-05": {"rdma_loopback": True},
+                                  "gpu-new-06": {"store_not_mounted": True},
                                   "gpu-iso-02": {"down_rails": ["mlx5_1"]}}
     return raw
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from drills.acceptance.judge import CheckResult
 
-__all__ = ["bind", "cross_check", "of_node"]
+__all__ = ["bind", "cross_check", "of_node", "store_mount"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,31 @@ def bind(r: CheckResult, pod: dict | None) -> CheckResult:
     if hosts and r.check == "nccl-node" and set(hosts) != {r.node}:
         other = sorted(set(hosts) - {r.node})
         return _wrong(r, f"all_reduce_perf for {r.node} ran its ranks on {', '.join(sorted(hosts))}", other[0] if other else None)
+    return r
+
+
+def store_mount(r: CheckResult, text: str, t) -> CheckResult:
+    """The storage check measured the shared store only if `df -PT` shows the store's filesystem at the
+    path fio wrote to: none shown is `not_run`; the node's own disk (or a type the profile does not list)
+    is `wrong_target` — fio then measured a local disk, not the store."""
+    from drills.acceptance.judge import tool_sections
+    from drills.measure.accept.df import LOCAL_TYPES, parse_df
+
+    if r.check != "storage" or not r.go:
+        return r
+    mounts = parse_df(tool_sections(text).get("df", ""))
+    if not mounts:
+        return replace(r, go=False, failure="not_run", reason=f"storage on {r.node}: the store's mount is not shown "
+                       "(`df -PT` of the directory fio wrote to): the figures may be any disk's")
+    m = mounts[-1]
+    r = replace(r, evidence={**r.evidence, "store": f"{m.source} ({m.fstype}) at {m.mountpoint}"})
+    wrong = (t.store_fs_types is not None and m.fstype not in t.store_fs_types) or (
+        t.store_fs_types is None and m.fstype in LOCAL_TYPES)
+    if wrong:
+        return replace(r, go=False, failure="wrong_target",
+                       reason=f"storage on {r.node}: fio wrote to {m.source}, a {m.fstype} filesystem at {m.mountpoint}"
+                              + (f" (the store is {', '.join(t.store_fs_types)})" if t.store_fs_types else
+                                 " on the node itself") + ": it measured the node's disk, not the shared store")
     return r
 
 

@@ -15,13 +15,13 @@ from drills.acceptance.catalogue import Expectation
 from drills.profile.acceptance import Requirement, Thresholds
 
 __all__ = ["Failure", "CheckResult", "judge", "judge_gpu", "judge_dcgm", "judge_burn", "judge_nccl_node",
-           "judge_nccl_pair", "judge_rdma", "judge_storage", "not_run", "RDMA_MARK"]
+           "judge_nccl_pair", "judge_rdma", "judge_storage", "not_run", "RDMA_MARK", "tool_sections"]
 
 log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
-                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial"]
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -243,7 +243,7 @@ def _pair_path(node: str, peer: str, result: nccl_tests.PerfResult) -> tuple[Fai
 def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None = None) -> CheckResult:
     """`=== ibstat` then one `=== ib_write_bw -d HCA` section per rail; the adapters ibstat lists against the
     server's compute NIC count (catalogue), the ports' state, rate and link layer, each rail's bandwidth."""
-    sections = _sections(text)
+    sections = tool_sections(text)
     cas = ibstat.parse_ibstat(sections.get("ibstat", ""))
     rails = {name.split()[-1]: body for name, body in sections.items() if name.startswith("ib_write_bw")}
     measured: dict[str, Any] = {"ports": {c.name: c.ports[0].state if c.ports else "?" for c in cas}, "rail_gbps": {},
@@ -306,7 +306,8 @@ def judge_storage(node: str, text: str, t: Thresholds) -> CheckResult:
     return _go(node, "storage", f"fio from {node}: read {read:.0f} MB/s, write {write:.0f} MB/s", measured, limits)
 
 
-def _sections(text: str) -> dict[str, str]:
+def tool_sections(text: str) -> dict[str, str]:
+    """A Job log that runs several tools, split at the `=== <tool> <args>` lines its script echoes."""
     out: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():

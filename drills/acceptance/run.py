@@ -161,7 +161,7 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
                     r = judge(check, node, text, t, capacity=plan.capacity.get(node, 0), expect=plan.expect.get(node),
                               peer=peer, need=cfg.required.get(check))
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
-                    r = coverage.check(r, plan.expect.get(node))
+                    r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, t)
                 (result.pairs if k == 1 else result.results).append(r)
     if "switch-port" in plan.checks:
         from drills.acceptance.switch import check_ports

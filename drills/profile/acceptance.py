@@ -54,7 +54,8 @@ DEFAULT_JOBS: dict[str, JobSpec] = {
                     command=_sh('echo "=== ibstat"; ibstat; for d in ${ACCEPT_RAILS:-$(ibstat -l)}; do echo "=== ib_write_bw -d $d"; '
                                 'ib_write_bw -d "$d" -s 65536 -D 10 --report_gbits "$ACCEPT_PEER"; done')),
     "storage": JobSpec(image=FIO_IMAGE, gpus=False,  # the storage drill's fio image, by digest
-                       command=_sh('fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
+                       command=_sh('echo "=== df"; df -PT "$ACCEPT_DIR"; echo "=== fio"; '
+                                   'fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
                                    "--ioengine=libaio --iodepth=32 --runtime=60 --time_based --group_reporting "
                                    "--name=seqread --rw=read --name=seqwrite --rw=write --stonewall")),
 }
@@ -81,6 +82,7 @@ class Thresholds(_Strict):
     roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) and ECN on
     store_read_mb_s_min: float = Field(10000.0, gt=0)  # fio from one node to the shared store
     store_write_mb_s_min: float = Field(6000.0, gt=0)
+    store_fs_types: list[str] | None = None  # the shared store's filesystem types (df -PT), e.g. [nfs4, lustre]
     store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
 
 

@@ -38,6 +38,9 @@ class NodeFault(Strict):
     # the reference's address resolves to this node itself (a stale /etc/hosts in the image): ib_write_bw
     # loops through its own HCA and reports more than the wire carries
     rdma_loopback: bool = False
+    # the shared store is not mounted on this node: the hostPath lands on its local NVMe (ext4) and fio
+    # measures that disk
+    store_not_mounted: bool = False
 
 
 class ToolFigures(Strict):

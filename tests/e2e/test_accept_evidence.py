@@ -4,7 +4,8 @@ trusted what a node says about itself. One twin for the module (the expansion pr
     leaf-4 (uplinks up)   gpu-new-01 sound · gpu-new-02 lost a GPU for good (nvidia-smi AND nvidia.com/gpu say 7
                           on an 8-GPU DGX H100) · gpu-new-03 fronts gpu-new-04's machine (its tools print
                           gpu-new-04's host name, GPU UUIDs, NIC GUIDs) · gpu-new-04 sound · gpu-new-05's
-                          ib_write_bw loops through its own HCA (1.2 × line rate)
+                          ib_write_bw loops through its own HCA (1.2 × line rate) · gpu-new-06 has no store
+                          mounted (fio measures its local NVMe)
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -34,13 +35,14 @@ GATE = "gpu-drills.io/unaccepted"
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=5, leaves=["leaf-4"])
+    pools["new"].update(count=6, leaves=["leaf-4"])
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     raw["fabric"].setdefault("port_faults", {})["isolated_leaves"] = ["leaf-3"]
     raw["new_nodes"]["faults"] = {"gpu-new-02": {"visible_gpus": 7, "advertised_lost": True},
                                   "gpu-new-03": {"machine": "gpu-new-04"},
                                   "gpu-new-05": {"rdma_loopback": True},
+                                  "gpu-new-06": {"store_not_mounted": True},
                                   "gpu-iso-02": {"down_rails": ["mlx5_1"]}}
     return raw
 
@@ -76,7 +78,7 @@ def _nogo(run_dir: Path, node: str) -> dict[str, dict]:
 
 
 def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp_path):
-    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-02,gpu-new-03,gpu-new-04,gpu-new-05", "ev")
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-02,gpu-new-03,gpu-new-04,gpu-new-05,gpu-new-06", "ev")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
     accepted = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"]
@@ -99,6 +101,10 @@ def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp
     loop = _nogo(run_dir, "gpu-new-05")
     assert set(loop) == {"rdma"} and loop["rdma"]["details"]["failure"] == "implausible"
     assert "above the physical limit 400.0" in loop["rdma"]["reason"]
+    # identity of the store: fio measured the node's own disk (the store is not mounted there)
+    local = _nogo(run_dir, "gpu-new-06")
+    assert set(local) == {"storage"} and local["storage"]["details"]["failure"] == "wrong_target"
+    assert "a ext4 filesystem at /store on the node itself" in local["storage"]["reason"]
     # the evidence in the report: raw output attached, expectation and its source as parameters
     allure = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
     gpu = next(r for r in allure if r["name"] == "gpu on gpu-new-02")

@@ -221,3 +221,17 @@ def test_a_burn_shorter_than_the_policy_is_not_run_whatever_its_figures():
     assert judge_burn("n1", text, Thresholds(gemm_gflops_min=1000)).go
     got = judge_burn("n1", text, Thresholds(gemm_gflops_min=1000), min_seconds=180)
     assert not got.go and got.failure == "not_run" and "burned 10 s" in got.reason and got.measured["burn_s"] == 10
+
+
+def test_fio_on_the_nodes_own_disk_is_not_the_store():
+    from drills.acceptance.identity import store_mount
+
+    ok = CheckResult("n1", "storage", True, "fio ok")
+    df = "Filesystem     Type 1024-blocks    Used Available Capacity Mounted on\n{} /store\n"
+    local = "=== df\n" + df.format("/dev/md0       ext4   2031616 2030624       992     100%") + "=== fio\n{}"
+    shared = "=== df\n" + df.format("10.0.0.5:/ckpt nfs4   2031616 2030624       992     100%") + "=== fio\n{}"
+    got = store_mount(ok, local, Thresholds())
+    assert not got.go and got.failure == "wrong_target" and "/dev/md0, a ext4 filesystem at /store" in got.reason
+    assert store_mount(ok, shared, Thresholds()).go
+    assert store_mount(ok, shared, Thresholds(store_fs_types=["lustre"])).failure == "wrong_target"
+    assert store_mount(ok, "{}", Thresholds()).failure == "not_run"

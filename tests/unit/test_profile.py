@@ -75,6 +75,7 @@ ACCEPT_EFFECTS = {
     "cloned-node-identity": lambda p: _new(p).machine == "gpu-new-01",
     "rdma-loopback": lambda p: _new(p).rdma_loopback,
     "isolated-new-leaf": lambda p: p.fabric.port_faults.isolated_leaves == ["leaf-3"],
+    "store-not-mounted": lambda p: _new(p).store_not_mounted,
 }
 
 

@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json"]
+__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -184,6 +184,12 @@ def ib_write_bw(hca: str, up: bool, link_type: str, gbps: float, peer_ip: str = 
             " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
             f" 65536      {iters:<10}       {gbps * 1.004:.2f}             {gbps:.2f}  \t\t   {gbps * 1e9 / 8 / 65536 / 1e6:.6f}",
             rule]
+
+
+def df_pt(source: str, fstype: str, mountpoint: str) -> list[str]:
+    """`df -PT PATH` (coreutils): the filesystem holding the path."""
+    return ["Filesystem                   Type  1024-blocks       Used   Available Capacity Mounted on",
+            f"{source:<28} {fstype:<5} 107374182400 5368709120 102005473280       5% {mountpoint}"]
 
 
 def fio_json(read_mb_s: float, write_mb_s: float, runtime_s: float) -> list[str]:

@@ -130,8 +130,13 @@ class AcceptanceController(Controller):
                 code = code or (0 if rate > 0 and reachable else 1)
             return lines, code
         if check == "storage":
-            return T.fio_json(fig.store_read_mb_s * fault.store_factor, fig.store_write_mb_s * fault.store_factor,
-                              self.model.durations.storage), 0
+            store = env.get("ACCEPT_DIR", "/store")
+            if fault.store_not_mounted:  # the node's own NVMe RAID, not the store
+                return ([f"{T.MARK} df"] + T.df_pt("/dev/md0", "ext4", store) + [f"{T.MARK} fio"]
+                        + T.fio_json(25000.0, 14000.0, self.model.durations.storage)), 0
+            return ([f"{T.MARK} df"] + T.df_pt("10.10.0.10:/checkpoint-store", "nfs4", store) + [f"{T.MARK} fio"]
+                    + T.fio_json(fig.store_read_mb_s * fault.store_factor, fig.store_write_mb_s * fault.store_factor,
+                                 self.model.durations.storage)), 0
         return [f"unknown acceptance check {check!r}"], 2
 
     def _machine(self, node: str) -> str:
