@@ -166,6 +166,15 @@ def _signoff(result) -> list[str]:
     not_run = [r for r in result.results if r.failure == "not_run"]
     waived = result.waived() if hasattr(result, "waived") else []
     out = ["## Sign-off", ""]
+    pol = getattr(result, "policy", None)
+    if pol is not None:
+        from drills.profile.acceptance import CHECKS
+
+        need = [f"{c}" + (f" (level ≥ {r.min_level})" if r.min_level else "")
+                + (f" (≥ {r.min_seconds} s)" if r.min_seconds else "") for c, r in pol.required.items()]
+        dropped = [c for c in CHECKS if c not in pol.required]
+        out += [f"Required checks: {', '.join(need) or 'none'}."
+                + (f" Not required by this profile (acceptance.required): {', '.join(dropped)}." if dropped else ""), ""]
     if result.plan.reference_problem:
         out += [f"Pair tests: the reference {result.plan.reference} cannot prove a path — {result.plan.reference_problem}.", ""]
     out += ["Checks not run (each a no-go unless waived):" if not_run else "Checks not run: none.", ""]

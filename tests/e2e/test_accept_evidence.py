@@ -132,6 +132,7 @@ def test_a_required_check_left_out_of_the_profile_is_a_not_run_no_go(twin, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     signoff = (run_dir / "summary.md").read_text().split("## Sign-off", 1)[1]
     assert "dcgm" in signoff and "j.doe" in signoff and "DCGM image not mirrored yet" in signoff
+    assert "Required checks: dcgm (level ≥ 2), gpu." in signoff and "Not required by this profile" in signoff
 
 
 def test_a_reference_that_is_a_failing_tainted_node_on_the_same_isolated_leaf_proves_nothing(twin, tmp_path):
