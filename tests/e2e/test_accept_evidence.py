@@ -138,6 +138,7 @@ def test_a_required_check_left_out_of_the_profile_is_a_not_run_no_go(twin, tmp_p
                                       "by": "j.doe"}])
     proc, run_dir = _accept(twin, tmp_path, "gpu-new-01", "waived", "--profile", waived)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and "(waived by j.doe: DCGM image not mirrored yet)" in proc.stdout
     signoff = (run_dir / "summary.md").read_text().split("## Sign-off", 1)[1]
     assert "dcgm" in signoff and "j.doe" in signoff and "DCGM image not mirrored yet" in signoff
     assert "Required checks: dcgm (level ≥ 2), gpu." in signoff and "Not required by this profile" in signoff
