@@ -11,15 +11,17 @@ from typing import Any, Literal
 
 from drills.core.errors import DrillError
 from drills.measure.accept import dcgmi, gpu_burn, ibstat, nccl_tests, nvidia_smi, perftest
-from drills.profile.acceptance import Thresholds
+from drills.acceptance.catalogue import Expectation
+from drills.profile.acceptance import Requirement, Thresholds
 
 __all__ = ["Failure", "CheckResult", "judge", "judge_gpu", "judge_dcgm", "judge_burn", "judge_nccl_node",
-           "judge_nccl_pair", "judge_rdma", "judge_storage", "not_run", "RDMA_MARK"]
+           "judge_nccl_pair", "judge_rdma", "judge_storage", "not_run", "RDMA_MARK", "tool_sections"]
 
 log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
-                  "port_down", "port_config", "tool_error", "not_run"]
+                  "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -33,6 +35,8 @@ class CheckResult:
     thresholds: dict[str, Any] = field(default_factory=dict)
     failure: Failure | None = None
     peer: str | None = None
+    expected: dict[str, Any] = field(default_factory=dict)  # figure → {value, origin, source} (catalogue/profile)
+    evidence: dict[str, Any] = field(default_factory=dict)  # pod, spec.nodeName, hosts, GPU UUIDs, NIC GUIDs…
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,29 +56,63 @@ def not_run(node: str, check: str, why: str, peer: str | None = None) -> CheckRe
     return _nogo(node, check, "not_run", why, {}, {}, peer)
 
 
-def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, peer: str | None = None) -> CheckResult:
-    """Dispatch to the check's judge; a tool output that does not parse is a no-go (tool_error)."""
+def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, expect: Expectation | None = None,
+          peer: str | None = None, need: Requirement | None = None) -> CheckResult:
+    """Dispatch to the check's judge; a tool output that does not parse is a no-go (tool_error). `need` is
+    the policy's requirement for the check (DCGM's level, the burn-in's length)."""
+    need = need or Requirement()
     try:
         if check == "nccl-pair":
             return judge_nccl_pair(node, peer or "?", text, t)
-        fn = {"gpu": lambda: judge_gpu(node, text, t, capacity), "dcgm": lambda: judge_dcgm(node, text, t),
-              "burn": lambda: judge_burn(node, text, t), "nccl-node": lambda: judge_nccl_node(node, text, t),
-              "rdma": lambda: judge_rdma(node, text, t), "storage": lambda: judge_storage(node, text, t)}[check]
+        fn = {"gpu": lambda: judge_gpu(node, text, t, capacity, expect),
+              "dcgm": lambda: judge_dcgm(node, text, t, need.min_level),
+              "burn": lambda: judge_burn(node, text, t, need.min_seconds), "nccl-node": lambda: judge_nccl_node(node, text, t),
+              "rdma": lambda: judge_rdma(node, text, t, expect), "storage": lambda: judge_storage(node, text, t)}[check]
         return fn()
     except DrillError as err:  # ToolOutputError, or fio's report errors
         return _nogo(node, check, "tool_error", f"{check} on {node}: unreadable tool output: {err}", {}, {}, peer)
 
 
-def judge_gpu(node: str, text: str, t: Thresholds, capacity: int) -> CheckResult:
+def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expectation | None = None) -> CheckResult:
+    """The GPUs a pod sees, against the product's count from the catalogue (or the profile's explicit
+    override) — the node's own nvidia.com/gpu capacity is verified too, never taken as the expectation."""
     gpus = nvidia_smi.parse_list(text)
-    expected = t.gpus if t.gpus is not None else capacity
-    measured: dict[str, Any] = {"visible_gpus": len(gpus), "capacity": capacity}
-    limits: dict[str, Any] = {"gpus": expected}
-    if len(gpus) != expected or len(gpus) != capacity:
+    figure = expect.get("gpus") if expect is not None else None
+    measured: dict[str, Any] = {"visible_gpus": len(gpus), "capacity": capacity,
+                                "gpu_uuids": [g.uuid for g in gpus], "gpu_names": sorted({g.name for g in gpus})}
+    if figure is None:
+        where = ", ".join(expect.selected_by) if expect is not None and expect.selected_by else "no catalogue entry"
+        return _nogo(node, "gpu", "no_expectation", f"{node}: no independent GPU count to judge {len(gpus)} visible "
+                     f"GPUs against ({where}; the node's own capacity is not an expectation): label its "
+                     "node.kubernetes.io/instance-type with a catalogued server, or set acceptance.server or "
+                     "acceptance.expect.gpus", measured, {})
+    expected = int(figure.value)
+    limits: dict[str, Any] = {"gpus": expected, "gpus_from": figure.origin}
+    if expect is not None and expect.conflicts:
+        return _nogo(node, "gpu", "product_mismatch", f"{node}: {'; '.join(expect.conflicts)}", measured, limits)
+    names = expect.value("smi_names") if expect is not None else None
+    foreign = sorted({g.name for g in gpus} - set(names or ())) if names else []
+    if foreign:
+        return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
+                     f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    mig = nvidia_smi.parse_mig(text)
+    if mig:
+        return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi -L on {node} lists {len(mig)} MIG devices: MIG mode "
+                     "splits its GPUs; a node is accepted whole (disable MIG)", dict(measured, mig_devices=len(mig)), limits)
+    if len(gpus) != expected or capacity != expected:
         return _nogo(node, "gpu", "missing_gpu", f"a pod on {node} sees {len(gpus)} GPUs (nvidia-smi -L); the node "
-                     f"advertises {capacity} (nvidia.com/gpu) and {expected} are expected", measured, limits)
+                     f"advertises {capacity} (nvidia.com/gpu); a {expect.server or expect.gpu} has {expected} "
+                     f"({figure.origin}: {figure.source})", measured, limits)
     table = nvidia_smi.parse_table(text)
     measured.update(driver=table.driver_version, cuda=table.cuda_version)
+    memory = expect.get("memory_gb") if expect is not None else None
+    small = [g for g in table.gpus if memory is not None and g.memory_total_mib is not None
+             and g.memory_total_mib * 2**20 < memory.value * 1e9]
+    if small:
+        g = small[0]
+        measured["memory_mib"] = [x.memory_total_mib for x in table.gpus]
+        return _nogo(node, "gpu", "product_mismatch", f"GPU {g.index} of {node} has {g.memory_total_mib} MiB; a "
+                     f"{expect.gpu} has {memory.value} GB ({memory.source})", measured, dict(limits, memory_gb=memory.value))
     if table.errored:  # listed by -L, but the driver cannot read it (fallen off the bus, GSP timeout, …)
         measured["errored_gpus"] = list(table.errored)
         return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} shows ERR! for GPU "
@@ -86,21 +124,26 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int) -> CheckResult
     if wrong:
         words = "; ".join(f"{what} {got}, the profile pins {want}" for what, got, want in wrong)
         return _nogo(node, "gpu", "version_mismatch", f"{node}: {words}", measured, limits)
-    return _go(node, "gpu", f"{len(gpus)}/{capacity} GPUs visible; driver {table.driver_version}, CUDA "
+    return _go(node, "gpu", f"{len(gpus)}/{expected} GPUs visible ({expect.server or expect.gpu}); driver {table.driver_version}, CUDA "
                f"{table.cuda_version}", measured, limits)
 
 
-def judge_dcgm(node: str, text: str, t: Thresholds) -> CheckResult:
+def judge_dcgm(node: str, text: str, t: Thresholds, min_level: int | None = None) -> CheckResult:
+    """DCGM's diagnostic: no test failed, and the level that really ran (from the sections whose tests ran,
+    not the level asked for) is at least the policy's minimum."""
     result = dcgmi.parse_diag(text)
+    ran = [x for x in result.tests if x.section != "Deployment" and x.result != "Skip"]
+    sections = {x.section for x in ran}
+    reached = 3 if "Stress" in sections else 2 if sections & {"Hardware", "Integration"} else 1
+    ids = [d.strip() for d in (result.metadata.get("GPU Device IDs Detected") or "").split(",") if d.strip()]
     measured = {"tests": len(result.tests), "failed": [f.name for f in result.failures],
-                "dcgm": result.metadata.get("DCGM Version")}
-    limits = {"level": t.dcgm_level, "failures_allowed": 0}
+                "dcgm": result.metadata.get("DCGM Version"), "level_ran": reached, "gpus_tested": len(ids) or None}
+    limits = {"level": t.dcgm_level, "failures_allowed": 0, "min_level": min_level}
     if result.failures:
         first = result.failures[0]
         note = f": {first.notes[0]}" if first.notes else ""
         return _nogo(node, "dcgm", "diag_failed", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
                      f"{', '.join(f.name for f in result.failures)} failed{note}", measured, limits)
-    ran = [x for x in result.tests if x.section != "Deployment" and x.result != "Skip"]
     if t.dcgm_level >= 2 and not ran:
         # DCGM skips what it cannot run (an unsupported GPU, a missing plugin, another process holding the GPUs):
         # only its software checks passed, and those say nothing of the GPUs
@@ -108,17 +151,22 @@ def judge_dcgm(node: str, text: str, t: Thresholds) -> CheckResult:
         return _nogo(node, "dcgm", "not_run", f"DCGM diagnostic level {t.dcgm_level} on {node} ran no GPU test: "
                      + (f"{', '.join(skipped)} skipped" if skipped else "only the Deployment checks printed"),
                      measured, limits)
+    if min_level is not None and reached < min_level:
+        return _nogo(node, "dcgm", "not_run", f"DCGM on {node} ran level {reached} (asked: {t.dcgm_level}); the "
+                     f"acceptance policy requires level ≥ {min_level}", measured, limits)
     return _go(node, "dcgm", f"DCGM level {t.dcgm_level}: {len(ran)} GPU tests ran, none failed", measured, limits)
 
 
-def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
+def judge_burn(node: str, text: str, t: Thresholds, min_seconds: int | None = None) -> CheckResult:
     result = gpu_burn.parse_burn(text)
     n = result.gpus
     gflops = [result.peak_gflops(i) for i in range(n)]
     temps = [result.max_temp_c(i) for i in range(n)]
     errors = [result.errors(i) for i in range(n)]
-    measured = {"gflops_min": min(gflops), "gflops_per_gpu": gflops, "temp_max_c": max(temps), "errors": sum(errors)}
-    limits = {"gemm_gflops_min": t.gemm_gflops_min, "max_temp_c": t.max_temp_c, "errors": 0}
+    measured = {"gflops_min": min(gflops), "gflops_per_gpu": gflops, "temp_max_c": max(temps), "errors": sum(errors),
+                "gpu_uuids": [g.uuid for g in nvidia_smi.parse_list(text)],  # gpu-burn prints nvidia-smi -L's lines
+                "gpus_tested": n, "burn_s": result.seconds}
+    limits = {"gemm_gflops_min": t.gemm_gflops_min, "max_temp_c": t.max_temp_c, "errors": 0, "min_seconds": min_seconds}
     if any(errors):
         bad = [i for i, e in enumerate(errors) if e]
         return _nogo(node, "burn", "diag_failed", f"gpu-burn on {node}: computation errors on GPU "
@@ -134,7 +182,12 @@ def judge_burn(node: str, text: str, t: Thresholds) -> CheckResult:
         i = slow[0]
         return _nogo(node, "burn", "slow", f"GPU {i} of {node}: {gflops[i]:.0f} Gflop/s in the burn-in, below "
                      f"{t.gemm_gflops_min:.0f}", measured, limits)
-    return _go(node, "burn", f"{n} GPUs ≥ {min(gflops):.0f} Gflop/s, hottest {max(temps)} °C", measured, limits)
+    if min_seconds is not None and (result.seconds or 0) < min_seconds:
+        ran = "no `Burning for N seconds` line" if result.seconds is None else f"{result.seconds} s"
+        return _nogo(node, "burn", "not_run", f"gpu-burn on {node} burned {ran}; the acceptance policy requires "
+                     f"≥ {min_seconds} s (a shorter run never reaches the temperatures that throttle)", measured, limits)
+    return _go(node, "burn", f"{n} GPUs ≥ {min(gflops):.0f} Gflop/s for {result.seconds} s, hottest {max(temps)} °C",
+               measured, limits)
 
 
 def judge_nccl_node(node: str, text: str, t: Thresholds) -> CheckResult:
@@ -150,8 +203,10 @@ def judge_nccl_pair(node: str, peer: str, text: str, t: Thresholds) -> CheckResu
 def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, peer: str | None) -> CheckResult:
     where = f"{node} ↔ {peer}" if peer else f"inside {node}"
     measured = {"busbw_gbs": result.peak_busbw, "avg_busbw_gbs": result.avg_busbw, "wrong": result.wrong,
-                "transports": result.transports}
+                "transports": result.transports, "hosts": list(result.hosts), "ranks": len(result.ranks)}
     limits = {"busbw_min_gbs": minimum, "transport": "RDMA" if peer else None}
+    if peer and not result.failure and (path := _pair_path(node, peer, result)):
+        return _nogo(node, check, path[0], f"all_reduce_perf {where}: {path[1]}", measured, limits, peer)
     if result.failure:
         return _nogo(node, check, "tool_error", f"all_reduce_perf {where} failed: {result.failure}", measured, limits,
                      peer)
@@ -169,13 +224,38 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
     return _go(node, check, f"bus bandwidth {result.peak_busbw:.1f} GB/s {where}{via}", measured, limits, peer)
 
 
-def judge_rdma(node: str, text: str, t: Thresholds) -> CheckResult:
-    """`=== ibstat` then one `=== ib_write_bw -d HCA` section per rail."""
-    sections = _sections(text)
+def _pair_path(node: str, peer: str, result: nccl_tests.PerfResult) -> tuple[Failure, str] | None:
+    """Why the pair's output does not prove a network path between both hosts (None: it does): ranks on
+    both hosts, and each host's NCCL on a network transport (IB/RoCE; Socket is judged as a fallback)."""
+    hosts = set(result.hosts)
+    if len(hosts) < 2:
+        return "wrong_path", (f"every rank ran on {', '.join(sorted(hosts)) or 'no host'}: the pair never left "
+                              "the node (NVLink/P2P inside one machine), not a network path")
+    if hosts != {node, peer}:
+        return "wrong_node", f"its ranks ran on {', '.join(sorted(hosts))}, not on {node} and {peer}"
+    silent = [h for h in (node, peer) if h not in result.transports]
+    if silent:
+        return "wrong_path", (f"no NCCL network transport printed for {', '.join(silent)} (NCCL_DEBUG=INFO shows "
+                              "NET/IB or NET/Socket): the path is not shown")
+    return None
+
+
+def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None = None) -> CheckResult:
+    """`=== ibstat` then one `=== ib_write_bw -d HCA` section per rail; the adapters ibstat lists against the
+    server's compute NIC count (catalogue), the ports' state, rate and link layer, each rail's bandwidth."""
+    sections = tool_sections(text)
     cas = ibstat.parse_ibstat(sections.get("ibstat", ""))
     rails = {name.split()[-1]: body for name, body in sections.items() if name.startswith("ib_write_bw")}
-    measured: dict[str, Any] = {"ports": {c.name: c.ports[0].state if c.ports else "?" for c in cas}, "rail_gbps": {}}
+    measured: dict[str, Any] = {"ports": {c.name: c.ports[0].state if c.ports else "?" for c in cas}, "rail_gbps": {},
+                                "nic_guids": {c.name: c.node_guid for c in cas if c.node_guid},
+                                "port_rate_gbps": {c.name: c.ports[0].rate_gbps for c in cas if c.ports}}
     limits = {"rail_bw_min_gbps": t.rail_bw_min_gbps, "rate_gbps": t.rail_rate_gbps, "link_layer": t.link_layer}
+    nics = expect.get("nics.count") if expect is not None else None
+    if nics is not None:
+        limits["nics"] = nics.value
+        if len(cas) < int(nics.value):
+            return _nogo(node, "rdma", "missing_nic", f"ibstat on {node} lists {len(cas)} RDMA adapters; a "
+                         f"{expect.server} has {nics.value} compute NICs ({nics.origin}: {nics.source})", measured, limits)
     down = [c.name for c in cas if not c.ports or not c.ports[0].up]
     if down:
         return _nogo(node, "rdma", "port_down", f"RDMA port of {', '.join(down)} on {node} is down (ibstat: "
@@ -201,6 +281,7 @@ def judge_rdma(node: str, text: str, t: Thresholds) -> CheckResult:
                      measured, limits)
     if not rails:
         return _nogo(node, "rdma", "tool_error", f"no ib_write_bw result from {node}", measured, limits)
+    measured["rails_tested"] = len(measured["rail_gbps"])
     return _go(node, "rdma", f"{len(cas)} ports Active; every rail ≥ {min(measured['rail_gbps'].values()):.0f} Gb/s",
                measured, limits)
 
@@ -225,7 +306,8 @@ def judge_storage(node: str, text: str, t: Thresholds) -> CheckResult:
     return _go(node, "storage", f"fio from {node}: read {read:.0f} MB/s, write {write:.0f} MB/s", measured, limits)
 
 
-def _sections(text: str) -> dict[str, str]:
+def tool_sections(text: str) -> dict[str, str]:
+    """A Job log that runs several tools, split at the `=== <tool> <args>` lines its script echoes."""
     out: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():

@@ -1,15 +1,25 @@
 """What one acceptance run will do, decided before anything changes: the nodes (names or a label
-selector), the reference node for NCCL pairs, the checks, and the safety decision — allowlist, the run's
-node cap, and a refusal to take a node that already runs workloads (it is not a new node)."""
+selector), each node's expectation (the product catalogue, by its labels or the profile), the reference
+node for NCCL pairs and whether it is fit to be one, the checks, and the safety decision — allowlist, the
+run's node cap, and a refusal to take a node that already runs workloads (it is not a new node).
+
+A reference proves a new node's network path only if it is itself known good: Ready, schedulable, not
+under the gate taint nor marked no-go by an earlier acceptance, outside the batch, and — when the plan
+tests the spine (`acceptance.pair_across_leaves`) — under another leaf. An unfit reference makes every
+pair test `not_run` (no-go), naming why."""
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from drills.acceptance.catalogue import Expectation, expectation_for
 from drills.core.errors import InvalidProfile, UnsafeTarget
 from drills.core.kube import obj_get
+from drills.faults.accept_gate import IDENTITY_ANNOTATION
+from drills.faults.accept_gate import VERDICT_ANNOTATION as ACCEPTANCE_ANNOTATION
+from drills.profile.acceptance import GATE_TAINT_KEY
 from drills.profile.safety import check_namespace_allowed, check_node_allowed
 
 __all__ = ["AcceptPlan", "make_plan", "node_capacity"]
@@ -23,14 +33,24 @@ class AcceptPlan:
     reference: str | None
     checks: tuple[str, ...]
     capacity: dict[str, int]  # node → nvidia.com/gpu
-    rails: dict[str, tuple[str, ...]]  # node → its RDMA devices (twin: the pool's; real: the profile's)
+    rails: dict[str, tuple[str, ...]]  # node → its RDMA devices (annotation); (): every adapter ibstat lists
     ports: dict[str, tuple[str | None, str | None]]  # node → (leaf switch, leaf port)
     ips: dict[str, str]
+    expect: dict[str, Expectation] = field(default_factory=dict)  # node (and the reference) → its expectation
+    reference_problem: str | None = None  # why the reference cannot prove a pair's path (None: fit)
+    leaves: dict[str, str | None] = field(default_factory=dict)
+    known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
-                 f"NCCL pairs with known-good node: {self.reference or 'none'}",
+                 f"NCCL pairs with known-good node: {self.reference or 'none'}"
+                 + (f" — UNFIT: {self.reference_problem}" if self.reference_problem else ""),
                  f"Jobs in namespace {namespace}: {len(self.nodes) * len([c for c in self.checks if c != 'switch-port'])}"]
+        for node in self.nodes:
+            e = self.expect.get(node)
+            if e is not None:
+                lines.append(f"{node} expected as {e.server or e.gpu or 'nothing catalogued'} "
+                             f"({', '.join(e.selected_by) or 'no label matched'})")
         if gate:
             lines.append("gate: taint every node gpu-drills.io/unaccepted:NoSchedule; untaint the nodes that pass")
         return lines
@@ -61,12 +81,22 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
         node, pods = next(iter(busy.items()))
         raise UnsafeTarget(f"node {node} already runs {len(pods)} workload pod(s) ({', '.join(pods[:3])}): it is not "
                            "a new node; acceptance takes only empty nodes (drain it first)")
-    reference = cfg.reference_node or _pick_reference(all_nodes, names)
+    leaf_label = profile.faults.leaf_label
+    leaves = {n: _labels(o).get(leaf_label) for n, o in all_nodes.items()}
+    batch_leaves = {leaves[n] for n in names}
+    reference = cfg.reference_node or _pick_reference(all_nodes, names, batch_leaves if cfg.pair_across_leaves else set(),
+                                                      leaves)
     if reference is not None and reference not in all_nodes:
         raise InvalidProfile(f"acceptance.reference_node {reference} is not a node of this cluster")
     if reference in names:
         raise InvalidProfile(f"the reference node {reference} is one of the nodes under test; pick a known-good one")
-    leaf_label = profile.faults.leaf_label
+    problem = None
+    if reference is not None:
+        problem = unfit_reference(all_nodes[reference])
+        if problem is None and cfg.pair_across_leaves and leaves.get(reference) and leaves[reference] in batch_leaves:
+            problem = (f"{reference} is under {leaves[reference]}, the new nodes' leaf: the pair would never cross the "
+                       "spine (acceptance.pair_across_leaves)")
+    expect = {n: expectation_for(n, _labels(all_nodes[n]), cfg) for n in [*names, *([reference] if reference else [])]}
     return AcceptPlan(
         nodes=tuple(names), reference=reference, checks=tuple(cfg.checks),
         capacity={n: int(obj_get(all_nodes[n], "status", "capacity", default={}).get("nvidia.com/gpu", 0) or 0)
@@ -75,7 +105,26 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
         ports={n: ((obj_get(all_nodes[n], "metadata", "labels", default=None) or {}).get(leaf_label),
                    (obj_get(all_nodes[n], "metadata", "annotations", default=None) or {}).get(cfg.leaf_port_annotation))
                for n in names},
-        ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]})
+        ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
+        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+
+
+def unfit_reference(node: dict) -> str | None:
+    """Why `node` is not a known-good partner (None: it is): NotReady, cordoned, under the gate taint, or
+    marked no-go by an earlier acceptance."""
+    name = node["metadata"]["name"]
+    ready = next((c.get("status") for c in obj_get(node, "status", "conditions", default=None) or []
+                  if c.get("type") == "Ready"), None)
+    if ready != "True":
+        return f"{name} is not Ready"
+    if obj_get(node, "spec", "unschedulable", default=False):
+        return f"{name} is cordoned"
+    if any(t.get("key") == GATE_TAINT_KEY for t in obj_get(node, "spec", "taints", default=None) or []):
+        return f"{name} still carries {GATE_TAINT_KEY}: it has not been accepted"
+    verdict = (obj_get(node, "metadata", "annotations", default=None) or {}).get(ACCEPTANCE_ANNOTATION)
+    if verdict is not None and verdict != "go":
+        return f"{name} was judged {verdict} by an earlier acceptance"
+    return None
 
 
 def node_capacity(node: dict) -> int:
@@ -101,22 +150,39 @@ def _workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _pick_reference(all_nodes: dict, names: list[str]) -> str | None:
-    """A Ready GPU node outside the batch, without the gate taint."""
+def _pick_reference(all_nodes: dict, names: list[str], avoid_leaves: set, leaves: dict) -> str | None:
+    """A fit GPU node outside the batch (unfit_reference), under another leaf than the batch when asked."""
     for name, node in sorted(all_nodes.items()):
-        labels = obj_get(node, "metadata", "labels", default=None) or {}
-        taints = obj_get(node, "spec", "taints", default=None) or []
-        if name in names or labels.get("nvidia.com/gpu.present") != "true":
+        if name in names or _labels(node).get("nvidia.com/gpu.present") != "true":
             continue
-        if any(t.get("key") == "gpu-drills.io/unaccepted" for t in taints):
-            continue
-        return name
+        if unfit_reference(node) is None and leaves.get(name) not in avoid_leaves - {None}:
+            return name
     return None
 
 
+def _known_identities(all_nodes: dict, names: list[str]) -> dict[str, dict]:
+    """The GPU UUIDs and NIC GUIDs earlier acceptances recorded on the nodes outside this batch."""
+    out = {}
+    for name, node in all_nodes.items():
+        text = (obj_get(node, "metadata", "annotations", default=None) or {}).get(IDENTITY_ANNOTATION)
+        if name in names or not text:
+            continue
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            log.warning("node %s: unreadable %s annotation; its identities are not compared", name, IDENTITY_ANNOTATION)
+    return out
+
+
+def _labels(node: dict) -> dict:
+    return obj_get(node, "metadata", "labels", default=None) or {}
+
+
 def _rails(node: dict) -> tuple[str, ...]:
+    """The node's RDMA devices as its annotation names them; none named: the Job tests every adapter ibstat
+    lists (never a guessed list, which would leave NICs untested)."""
     text = (obj_get(node, "metadata", "annotations", default=None) or {}).get("gpu-drills.io/rdma-devices")
-    return tuple(text.split(",")) if text else ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+    return tuple(text.split(",")) if text else ()
 
 
 def _ip(node: dict) -> str:

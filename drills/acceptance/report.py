@@ -14,13 +14,16 @@ from pathlib import Path
 from drills.core import outcomes
 from drills.core.record import Category, Outcome, Record
 
-__all__ = ["DRILL", "SUITE", "write_report", "records", "summary_markdown", "heatmap_png", "allure_results"]
+__all__ = ["DRILL", "SUITE", "TOOLS", "write_report", "records", "summary_markdown", "heatmap_png", "allure_results"]
 
 log = logging.getLogger(__name__)
 
 DRILL = "pre-expansion-acceptance"
 SUITE = "Pre-expansion acceptance"  # the Allure suite: one test per node × check
-_NOT_MEASURED = ("not_run", "tool_error")
+_NOT_MEASURED = ("not_run", "tool_error", "partial")
+_IDENTITIES = ("gpu_uuids", "nic_guids", "port_rate_gbps")
+TOOLS = {"gpu": "nvidia-smi", "dcgm": "dcgmi diag", "burn": "gpu-burn", "nccl-node": "all_reduce_perf",
+         "nccl-pair": "all_reduce_perf", "rdma": "ibstat + ib_write_bw", "storage": "fio", "switch-port": "switch CLI"}
 
 
 def records(run_id: str, profile_name: str, result) -> list[Record]:
@@ -33,7 +36,8 @@ def records(run_id: str, profile_name: str, result) -> list[Record]:
             verdict=Outcome.PASS if r.go else Outcome.FAIL, reason=r.reason,
             category=None if r.go else (Category.CHECK_FAILED if r.failure in _NOT_MEASURED else Category.SLO_BREACH),
             details={"node": r.node, "check": r.check, "peer": r.peer, "measured": r.measured,
-                     "thresholds": r.thresholds, "failure": r.failure,
+                     "thresholds": r.thresholds, "failure": r.failure, "expected": _expected(result, r),
+                     "evidence": r.evidence, "waived": _waived(result, r),
                      "decides": r in result.results},
             target=profile_name, wall_started=now))
     return out
@@ -41,12 +45,15 @@ def records(run_id: str, profile_name: str, result) -> list[Record]:
 
 def write_report(run_dir: Path, run_id: str, profile, result, html_report: bool = False) -> None:
     recs = records(run_id, profile.name, result)
-    allure_results(run_dir / "allure-results", recs)
+    allure_results(run_dir / "allure-results", recs, getattr(result, "raw", None))
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r.to_json(), ensure_ascii=False, default=str) + "\n"
                                                    for r in recs), encoding="utf-8")
     data = {"run_id": run_id, "nodes": list(result.plan.nodes), "reference": result.plan.reference,
             "results": [r.to_dict() for r in result.results], "pairs": [r.to_dict() for r in result.pairs],
-            "aggregate": result.aggregate, "gate": result.gate, "interrupted": result.interrupted}
+            "aggregate": result.aggregate, "gate": result.gate, "interrupted": result.interrupted,
+            "expectations": {n: e.to_dict() for n, e in result.plan.expect.items()},
+            "reference_problem": result.plan.reference_problem,
+            "waivers": [w.model_dump() for _, w in result.waived()]}
     (run_dir / "acceptance.json").write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     png = None
     try:
@@ -67,9 +74,10 @@ def write_report(run_dir: Path, run_id: str, profile, result, html_report: bool 
             log.warning("Allure report not built: %s", err)
 
 
-def allure_results(folder: Path, recs: list[Record]) -> list[Path]:
+def allure_results(folder: Path, recs: list[Record], raw: dict | None = None) -> list[Path]:
     """One Allure 2 result per node × check (and per measured pair): suite `Pre-expansion acceptance`,
-    sub-suite the node, parameters the measured values and their thresholds, the reason as the message."""
+    sub-suite the node, parameters the measured values, their thresholds, each expectation with its source
+    and the evidence's identity (pod, spec.nodeName); the tool's raw output attached; the reason as message."""
     import hashlib
     import uuid
 
@@ -81,8 +89,21 @@ def allure_results(folder: Path, recs: list[Record]) -> list[Path]:
         params = [{"name": f"measured: {k}", "value": _v(v)} for k, v in (d.get("measured") or {}).items()]
         params += [{"name": f"threshold: {k}", "value": _v(v)} for k, v in (d.get("thresholds") or {}).items()
                    if v is not None]
+        params += [{"name": f"expected: {k}", "value": f"{_v(e['value'])} ({e['origin']}: {e['source']})"}
+                   for k, e in (d.get("expected") or {}).items()]
+        params += [{"name": f"evidence: {k}", "value": _v(v)} for k, v in (d.get("evidence") or {}).items() if v is not None]
+        if d.get("waived"):
+            w = d["waived"]
+            params.append({"name": "waived", "value": f"by {w['by']}: {w['reason']}"})
         if d.get("peer"):
             params.insert(0, {"name": "peer", "value": d["peer"]})
+        attachments = []
+        text = (raw or {}).get((d.get("node"), d.get("check"), d.get("peer")))
+        if text is not None:
+            name = f"{uuid.uuid4()}-attachment.txt"
+            (folder / name).write_text(text, encoding="utf-8")
+            attachments.append({"name": f"{TOOLS.get(str(d.get('check')), 'tool')} output ({d.get('node')})",
+                                "source": name, "type": "text/plain"})
         ms = int((rec.wall_started or datetime.now(timezone.utc)).timestamp() * 1000)
         body = {"uuid": str(uuid.uuid4()), "historyId": hashlib.md5(f"{DRILL}/{rec.scenario}".encode()).hexdigest(),
                 "name": rec.scenario, "fullName": f"acceptance.{d.get('node')}.{d.get('check')}.{d.get('peer') or ''}",
@@ -92,7 +113,7 @@ def allure_results(folder: Path, recs: list[Record]) -> list[Path]:
                 "labels": [{"name": "suite", "value": SUITE}, {"name": "subSuite", "value": str(d.get("node"))},
                            {"name": "feature", "value": SUITE}, {"name": "story", "value": str(d.get("check"))},
                            {"name": "tag", "value": "acceptance"}, {"name": "framework", "value": "gpu-drills"}],
-                "parameters": params}
+                "parameters": params, "attachments": attachments}
         path = folder / f"{body['uuid']}-result.json"
         path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
         out.append(path)
@@ -117,7 +138,8 @@ def summary_markdown(run_id: str, result, png: Path | None) -> str:
         cells = []
         for check in checks:
             r = by.get((node, check))
-            cells.append("—" if r is None else ("go" if r.go else "**no-go**"))
+            cells.append("—" if r is None else "go" if r.go else "waived" if _waived(result, r)
+                         else "**not run**" if r.failure == "not_run" else f"**no-go** ({r.failure})")
         verdict = "GO" if not verdicts.get(node) else "**NO-GO**"
         lines.append(f"| {node} | {verdict} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -128,6 +150,7 @@ def summary_markdown(run_id: str, result, png: Path | None) -> str:
         a = result.aggregate
         lines += [f"Shared store, all new nodes together: read {a['read_mb_s']:.0f} MB/s (target ≥ {a['min_mb_s']:.0f}): "
                   f"{'go' if a['go'] else '**no-go**'}.", ""]
+    lines += _signoff(result) + _expectations(result)
     lines += ["## Checks", "", "| node | check | verdict | measured | thresholds | reason |", "|---|---|---|---|---|---|"]
     for r in [*result.results, *result.pairs]:
         where = f"{r.node} ↔ {r.peer}" if r.peer else r.node
@@ -136,6 +159,67 @@ def summary_markdown(run_id: str, result, png: Path | None) -> str:
     if png is not None:
         lines += ["", f"![NCCL all-reduce bus bandwidth per node pair]({png.name})"]
     return "\n".join(lines) + "\n"
+
+
+def _signoff(result) -> list[str]:
+    """What the sign-off rests on besides GOs: the checks that did not run, and every waiver with its author."""
+    not_run = [r for r in result.results if r.failure == "not_run"]
+    waived = result.waived() if hasattr(result, "waived") else []
+    out = ["## Sign-off", ""]
+    pol = getattr(result, "policy", None)
+    if pol is not None:
+        from drills.profile.acceptance import CHECKS
+
+        need = [f"{c}" + (f" (level ≥ {r.min_level})" if r.min_level else "")
+                + (f" (≥ {r.min_seconds} s)" if r.min_seconds else "") for c, r in pol.required.items()]
+        dropped = [c for c in CHECKS if c not in pol.required]
+        out += [f"Required checks: {', '.join(need) or 'none'}."
+                + (f" Not required by this profile (acceptance.required): {', '.join(dropped)}." if dropped else ""), ""]
+    if result.plan.reference_problem:
+        out += [f"Pair tests: the reference {result.plan.reference} cannot prove a path — {result.plan.reference_problem}.", ""]
+    out += ["Checks not run (each a no-go unless waived):" if not_run else "Checks not run: none.", ""]
+    out += [f"- {r.node}: {r.check} — {r.reason}" for r in not_run] + ([""] if not_run else [])
+    if waived:
+        out += ["| node | check | waived by | reason | the check's own result |", "|---|---|---|---|---|"]
+        out += [f"| {w.node} | {w.check} | {w.by} | {w.reason.replace('|', '/')} | "
+                f"{'no result' if r is None else 'go' if r.go else f'no-go ({r.failure})'} |" for r, w in waived]
+    else:
+        out.append("Waivers: none.")
+    return out + [""]
+
+
+def _expectations(result) -> list[str]:
+    """Each node's expectation: the catalogue entry and what chose it; profile overrides named as such."""
+    out = ["## Expectations", "", "| node | expected product | chosen by | profile overrides |", "|---|---|---|---|"]
+    for node in result.plan.nodes:
+        e = result.plan.expect.get(node)
+        if e is None:
+            continue
+        over = ", ".join(f"{k}={f.value} ({f.source})" for k, f in e.figures.items() if f.origin == "profile")
+        out.append(f"| {node} | {e.server or e.gpu or 'none catalogued'} | {', '.join(e.selected_by) or '—'} | "
+                   f"{over or 'none'} |")
+    return out + [""]
+
+
+def _expected(result, r) -> dict:
+    """The figures `r` was judged against, with their origin and source (catalogue or profile)."""
+    out = dict(r.expected)
+    e = result.plan.expect.get(r.node) if result.plan is not None else None
+    names = {"gpu": ("gpus", "smi_names"), "burn": ("thermal.max_operating_c",), "rdma": ("nics.count", "nics.rate_gbps"),
+             "nccl-node": ("nvlink_gbs",), "nccl-pair": ("nics.aggregate_gbps", "nics.count", "nics.rate_gbps")}
+    for name in names.get(r.check, ()):
+        f = e.get(name) if e is not None else None
+        if f is not None:
+            out.setdefault(name, {"value": f.value, "origin": f.origin, "source": f.source})
+    return out
+
+
+def _waived(result, r) -> dict | None:
+    pol = getattr(result, "policy", None)
+    if pol is None or r.go:
+        return None
+    w = next((w for w in pol.waivers if w.node == r.node and w.check == r.check), None)
+    return None if w is None else w.model_dump()
 
 
 def heatmap_png(result, path: Path) -> Path | None:
@@ -174,8 +258,8 @@ def heatmap_png(result, path: Path) -> Path | None:
 def _kv(d: dict) -> str:
     parts = []
     for k, v in d.items():
-        if v is None or isinstance(v, (dict, list)) and not v:
-            continue
+        if v is None or isinstance(v, (dict, list)) and not v or k in _IDENTITIES:
+            continue  # identities are evidence (acceptance.json, Allure), not figures to read in a table
         if isinstance(v, float):
             v = f"{v:.1f}"
         parts.append(f"{k}={v}")

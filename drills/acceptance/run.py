@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from drills.acceptance import coverage, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan, make_plan
@@ -64,14 +65,23 @@ class AcceptResult:
     interrupted: str | None = None
     open_entries: list = field(default_factory=list)
     lines: list[str] = field(default_factory=list)  # the dry run's plan
+    policy: Any = None  # the profile's acceptance section (required checks, waivers)
+    raw: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (node, check, peer) → tool output
 
     def node_verdicts(self) -> dict[str, list[CheckResult]]:
-        """node → its failed checks (empty: go)."""
+        """node → its failed checks that are not waived (empty: go)."""
         out: dict[str, list[CheckResult]] = {n: [] for n in (self.plan.nodes if self.plan else ())}
         for r in self.results:
-            if not r.go:
+            if (not r.go) if self.policy is None else policy.blocking(self.policy, r):
                 out.setdefault(r.node, []).append(r)
         return out
+
+    def waived(self) -> list[tuple[CheckResult | None, Any]]:
+        """(the result or None when the check left none, its waiver) for every waiver of this run's nodes."""
+        if self.policy is None or self.plan is None:
+            return []
+        by = {(r.node, r.check): r for r in self.results}
+        return [(by.get((w.node, w.check)), w) for w in self.policy.waivers if w.node in self.plan.nodes]
 
 
 def run_acceptance(opts: AcceptOptions) -> AcceptResult:
@@ -95,7 +105,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
         lock = ClusterLock.for_profile(cluster, profile, run_id, journal)  # one run at a time per cluster
         journal.guard = lock.guard  # taken before the first journal entry (UnsafeTarget if another run holds it)
         target = Target(cluster, run_dir=run_dir)
-        result = AcceptResult(1, run_dir, plan)
+        result = AcceptResult(1, run_dir, plan, policy=profile.acceptance)
         entries = _Entries(journal, target, profile)
         finished = False
         with stop_on_signal() as interrupts:
@@ -111,7 +121,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 entries.revert("accept-jobs")
                 if opts.gate:
                     if finished:
-                        result.gate = entries.settle_gate(cluster, result.node_verdicts())
+                        result.gate = entries.settle_gate(cluster, result.node_verdicts(), result.results)
                     else:
                         entries.revert("accept-gate")
                 journal.guard = None
@@ -136,15 +146,22 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
             ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
             rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
         for k, pairs in enumerate(rounds):
-            if check == "nccl-pair" and k == 0 and plan.reference is None:
-                result.results += [not_run(n, check, "no known-good node to pair with (acceptance.reference_node)")
-                                   for n in plan.nodes]
+            if check == "nccl-pair" and k == 0 and (plan.reference is None or plan.reference_problem):
+                why = (f"the reference node cannot prove the path: {plan.reference_problem}" if plan.reference
+                       else "no known-good node to pair with (acceptance.reference_node)")
+                result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
                 continue
             progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
             outputs = _run_phase(cluster, cfg, plan, run_id, check, pairs)
-            for (node, peer), (text, why) in outputs.items():
-                r = (not_run(node, check, why, peer) if text is None else
-                     judge(check, node, text, t, capacity=plan.capacity.get(node, 0), peer=peer))
+            for (node, peer), (text, why, pod) in outputs.items():
+                if text is None:
+                    r = not_run(node, check, why, peer)
+                else:
+                    result.raw[(node, check, peer)] = text
+                    r = judge(check, node, text, t, capacity=plan.capacity.get(node, 0), expect=plan.expect.get(node),
+                              peer=peer, need=cfg.required.get(check))
+                    r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
+                    r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, t)
                 (result.pairs if k == 1 else result.results).append(r)
     if "switch-port" in plan.checks:
         from drills.acceptance.switch import check_ports
@@ -156,7 +173,9 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
         except DrillError as err:
             result.results += [not_run(n, "switch-port", str(err)) for n in plan.nodes]
         else:
-            result.results += check_ports(profile, inventory, plan.ports, t)
+            result.results += check_ports(profile, inventory, plan.ports, t, result.raw)
+    result.results = identity.cross_check(result.results, plan.known)
+    result.results += policy.missing_required(cfg, plan.nodes, result.results)
     if "storage" in plan.checks and t.store_aggregate_read_mb_s_min is not None:
         total = sum(r.measured.get("read_mb_s", 0.0) for r in result.results if r.check == "storage")
         result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
@@ -164,8 +183,8 @@ def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | N
 
 
 def _run_phase(cluster, cfg, plan: AcceptPlan, run_id: str, check: str,
-               pairs: list[tuple[str, str | None]]) -> dict[tuple[str, str | None], tuple[str | None, str]]:
-    """Create the phase's Jobs, wait until each pod ended (or the deadline), return each one's log."""
+               pairs: list[tuple[str, str | None]]) -> dict[tuple[str, str | None], tuple[str | None, str, dict | None]]:
+    """Create the phase's Jobs, wait until each pod ended (or the deadline), return each one's log and pod."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -202,18 +221,18 @@ def _run_phase(cluster, cfg, plan: AcceptPlan, run_id: str, check: str,
                 ended[key] = pod
             if len(ended) == len(want):
                 break
-    out: dict[tuple[str, str | None], tuple[str | None, str]] = {}
+    out: dict[tuple[str, str | None], tuple[str | None, str, dict | None]] = {}
     for key in sorted(want, key=lambda k: (k[0], k[1] or "")):
         pod = ended.get(key)
         if pod is None:
-            out[key] = (None, f"the {check} Job on {key[0]} did not finish within {cfg.job(check).timeout_s:.0f} s")
+            out[key] = (None, f"the {check} Job on {key[0]} did not finish within {cfg.job(check).timeout_s:.0f} s", None)
             continue
         try:
             text = cluster.core.read_namespaced_pod_log(pod["metadata"]["name"], ns)
         except ApiException as err:
-            out[key] = (None, f"the {check} Job's log on {key[0]} is unreadable: {err.status} {err.reason}")
+            out[key] = (None, f"the {check} Job's log on {key[0]} is unreadable: {err.status} {err.reason}", pod)
             continue
-        out[key] = (text, "")
+        out[key] = (text, "", pod)
     return out
 
 
@@ -256,7 +275,8 @@ class _Entries:
             self.journal.close_entry(entry_id, outcome or "reverted")
         return True
 
-    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]]) -> dict[str, list[str]]:
+    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]],
+                    results: list[CheckResult]) -> dict[str, list[str]]:
         """The run finished: untaint the nodes that passed, keep (annotate, event) the ones that did not."""
         from drills.faults import accept_gate
 
@@ -270,7 +290,7 @@ class _Entries:
                     done["kept"].append(node)
                 else:
                     accept_gate.release(cluster, node)
-                    accept_gate.accepted(cluster, node)
+                    accept_gate.accepted(cluster, node, identity.of_node(results, node))
                     done["untainted"].append(node)
             outcome = (f"settled: untainted {', '.join(done['untainted']) or 'none'}; kept on "
                        f"{', '.join(done['kept']) or 'none'} (no-go)")

@@ -57,8 +57,11 @@ def accept(
     for node in result.plan.nodes:
         failed = verdicts.get(node) or []
         print(f"{'■' if failed else '✓'} {node}: {'NO-GO' if failed else 'GO'}")
+        waived = {w.check: w for r, w in result.waived() if w.node == node}
         for r in sorted((r for r in result.results if r.node == node), key=lambda r: r.check):
-            print(f"    {'✓' if r.go else '✗'} {r.check}: {r.reason}")
+            w = waived.get(r.check)
+            print(f"    {'✓' if r.go else '~' if w else '✗'} {r.check}: {r.reason}"
+                  + (f" (waived by {w.by}: {w.reason})" if w and not r.go else ""))
     if result.aggregate is not None:
         a = result.aggregate
         print(f"{'✓' if a['go'] else '✗'} shared store, all nodes: read {a['read_mb_s']:.0f} MB/s (≥ {a['min_mb_s']:.0f})")

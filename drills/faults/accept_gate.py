@@ -21,8 +21,8 @@ from drills.faults import Plan, Reach
 from drills.faults.node_taints import update_taints
 from drills.profile.acceptance import GATE_TAINT_KEY
 
-__all__ = ["KIND", "TAINT", "REASON_ANNOTATION", "VERDICT_ANNOTATION", "GateRecord", "plan", "inject", "revert", "verify",
-           "release", "keep", "has_taint"]
+__all__ = ["KIND", "TAINT", "REASON_ANNOTATION", "VERDICT_ANNOTATION", "IDENTITY_ANNOTATION", "GateRecord", "plan",
+           "inject", "revert", "verify", "release", "keep", "has_taint"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ KIND = "accept-gate"
 TAINT = {"key": GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
 VERDICT_ANNOTATION = "gpu-drills.io/acceptance"
 REASON_ANNOTATION = "gpu-drills.io/acceptance-reason"
+IDENTITY_ANNOTATION = "gpu-drills.io/accepted-identity"  # {"gpus": [UUID…], "nics": [GUID…]} of an accepted node
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,13 @@ def keep(cluster: Cluster, name: str, reason: str) -> None:
     cluster.core.create_namespaced_event("default", event)
 
 
-def accepted(cluster: Cluster, name: str) -> None:
-    """A node that passed: the annotation says so (its taint is released separately)."""
-    cluster.core.patch_node(name, {"metadata": {"annotations": {VERDICT_ANNOTATION: "go", REASON_ANNOTATION: None}}},
-                            _content_type="application/merge-patch+json")
+def accepted(cluster: Cluster, name: str, identity: dict | None = None) -> None:
+    """A node that passed: the annotation says so (its taint is released separately), and records the
+    hardware identities it was accepted with (GPU UUIDs, NIC GUIDs), which later runs must not see elsewhere."""
+    notes = {VERDICT_ANNOTATION: "go", REASON_ANNOTATION: None}
+    if identity:
+        notes[IDENTITY_ANNOTATION] = json.dumps(identity, sort_keys=True)
+    cluster.core.patch_node(name, {"metadata": {"annotations": notes}}, _content_type="application/merge-patch+json")
 
 
 def has_taint(node: dict) -> bool:

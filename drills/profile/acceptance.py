@@ -10,13 +10,14 @@ if its image differs, `command`) per check.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drills.profile.images import FIO_IMAGE
 
-__all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "AcceptanceConfig", "GATE_TAINT_KEY"]
+__all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "Requirement", "Waiver", "AcceptanceConfig",
+           "GATE_TAINT_KEY", "DEFAULT_REQUIRED"]
 
 CheckName = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "switch-port", "storage"]
 CHECKS: tuple[str, ...] = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "switch-port", "storage")
@@ -50,10 +51,11 @@ DEFAULT_JOBS: dict[str, JobSpec] = {
                          command=_sh('mpirun -np "$ACCEPT_RANKS" -H "$ACCEPT_HOSTS" -x NCCL_DEBUG=INFO '
                                      "all_reduce_perf -b 8M -e 8G -f 2 -g 1")),
     "rdma": JobSpec(image="docker.io/mellanox/tcpdump-rdma:latest", gpus=False,
-                    command=_sh('echo "=== ibstat"; ibstat; for d in $ACCEPT_RAILS; do echo "=== ib_write_bw -d $d"; '
+                    command=_sh('echo "=== ibstat"; ibstat; for d in ${ACCEPT_RAILS:-$(ibstat -l)}; do echo "=== ib_write_bw -d $d"; '
                                 'ib_write_bw -d "$d" -s 65536 -D 10 --report_gbits "$ACCEPT_PEER"; done')),
     "storage": JobSpec(image=FIO_IMAGE, gpus=False,  # the storage drill's fio image, by digest
-                       command=_sh('fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
+                       command=_sh('echo "=== df"; df -PT "$ACCEPT_DIR"; echo "=== fio"; '
+                                   'fio --output-format=json --directory="$ACCEPT_DIR" --size=4G --bs=1M --direct=1 '
                                    "--ioengine=libaio --iodepth=32 --runtime=60 --time_based --group_reporting "
                                    "--name=seqread --rw=read --name=seqwrite --rw=write --stonewall")),
 }
@@ -75,11 +77,37 @@ class Thresholds(_Strict):
     rail_rate_gbps: int | None = 400  # ibstat's port rate
     rail_bw_min_gbps: float = Field(350.0, gt=0)  # ib_write_bw per rail
     port_speed: str | None = "400G"  # the switch port facing the node
-    port_mtu: int | None = 9100
-    roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) on
+    port_mtu: int | None = 9100  # the least MTU the switch port must carry (a larger one carries the frames too)
+    port_errors_max: int = Field(0, ge=0)  # input/output/CRC errors on the new node's port (a bad cable or optic)
+    roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) and ECN on
     store_read_mb_s_min: float = Field(10000.0, gt=0)  # fio from one node to the shared store
     store_write_mb_s_min: float = Field(6000.0, gt=0)
+    store_fs_types: list[str] | None = None  # the shared store's filesystem types (df -PT), e.g. [nfs4, lustre]
     store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
+
+
+class Requirement(_Strict):
+    """A check a node must pass to be accepted; `min_level` for DCGM (the level that really ran), `min_seconds`
+    for the burn-in (the run length gpu-burn itself announced)."""
+
+    min_level: int | None = Field(None, ge=1, le=4)
+    min_seconds: int | None = Field(None, gt=0)
+
+
+class Waiver(_Strict):
+    """An explicit exception, printed in the report's sign-off: this check need not pass on this node."""
+
+    check: CheckName
+    node: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    by: str = Field(min_length=1)  # who signed it off
+
+
+# Every check is required by default, DCGM at level ≥ 2 (level 1 runs no GPU test); a site that cannot run
+# one says so in `required` (or waives it per node) — it is never silently left out.
+# The burn-in at least the seed's 3 minutes: a shorter one never reaches the temperatures that throttle.
+DEFAULT_REQUIRED: dict[str, Requirement] = {c: Requirement(min_level=2 if c == "dcgm" else None,
+                                                           min_seconds=180 if c == "burn" else None) for c in CHECKS}
 
 
 class AcceptanceConfig(_Strict):
@@ -92,6 +120,22 @@ class AcceptanceConfig(_Strict):
     leaf_port_annotation: str = "network.gpu-drills.io/leaf-port"  # node annotation: its leaf switch port
     max_nodes: int = Field(64, ge=1)  # new nodes one run may take (its blast radius)
     twin_profile: str = "expansion"  # the twin `drills accept` starts when the target is the twin
+    # Expectations (drills/acceptance/catalogue.yaml): the server type and GPU model are read from the node's
+    # labels unless named here; `expect` overrides a catalogue figure by name (`gpus`, `nics.rate_gbps`, …)
+    # and the report shows it as the profile's, not the catalogue's.
+    server: str | None = None
+    product: str | None = None
+    expect: dict[str, Any] = {}
+    required: dict[CheckName, Requirement] = DEFAULT_REQUIRED
+    waivers: list[Waiver] = []
+    pair_across_leaves: bool = True  # the reference node sits under another leaf: the pair test crosses the spine
+
+    @model_validator(mode="after")
+    def _waivers_name_required_checks(self) -> "AcceptanceConfig":
+        for w in self.waivers:
+            if w.check not in self.required:
+                raise ValueError(f"waiver for {w.check} on {w.node}: {w.check} is not a required check")
+        return self
 
     def job(self, check: str) -> JobSpec:
         return self.jobs.get(check) or DEFAULT_JOBS[check]

@@ -5,7 +5,8 @@ A pool of `node_pools` is named the new one; its nodes run the acceptance Jobs (
 the twin's acceptance workload (drills/twin/workloads/acceptance.py) prints the tools' output from
 these figures. `faults` maps a node name to what is wrong with it (the defects `missing-gpu`,
 `dcgm-fail`, `hot-gpu`, `slow-rail`, `nic-down`, `slow-store-client` set one entry each;
-`pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`).
+`pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`; `gpu-lost-everywhere`,
+`cloned-node-identity`, `rdma-loopback` set the evidence faults below).
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ class NodeFault(Strict):
     slow_rails: dict[str, Fraction] = {}  # HCA → fraction of line rate it reaches
     down_rails: list[str] = []  # HCAs whose port is down
     store_factor: Fraction = 1.0  # share of the per-client store bandwidth this node gets
+    # the device plugin saw the lost GPUs too: the node advertises only `visible_gpus` (nvidia.com/gpu)
+    advertised_lost: bool = False
+    # this Node object fronts another node's machine (a re-registered host whose old Node object lives on):
+    # its tools print that machine's host name, GPU UUIDs and NIC GUIDs
+    machine: str | None = None
+    # the reference's address resolves to this node itself (a stale /etc/hosts in the image): ib_write_bw
+    # loops through its own HCA and reports more than the wire carries
+    rdma_loopback: bool = False
+    # the shared store is not mounted on this node: the hostPath lands on its local NVMe (ext4) and fio
+    # measures that disk
+    store_not_mounted: bool = False
 
 
 class ToolFigures(Strict):

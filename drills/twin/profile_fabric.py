@@ -91,6 +91,7 @@ class PortFaults(Strict):
     lossy_nodes: list[str] = []  # the leaf ports facing these nodes run without PFC and ECN (a missed RoCE config)
     reshut_after: Duration | None = None  # an uplink brought up over SSH is shut again this long after (reshut.py)
     reshut_end: Literal["near", "far"] = "near"  # ... on the switch that brought it up, or on the cable's far end
+    isolated_leaves: list[str] = []  # these leaves' uplinks are down from the start: cut off from the spines
 
 
 class Fabric(Strict):

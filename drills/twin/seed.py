@@ -116,7 +116,7 @@ def node_object(profile: TwinProfile, node: NodeSpec, now: str | None = None) ->
     }
     allocatable = {**capacity, "cpu": f"{pool.cpu * 1000 - 500}m", "memory": f"{pool.memory_gib * 1024 - 8192}Mi"}
     if pool.gpus:
-        capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(pool.gpus)
+        capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(_advertised_gpus(profile, node.name, pool.gpus))
     if pool.rdma_devices:
         capacity["rdma/rdma_shared_device_a"] = allocatable["rdma/rdma_shared_device_a"] = "1k"
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
@@ -300,6 +300,14 @@ def _lease(node: str, duration: float, now: str | None) -> dict:
 def _micro(ts: str) -> str:
     """RFC 3339 with microseconds, as MicroTime fields (Lease renewTime, Event eventTime) are written."""
     return ts if "." in ts else ts.replace("Z", ".000000Z")
+
+
+def _advertised_gpus(profile: TwinProfile, node: str, gpus: int) -> int:
+    """What the device plugin advertises: every GPU, unless an acceptance fault says it lost some too."""
+    fault = profile.new_nodes.faults.get(node) if profile.new_nodes is not None else None
+    if fault is not None and fault.advertised_lost and fault.visible_gpus is not None:
+        return min(gpus, fault.visible_gpus)
+    return gpus
 
 
 def _instance_type(pool: NodePool) -> str:

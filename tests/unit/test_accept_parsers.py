@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from drills.acceptance.catalogue import expectation_for
 from drills.acceptance.judge import judge_burn, judge_gpu
 from drills.core.errors import ToolOutputError
 from drills.measure.accept import dcgmi, gpu_burn, nvidia_smi
-from drills.profile.acceptance import Thresholds
+from drills.profile.acceptance import AcceptanceConfig, Thresholds
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real" / "accept"
 
@@ -244,7 +245,8 @@ def test_gpu_burn_whose_init_failed_reports_zero_gflops():
 def test_judge_gpu_refuses_a_table_with_a_gpu_in_err():
     table = real("nvidia-smi-8x-a40-one-err.txt")
     listing = "".join(f"GPU {i}: NVIDIA A40 (UUID: GPU-{i})\n" for i in range(8))  # what -L printed is not quoted
-    got = judge_gpu("gpu-new-01", listing + table, Thresholds(), 8)
+    eight = expectation_for("gpu-new-01", {}, AcceptanceConfig(expect={"gpus": 8}))  # no A40 server catalogued
+    got = judge_gpu("gpu-new-01", listing + table, Thresholds(), 8, eight)
     assert not got.go and got.failure == "diag_failed"
     assert "GPU 4" in got.reason and "ERR!" in got.reason
 
@@ -277,10 +279,11 @@ def test_nvidia_smi_table_eight_h100s_driver_550():
 def test_judge_gpu_on_eight_h100s_with_another_driver_pinned():
     listing = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n" for i in range(8))  # -L is not quoted
     text = listing + real("nvidia-smi-8x-h100-550.txt")
-    got = judge_gpu("gpu-new-01", text, Thresholds(driver_version="560.35.03"), 8)
+    dgx = expectation_for("gpu-new-01", {"node.kubernetes.io/instance-type": "dgx-h100"}, AcceptanceConfig())
+    got = judge_gpu("gpu-new-01", text, Thresholds(driver_version="560.35.03"), 8, dgx)
     assert not got.go and got.failure == "version_mismatch"
     assert got.reason == "gpu-new-01: driver 550.90.07, the profile pins 560.35.03"
-    ok = judge_gpu("gpu-new-01", text, Thresholds(driver_version="550.90.07", cuda_version="12.4"), 8)
+    ok = judge_gpu("gpu-new-01", text, Thresholds(driver_version="550.90.07", cuda_version="12.4"), 8, dgx)
     assert ok.go and ok.measured["driver"] == "550.90.07"
 
 

@@ -74,6 +74,11 @@ ACCEPT_EFFECTS = {
     "nic-down": lambda p: _new(p).down_rails == ["mlx5_1"],
     "slow-store-client": lambda p: _new(p).store_factor < 0.5,
     "pfc-off-on-new-port": lambda p: p.fabric.port_faults.lossy_nodes == ["gpu-new-02"],
+    "gpu-lost-everywhere": lambda p: _new(p).visible_gpus == 7 and _new(p).advertised_lost,
+    "cloned-node-identity": lambda p: _new(p).machine == "gpu-new-01",
+    "rdma-loopback": lambda p: _new(p).rdma_loopback,
+    "isolated-new-leaf": lambda p: p.fabric.port_faults.isolated_leaves == ["leaf-3"],
+    "store-not-mounted": lambda p: _new(p).store_not_mounted,
 }
 
 

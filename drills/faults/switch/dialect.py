@@ -91,6 +91,28 @@ class CounterRead(_Strict):
     parser: str
 
 
+class PortView(_Strict):
+    """One read-only view of a port for the acceptance port check (drills/acceptance/port_facts.py): the
+    command, whether only RoCE fabrics read it, and per fact a regex whose group `v` is the value (`u`: a
+    unit); `{iface}` in a regex stands for the port's name. Facts: speed, mtu, errors.<name>, pfc, ecn."""
+
+    command: list[str]
+    roce: bool = False
+    fields: dict[str, str]
+    # a configuration view prints only what differs from the default: a fact it does not show takes this value
+    defaults: dict[str, str] = {}
+
+    @field_validator("fields")
+    @classmethod
+    def _compiles(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            if not (name in ("speed", "mtu", "pfc", "ecn") or name.startswith("errors.")):
+                raise ValueError(f"unknown port fact {name!r} (speed, mtu, errors.<name>, pfc, ecn)")
+            if "(?P<v>" not in re.compile(pattern.replace("{iface}", "x")).pattern:
+                raise ValueError(f"port fact {name}: the regex needs a group (?P<v>...)")
+        return value
+
+
 class Errors(_Strict):
     unknown_interface: list[str]
     any: list[str]
@@ -109,6 +131,7 @@ class SwitchDialect(_Strict):
     errors: Errors
     state: str  # parser name (parse.py): "ntc:<template>" or one of ours
     counters: CounterRead | None = None  # None: the drill cannot see the port's traffic on this OS
+    port: list[PortView] = []  # the acceptance port check's views (speed, MTU, errors, PFC, ECN); []: not readable
 
     @field_validator("interface_names")
     @classmethod

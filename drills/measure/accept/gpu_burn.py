@@ -18,6 +18,9 @@ _TEMP = re.compile(r"(?P<t>\d+) C")
 _VERDICT = re.compile(r"^GPU (?P<gpu>\d+): (?P<word>OK|FAULTY)\s*$")
 
 
+_BURNING = re.compile(r"^Burning for (?P<s>\d+) seconds\.")
+
+
 @dataclass(frozen=True)
 class BurnSnapshot:
     percent: float
@@ -31,6 +34,7 @@ class BurnSnapshot:
 class BurnResult:
     snapshots: tuple[BurnSnapshot, ...]
     verdicts: dict[int, str]  # the final "Tested N GPUs" lines, when the run got there: gpu → OK | FAULTY
+    seconds: int | None = None  # `Burning for N seconds.`: the run length gpu-burn itself announced
 
     @property
     def gpus(self) -> int:
@@ -54,9 +58,12 @@ def parse_burn(text: str) -> BurnResult:
     """Every progress line in order; ToolOutputError when there is none (the burn never reported)."""
     snaps = []
     verdicts: dict[int, str] = {}
+    seconds = None
     for raw in text.splitlines():
         line = raw.strip()
-        if (m := _LINE.match(line)):
+        if seconds is None and (b := _BURNING.match(line)):
+            seconds = int(b["s"])
+        elif (m := _LINE.match(line)):
             errors = [(int(e["n"]), e["flag"] == "DIED!") for e in _ERRORS.finditer(m["errors"])]
             snaps.append(BurnSnapshot(float(m["pct"]), tuple(float(g["g"]) for g in _GFLOPS.finditer(m["procd"])),
                                       tuple(n for n, _ in errors), tuple(int(t["t"]) for t in _TEMP.finditer(m["temps"])),
@@ -65,4 +72,4 @@ def parse_burn(text: str) -> BurnResult:
             verdicts[int(v["gpu"])] = v["word"]
     if not snaps:
         raise ToolOutputError("no gpu-burn progress line (`N%  proc'd: … Gflop/s … temps: … C`): the burn never ran")
-    return BurnResult(tuple(snaps), verdicts)
+    return BurnResult(tuple(snaps), verdicts, seconds)

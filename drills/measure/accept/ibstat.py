@@ -1,5 +1,5 @@
 """`ibstat` (infiniband-diags): each CA with its ports' state, physical state, rate (Gb/s) and link
-layer (`InfiniBand`, or `Ethernet` for RoCE)."""
+layer (`InfiniBand`, or `Ethernet` for RoCE), and the adapter's Node GUID (its identity)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class Ca:
     ca_type: str | None
     firmware: str | None
     ports: tuple[Port, ...]
+    node_guid: str | None = None  # the adapter's own identity (`Node GUID: 0x…`)
 
 
 def parse_ibstat(text: str) -> tuple[Ca, ...]:
@@ -55,5 +56,5 @@ def parse_ibstat(text: str) -> tuple[Ca, ...]:
     return tuple(Ca(c["name"], c["fields"].get("CA type"), c["fields"].get("Firmware version"),
                     tuple(Port(p["number"], p.get("State", "?"), p.get("Physical state", "?"),
                                int(p["Rate"]) if p.get("Rate", "").isdigit() else None, p.get("Link layer"))
-                          for p in c["ports"]))
+                          for p in c["ports"]), c["fields"].get("Node GUID"))
                  for c in cas)

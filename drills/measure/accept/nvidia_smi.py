@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 from drills.core.errors import ToolOutputError
 
-__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table"]
+__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig"]
 
 _LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # drivers before 410 print no `CUDA Version`
 _HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)(?:\s+CUDA Version: (?P<cuda>\S+))?")
 _GPU_ROW = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|")
+_MIG = re.compile(r"^MIG \S+\s+Device\s+\d+: \(UUID: (?P<uuid>MIG-[^)]+)\)")
+_MEMORY = re.compile(r"\|\s*\d+MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
 _STATE_ROW = re.compile(r"^\|\s*(?:\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?P<power>\d+)W\s*/\s*(?P<cap>\d+)W\s*\|")
 
 
@@ -32,6 +34,7 @@ class GpuReading:
     perf_state: str
     power_w: int
     power_cap_w: int
+    memory_total_mib: int | None = None  # the table's `used / total` memory cell
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ def parse_list(text: str) -> tuple[Gpu, ...]:
     """Every `GPU i: NAME (UUID: …)` line; an output without any (a pod that sees no GPU) is empty."""
     return tuple(Gpu(int(m["index"]), m["name"], m["uuid"]) for line in text.splitlines()
                  if (m := _LIST.match(line.strip())))
+
+
+def parse_mig(text: str) -> tuple[str, ...]:
+    """The MIG devices `nvidia-smi -L` lists under the GPUs (MIG mode on): their UUIDs."""
+    return tuple(m["uuid"] for line in text.splitlines() if (m := _MIG.match(line.strip())))
 
 
 def parse_table(text: str) -> SmiTable:
@@ -72,7 +80,8 @@ def parse_table(text: str) -> SmiTable:
                 errored.append(pending[0])  # its state row: `|ERR!  ERR! ERR!    ERR! / ERR! |`
             pending = None
         elif pending is not None and (state := _STATE_ROW.match(line)):
+            mem = _MEMORY.search(line)
             gpus.append(GpuReading(pending[0], pending[1], int(state["temp"]), state["perf"], int(state["power"]),
-                                   int(state["cap"])))
+                                   int(state["cap"]), int(mem["total"]) if mem else None))
             pending = None
     return SmiTable(header["driver"], header["cuda"], tuple(gpus), tuple(errored))

@@ -107,6 +107,21 @@ class SwitchCli:
         with self._lock:
             self._pending.clear()
 
+    def switch_context(self) -> dict[str, Any]:
+        """Template values of switch-wide views (Onyx `show roce`): lossless unless a port runs lossy."""
+        return {**self.dialect.constants, "hostname": self.hostname, **self._lossless(bool(self.lossy))}
+
+    @staticmethod
+    def _lossless(lossy: bool) -> dict[str, str]:
+        """The RoCE words each dialect prints for a port with (or without) PFC and ECN."""
+        eos = ("" if lossy else "\n   priority-flow-control on\n   priority-flow-control priority 3 no-drop\n   !\n"
+               "   tx-queue 3\n      random-detect ecn minimum-threshold 500 kbytes maximum-threshold 1500 kbytes "
+               "max-mark-probability 20")
+        return {"nxos_pfc_oper": "Off" if lossy else "On  (8)", "eos_roce_lines": eos,
+                "nvue_pfc_prio": "-" if lossy else "3", "nvue_ecn_mode": "-" if lossy else "ecn, absolute",
+                "nvue_pfc_en": "no" if lossy else "yes", "roce_mode": "lossy" if lossy else "lossless",
+                "onyx_roce": "RoCE mode: N/A" if lossy else _ONYX_ROCE}
+
     def context(self, iface: str) -> dict[str, Any]:
         """Template values for one interface (status tables, detail views)."""
         d = self.dialect
@@ -137,9 +152,29 @@ class SwitchCli:
             onyx_oper="Up" if st.oper else "Down",
             portstat_state="X" if not st.admin else ("U" if st.oper else "D"),
             pfc_priorities="N/A" if iface in self.lossy else "3,4",
+            **self._lossless(iface in self.lossy),
         )
         ctx.update(_counter_values(self.traffic.counters(self.switch, iface) if self.traffic is not None else None))
         return ctx
+
+
+# Onyx `show roce` with RoCE lossless (the Onyx 3.10 manual's example, up to the TC table)
+_ONYX_ROCE = """RoCE mode : lossless
+LLDP : disabled
+Port trust mode: L3
+
+Application TLV:
+Selector: udp
+Protocol: 4791
+Priority: 3
+
+Port congestion-control:
+Mode: ecn, absolute
+Min : 150
+Max : 1500
+
+PFC : enabled
+switch-priority 3: enabled"""
 
 
 class CliSession:
@@ -194,7 +229,12 @@ class CliSession:
             names = [iface] if iface else cli.fabric.interfaces(cli.switch)
             return CliResult(render_table(d.status_table, [cli.context(n) for n in names]))
         if act == "show_detail":
-            return CliResult(d.details[rule.detail].format(**cli.context(iface)).rstrip())
+            ctx = cli.context(iface) if iface is not None else cli.switch_context()
+            return CliResult(d.details[rule.detail].format(**ctx).rstrip())
+        if act == "show_rows":  # a header (`output:`), then the `detail:` row of each interface
+            names = [iface] if iface else cli.fabric.interfaces(cli.switch)
+            rows = [d.details[rule.detail].format(**cli.context(n)).rstrip() for n in names]
+            return CliResult("\n".join([rule.output.rstrip("\n"), *rows]))
         if act in ("shutdown", "startup", "set_link"):
             target = iface or self.iface
             if target is None:

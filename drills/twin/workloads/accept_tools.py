@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json"]
+__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -80,9 +80,9 @@ def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | 
                  "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
         out += result(test)
     scoped = True
-    sections = [("Integration", ["PCIe"])]
+    sections = []  # level 1 is the Deployment checks only (DCGM's "quick" run); PCIe and memory from level 2
     if level >= 2:
-        sections.append(("Hardware", ["GPU Memory"]))
+        sections += [("Integration", ["PCIe"]), ("Hardware", ["GPU Memory"])]
     if level >= 3:
         sections.append(("Stress", ["Targeted Stress", "Targeted Power", "Memory Bandwidth"]))
     for section, tests in sections:
@@ -110,9 +110,11 @@ def gpu_burn(node: str, name: str, seconds: int, gflops: list[float], temps: lis
 
 
 def all_reduce_perf(hosts: list[tuple[str, str]], gpus: int, name: str, peak_busbw: float, transport: str,
-                    hcas: list[str], rdma_kind: str, nccl_version: str = "2.21.5") -> list[str]:
+                    hcas: list[str], rdma_kind: str, nccl_version: str = "2.21.5", unreachable: bool = False) -> list[str]:
     """`all_reduce_perf -b 8M -e 8G -f 2 -g 1` over `hosts` (name, IP) × `gpus` ranks, NCCL_DEBUG=INFO
-    (nccl-tests-allreduce-*.txt shapes; the NCCL lines as the training workload prints them)."""
+    (nccl-tests-allreduce-*.txt shapes; the NCCL lines as the training workload prints them). `unreachable`:
+    the hosts have no path to each other (a leaf cut off from the spines): the first collective's QPs run out
+    of retries and the test dies (nccl-tests-allreduce-socket-cuda-failure.txt's failure shape)."""
     nranks = len(hosts) * gpus
     out = ["# nThread 1 nGpus 1 minBytes 8388608 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
            "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
@@ -124,6 +126,13 @@ def all_reduce_perf(hosts: list[tuple[str, str]], gpus: int, name: str, peak_bus
         for h, (host, ip) in enumerate(hosts):
             out += L.nccl_init(L.Worker(host, h, ip, uid=host, gpus=gpus, nworkers=len(hosts)), transport, hcas,
                                "eth0", nranks, nccl_version, rdma_kind)
+    if unreachable:
+        (host, ip), (_, peer_ip) = hosts[0], hosts[-1]
+        w = L.Worker(host, 0, ip, uid=host, gpus=gpus, nworkers=len(hosts))
+        pid = 4100
+        return out + [L.retry_exceeded(w, peer_ip),
+                      f"{host}: Test NCCL failure common.cu:1005 'remote process exited or there was a network error / '",
+                      f" .. {host} pid {pid}: Test failure common.cu:590", f" .. {host} pid {pid}: Test failure common.cu:891"]
     out += ["#", "#                                                              out-of-place                       in-place          ",
             "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
@@ -140,24 +149,29 @@ def all_reduce_perf(hosts: list[tuple[str, str]], gpus: int, name: str, peak_bus
     return out + ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / len(sizes):.3f} ", "#"]
 
 
-def ibstat(hcas: list[tuple[str, bool, int, str]]) -> list[str]:
-    """`ibstat` for (HCA, up, rate Gb/s, link layer) (ibstat-*.txt shapes)."""
+def ibstat(hcas: list[tuple[str, bool, int, str]], machine: str = "") -> list[str]:
+    """`ibstat` for (HCA, up, rate Gb/s, link layer) (ibstat-*.txt shapes); each adapter's GUIDs are its own
+    (Mellanox OUI 58:a2:e1, the rest from the machine and the HCA), so no two machines share one."""
     out = []
     for i, (hca, up, rate, layer) in enumerate(hcas):
-        guid = f"0x58a2e10300da{0xe626 + i:04x}"
+        guid = f"0x58a2e103{zlib.crc32(f'{machine}/{hca}'.encode()) & 0xffffff:06x}{i:02x}"
         out += [f"CA '{hca}'", "\tCA type: MT4129", "\tNumber of ports: 1", "\tFirmware version: 28.39.1002",
                 "\tHardware version: 0", f"\tNode GUID: {guid}", f"\tSystem image GUID: {guid}", "\tPort 1:",
                 f"\t\tState: {'Active' if up else 'Down'}", f"\t\tPhysical state: {'LinkUp' if up else 'Disabled'}",
                 f"\t\tRate: {rate if up else 40}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
-                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffeda{0xe626 + i:04x}",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffe{guid[-8:]}",
                 f"\t\tLink layer: {layer}"]
     return out
 
 
-def ib_write_bw(hca: str, up: bool, link_type: str, gbps: float) -> list[str]:
-    """`ib_write_bw -d HCA -s 65536 -D 10 --report_gbits PEER` (ib-write-bw-roce-gbits.txt), or perftest's
-    refusal when the port is not active."""
+def ib_write_bw(hca: str, up: bool, link_type: str, gbps: float, peer_ip: str = "", reachable: bool = True) -> list[str]:
+    """`ib_write_bw -d HCA -s 65536 -D 10 --report_gbits PEER` (ib-write-bw-roce-gbits.txt), perftest's
+    refusal when the port is not active, or its connect failure when the peer cannot be reached
+    (ib-write-bw-socket-connect-failure.txt)."""
     rule = "-" * 87
+    if not reachable:
+        return [f"Couldn't connect to {peer_ip}:18515",
+                "Unable to open file descriptor for socket connection Unable to init the socket connection"]
     if not up:
         return [" Port number 1 state is Down", " Couldn't set the link layer", " Couldn't get context for the device"]
     iters = int(gbps * 1e9 / 8 / 65536 * 10)
@@ -170,6 +184,12 @@ def ib_write_bw(hca: str, up: bool, link_type: str, gbps: float) -> list[str]:
             " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
             f" 65536      {iters:<10}       {gbps * 1.004:.2f}             {gbps:.2f}  \t\t   {gbps * 1e9 / 8 / 65536 / 1e6:.6f}",
             rule]
+
+
+def df_pt(source: str, fstype: str, mountpoint: str) -> list[str]:
+    """`df -PT PATH` (coreutils): the filesystem holding the path."""
+    return ["Filesystem                   Type  1024-blocks       Used   Available Capacity Mounted on",
+            f"{source:<28} {fstype:<5} 107374182400 5368709120 102005473280       5% {mountpoint}"]
 
 
 def fio_json(read_mb_s: float, write_mb_s: float, runtime_s: float) -> list[str]:

@@ -7,7 +7,10 @@ nccl-pair | rdma | storage); its environment gives the tool's arguments as the J
 length). Once the pod is Running on its node, the tool "runs" for the check's twin duration
 (`new_nodes.durations`), then its output is appended to the pod's log and the container exits
 (0, or 1 where the tool itself fails: ib_write_bw on a port that is down). What it prints follows the
-node: the figures of `new_nodes.figures`, with that node's `new_nodes.faults` applied.
+node: the figures of `new_nodes.figures`, with that node's `new_nodes.faults` applied. The tools print
+the machine's identity where the real ones do (nccl-tests' host names, nvidia-smi's and gpu-burn's GPU
+UUIDs, ibstat's GUIDs), and the pair tools honour the fabric: across leaves, a leaf with no uplink up
+leaves the two hosts without a path; a pair whose hosts are one machine runs over NVLink.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError
 from drills.twin.controllers.nodeutil import EXIT_ANNOTATION, node_ip
+from drills.twin.seed import LEAF_LABEL
 from drills.twin.profile_acceptance import NewNodes, NodeFault
 from drills.twin.workloads import accept_tools as T
+from drills.twin.workloads.hub import hub_for
 
 __all__ = ["AcceptanceController", "CHECK_LABEL", "CHECKS"]
 
@@ -42,6 +47,7 @@ class AcceptanceController(Controller):
         self.pods.add_handler(self._on_pod)
         self.due: dict[tuple[str, str], float] = {}  # pod → twin time its tool finishes
         self.done: set[str] = set()  # pod uids whose tool has printed and exited
+        self.hub = hub_for(self.ctx.twin) if hasattr(self.ctx, "twin") else None
         profile = self.ctx.profile
         self.model: NewNodes = (profile.new_nodes if profile is not None and profile.new_nodes is not None
                                 else NewNodes(pool=""))
@@ -83,8 +89,9 @@ class AcceptanceController(Controller):
         fig, fault = self.model.figures, self._fault(node)
         gpus, hcas = self._shape(node)
         visible = gpus if fault.visible_gpus is None else min(gpus, fault.visible_gpus)
+        host = self._machine(node)
         if check == "gpu":
-            return T.nvidia_smi(node, fig.gpu_name, visible, fig.driver_version, fig.cuda_version,
+            return T.nvidia_smi(host, fig.gpu_name, visible, fig.driver_version, fig.cuda_version,
                                 [fig.idle_temp_c + i % 3 for i in range(visible)]), 0
         if check == "dcgm":
             return T.dcgmi_diag(int(env.get("ACCEPT_LEVEL", "3")), fig.dcgm_version, fig.driver_version, visible,
@@ -93,31 +100,59 @@ class AcceptanceController(Controller):
             hot = fault.hot_gpu
             gflops = [fig.gemm_gflops * (fault.throttle_factor if i == hot else 1.0) for i in range(visible)]
             temps = [fault.hot_temp_c if i == hot else fig.load_temp_c + i % 3 for i in range(visible)]
-            return T.gpu_burn(node, fig.gpu_name, int(env.get("ACCEPT_SECONDS", "180")), gflops, temps), 0
+            return T.gpu_burn(host, fig.gpu_name, int(env.get("ACCEPT_SECONDS", "180")), gflops, temps), 0
         if check == "nccl-node":
-            return T.all_reduce_perf([(node, self._ip(node))], visible, fig.gpu_name,
+            return T.all_reduce_perf([(host, self._ip(node))], visible, fig.gpu_name,
                                      fig.nvlink_busbw_gbs * visible / max(1, gpus), "IB", [], self._kind()), 0
         if check == "nccl-pair":
             peer = env.get("ACCEPT_PEER", "")
+            if self._machine(peer) == host:  # both ranks on one machine: NCCL goes over NVLink, never the network
+                return T.all_reduce_perf([(host, self._ip(node))], 2, fig.gpu_name, fig.nvlink_busbw_gbs * 0.75,
+                                         "IB", [], self._kind()), 0
             up = [h for h in hcas if self._rail_rate(node, h) > 0]
             busbw = min(self._net(node), self._net(peer)) / 8 * fig.net_efficiency
-            return T.all_reduce_perf([(node, self._ip(node)), (peer, self._ip(peer))], visible, fig.gpu_name,
-                                     busbw, "IB" if up else "Socket", up, self._kind()), 0
+            cut = not self._path(node, peer)
+            return T.all_reduce_perf([(host, self._ip(node)), (self._machine(peer), self._ip(peer))], visible,
+                                     fig.gpu_name, busbw, "IB" if up else "Socket", up, self._kind(),
+                                     unreachable=cut), 1 if cut else 0
         if check == "rdma":
             lines = [f"{T.MARK} ibstat"] + T.ibstat([(h, h not in fault.down_rails, fig.rail_gbps, fig.link_layer)
-                                                     for h in hcas])
+                                                     for h in hcas], host)
             code = 0
-            for h in hcas:
-                rate = self._rail_rate(node, h)
+            peer = self._node_by_ip(env.get("ACCEPT_PEER", ""))
+            reachable = fault.rdma_loopback or peer is None or self._path(node, peer)
+            tested = env.get("ACCEPT_RAILS", "").split() or hcas  # the Job's list, else every adapter (ibstat -l)
+            for h in [h for h in tested if h in hcas]:
+                rate = self._rail_rate(node, h) * (1.2 if fault.rdma_loopback else 1.0)  # no wire: PCIe bounds it
                 lines.append(f"{T.MARK} ib_write_bw -d {h}")
                 lines += T.ib_write_bw(h, rate > 0, "Ethernet" if fig.link_layer == "Ethernet" else "IB",
-                                       rate * fig.rail_efficiency)
-                code = code or (0 if rate > 0 else 1)
+                                       rate * fig.rail_efficiency, env.get("ACCEPT_PEER", ""), reachable)
+                code = code or (0 if rate > 0 and reachable else 1)
             return lines, code
         if check == "storage":
-            return T.fio_json(fig.store_read_mb_s * fault.store_factor, fig.store_write_mb_s * fault.store_factor,
-                              self.model.durations.storage), 0
+            store = env.get("ACCEPT_DIR", "/store")
+            if fault.store_not_mounted:  # the node's own NVMe RAID, not the store
+                return ([f"{T.MARK} df"] + T.df_pt("/dev/md0", "ext4", store) + [f"{T.MARK} fio"]
+                        + T.fio_json(25000.0, 14000.0, self.model.durations.storage)), 0
+            return ([f"{T.MARK} df"] + T.df_pt("10.10.0.10:/checkpoint-store", "nfs4", store) + [f"{T.MARK} fio"]
+                    + T.fio_json(fig.store_read_mb_s * fault.store_factor, fig.store_write_mb_s * fault.store_factor,
+                                 self.model.durations.storage)), 0
         return [f"unknown acceptance check {check!r}"], 2
+
+    def _machine(self, node: str) -> str:
+        """The machine behind a Node object (itself, unless the node fronts another one's)."""
+        return self._fault(node).machine or node
+
+    def _path(self, node: str, peer: str) -> bool:
+        """Whether the fabric carries traffic between the two nodes: same leaf, or both leaves with an uplink up."""
+        leaves = [((self.nodes.get("", n) or {}).get("metadata", {}).get("labels") or {}).get(LEAF_LABEL) for n in (node, peer)]
+        if self.hub is None or None in leaves or leaves[0] == leaves[1]:
+            return True
+        views = [self.hub.leaf(leaf) for leaf in leaves]
+        return all(v is None or v.up > 0 for v in views)
+
+    def _node_by_ip(self, ip: str) -> str | None:
+        return next((n["metadata"]["name"] for n in self.nodes.items() if node_ip(n) == ip), None) if ip else None
 
     def _fault(self, node: str) -> NodeFault:
         return self.model.faults.get(node) or NodeFault()

@@ -48,6 +48,9 @@ class FabricComponent:
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
             reshut_end=faults.reshut_end))
+        for leaf in faults.isolated_leaves:  # before the hub reads the leaves: they start cut off
+            for uplink in profile.fabric.switches[leaf].uplinks:
+                self.handle.fabric.set_admin(leaf, uplink.iface, False, source="twin profile: isolated leaf")
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),

@@ -1,0 +1,41 @@
+"""The acceptance policy: which checks every node must pass (`acceptance.required`, all of them by
+default, DCGM at level ≥ 2), and the explicit waivers (check, node, reason, who).
+
+A required check with no result for a node — left out of `acceptance.checks`, or never run — is a
+`not_run` no-go for that node: silence is not a pass. A waiver lets a node be accepted without one
+check's GO; it is never implicit, and the report prints it in the sign-off section with its author.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drills.acceptance.judge import CheckResult, not_run
+__all__ = ["missing_required", "waiver_for", "blocking"]
+
+log = logging.getLogger(__name__)
+
+
+def missing_required(cfg, nodes: tuple[str, ...], results: list[CheckResult]) -> list[CheckResult]:
+    """A `not_run` no-go per (node, required check) with no result at all."""
+    have = {(r.node, r.check) for r in results}
+    out = []
+    for check in cfg.required:
+        why = ("it is not in acceptance.checks" if check not in cfg.checks
+               else "the run produced no result for it")
+        out += [not_run(node, check, f"required check {check} did not run on {node}: {why}")
+                for node in nodes if (node, check) not in have]
+    return out
+
+
+def waiver_for(cfg, node: str, check: str):
+    return next((w for w in cfg.waivers if w.node == node and w.check == check), None)
+
+
+def blocking(cfg, r: CheckResult) -> bool:
+    """Whether a no-go result keeps its node out: yes, unless a waiver names this check on this node."""
+    if r.go:
+        return False
+    if waiver_for(cfg, r.node, r.check) is not None:
+        return False
+    return True

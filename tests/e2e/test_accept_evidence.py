@@ -1,0 +1,167 @@
+"""Constructions against `drills accept` (issue 31): broken expansions that earned GO because the verdict
+trusted what a node says about itself. One twin for the module (the expansion profile, grown):
+
+    leaf-4 (uplinks up)   gpu-new-01 sound · gpu-new-02 lost a GPU for good (nvidia-smi AND nvidia.com/gpu say 7
+                          on an 8-GPU DGX H100) · gpu-new-03 fronts gpu-new-04's machine (its tools print
+                          gpu-new-04's host name, GPU UUIDs, NIC GUIDs) · gpu-new-04 sound · gpu-new-05's
+                          ib_write_bw loops through its own HCA (1.2 × line rate) · gpu-new-06 has no store
+                          mounted (fio measures its local NVMe)
+    leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
+
+Each class gets GO without the change and a no-go with it, for the right reason: expectation
+(missing_gpu against the catalogue), identity (wrong_node naming both), plausibility (implausible), a
+required check left out of the profile (not_run), a pair whose reference cannot prove the path (not_run,
+the reference's taint named). The verdicts before the change are in bench/accept_constructions.py's table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from drills.twin.launcher import start_twin
+from tests.e2e.drill_helpers import REPO, drills, records
+
+pytestmark = pytest.mark.slow
+
+SCALE = 300.0
+GATE = "gpu-drills.io/unaccepted"
+
+
+# node → the twin defect it carries (each defect file's fault for gpu-new-02, moved onto its node)
+DEFECTS = {"gpu-new-02": "gpu-lost-everywhere", "gpu-new-05": "rdma-loopback", "gpu-new-06": "store-not-mounted",
+           "gpu-iso-02": "nic-down"}
+ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
+
+
+def twin_profile() -> dict:
+    raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
+    pools = raw["node_pools"]
+    pools["new"].update(count=6, leaves=["leaf-4"])
+    pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
+    raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
+    overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
+    raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
+    faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
+              ["faults"]["gpu-new-02"] for node, name in DEFECTS.items()}
+    cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
+    assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
+    faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
+    raw["new_nodes"]["faults"] = faults
+    return raw
+
+
+def target_profile(tmp: Path, name: str, **acceptance) -> str:
+    raw = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    raw["acceptance"].update(acceptance)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("accept-evidence")
+    (tmp / "profile.yaml").write_text(yaml.safe_dump(twin_profile()))
+    handle = start_twin(tmp / "twin", profile=str(tmp / "profile.yaml"), scale=SCALE)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def _accept(twin, tmp: Path, nodes: str, run_id: str, *extra: str):
+    proc = drills("accept", "--nodes", nodes, "--gate", "--twin-state", str(twin.state_dir), "--reports", str(tmp),
+                  "--run-id", run_id, "--no-html", *extra, timeout=600)
+    return proc, tmp / run_id
+
+
+def _nogo(run_dir: Path, node: str) -> dict[str, dict]:
+    return {r["details"]["check"]: r for r in records(run_dir)
+            if r["details"]["node"] == node and r["details"]["decides"] and r["verdict"] == "fail"}
+
+
+def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp_path):
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-02,gpu-new-03,gpu-new-04,gpu-new-05,gpu-new-06", "ev")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
+    accepted = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"]
+    recorded = json.loads(accepted["gpu-drills.io/accepted-identity"])  # what later runs compare against
+    assert len(recorded["gpus"]) == 8 and len(recorded["nics"]) == 8
+    # expectation: the node agrees with itself (7 = 7); the catalogue's DGX H100 has 8
+    lost = _nogo(run_dir, "gpu-new-02")
+    assert set(lost) == {"gpu", "dcgm", "burn", "nccl-node"} and lost["gpu"]["details"]["failure"] == "missing_gpu"
+    assert {lost[c]["details"]["failure"] for c in ("dcgm", "burn", "nccl-node")} == {"partial"}  # 7 of 8 GPUs
+    assert "advertises 7" in lost["gpu"]["reason"] and "a DGX-H100 has 8" in lost["gpu"]["reason"]
+    assert lost["gpu"]["details"]["expected"]["gpus"]["origin"] == "catalogue"
+    # identity: both nodes named, neither accepted on the other's evidence
+    for node, other in (("gpu-new-03", "gpu-new-04"), ("gpu-new-04", "gpu-new-03")):
+        wrong = _nogo(run_dir, node)
+        assert {"gpu", "burn", "rdma"} <= set(wrong), (node, proc.stdout)
+        assert {wrong[c]["details"]["failure"] for c in ("gpu", "burn", "rdma")} == {"wrong_node"}
+        assert other in wrong["gpu"]["reason"] and node in wrong["gpu"]["reason"]
+    assert _nogo(run_dir, "gpu-new-03")["nccl-node"]["details"]["failure"] == "wrong_node"
+    # plausibility: a rail faster than its port
+    loop = _nogo(run_dir, "gpu-new-05")
+    assert set(loop) == {"rdma"} and loop["rdma"]["details"]["failure"] == "implausible"
+    assert "above the physical limit 400.0" in loop["rdma"]["reason"]
+    # identity of the store: fio measured the node's own disk (the store is not mounted there)
+    local = _nogo(run_dir, "gpu-new-06")
+    assert set(local) == {"storage"} and local["storage"]["details"]["failure"] == "wrong_target"
+    assert "a ext4 filesystem at /store on the node itself" in local["storage"]["reason"]
+    # the evidence in the report: raw output attached, expectation and its source as parameters
+    allure = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    gpu = next(r for r in allure if r["name"] == "gpu on gpu-new-02")
+    params = {p["name"]: p["value"] for p in gpu["parameters"]}
+    assert params["expected: gpus"].startswith("8 (catalogue: catalogue servers.DGX-H100")
+    assert params["evidence: spec.nodeName"] == "gpu-new-02"
+    attached = [a for a in gpu.get("attachments", []) if a["name"] == "nvidia-smi output (gpu-new-02)"]
+    assert attached and "GPU 6: NVIDIA H100" in (run_dir / "allure-results" / attached[0]["source"]).read_text()
+
+
+def test_a_required_check_left_out_of_the_profile_is_a_not_run_no_go(twin, tmp_path):
+    profile = target_profile(tmp_path, "no-dcgm", checks=["gpu"], required={"gpu": {}, "dcgm": {"min_level": 2}})
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01", "req", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, "gpu-new-01")
+    assert set(nogo) == {"dcgm"} and nogo["dcgm"]["details"]["failure"] == "not_run"
+    assert "not in acceptance.checks" in nogo["dcgm"]["reason"]
+    summary = (run_dir / "summary.md").read_text()
+    assert "not run" in summary and "dcgm" in summary
+    # the same gap, waived by a named person, is accepted and printed in the sign-off
+    waived = target_profile(tmp_path, "waived", checks=["gpu"], required={"gpu": {}, "dcgm": {"min_level": 2}},
+                            waivers=[{"check": "dcgm", "node": "gpu-new-01", "reason": "DCGM image not mirrored yet",
+                                      "by": "j.doe"}])
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01", "waived", "--profile", waived)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and "(waived by j.doe: DCGM image not mirrored yet)" in proc.stdout
+    signoff = (run_dir / "summary.md").read_text().split("## Sign-off", 1)[1]
+    assert "dcgm" in signoff and "j.doe" in signoff and "DCGM image not mirrored yet" in signoff
+    assert "Required checks: dcgm (level ≥ 2), gpu." in signoff and "Not required by this profile" in signoff
+
+
+def test_a_reference_that_is_a_failing_tainted_node_on_the_same_isolated_leaf_proves_nothing(twin, tmp_path):
+    # gpu-iso-02 failed an earlier acceptance: it keeps the gate taint and the no-go annotation
+    patch = {"metadata": {"annotations": {"gpu-drills.io/acceptance": "no-go"}},
+             "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                 {"key": GATE, "value": "true", "effect": "NoSchedule"}]}}
+    requests.patch(f"{twin.url}/api/v1/nodes/gpu-iso-02", json=patch, timeout=5,
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    profile = target_profile(tmp_path, "iso-ref", checks=["nccl-pair"], required={"nccl-pair": {}},
+                             reference_node="gpu-iso-02")
+    proc, run_dir = _accept(twin, tmp_path, "gpu-iso-01", "path", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    pair = _nogo(run_dir, "gpu-iso-01")["nccl-pair"]
+    assert pair["details"]["failure"] == "not_run" and pair["details"]["peer"] == "gpu-iso-02"
+    assert f"still carries {GATE}" in pair["reason"]
+    # with a fit reference under another leaf, the isolated leaf itself fails the pair (the twin honours it)
+    fit = target_profile(tmp_path, "fit-ref", checks=["nccl-pair"], required={"nccl-pair": {}},
+                         reference_node="gpu-train-01")
+    proc, run_dir = _accept(twin, tmp_path, "gpu-iso-01", "cut", "--profile", fit)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cut = _nogo(run_dir, "gpu-iso-01")["nccl-pair"]
+    assert cut["details"]["failure"] == "tool_error" and "network error" in cut["reason"]
