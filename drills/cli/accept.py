@@ -37,15 +37,10 @@ def accept(
 ) -> None:
     """Run the acceptance checks on new GPU nodes; print and record a go/no-go per node and per check."""
     from drills.acceptance.run import AcceptOptions, run_acceptance
-    from drills.core.errors import DrillError
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         logging.getLogger().setLevel(logging.WARNING)
         logging.getLogger("urllib3").setLevel(logging.ERROR)
-    if twin_state and (defect or scale or twin_profile):
-        raise DrillError("--defect, --scale and --twin-profile start a twin; with --twin-state they would be ignored")
-    if scale is not None and not 0 < scale <= 10000:
-        raise DrillError(f"--scale {scale}: must be a number in (0, 10000]")
     result = run_acceptance(AcceptOptions(
         nodes=nodes, gate=gate, dry_run=dry_run, target=target, profile=profile, twin_profile=twin_profile,
         defects=list(defect), scale=scale, twin_state=twin_state, run_id=run_id, reports_root=reports, html=not no_html,

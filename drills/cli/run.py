@@ -87,7 +87,10 @@ def revert(
     presents another SSH host key than when the fault was injected (unless --accept-new-host-key).
     """
     from drills.core.journal import raise_for_failures
+    from drills.core.preflight import check_run_id
     from drills.core.runner import revert_runs
+
+    check_run_id(run_id, reports, "--run")
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
         logging.getLogger().setLevel(logging.CRITICAL)

@@ -82,8 +82,9 @@ def render(opts: ScheduleOptions) -> list[dict]:
     """The manifests, in apply order; raises DrillError (one line) for input that cannot work."""
     validate_cron(opts.cron)
     for what, value in (("--namespace", opts.namespace), ("--name", opts.name)):
-        if not _LABEL_NAME.match(value) or len(value) > 52:  # CronJob names: ≤ 52 characters
+        if not _LABEL_NAME.fullmatch(value) or len(value) > 52:  # CronJob names: ≤ 52 characters
             raise DrillError(f"{what} {value!r}: must be a lowercase DNS label of at most 52 characters")
+    check_options(opts)
     features = _check_selection(opts)
     profile = load_target(opts.profile)
     if profile.cluster.mode == "kubeconfig":
@@ -104,6 +105,32 @@ def render(opts: ScheduleOptions) -> list[dict]:
     docs += _rbac(opts, profile, meta)
     docs.append(_cronjob(opts, profile, meta, features))
     return docs
+
+
+def check_options(opts: ScheduleOptions) -> None:
+    """Every other value that reaches the manifests, by its grammar (drills.core.grammar): one DrillError line."""
+    from drills.core.grammar import check_flag
+    from drills.profile.images import check_reference
+
+    try:
+        check_reference(opts.image)
+    except ValueError as err:
+        raise DrillError(f"--image {err}") from None
+    check_flag("--profile", "local_path", opts.profile)
+    for flag, kind, value in (("--reports-pvc", "dns_subdomain", opts.reports_pvc),
+                              ("--checkpoint-pvc", "dns_subdomain", opts.checkpoint_pvc),
+                              ("--switch-secret", "dns_subdomain", opts.switch_secret),
+                              ("--priority-class", "dns_subdomain", opts.priority_class_name),
+                              ("--time-zone", "time_zone", opts.time_zone)):
+        if value is not None:
+            check_flag(flag, kind, value)
+    if opts.load_secret is not None:
+        secret, colon, key = opts.load_secret.partition(":")
+        check_flag("--load-secret", "dns_subdomain", secret)
+        if colon:
+            check_flag("--load-secret", "config_key", key)
+    if opts.features is not None:
+        check_flag("--features", "local_path", opts.features)
 
 
 def render_yaml(docs: list[dict]) -> str:
@@ -346,7 +373,7 @@ def parse_node_selector(items: list[str]) -> tuple[tuple[str, str], ...]:
     out = []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+        if not sep or not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(value):
             raise DrillError(f"--node-selector {item!r}: must be KEY=VALUE with a label key and value")
         out.append((key, value))
     return tuple(out)
@@ -356,8 +383,8 @@ def parse_toleration(text: str) -> dict:
     """A toleration from `KEY[=VALUE]:EFFECT` (kubectl taint's syntax; no VALUE: operator Exists)."""
     head, sep, effect = text.rpartition(":")
     key, eq, value = head.partition("=")
-    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not _LABEL_KEY.match(key) \
-            or (eq and not _LABEL_VALUE.match(value)):
+    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not _LABEL_KEY.fullmatch(key) \
+            or (eq and not _LABEL_VALUE.fullmatch(value)):
         raise DrillError(f"--toleration {text!r}: must be KEY[=VALUE]:EFFECT, EFFECT one of NoSchedule, "
                          "PreferNoSchedule, NoExecute")
     return {"key": key, "operator": "Equal", "value": value, "effect": effect} if eq else \
