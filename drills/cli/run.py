@@ -79,10 +79,17 @@ def revert(
         False, "--accept-new-host-key",
         help="Revert switch faults even when the switch now presents another SSH host key than at inject "
              "(only once you have checked it is the same switch, re-keyed)."),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Revert a run whose run-lock Lease is still current on its cluster (renewed by a process this host "
+             "cannot see: another host, a pod). Only once you know that run is gone (its node lost, its pod "
+             "killed): a live run would keep measuring a platform whose fault was undone under it. A run proven "
+             "alive on this host is never reverted."),
 ) -> None:
     """Revert every fault still open in the journals (after a crash or SIGKILL).
 
-    Refuses, leaving them open: faults of a run that is still alive, faults whose recorded cluster
+    Refuses, leaving them open: faults of a run that is still alive — its process on this host, or its
+    run-lock Lease still current on its cluster, whatever host it runs on (unless --force) — faults whose recorded cluster
     (UID, API URL) is not the one their recorded connection reaches now, and switch faults whose switch
     presents another SSH host key than when the fault was injected (unless --accept-new-host-key).
     """
@@ -94,7 +101,7 @@ def revert(
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
         logging.getLogger().setLevel(logging.CRITICAL)
-    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key)
+    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key, force=force)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")
     for outcome in outcomes:
