@@ -108,23 +108,39 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 finished = True
             except KeyboardInterrupt:
                 result.interrupted = interrupts.first or "SIGINT"
-            finally:
-                entries.revert("accept-jobs")
-                if opts.gate:
-                    if finished:
+            finally:  # `drills run`'s guarantees: every step runs to its end whatever signal arrives (the first one
+                # raises once a deferred section ends — it must not skip the steps after it; later ones only record)
+                def settle() -> None:
+                    if finished and not result.interrupted:
                         result.gate = entries.settle_gate(cluster, result.node_verdicts())
-                    else:
+                    else:  # an interrupted run leaves no taint of its own
                         entries.revert("accept-gate")
-                journal.guard = None
-                lock.release()
-            result.open_entries = journal.open_entries()
-        from drills.acceptance.report import write_report
 
-        write_report(run_dir, run_id, profile, result, html_report=opts.html and not result.interrupted)
+                def release() -> None:
+                    journal.guard = None
+                    lock.release()
+
+                for step in (lambda: entries.revert("accept-jobs"), settle if opts.gate else None, release):
+                    if step is not None:
+                        _to_its_end(step, result, interrupts)
+            result.open_entries = journal.open_entries()
+            from drills.acceptance.report import write_report
+
+            _to_its_end(lambda: write_report(run_dir, run_id, profile, result,
+                                             html_report=opts.html and not result.interrupted), result, interrupts)
         verdicts = result.node_verdicts()
         failed = any(verdicts.values()) or (result.aggregate is not None and not result.aggregate["go"])
         result.exit_code = 130 if result.interrupted else (1 if failed else 0)
         return result
+
+
+def _to_its_end(step: Callable[[], Any], result: AcceptResult, interrupts) -> None:
+    """Run one teardown step; a KeyboardInterrupt it ends with (the run's first signal, raised once a deferred
+    section finished) marks the run interrupted instead of cutting the steps after it short."""
+    try:
+        step()
+    except KeyboardInterrupt:
+        result.interrupted = result.interrupted or interrupts.first or "SIGINT"
 
 
 def check_options(opts: AcceptOptions, profile) -> None:

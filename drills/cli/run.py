@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-__all__ = ["run", "revert"]
+__all__ = ["run", "revert", "last_line"]
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,9 @@ def _say(result, reports: Path) -> None:
     for skipped in result.skipped:  # not failed, not hidden: what this site does not run, and why
         print(f"skipped on this target: {skipped['test']}: {skipped['reason']}")
     print(f"report: {result.run_dir}")
-    if result.interrupted:
-        print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)
-    elif result.open_entries:
-        print(f"drills: {_faults_left(result, reports)}", file=sys.stderr)
+    last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)
+    if last:
+        print(last, file=sys.stderr)
 
 
 def revert(
@@ -113,9 +112,14 @@ def revert(
     raise_for_failures(outcomes)  # one line for what stays open, exit 2
 
 
-def _faults_left(result, reports: Path) -> str:
-    """What the journal says is still in (it is the truth, not what teardown meant to do)."""
-    if not result.open_entries:
-        return "every fault injected so far was reverted"
-    left = ", ".join(f"{e.kind} {e.target}" for e in result.open_entries)
-    return (f"still open in the journal: {left}; run `drills revert --reports {reports} --run {result.run_dir.name}`")
+def last_line(interrupted: str | None, open_entries: list, reports: Path, run_dir: Path) -> str | None:
+    """The last line of every command that injects (run, accept): whether it was interrupted and what the journal —
+    the truth, not what teardown meant to do — says is still in, with the command that reverts it."""
+    if not interrupted and not open_entries:
+        return None
+    if open_entries:
+        left = ", ".join(f"{e.kind} {e.target}" for e in open_entries)
+        said = f"still open in the journal: {left}; run `drills revert --reports {reports} --run {run_dir.name}`"
+    else:
+        said = "every fault injected so far was reverted"
+    return f"drills: interrupted ({interrupted}); {said}" if interrupted else f"drills: {said}"
