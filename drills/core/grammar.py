@@ -25,7 +25,8 @@ from drills.core.errors import DrillError
 
 __all__ = ["Grammar", "GrammarError", "KINDS", "check", "check_flag", "check_number", "valid", "number_ranges",
            "DnsLabel", "DnsSubdomain", "LabelKey", "LabelValue", "RemotePath", "LocalPath", "Text", "HostName",
-           "Selector", "EnvName", "Glob", "FioOptionName", "UserName", "KubeContext", "HttpHeader", "CONTROL"]
+           "Selector", "EnvName", "Glob", "FioOptionName", "UserName", "KubeContext", "HttpHeader", "Interface", "SwitchName",
+           "CONTROL"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,11 @@ KINDS: dict[str, Grammar] = {g.kind: g for g in (
     Grammar("host", re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
                                r"[A-Za-z0-9])?)*|\[?[0-9A-Fa-f:.]+\]?)"), 253,
             "a host name or an IP address", "10.0.0.5"),
+    # a switch interface in any dialect's spelling (each dialect's own grammar is stricter: faults/switch/dialects)
+    Grammar("interface", re.compile(r"[A-Za-z][A-Za-z0-9/._:-]{0,63}"), 64, "a switch interface name",
+            "Ethernet248"),
+    Grammar("switch_name", re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}"), 253, "a switch name (a host name)",
+            "leaf-1"),
     Grammar("env_name", re.compile(r"[A-Za-z_][A-Za-z0-9_]*"), 128, "an environment variable's name",
             "SWITCH_PASSWORD"),
     Grammar("glob", re.compile(r"[A-Za-z0-9*?\[\]!._/:=-]+"), 253, "a name glob (letters, digits, . _ - / : and * ? [ ])",
@@ -202,5 +208,7 @@ EnvName = Annotated[str, _kind("env_name")]
 Glob = Annotated[str, _kind("glob")]
 FioOptionName = Annotated[str, _kind("fio_option")]
 UserName = Annotated[str, _kind("user_name")]
+Interface = Annotated[str, _kind("interface")]
+SwitchName = Annotated[str, _kind("switch_name")]
 KubeContext = Annotated[str, _kind("context")]
 HttpHeader = Annotated[str, _kind("http_header")]

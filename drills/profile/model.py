@@ -24,8 +24,8 @@ import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from drills.core.errors import InvalidProfile
-from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHeader, KubeContext, LabelKey,
-                                  LocalPath, Selector, Text, UserName)
+from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHeader, Interface, KubeContext,
+                                  LabelKey, LocalPath, Selector, SwitchName, Text, UserName)
 from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
@@ -227,8 +227,8 @@ class FaultsConfig(Strict):
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
     pods_to_kill: int = Field(1, gt=0, le=10_000)
-    switch: str | None = None  # a named leaf switch; None: the leaf of a node running the job
-    uplink: str | None = None  # a named uplink of that switch; None: its first uplink in the inventory
+    switch: SwitchName | None = None  # a named leaf switch; None: the leaf of a node running the job
+    uplink: Interface | None = None  # a named uplink of that switch; None: its first uplink in the inventory
     leaf_label: LabelKey = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
     switch_transport: Literal["exec", "shell"] = "exec"
 

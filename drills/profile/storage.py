@@ -111,9 +111,10 @@ class StorageConfig(Strict):
         """The store's directory reaches fio's job file and command lines (clients, job mode): its grammar only."""
         return value if value == "from-twin" else check("remote_path", value)
 
-    @field_validator("fio_options")
+    @field_validator("fio_options", mode="before")
     @classmethod
-    def _fio_allowlist(cls, options: dict) -> dict:
+    def _fio_allowlist(cls, options):
+        """Names and values as written (before any coercion: `.inf` is refused as a value, not as a type)."""
         from drills.profile.fio_options import check_fio_options
 
-        return check_fio_options(options)
+        return check_fio_options(options) if isinstance(options, dict) else options
