@@ -89,6 +89,9 @@ def render(opts: ScheduleOptions) -> list[dict]:
     if profile.cluster.mode == "kubeconfig":
         raise DrillError(f"profile {opts.profile}: cluster.mode is kubeconfig, but a scheduled run runs inside the "
                          "cluster with its own service account: set cluster.mode: in-cluster")
+    from drills.profile.safety import check_target
+
+    check_target("twin", profile, source=opts.profile)  # the rule the scheduled run applies, refused at render time
     text = Path(opts.profile).read_text(encoding="utf-8")
     meta = _Meta(opts)
     docs: list[dict] = []

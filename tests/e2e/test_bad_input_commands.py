@@ -175,6 +175,8 @@ SCHEDULE = [  # `drills schedule`: what reaches the manifests, by its grammar
     Case("schedule-profile-injection", "schedule", ["--profile", "{tmp}/p.yaml", "--image", "img:1"],
          "storage.checkpoint_store", files={"p.yaml": IN_CLUSTER.replace("checkpoint_store: from-twin",
                                                                           'checkpoint_store: "/ckpt\\nrm -rf /"')}),
+    Case("schedule-profile-no-allowlist", "schedule", ["--profile", "{tmp}/p.yaml", "--image", "img:1"],
+         "needs an explicit allowlist", files={"p.yaml": "cluster: {mode: in-cluster}\n"}),
     Case("schedule-image-missing", "schedule", ["--profile", "{tmp}/p.yaml"], "Missing option '--image'",
          files={"p.yaml": IN_CLUSTER}),
 ]

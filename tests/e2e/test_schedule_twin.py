@@ -21,6 +21,8 @@ cluster:
   mode: in-cluster
 storage:
   checkpoint_store: from-twin
+safety:
+  allow: {nodes: ["gpu-*"], namespaces: [ai-platform]}
 """
 NS = "gpu-drills"
 

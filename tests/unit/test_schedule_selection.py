@@ -36,7 +36,7 @@ Feature: Our endpoint survives losing one replica
 @pytest.fixture
 def profile(tmp_path):
     path = tmp_path / "site.yaml"
-    path.write_text("cluster: {mode: in-cluster}\n")
+    path.write_text("cluster: {mode: in-cluster}\nsafety: {allow: {nodes: [\"gpu-*\"], namespaces: [ai-platform]}}\n")
     return str(path)
 
 
