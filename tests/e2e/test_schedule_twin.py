@@ -130,7 +130,7 @@ def test_apply_prunes_what_it_owns_and_no_longer_renders(twin, tmp_path):
     features.mkdir()
     shutil.copy(sorted((Path(__file__).resolve().parents[2] / "features" / "inference").glob("*.feature"))[0], features)
     v1, v2 = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
-    v1.write_text(PROFILE + "safety: {lock_namespace: default}\n")
+    v1.write_text(PROFILE + "  lock_namespace: default\n")  # under PROFILE's last section, safety
     v2.write_text(PROFILE)
     common = ["--image", "registry.local/gpu-drills:0.1.0", "--apply", "--namespace", "prune", "--create-namespace"]
     for name, profile, extra in (("neighbour", v1, []), ("pruned", v1, ["--features", str(features)]),
