@@ -1,10 +1,11 @@
-"""Interrupt trials of `drills run` under CPU load (issue 11; a benchmark of the safety contract, not a test).
+"""Interrupt trials of `drills run` and `drills accept` under CPU load (issues 11, 32; a benchmark of the safety
+contract, not a test).
 
-    .venv/bin/python bench/signal_trials.py [-n 20] [--busy 2] [--kinds training network inference storage]
+    .venv/bin/python bench/signal_trials.py [-n 20] [--busy 2] [--kinds training network inference storage accept]
                                             [--signals SIGINT SIGTERM] [--own-twin] [--seed S] [--keep]
 
 For each drill kind and signal, N trials of its shortest scenario (`drills run -m KIND -k …` as a process of its
-own), interrupted at a random moment read from the run's progress: right after start, once the fault is
+own; `accept`: `drills accept --gate` of the expansion twin's two new nodes, the same contract), interrupted at a random moment read from the run's progress: right after start, once the fault is
 injected, while the drill's teardown reverts, and after the fault with a second SIGINT during the teardown
 (moments in turn, each with a random delay). `--busy N` keeps N busy-loop processes on the CPU meanwhile. Each
 trial drills a twin of its own (`drills twin up --state-dir`, `--twin-state`) so what the run left on it can be
@@ -73,7 +74,7 @@ def main() -> int:
 def _one(kind: str, signum: int, moment: str, root: Path, run_id: str, rng: random.Random, own_twin: bool) -> Trial:
     if own_twin:
         return run_trial(kind, signum, moment, root / "reports", run_id, rng=rng)
-    twin = start_twin_for_trials(root / "twins" / run_id)
+    twin = start_twin_for_trials(root / "twins" / run_id, kind)
     try:
         return run_trial(kind, signum, moment, root / "reports", run_id, twin=twin, rng=rng)
     finally:

@@ -29,7 +29,7 @@ from drills.core.signals import deferred_signals, stop_on_signal
 from drills.faults import Target, fault_module, revert_entry
 from drills.faults.accept_jobs import selector
 
-__all__ = ["AcceptOptions", "AcceptResult", "run_acceptance", "JOB_PHASES"]
+__all__ = ["AcceptOptions", "AcceptResult", "run_acceptance", "check_options", "JOB_PHASES"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
     from drills.profile.model import load_target
 
     profile = load_target(opts.profile)
+    check_options(opts, profile)  # every option, the target rule of every command: one line, before anything starts
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     reports_root = Path(opts.reports_root).resolve()
     run_dir = reports_root / run_id
@@ -117,23 +118,76 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 finished = True
             except KeyboardInterrupt:
                 result.interrupted = interrupts.first or "SIGINT"
-            finally:
-                entries.revert("accept-jobs")
-                if opts.gate:
-                    if finished:
+            finally:  # `drills run`'s guarantees: every step runs to its end whatever signal arrives (the first one
+                # raises once a deferred section ends — it must not skip the steps after it; later ones only record)
+                def settle() -> None:
+                    if finished and not result.interrupted:
                         result.gate = entries.settle_gate(cluster, result.node_verdicts(), result.results)
-                    else:
+                    else:  # an interrupted run leaves no taint of its own
                         entries.revert("accept-gate")
-                journal.guard = None
-                lock.release()
-            result.open_entries = journal.open_entries()
-        from drills.acceptance.report import write_report
 
-        write_report(run_dir, run_id, profile, result, html_report=opts.html and not result.interrupted)
+                def release() -> None:
+                    journal.guard = None
+                    lock.release()
+
+                for step in (lambda: entries.revert("accept-jobs"), settle if opts.gate else None, release):
+                    if step is not None:
+                        _to_its_end(step, result, interrupts)
+            result.open_entries = journal.open_entries()
+            from drills.acceptance.report import write_report
+
+            _to_its_end(lambda: write_report(run_dir, run_id, profile, result,
+                                             html_report=opts.html and not result.interrupted), result, interrupts)
         verdicts = result.node_verdicts()
         failed = any(verdicts.values()) or (result.aggregate is not None and not result.aggregate["go"])
         result.exit_code = 130 if result.interrupted else (1 if failed else 0)
         return result
+
+
+def _to_its_end(step: Callable[[], Any], result: AcceptResult, interrupts) -> None:
+    """Run one teardown step; a KeyboardInterrupt it ends with (the run's first signal, raised once a deferred
+    section finished) marks the run interrupted instead of cutting the steps after it short."""
+    try:
+        step()
+    except KeyboardInterrupt:
+        result.interrupted = result.interrupted or interrupts.first or "SIGINT"
+
+
+def check_options(opts: AcceptOptions, profile) -> None:
+    """The options of `drills accept`, by the grammars and rules `drills run` applies (drills.core.grammar,
+    drills.core.preflight, drills.profile.safety.check_target): one DrillError line before any twin starts."""
+    from drills.core.grammar import check_flag
+    from drills.core.preflight import (check_reports_writable, check_run_id, check_scale, check_twin,
+                                       check_twin_state)
+    from drills.profile.safety import check_target
+
+    selection = opts.nodes.strip()
+    if "=" in selection or selection.startswith("!"):
+        check_flag("--nodes", "selector", selection)
+    else:
+        names = [n.strip() for n in selection.split(",")]
+        if not selection or not all(names):
+            raise DrillError(f"--nodes {opts.nodes!r}: name the new nodes, comma-separated (e.g. gpu-new-01,gpu-new-02), "
+                             "or give a label selector like gpu-drills.io/role=new")
+        for name in names:
+            check_flag("--nodes", "dns_subdomain", name)
+    check_flag("--target", "context", opts.target)
+    check_run_id(opts.run_id, Path(opts.reports_root))
+    if opts.twin_state and (opts.defects or opts.scale is not None or opts.twin_profile):
+        raise DrillError("--defect, --scale and --twin-profile start a twin; with --twin-state they would be ignored")
+    on_twin = check_target(opts.target, profile, opts.twin_state, source=opts.profile)
+    if opts.scale is not None:
+        check_scale(opts.scale, "--scale")
+    if opts.twin_profile is not None:
+        check_flag("--twin-profile", "dns_label", opts.twin_profile)
+    if opts.twin_state:
+        check_twin_state(opts.twin_state)
+    elif on_twin:
+        check_twin(profile, opts.defects, opts.twin_profile or profile.acceptance.twin_profile)
+    elif opts.defects or opts.scale is not None or opts.twin_profile:
+        raise DrillError(f"--defect, --scale and --twin-profile apply to the twin only, but the target is {opts.target} "
+                         f"(cluster.mode {profile.cluster.mode}); drop them or accept nodes of the twin")
+    check_reports_writable(Path(opts.reports_root))
 
 
 def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | None, result: AcceptResult,
@@ -328,9 +382,7 @@ class _connected:
             self.handle = start_twin(self.state, profile=opts.twin_profile or profile.acceptance.twin_profile,
                                      defects=[*twin.defects, *opts.defects], scale=opts.scale or twin.scale)
             info = self.handle.info
-        context = None if opts.target == "twin" else opts.target
-        if context is not None and profile.cluster.mode == "twin":
-            profile = profile.model_copy(update={"cluster": profile.cluster.model_copy(update={"mode": "kubeconfig"})})
+        context = None if opts.target == "twin" else opts.target  # check_options refused a twin profile for it
         try:
             self.cluster = connect(profile, twin_info=info, context=context)
         except BaseException:

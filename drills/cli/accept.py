@@ -37,22 +37,28 @@ def accept(
 ) -> None:
     """Run the acceptance checks on new GPU nodes; print and record a go/no-go per node and per check."""
     from drills.acceptance.run import AcceptOptions, run_acceptance
-    from drills.core.errors import DrillError
+    from drills.core.signals import deferred_signals
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         logging.getLogger().setLevel(logging.WARNING)
         logging.getLogger("urllib3").setLevel(logging.ERROR)
-    if twin_state and (defect or scale or twin_profile):
-        raise DrillError("--defect, --scale and --twin-profile start a twin; with --twin-state they would be ignored")
-    if scale is not None and not 0 < scale <= 10000:
-        raise DrillError(f"--scale {scale}: must be a number in (0, 10000]")
     result = run_acceptance(AcceptOptions(
         nodes=nodes, gate=gate, dry_run=dry_run, target=target, profile=profile, twin_profile=twin_profile,
         defects=list(defect), scale=scale, twin_state=twin_state, run_id=run_id, reports_root=reports, html=not no_html,
         progress=lambda line: print(f"… {line}", file=sys.stderr, flush=True)))
+    with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
+        _say(result, reports)
+    raise typer.Exit(0 if result.lines else result.exit_code)
+
+
+def _say(result, reports: Path) -> None:
+    """The run's last words: the plan of a dry run, or a go/no-go per node and check, the gate, the report, and —
+    as `drills run` ends — whether it was interrupted and what the journal says is still open."""
+    from drills.cli.run import last_line
+
     if result.lines:
         print("\n".join(result.lines))
-        raise typer.Exit(0)
+        return
     verdicts = result.node_verdicts()
     for node in result.plan.nodes:
         failed = verdicts.get(node) or []
@@ -69,9 +75,6 @@ def accept(
         print(f"gate: untainted {', '.join(result.gate['untainted']) or 'none'}; kept tainted "
               f"{', '.join(result.gate['kept']) or 'none'}")
     print(f"report: {result.run_dir}")
-    if result.interrupted:
-        left = ", ".join(f"{e.kind} {e.target}" for e in result.open_entries)
-        print(f"drills: interrupted ({result.interrupted}); " + (f"still open in the journal: {left}; run `drills revert`"
-                                                                 if left else "the Jobs were deleted and this run's "
-                                                                 "taints removed"), file=sys.stderr)
-    raise typer.Exit(result.exit_code)
+    last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)  # as `drills run` ends
+    if last:
+        print(last, file=sys.stderr)

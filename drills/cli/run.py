@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-__all__ = ["run", "revert"]
+__all__ = ["run", "revert", "last_line"]
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,9 @@ def _say(result, reports: Path) -> None:
     if result.skipped:  # not failed, not hidden: what this site does not run, in one line; why, in the run folder
         print(skip_summary(result.skipped, result.run_dir))
     print(f"report: {result.run_dir}")
-    if result.interrupted:
-        print(f"drills: interrupted ({result.interrupted}); {_faults_left(result, reports)}", file=sys.stderr)
-    elif result.open_entries:
-        print(f"drills: {_faults_left(result, reports)}", file=sys.stderr)
+    last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)
+    if last:
+        print(last, file=sys.stderr)
 
 
 def revert(
@@ -82,16 +81,26 @@ def revert(
     settle: Optional[str] = typer.Option(
         None, "--settle", help="How long each revert must hold (cluster time, e.g. 60 or \"2m\") before it is read "
                                "back; default: the run's safety.revert_settle_s (60 s)."),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Revert a run whose run-lock Lease is still current on its cluster (renewed by a process this host "
+             "cannot see: another host, a pod). Only once you know that run is gone (its node lost, its pod "
+             "killed): a live run would keep measuring a platform whose fault was undone under it. A run proven "
+             "alive on this host is never reverted."),
 ) -> None:
     """Revert every fault still open in the journals (after a crash or SIGKILL), then verify each by reading
     it back after a settle period: a fault that is back (a node cordoned again, a port shut again) stays open.
 
-    Refuses, leaving them open: faults of a run that is still alive, faults whose recorded cluster
+    Refuses, leaving them open: faults of a run that is still alive — its process on this host, or its
+    run-lock Lease still current on its cluster, whatever host it runs on (unless --force) — faults whose recorded cluster
     (UID, API URL) is not the one their recorded connection reaches now, and switch faults whose switch
     presents another SSH host key than when the fault was injected (unless --accept-new-host-key).
     """
     from drills.core.journal import raise_for_failures
+    from drills.core.preflight import check_run_id
     from drills.core.runner import revert_runs
+
+    check_run_id(run_id, reports, "--run")
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # the lines below say it all; --debug shows the logs
         logging.getLogger().setLevel(logging.CRITICAL)
@@ -102,7 +111,8 @@ def revert(
         settle_s = None if settle is None else parse_duration(settle)
     except ValueError as err:
         raise InvalidProfile(f"--settle {err}") from None
-    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key, settle_s=settle_s)
+    outcomes = revert_runs(reports, run_id, accept_new_host_key=accept_new_host_key, settle_s=settle_s,
+                           force=force)
     if not outcomes:
         print("nothing to revert: no open faults in the journal")
     for outcome in outcomes:
@@ -125,9 +135,15 @@ def skip_summary(skipped: list[dict], run_dir: Path) -> str:
             f"every reason in {run_dir / 'skipped.jsonl'}")
 
 
-def _faults_left(result, reports: Path) -> str:
-    """What the journal says is still in (it is the truth, not what teardown meant to do)."""
-    if not result.open_entries:
-        return "every fault injected so far was reverted"
-    left = ", ".join(f"{e.kind} {e.target}" for e in result.open_entries)
-    return (f"still open in the journal: {left}; run `drills revert --reports {reports} --run {result.run_dir.name}`")
+
+def last_line(interrupted: str | None, open_entries: list, reports: Path, run_dir: Path) -> str | None:
+    """The last line of every command that injects (run, accept): whether it was interrupted and what the journal —
+    the truth, not what teardown meant to do — says is still in, with the command that reverts it."""
+    if not interrupted and not open_entries:
+        return None
+    if open_entries:
+        left = ", ".join(f"{e.kind} {e.target}" for e in open_entries)
+        said = f"still open in the journal: {left}; run `drills revert --reports {reports} --run {run_dir.name}`"
+    else:
+        said = "every fault injected so far was reverted"
+    return f"drills: interrupted ({interrupted}); {said}" if interrupted else f"drills: {said}"

@@ -2,8 +2,8 @@
 
 `apply` creates each object through the official client against the current kubeconfig context (the
 twin's too) and replaces the ones that already exist, so re-running it after a profile change updates
-the schedule in place; then it prunes what it owns and no longer renders — objects of its kinds labelled
-with this schedule's instance and `managed-by: drills-schedule` (a Role left in a namespace the profile no
+the schedule in place; then it prunes what it owns and no longer renders — objects of its kinds carrying this install's whole
+identity (its name, its namespace, their hash and `managed-by: drills-schedule`: drills.schedule.cronjob) (a Role left in a namespace the profile no
 longer drills, a features ConfigMap once `--features` is dropped). A Namespace is never pruned.
 """
 
@@ -142,13 +142,12 @@ def _prune(api, docs: list[dict]) -> list[str]:
     """Delete this schedule's objects (its instance and managed-by labels) that `docs` no longer holds."""
     from kubernetes import client
 
-    from drills.schedule.cronjob import SCHEDULE_LABEL
+    from drills.schedule.cronjob import IDENTITY_LABELS
 
     labels = next((d["metadata"].get("labels") or {} for d in docs if d["kind"] == "CronJob"), {})
-    keys = (SCHEDULE_LABEL, "app.kubernetes.io/managed-by")
-    if not all(k in labels for k in keys):
+    if not all(k in labels for k in IDENTITY_LABELS):
         return []
-    selector = ",".join(f"{k}={labels[k]}" for k in keys)
+    selector = ",".join(f"{k}={labels[k]}" for k in IDENTITY_LABELS)  # this install's whole identity, never a part
     wanted = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
     lines = []
     for kind, (cls, suffix, namespaced) in _KINDS.items():
@@ -160,8 +159,9 @@ def _prune(api, docs: list[dict]) -> list[str]:
         for item in items:
             meta = item["metadata"]
             ns = meta.get("namespace") if namespaced else None
-            if (kind, ns, meta["name"]) in wanted:
-                continue
+            theirs = meta.get("labels") or {}
+            if (kind, ns, meta["name"]) in wanted or any(theirs.get(k) != labels[k] for k in IDENTITY_LABELS):
+                continue  # a server that ignored the selector must still not hand us another install's object
             infix = "namespaced_" if namespaced else ""
             getattr(typed, f"delete_{infix}{suffix}")(meta["name"], *((ns,) if namespaced else ()),
                                                       _preload_content=False)

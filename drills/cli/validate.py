@@ -45,19 +45,23 @@ def validate(
 def run_validation(*, target: str = "twin", profile: str | None = None, twin_state: str | None = None,
                    markexpr: str | None = None) -> list[Check]:
     """Every check, in order: profile, cluster, switches, storage, tools. Starts (and stops) a twin when
-    the target is the twin and none is given."""
+    the target is the twin and none is given. Bad input — a profile that does not load, a refused target, a
+    -m naming no tag — is the one DrillError line every command gives (exit 2), never a list of checks."""
     from drills.core.errors import DrillError
-    from drills.core.preflight import check_target
+    from drills.core.grammar import check_flag
+    from drills.core.selection import check_selection
     from drills.profile.model import load_target
+    from drills.profile.safety import check_target
     from drills.validate.preflight import Check, profile_checks, selected_drills
     from drills.validate.site import site_checks
 
-    try:
-        prof = load_target(profile)
-        on_twin = check_target(target, prof, twin_state)  # as `drills run` decides it
-    except DrillError as err:
-        return [Check("profile", False, str(err))]
+    check_selection(markexpr, None)
+    check_flag("--target", "context", target)
+    prof = load_target(profile)
+    on_twin = check_target(target, prof, twin_state, source=profile)  # the rule every command applies
     drills = set(selected_drills(markexpr))
+    if not drills:
+        raise DrillError(f"-m {markexpr!r} selects no drill; use a drill's tag (e.g. training, network, storage)")
     checks = [Check("profile", True, f"{profile or 'built-in twin profile'} loads (target {prof.name}); "
                     f"drills: {', '.join(sorted(drills)) or 'none selected by -m'}"), *profile_checks(prof, drills),
               *site_checks(prof, drills, on_twin)]
@@ -68,8 +72,8 @@ def run_validation(*, target: str = "twin", profile: str | None = None, twin_sta
 
         info = read_twin_info(twin_state)
         if info is None:
-            return checks + [Check("twin", False, f"--twin-state {twin_state}: no running twin there (no twin.json); "
-                                   "start one with `drills twin up --state-dir DIR`")]
+            raise DrillError(f"--twin-state {twin_state}: no running twin there (no twin.json); start one with "
+                             "`drills twin up --state-dir DIR`")
         return checks + _against(prof, drills, info, context=None, settle_s=TWIN_SETTLE_S)
     from drills.twin.launcher import start_twin
 

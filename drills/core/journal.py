@@ -108,6 +108,7 @@ class Entry:
 
 Reverter = Callable[[Entry], Any]
 TargetCheck = Callable[[Entry], Any]  # raises UnsafeTarget when the entry's cluster is not the one reached
+LeaseCheck = Callable[[Entry], "str | None"]  # a run's open lock entry → why its Lease is current (None: not)
 
 
 @dataclass(frozen=True)
@@ -285,19 +286,28 @@ def open_entries(where: Journal | str | os.PathLike, run_id: str | None = None) 
 
 def revert_open(where: Journal | str | os.PathLike, run_id: str | None = None,
                 resolver: Callable[[Entry], Reverter] | None = None, *,
-                check_target: TargetCheck | None = None) -> list[RevertOutcome]:
+                check_target: TargetCheck | None = None, lease_live: LeaseCheck | None = None) -> list[RevertOutcome]:
     """Revert every open entry (newest first, undoing in reverse); close the ones that succeed.
 
     Idempotent: a second call finds nothing open. A failure is recorded on its entry, which stays open.
     Refused, and left untouched: entries of a run still alive (another process), and entries for which
     `check_target(entry)` or the reverter raises UnsafeTarget (their cluster is not the one reached).
+    Liveness comes from the cluster, not from this host: a run this host cannot prove ended (another host —
+    a reports volume shared with the in-cluster CronJob — or a forged identity) is live while `lease_live`
+    finds its run lock's Lease current (held by it, renewed within its duration, cluster time).
     TargetGone (a twin that ended) closes the entry as "target-gone": its faults ended with it.
     """
     if resolver is None:
         from drills.faults import reverter as resolver  # every kind through the fault contract
     outcomes: list[RevertOutcome] = []
     for journal in _journals(where, run_id):
-        for entry in reversed(journal.open_entries()):
+        entries = journal.open_entries()
+        held = _lease_held(entries, lease_live)
+        for entry in reversed(entries):
+            if held is not None:
+                log.warning("not reverting %s: %s", entry.id, held)
+                outcomes.append(RevertOutcome(entry, False, held, refused=True))
+                continue
             if entry.run_alive() and not entry.of_this_process():
                 reason = (f"run {entry.run_id} (pid {entry.pid} on {entry.host}) is still running: it reverts its "
                           "own faults; stop it first")
@@ -327,6 +337,18 @@ def revert_open(where: Journal | str | os.PathLike, run_id: str | None = None,
             log.info("reverted %s (%s on %s)", entry.id, entry.kind, entry.target)
             outcomes.append(RevertOutcome(entry, True))
     return outcomes
+
+
+def _lease_held(entries: list[Entry], lease_live: LeaseCheck | None) -> str | None:
+    """Why the run of `entries` is live by its Lease (None: not, or proven ended on this host, or no check)."""
+    if lease_live is None:
+        return None
+    for entry in entries:
+        if entry.kind == "lock" and not (entry.of_this_process() or entry.run_alive() or entry.writer.known_dead()):
+            reason = lease_live(entry)
+            if reason:
+                return reason
+    return None
 
 
 def raise_for_failures(outcomes: Sequence[RevertOutcome]) -> None:

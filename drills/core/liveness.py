@@ -51,6 +51,16 @@ class ProcessIdentity:
             return False
         return self.pid_start is None or started == self.pid_start
 
+    def known_dead(self) -> bool:
+        """Proven ended here: written on this host, and its boot is over or its pid is gone (or reused). False
+        when this host cannot tell — another host, a record without a pid: then the run's Lease decides."""
+        if self.pid is None or self.host is None or self.host != socket.gethostname():
+            return False
+        if self.boot_id and boot_id() and self.boot_id != boot_id():
+            return True
+        started = process_start(self.pid)
+        return started is None or (self.pid_start is not None and started != self.pid_start)
+
     def is_current(self) -> bool:
         """The calling process itself."""
         return self.pid == os.getpid() and self.host == socket.gethostname() and (

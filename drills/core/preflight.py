@@ -12,32 +12,24 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Iterable
 
 from drills.core.errors import DrillError, InvalidProfile
+from drills.core.grammar import check_flag, valid
+from drills.profile.safety import check_target
 
-__all__ = ["check_run", "check_target", "feature_selection", "check_reports_writable", "check_utf8", "RUN_ID", "MAX_SCALE",
+__all__ = ["check_run", "check_target", "check_run_id", "feature_selection", "check_reports_writable", "check_utf8",
+           "check_scale", "check_twin", "check_twin_state", "MAX_SCALE",
            "MAX_LOAD_WORKERS", "MIN_FREE_MB"]
 
 log = logging.getLogger(__name__)
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # one folder name under --reports, never a path
 MAX_SCALE = 10_000.0  # twin seconds per wall second: beyond this the twin's controllers cannot keep up
 MAX_LOAD_WORKERS = 64  # locust worker processes; more than the cores of any load host is a typo
 MIN_FREE_MB = 20  # a run writes records, journal, Allure results: refuse a nearly full disk up front
 _RESERVED_RUN_IDS = frozenset({"latest", "twin", "."})
-
-
-def check_target(target: str, profile, twin_state: str | None = None) -> bool:
-    """Whether the run targets a twin; a kubeconfig context given to a profile that drills the twin is refused
-    (`drills run` and `drills validate` alike: the profile says what a run is allowed to touch)."""
-    if target != "twin" and profile.cluster.mode == "twin" and not twin_state:
-        raise DrillError(f"--target {target} is a kubeconfig context, but the profile drills the twin "
-                         f"(cluster.mode twin); pass --profile with cluster.mode kubeconfig, or drop --target")
-    return bool(twin_state) or (target == "twin" and profile.cluster.mode == "twin")
 
 
 def check_run(opts, profile) -> None:
@@ -47,18 +39,19 @@ def check_run(opts, profile) -> None:
     if opts.lang not in LANGS:
         raise DrillError(f"--lang {opts.lang!r} is not a report language; use one of {', '.join(LANGS)}")
     _check_load_workers(opts.load_workers)
-    _check_run_id(opts.run_id, Path(opts.reports_root))
-    on_twin = check_target(opts.target, profile, opts.twin_state)
+    check_run_id(opts.run_id, Path(opts.reports_root))
+    check_flag("--target", "context", opts.target)
+    on_twin = check_target(opts.target, profile, opts.twin_state, source=opts.profile)
     if opts.scale is not None:
-        _check_scale(opts.scale, "--scale")
+        check_scale(opts.scale, "--scale")
     if opts.twin_state:
         for flag, given in (("--defect", opts.defects), ("--scale", opts.scale is not None)):
             if given:
                 raise DrillError(f"{flag} with --twin-state would be ignored (the running twin keeps its own); "
                                  f"drop {flag}, or drop --twin-state so that the run starts twins with it")
-        _check_twin_state(opts.twin_state)
+        check_twin_state(opts.twin_state)
     elif on_twin:
-        _check_twin(profile, opts.defects)
+        check_twin(profile, opts.defects)
     elif opts.defects or opts.scale is not None:
         flag = "--defect" if opts.defects else "--scale"
         raise DrillError(f"{flag} applies to the twin only, but the target is {opts.target} (cluster.mode "
@@ -147,23 +140,24 @@ def _check_load_workers(workers: int | None) -> None:
                              f"{MAX_LOAD_WORKERS}; fix it or unset it")
 
 
-def _check_run_id(run_id: str | None, reports: Path) -> None:
+def check_run_id(run_id: str | None, reports: Path, flag: str = "--run-id") -> None:
+    """A run id is one folder name under --reports (drills.core.grammar `run_id`), never a path out of it."""
     if run_id is None:
         return
-    if not RUN_ID.match(run_id) or run_id in _RESERVED_RUN_IDS or ".." in run_id:
-        raise DrillError(f"--run-id {run_id!r}: must be one folder name under --reports (letters, digits, '.', '_', "
-                         f"'-'; no '/', no '..', not 'latest'), e.g. --run-id nightly-42")
+    if not valid("run_id", run_id) or run_id in _RESERVED_RUN_IDS or ".." in run_id:
+        raise DrillError(f"{flag} {run_id!r}: must be one folder name under --reports (letters, digits, '.', '_', "
+                         f"'-'; no '/', no '..', not 'latest'), e.g. {flag} nightly-42")
     if (reports / run_id).resolve().parent != reports.resolve():  # a symlink cannot lead it out either
-        raise DrillError(f"--run-id {run_id!r} leads outside --reports {reports}; pick another run id")
+        raise DrillError(f"{flag} {run_id!r} leads outside --reports {reports}; pick another run id")
 
 
-def _check_scale(scale: float, what: str) -> None:
+def check_scale(scale: float, what: str) -> None:
     if not math.isfinite(scale) or scale <= 0 or scale > MAX_SCALE:
         raise DrillError(f"{what} {scale:g}: twin seconds per wall second must be a number above 0 and at most "
                          f"{MAX_SCALE:g} (e.g. --scale 60)")
 
 
-def _check_twin_state(state: str) -> None:
+def check_twin_state(state: str) -> None:
     from drills.core.kube import _pid_alive
     from drills.twin.launcher import read_twin_info
 
@@ -183,14 +177,14 @@ def _check_twin_state(state: str) -> None:
                          f"({type(err).__name__}); restart it with `drills twin up --state-dir {state}`") from None
 
 
-def _check_twin(profile, defects: list[str]) -> None:
+def check_twin(profile, defects: list[str], twin_profile: str | None = None) -> None:
     """The twin profile and every defect load (unknown names, bad overlays) before a twin starts."""
     from drills.twin.profile import load_profile
 
     twin = profile.cluster.twin
-    _check_scale(twin.scale, "cluster.twin.scale")
+    check_scale(twin.scale, "cluster.twin.scale")
     try:
-        load_profile(twin.profile, [*twin.defects, *defects])
+        load_profile(twin_profile or twin.profile, [*twin.defects, *defects])
     except InvalidProfile as err:
         raise InvalidProfile(f"--defect/cluster.twin: {err}") from None
 

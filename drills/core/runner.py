@@ -161,14 +161,15 @@ def run_drills(opts: RunOptions) -> RunResult:
 
 
 def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_host_key: bool = False,
-                settle_s: float | None = None) -> list:
+                settle_s: float | None = None, force: bool = False) -> list:
     """Revert every open journal entry (one run, or all runs under reports_root) and return the outcomes.
     Each revert is verified as a run's teardown verifies it: read back (drills.faults `verify_entry`) after a
     settle period of cluster time (`settle_s`, else the run's journaled `safety.revert_settle_s`, else 60 s);
     a fault that is back stays open, its reading in the failure.
 
-    Entries of live runs, of another cluster than the one their connection reaches now, and of a switch
-    that presents another host key than at inject (unless `accept_new_host_key`) are refused (left open);
+    Entries of live runs — alive on this host, or holding a current run-lock Lease on their cluster (unless
+    `force`) — of another cluster than the one their connection reaches now, and of a switch that presents
+    another host key than at inject (unless `accept_new_host_key`) are refused (left open);
     `raise_for_failures(outcomes)` turns what was not reverted into one error line.
     """
     root = Path(reports_root)
@@ -180,10 +181,12 @@ def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_hos
 
     from drills.faults import reverter
 
-    with _SameCluster() as check:
+    from drills.core.revertcheck import RevertChecks
+
+    with RevertChecks() as check:
         return revert_open(root, run_id, partial(reverter, accept_new_host_key=accept_new_host_key, verify=True,
                                                  settle_s=settle_s),
-                           check_target=check)
+                           check_target=check, lease_live=None if force else check.lease_live)
 
 
 def final_table(records: list[Record], width: int = 100):
@@ -371,34 +374,3 @@ def _link_latest(reports_root: Path, run_id: str) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_id)
     os.replace(tmp, latest)
-
-
-class _SameCluster:
-    """`check_target` for `revert_open`: reconnect once per way of connecting, then compare each run's
-    recorded cluster (UID, URL) with the one reached; UnsafeTarget for a mismatch."""
-
-    def __init__(self) -> None:
-        self._reached: dict[str, object] = {}  # how → Cluster, or the error connecting raised
-
-    def __call__(self, entry) -> None:
-        from drills.core.kube import check_same_cluster, reconnect
-
-        described = dict(entry.connection)
-        how = json.dumps({k: v for k, v in described.items() if k not in ("uid", "url", "name")}, sort_keys=True)
-        if how not in self._reached:
-            try:
-                self._reached[how] = reconnect({k: v for k, v in described.items() if k not in ("uid", "url")})
-            except DrillError as err:
-                self._reached[how] = err
-        reached = self._reached[how]
-        if isinstance(reached, BaseException):
-            raise reached
-        check_same_cluster(described, reached, what=f"run {entry.run_id}'s journal")
-
-    def __enter__(self) -> "_SameCluster":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for reached in self._reached.values():
-            if not isinstance(reached, BaseException):
-                reached.close()

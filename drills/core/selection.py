@@ -35,10 +35,31 @@ class Candidate:
 
 
 def check_selection(markexpr: str | None, keyword: str | None) -> None:
-    """A -m/-k expression pytest cannot parse is bad input: one DrillError line."""
+    """A -m/-k expression pytest cannot parse, or a -m naming a tag no drill carries, is bad input: one
+    DrillError line (before pytest, whose own error would be several lines and exit 4)."""
     for flag, expr in (("-m", markexpr), ("-k", keyword)):
         if expr:
-            _compile(flag, expr)
+            compiled = _compile(flag, expr)
+            unknown = sorted(compiled.idents() - known_marks()) if flag == "-m" else []
+            if unknown:
+                raise DrillError(f"-m {expr!r}: unknown tag{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(unknown)}; use the drills' tags (e.g. training, network, slo_15m; "
+                                 f"`drills run --dry-run` lists the drills)")
+
+
+def known_marks() -> frozenset[str]:
+    """Every tag a `-m` may name: the markers pyproject.toml registers and each drill's own tag (the catalog's,
+    registered by fixtures/recorder.py) — what pytest with --strict-markers accepts."""
+    import tomllib
+
+    from drills.core.catalog import catalog
+
+    root = Path(__file__).resolve().parents[2]
+    with open(root / "pyproject.toml", "rb") as file:
+        declared = tomllib.load(file)["tool"]["pytest"]["ini_options"].get("markers", [])
+    return frozenset({m.split(":", 1)[0].split("(", 1)[0].strip() for m in declared} |
+                     {d.tag for d in catalog().values()} | {"skip", "skipif", "xfail", "parametrize", "usefixtures",
+                                                             "filterwarnings"})
 
 
 def candidates(features_dir: Path) -> list[Candidate]:

@@ -45,6 +45,7 @@ __all__ = ["LoadRunner", "LoadResult", "LOCUSTFILE"]
 log = logging.getLogger(__name__)
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+FLUSH_S = 0.25  # wall seconds between a locust process's bucket flushes (locustfile.py --bucket-flush-s default)
 LATE_RESULTS_S = 10.0  # wall seconds a reader waits for the load's results to reach a moment (normally ~0.35 s)
 
 

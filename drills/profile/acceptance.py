@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from drills.profile.images import FIO_IMAGE
+from drills.core.grammar import CONTROL, DnsLabel, DnsSubdomain, LabelKey, RemotePath, Text
+from drills.profile.base import MAX_SECONDS
+from drills.profile.images import FIO_IMAGE, check_reference
 
 __all__ = ["CHECKS", "CheckName", "JobSpec", "Thresholds", "Requirement", "Waiver", "AcceptanceConfig",
            "GATE_TAINT_KEY", "DEFAULT_REQUIRED"]
@@ -26,14 +28,28 @@ GATE_TAINT_KEY = "gpu-drills.io/unaccepted"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class JobSpec(_Strict):
     image: str
-    command: list[str]
+    command: list[str] = Field(min_length=1, max_length=64)
     gpus: bool = True  # request every GPU of the node (the check needs them all to itself)
-    timeout_s: float = Field(1800.0, gt=0)  # cluster seconds for the Job to finish
+    timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS)  # cluster seconds for the Job to finish
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_reference(value)
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, argv: list[str]) -> list[str]:
+        """An argv, never formatted: a script may span lines, but a NUL or escape sequence is no command."""
+        for arg in argv:
+            if not arg or len(arg) > 16_384 or CONTROL.search(arg.replace("\n", "").replace("\t", "")):
+                raise ValueError(f"each argument must be 1 to 16384 printable characters (got {arg[:40]!r})")
+        return argv
 
 
 def _sh(script: str) -> list[str]:
@@ -64,26 +80,26 @@ DEFAULT_JOBS: dict[str, JobSpec] = {
 class Thresholds(_Strict):
     """What a new node must show. None: not checked (e.g. no expected driver pinned)."""
 
-    gpus: int | None = None  # GPUs a pod must see; None: the node's nvidia.com/gpu capacity
-    driver_version: str | None = None
-    cuda_version: str | None = None
+    gpus: int | None = Field(None, ge=1, le=64)  # GPUs a pod must see; None: the node's nvidia.com/gpu capacity
+    driver_version: Text | None = None
+    cuda_version: Text | None = None
     dcgm_level: int = Field(3, ge=1, le=4)
-    burn_seconds: int = Field(180, gt=0)  # the seed's 3-minute matmul stress
-    gemm_gflops_min: float = Field(45000.0, gt=0)  # per GPU, gpu-burn's Gflop/s
-    max_temp_c: int = Field(80, gt=0)  # the seed: GPUs throttle at ≥ 80 °C; a GPU must stay below
-    nvlink_busbw_min_gbs: float = Field(400.0, gt=0)  # all_reduce_perf inside the node
-    pair_busbw_min_gbs: float = Field(160.0, gt=0)  # all_reduce_perf with a known-good node
-    link_layer: str | None = "Ethernet"  # ibstat's; "InfiniBand" on an IB fabric
-    rail_rate_gbps: int | None = 400  # ibstat's port rate
-    rail_bw_min_gbps: float = Field(350.0, gt=0)  # ib_write_bw per rail
-    port_speed: str | None = "400G"  # the switch port facing the node
-    port_mtu: int | None = 9100  # the least MTU the switch port must carry (a larger one carries the frames too)
-    port_errors_max: int = Field(0, ge=0)  # input/output/CRC errors on the new node's port (a bad cable or optic)
+    burn_seconds: int = Field(180, gt=0, le=86_400)  # the seed's 3-minute matmul stress
+    gemm_gflops_min: float = Field(45000.0, gt=0, le=10_000_000)  # per GPU, gpu-burn's Gflop/s
+    max_temp_c: int = Field(80, gt=0, le=150)  # the seed: GPUs throttle at ≥ 80 °C; a GPU must stay below
+    nvlink_busbw_min_gbs: float = Field(400.0, gt=0, le=100_000)  # all_reduce_perf inside the node
+    pair_busbw_min_gbs: float = Field(160.0, gt=0, le=100_000)  # all_reduce_perf with a known-good node
+    link_layer: Text | None = "Ethernet"  # ibstat's; "InfiniBand" on an IB fabric
+    rail_rate_gbps: int | None = Field(400, gt=0, le=3200)  # ibstat's port rate
+    rail_bw_min_gbps: float = Field(350.0, gt=0, le=3200)  # ib_write_bw per rail
+    port_speed: Text | None = "400G"  # the switch port facing the node
+    port_mtu: int | None = Field(9100, ge=576, le=9216)  # the least MTU the switch port must carry
+    port_errors_max: int = Field(0, ge=0, le=1_000_000_000)  # input/output/CRC errors on the new node's port
     roce: bool = True  # RoCE: the node's switch port must have PFC (lossless priorities) and ECN on
-    store_read_mb_s_min: float = Field(10000.0, gt=0)  # fio from one node to the shared store
-    store_write_mb_s_min: float = Field(6000.0, gt=0)
-    store_fs_types: list[str] | None = None  # the shared store's filesystem types (df -PT), e.g. [nfs4, lustre]
-    store_aggregate_read_mb_s_min: float | None = None  # all new nodes together (the seed: ≥ 50 GB/s class)
+    store_read_mb_s_min: float = Field(10000.0, gt=0, le=10_000_000)  # fio from one node to the shared store
+    store_write_mb_s_min: float = Field(6000.0, gt=0, le=10_000_000)
+    store_fs_types: list[DnsLabel] | None = None  # the shared store's filesystem types (df -PT), e.g. [nfs4, lustre]
+    store_aggregate_read_mb_s_min: float | None = Field(None, gt=0, le=1_000_000_000)  # all new nodes together (the seed: ≥ 50 GB/s class)
 
 
 class Requirement(_Strict):
@@ -91,7 +107,7 @@ class Requirement(_Strict):
     for the burn-in (the run length gpu-burn itself announced)."""
 
     min_level: int | None = Field(None, ge=1, le=4)
-    min_seconds: int | None = Field(None, gt=0)
+    min_seconds: int | None = Field(None, gt=0, le=86_400)
 
 
 class Waiver(_Strict):
@@ -111,20 +127,20 @@ DEFAULT_REQUIRED: dict[str, Requirement] = {c: Requirement(min_level=2 if c == "
 
 
 class AcceptanceConfig(_Strict):
-    namespace: str = "ai-platform"  # where the Jobs run (must be in safety.allow.namespaces)
+    namespace: DnsLabel = "ai-platform"  # where the Jobs run (must be in safety.allow.namespaces)
     checks: list[CheckName] = list(CHECKS)
-    jobs: dict[str, JobSpec] = {}  # per-check overrides of DEFAULT_JOBS
+    jobs: dict[CheckName, JobSpec] = {}  # per-check overrides of DEFAULT_JOBS
     thresholds: Thresholds = Thresholds()
-    reference_node: str | None = None  # a known-good node each new node is paired with (NCCL)
-    store_dir: str = "/mnt/store/gpu-drills-accept"  # where fio writes on the shared store (hostPath)
-    leaf_port_annotation: str = "network.gpu-drills.io/leaf-port"  # node annotation: its leaf switch port
-    max_nodes: int = Field(64, ge=1)  # new nodes one run may take (its blast radius)
-    twin_profile: str = "expansion"  # the twin `drills accept` starts when the target is the twin
+    reference_node: DnsSubdomain | None = None  # a known-good node each new node is paired with (NCCL)
+    store_dir: RemotePath = "/mnt/store/gpu-drills-accept"  # where fio writes on the shared store (hostPath)
+    leaf_port_annotation: LabelKey = "network.gpu-drills.io/leaf-port"  # node annotation: its leaf switch port
+    max_nodes: int = Field(64, ge=1, le=4096)  # new nodes one run may take (its blast radius)
+    twin_profile: DnsLabel = "expansion"  # the twin `drills accept` starts when the target is the twin
     # Expectations (drills/acceptance/catalogue.yaml): the server type and GPU model are read from the node's
     # labels unless named here; `expect` overrides a catalogue figure by name (`gpus`, `nics.rate_gbps`, …)
     # and the report shows it as the profile's, not the catalogue's.
-    server: str | None = None
-    product: str | None = None
+    server: Text | None = None
+    product: Text | None = None
     expect: dict[str, Any] = {}
     required: dict[CheckName, Requirement] = DEFAULT_REQUIRED
     waivers: list[Waiver] = []

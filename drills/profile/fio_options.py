@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any
 
-__all__ = ["ALLOWED_FIO_OPTIONS", "REFUSED_FIO_OPTIONS", "IOENGINES", "check_fio_options"]
+__all__ = ["ALLOWED_FIO_OPTIONS", "REFUSED_FIO_OPTIONS", "IOENGINES", "INT_MAX", "check_fio_options"]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,13 @@ REFUSED_FIO_OPTIONS: dict[str, str] = {  # why, for the options people reach for
 def check_fio_options(options: dict[str, Any]) -> dict[str, Any]:
     """`options` unchanged if every name is allowed and every value fits its grammar; ValueError (one
     sentence naming the option and what to do) otherwise."""
+    from drills.core.grammar import valid
+
     for name, value in options.items():
-        key = str(name).strip().lstrip("-")
+        key = str(name)
+        if not valid("fio_option", key):  # the job file is one `name=value` a line: the name exactly, nothing else
+            raise ValueError(f"fio option name {name!r} is not an option name (lowercase letters, digits, '_', no "
+                             f"leading '--', no space or newline); write it as in a fio job file, e.g. rate")
         if key in REFUSED_FIO_OPTIONS:
             raise ValueError(f"fio option {name!r} {REFUSED_FIO_OPTIONS[key]}: refused; remove it (the allowed "
                              f"options are listed in the README, storage.fio_options)")
@@ -74,7 +79,13 @@ def check_fio_options(options: dict[str, Any]) -> dict[str, Any]:
         if not re.fullmatch(ALLOWED_FIO_OPTIONS[key], text):
             raise ValueError(f"fio option {key}={text!r} is not a valid {key} value; see `man fio` (e.g. "
                              f"{_EXAMPLES.get(key, 'a number')})")
+        if ALLOWED_FIO_OPTIONS[key] == _INT and int(text) > INT_MAX.get(key, 1_000_000_000):
+            raise ValueError(f"fio option {key}={text} is above its range (at most {INT_MAX.get(key, 1_000_000_000)})")
     return options
+
+
+INT_MAX = {"numjobs": 256, "iodepth": 4096, "iodepth_batch_submit": 4096, "iodepth_batch_complete_min": 4096,
+           "iodepth_batch_complete_max": 4096, "nrfiles": 100_000, "loops": 1_000_000}  # others: 10^9
 
 
 _EXAMPLES = {"rate": "256k or 100m", "rate_min": "10m", "ioengine": " | ".join(IOENGINES), "bs": "1M",

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from drills.core.grammar import DnsLabel, DnsSubdomain, LabelKey, LabelValue
 from drills.profile.base import Seconds, Strict
 from drills.profile.images import check_image
 
@@ -28,7 +29,7 @@ class PodResources(Strict):
     @field_validator("cpu", "memory", "cpu_limit", "memory_limit")
     @classmethod
     def _quantity(cls, value: str | None) -> str | None:
-        if value is not None and not _QUANTITY.match(str(value)):
+        if value is not None and not _QUANTITY.fullmatch(str(value)):
             raise ValueError(f'must be a Kubernetes quantity like "500m", "2" or "512Mi" (got {value!r})')
         return value
 
@@ -44,11 +45,11 @@ class LoadGenerator(Strict):
     workers: int = Field(0, ge=0, le=1000)
     # pods mode: the drills image (it holds the locustfile, /opt/gpu-drills/drills/load/locustfile.py)
     image: str = "registry.example.com/gpu-drills:0.1.0"
-    namespace: str | None = None  # None: the inference workload's namespace
-    node_selector: dict[str, str] = {}
+    namespace: DnsLabel | None = None  # None: the inference workload's namespace
+    node_selector: dict[LabelKey, LabelValue] = {}
     tolerations: list[dict[str, Any]] = []
-    priority_class_name: str | None = None
-    service_account: str | None = None  # None: the namespace's default (the pods call no API)
+    priority_class_name: DnsSubdomain | None = None
+    service_account: DnsSubdomain | None = None  # None: the namespace's default (the pods call no API)
     resources: PodResources = PodResources()
     start_timeout_s: Seconds = 300.0  # cluster seconds for the master and every worker pod to be Running
 

@@ -24,6 +24,8 @@ import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from drills.core.errors import InvalidProfile
+from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHeader, Interface, KubeContext,
+                                  LabelKey, LocalPath, Selector, SwitchName, Text, UserName)
 from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
@@ -62,29 +64,29 @@ BUILTIN_TWIN_PROFILE = "built-in twin profile"
 
 
 class TwinConfig(Strict):
-    profile: str = "minimal"
-    defects: list[str] = []
+    profile: DnsLabel = "minimal"
+    defects: list[DnsLabel] = []
     scale: float = Field(60.0, gt=0, le=10_000, allow_inf_nan=False)  # twin seconds per wall second
 
 
 class ClusterConfig(Strict):
     mode: Literal["twin", "kubeconfig", "in-cluster"] = "twin"
-    kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
-    context: str | None = None  # None: the kubeconfig's current context
+    kubeconfig: LocalPath | None = None  # None: $KUBECONFIG or ~/.kube/config
+    context: KubeContext | None = None  # None: the kubeconfig's current context
     # kubeconfig contexts drills may use (exact names). Empty: any. A context not listed — given with
     # --target, set above, or the kubeconfig's current one — is refused before anything connects.
-    allowed_contexts: list[str] = []
+    allowed_contexts: list[KubeContext] = []
     twin: TwinConfig = TwinConfig()
 
 
 class TrainingWorkload(Strict):
-    job: str = "llm-finetune-8b"  # Volcano Job name
-    namespace: str = "ai-platform"
+    job: DnsSubdomain = "llm-finetune-8b"  # Volcano Job name
+    namespace: DnsLabel = "ai-platform"
     # auto: every preset at once, the framework detected from the lines (drills.measure.logread)
     log_format: Literal["auto", "twin", "hf-trainer", "megatron", "deepspeed", "lightning"] = "auto"
     log_patterns: dict[str, str | list[str]] = {}  # kind → regex(es), layered over log_format
-    container: str | None = None  # whose logs to read; None: the pod's first container
-    checkpoint_interval_steps: int = Field(2000, gt=0)
+    container: DnsLabel | None = None  # whose logs to read; None: the pod's first container
+    checkpoint_interval_steps: int = Field(2000, gt=0, le=100_000_000)
 
     @field_validator("log_patterns")
     @classmethod
@@ -106,12 +108,12 @@ class LoadShape(Strict):
     """The load users put on the endpoint during the inference drill (drills/load/locustfile.py)."""
 
     users: int | None = Field(None, gt=0, le=100_000)  # None: the scenario's "N users are sending completions"
-    spawn_rate: float | None = Field(None, gt=0)  # users started per (wall) second; None: all of them at once
+    spawn_rate: float | None = Field(None, gt=0, le=100_000)  # users started per (wall) second; None: all of them at once
     prompt_words: int = Field(8, gt=0, le=100_000)  # prompt length, in words
     max_tokens: int = Field(16, gt=0, le=131_072)  # completion length asked for
     chat_weight: float = Field(0.0, ge=0, le=1)  # the share of requests sent to /v1/chat/completions
-    wait_min_s: float = Field(0.0, ge=0)  # each user's think time between requests (wall seconds), uniform in
-    wait_max_s: float = Field(0.0, ge=0)  # [wait_min_s, wait_max_s]; 0: back to back
+    wait_min_s: float = Field(0.0, ge=0, le=3600)  # each user's think time between requests (wall seconds), uniform
+    wait_max_s: float = Field(0.0, ge=0, le=3600)  # in [wait_min_s, wait_max_s]; 0: back to back
 
     @model_validator(mode="after")
     def _wait_range(self) -> "LoadShape":
@@ -121,23 +123,23 @@ class LoadShape(Strict):
 
 
 class InferenceWorkload(Strict):
-    deployment: str = "llama-7b-infer"
-    namespace: str = "ai-platform"
-    service: str = "llama-7b-infer"
+    deployment: DnsSubdomain = "llama-7b-infer"
+    namespace: DnsLabel = "ai-platform"
+    service: DnsLabel = "llama-7b-infer"
     endpoint: str = "from-twin"  # an http(s) URL, or "from-twin": the twin's gateway
-    model: str = "llama-7b"
-    label_selector: str = "app=llama-7b-infer"
+    model: Text = "llama-7b"
+    label_selector: Selector = "app=llama-7b-infer"
     request_timeout_s: Seconds = 30.0  # cluster seconds a client waits for a completion: longer is a hung request
     # The response header naming the replica that answered (pod name, or pod IP[:port]); it proves a
     # replacement served. None: the twin's gateway header when the endpoint is from-twin, else unknown.
-    replica_header: str | None = None
+    replica_header: HttpHeader | None = None
     load: LoadShape = LoadShape()
     load_generator: LoadGenerator = LoadGenerator()  # locust here or as pods (drills/profile/load.py)
 
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
-        if value != "from-twin" and not re.match(r"^https?://[^\s/]+", value):
+        if value != "from-twin" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(?:/[^\s\x00-\x1f\x7f]*)?$", value):
             raise ValueError(f'must be an http(s) URL or "from-twin" (got {value!r})')
         return value
 
@@ -149,19 +151,19 @@ class Workloads(Strict):
 
 class SwitchConfig(Strict):
     name: str
-    host: str
+    host: HostName
     port: int = Field(22, gt=0, lt=65536)
-    username: str = "admin"
-    key_file: str | None = None
+    username: UserName = "admin"
+    key_file: LocalPath | None = None
     password_env: str | None = None  # the NAME of an environment variable holding the password
-    known_hosts: str | None = None
-    dialect: str = "sonic"
+    known_hosts: LocalPath | None = None
+    dialect: DnsLabel = "sonic"
     uplinks: list[str] = []
     # the far end of each uplink's cable: uplink → "switch:interface" (the twin's inventory writes it; LLDP on a
     # site): a revert of that uplink is verified on both ends when the far switch is in the inventory too
     peers: dict[str, str] = {}
-    role: str | None = None  # leaf | spine (informative; the twin's inventory writes it)
-    host_key_type: str | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
+    role: Text | None = None  # leaf | spine (informative; the twin's inventory writes it)
+    host_key_type: Text | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
     @model_validator(mode="after")
     def _names_in_grammar(self) -> "SwitchConfig":
@@ -187,10 +189,10 @@ class SwitchConfig(Strict):
 
 
 class Switches(Strict):
-    inventory: str | None = None  # a YAML list of switches; read into `devices` by load_target
+    inventory: LocalPath | None = None  # a YAML list of switches; read into `devices` by load_target
     devices: list[SwitchConfig] = []
     accept_unknown_host_keys: bool = False
-    connect_timeout_s: Seconds = 5.0  # TCP connect, SSH banner and login, each
+    connect_timeout_s: Seconds = 5.0  # TCP connect, SSH banner and login, each (at most a day, as every Seconds)
     command_timeout_s: Seconds = 10.0  # one command's answer (exec status or shell prompt)
 
 
@@ -202,52 +204,52 @@ class SloConfig(Strict):
     training_recovery_s: Seconds = 900.0
     inference_recovery_s: Seconds = 300.0
     network_recovery_s: Seconds = 900.0
-    lost_steps_budget: int | None = Field(None, ge=0)  # None: the feature's "no more than N steps are lost"
+    lost_steps_budget: int | None = Field(None, ge=0, le=100_000_000)  # None: the feature's "no more than N steps are lost"
     inference_error_budget: float = Field(0.01, ge=0, le=1)
     throughput_recovery_ratio: Ratio = 0.9
     throughput_sustain_s: Seconds = 60.0  # throughput must hold ≥ the ratio this long to count as recovered
     training_stability_s: Seconds = 300.0  # a resumed job is watched this long (and until caught up): no restart,
     # not Failed, throughput and transport as before — or it has not recovered
     stability_window_s: Seconds = 300.0  # network: after recovery NCCL is still watched this long (transport, job alive)
-    p99_latency_factor: float = Field(2.0, ge=1)
-    checkpoint_save_ratio: float = Field(2.0, ge=1)  # save time under saturation vs. baseline
+    p99_latency_factor: float = Field(2.0, ge=1, le=1000)
+    checkpoint_save_ratio: float = Field(2.0, ge=1, le=1000)  # save time under saturation vs. baseline
 
 
 class InferenceFaults(Strict):
     # The most replicas one Example may kill; "all its replicas" beyond it is skipped, naming it (a full
     # outage is a site's decision). None: no limit (the twin).
-    max_kill: int | None = Field(None, gt=0)
+    max_kill: int | None = Field(None, gt=0, le=10_000)
 
 
 class FaultsConfig(Strict):
-    node: str | None = None  # a named target node; None: one running the job
+    node: DnsSubdomain | None = None  # a named target node; None: one running the job
     # How a node may be lost (the node-loss Examples); an Example with another mode is skipped, naming it.
     # None: every mode the target supports (twin-only modes only on the twin).
     node_modes: list[Literal["cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop"]] | None = None
     inference: InferenceFaults = InferenceFaults()
     eviction_timeout_s: Seconds = 300.0
     pod_kill_mode: Literal["delete", "evict", "kill-container"] = "delete"
-    pods_to_kill: int = Field(1, gt=0)
-    switch: str | None = None  # a named leaf switch; None: the leaf of a node running the job
-    uplink: str | None = None  # a named uplink of that switch; None: its first uplink in the inventory
-    leaf_label: str = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
+    pods_to_kill: int = Field(1, gt=0, le=10_000)
+    switch: SwitchName | None = None  # a named leaf switch; None: the leaf of a node running the job
+    uplink: Interface | None = None  # a named uplink of that switch; None: its first uplink in the inventory
+    leaf_label: LabelKey = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
     switch_transport: Literal["exec", "shell"] = "exec"
 
 
 class Allowlist(Strict):
     """What drills may touch. Empty lists allow nothing: a real target must say what is fair game."""
 
-    nodes: list[str] = []  # globs on node names
-    node_labels: dict[str, str] = {}  # every label must be present; values are globs
-    namespaces: list[str] = []
-    switches: list[str] = []
-    interfaces: list[str] = []
+    nodes: list[Glob] = []  # globs on node names
+    node_labels: dict[LabelKey, Glob] = {}  # every label must be present; values are globs
+    namespaces: list[Glob] = []
+    switches: list[Glob] = []
+    interfaces: list[Glob] = []
 
 
 class BlastRadius(Strict):
-    max_nodes: int = Field(1, ge=0)
-    max_pods: int = Field(4, ge=0)
-    max_ports: int = Field(1, ge=0)
+    max_nodes: int = Field(1, ge=0, le=10_000)
+    max_pods: int = Field(4, ge=0, le=100_000)
+    max_ports: int = Field(1, ge=0, le=10_000)
 
 
 class StopCondition(Strict):
@@ -255,8 +257,8 @@ class StopCondition(Strict):
     metric above `above` for `for_s` cluster seconds — reverts every fault at once and aborts the drill."""
 
     metric: Literal["not_ready_nodes", "unschedulable_nodes", "inference_error_rate"]
-    above: float = Field(ge=0, allow_inf_nan=False)
-    for_s: Annotated[float, BeforeValidator(parse_duration), Field(ge=0)] = 0.0
+    above: float = Field(ge=0, le=1_000_000, allow_inf_nan=False)
+    for_s: Annotated[float, BeforeValidator(parse_duration), Field(ge=0, le=86_400)] = 0.0
 
 
 class SafetyConfig(Strict):
@@ -265,8 +267,8 @@ class SafetyConfig(Strict):
     stop_conditions: list[StopCondition] = []
     blast_radius: BlastRadius = BlastRadius()
     dry_run: bool = False
-    lock_namespace: str | None = None  # the run lock's Lease namespace; None: the training workload's
-    lock_duration_s: int = Field(120, gt=0)  # Lease duration (cluster seconds), renewed every third of it
+    lock_namespace: DnsLabel | None = None  # the run lock's Lease namespace; None: the training workload's
+    lock_duration_s: int = Field(120, ge=10, le=3600)  # Lease duration (cluster seconds), renewed every third of it
     # after a revert, how long (cluster seconds) it must hold before it is read back (and again at the end of the
     # scenario): a node-health agent or a switch agent that undoes the revert within it fails the drill
     # (`revert_failed`). 0..3600; 60 s is one wall second on a 60x twin. `drills revert` waits as long.
@@ -274,7 +276,7 @@ class SafetyConfig(Strict):
 
 
 class TargetProfile(Strict):
-    name: str = "twin"
+    name: Text = "twin"
     cluster: ClusterConfig = ClusterConfig()
     workloads: Workloads = Workloads()
     switches: Switches = Switches()

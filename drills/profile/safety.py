@@ -12,9 +12,36 @@ import logging
 from drills.core.errors import UnsafeTarget
 from drills.profile.model import TargetProfile
 
-__all__ = ["check_node_allowed", "check_namespace_allowed", "check_switch_allowed", "check_blast_radius"]
+__all__ = ["check_target", "check_node_allowed", "check_namespace_allowed", "check_switch_allowed",
+           "check_blast_radius"]
 
 log = logging.getLogger(__name__)
+
+
+def check_target(target: str, profile: TargetProfile, twin_state: str | None = None, *,
+                 source: str | None = None) -> bool:
+    """The one target-safety rule of every command that touches a cluster (run, validate, accept): whether it
+    drives a twin. A real target — a kubeconfig context given with --target, or a profile whose cluster.mode
+    is kubeconfig or in-cluster — needs a profile file of its own (`source`; None is the built-in twin
+    profile, whose allowlist is `*`) that drills a real cluster and lists explicitly the nodes and namespaces
+    drills may touch; the context itself must then be in its cluster.allowed_contexts (drills.core.kube.connect,
+    before anything connects). Raises UnsafeTarget, one line, before anything starts."""
+    if twin_state:
+        return True
+    if target == "twin" and profile.cluster.mode == "twin":
+        return True
+    if profile.cluster.mode == "twin":
+        which = "the built-in twin profile" if source is None else f"profile {source}"
+        raise UnsafeTarget(f"--target {target} is a kubeconfig context, but {which} drills the twin (cluster.mode "
+                           f"twin: its allowlist never applies to a real cluster); pass --profile with cluster.mode "
+                           f"kubeconfig, an explicit safety.allow and cluster.allowed_contexts, or drop --target")
+    allow = profile.safety.allow
+    empty = [f"safety.allow.{name}" for name, globs in (("nodes", allow.nodes), ("namespaces", allow.namespaces))
+             if not globs]
+    if empty:
+        raise UnsafeTarget(f"profile {source}: a real cluster needs an explicit allowlist, but {' and '.join(empty)} "
+                           f"{'is' if len(empty) == 1 else 'are'} empty; list the nodes and namespaces drills may touch")
+    return False
 
 
 def check_node_allowed(profile: TargetProfile, node_name: str, labels: dict[str, str] | None = None) -> None:

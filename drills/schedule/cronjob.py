@@ -26,9 +26,11 @@ import yaml
 
 from drills.profile.model import TargetProfile, load_target
 from drills.core.errors import DrillError
+from drills.schedule.options import check_options, parse_node_selector, parse_toleration
 
 __all__ = ["ScheduleOptions", "render", "render_yaml", "profile_warnings", "validate_cron", "rbac_rules",
-           "feature_files", "parse_toleration", "parse_node_selector", "PROFILE_DIR", "FEATURES_DIR", "FEATURES_BINDER", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV", "SCHEDULE_LABEL"]
+           "feature_files", "parse_toleration", "parse_node_selector", "PROFILE_DIR", "FEATURES_DIR", "FEATURES_BINDER", "SWITCH_DIR", "REPORTS_DIR", "LOAD_KEY_ENV", "SCHEDULE_LABEL",
+           "INSTANCE_NAMESPACE_LABEL", "IDENTITY_LABELS", "install_id", "check_options"]
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +44,11 @@ _CONFIGMAP_KEY = re.compile(r"[^-._a-zA-Z0-9]")
 SWITCH_DIR = "/etc/gpu-drills/switch"  # the switch-credential Secret (SSH key, known_hosts), read-only
 REPORTS_DIR = "/var/lib/gpu-drills/reports"  # the reports PVC (or an emptyDir)
 LOAD_KEY_ENV = "DRILLS_LOAD_API_KEY"
-SCHEDULE_LABEL = "gpu-drills.io/schedule"
+SCHEDULE_LABEL = "gpu-drills.io/schedule"  # a hash of the install's namespace and name (install_id)
+INSTANCE_NAMESPACE_LABEL = "gpu-drills.io/schedule-namespace"  # the install's namespace (its name: …/instance)
+IDENTITY_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", INSTANCE_NAMESPACE_LABEL,
+                   SCHEDULE_LABEL)  # what `--apply` selects on to prune: every one, never a part
 RUN_AS = 10001  # the image's non-root user (deploy/Containerfile)
-_LABEL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _CRON_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
                 ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
@@ -81,14 +83,15 @@ class ScheduleOptions:
 def render(opts: ScheduleOptions) -> list[dict]:
     """The manifests, in apply order; raises DrillError (one line) for input that cannot work."""
     validate_cron(opts.cron)
-    for what, value in (("--namespace", opts.namespace), ("--name", opts.name)):
-        if not _LABEL_NAME.match(value) or len(value) > 52:  # CronJob names: ≤ 52 characters
-            raise DrillError(f"{what} {value!r}: must be a lowercase DNS label of at most 52 characters")
+    check_options(opts)
     features = _check_selection(opts)
     profile = load_target(opts.profile)
     if profile.cluster.mode == "kubeconfig":
         raise DrillError(f"profile {opts.profile}: cluster.mode is kubeconfig, but a scheduled run runs inside the "
                          "cluster with its own service account: set cluster.mode: in-cluster")
+    from drills.profile.safety import check_target
+
+    check_target("twin", profile, source=opts.profile)  # the rule the scheduled run applies, refused at render time
     text = Path(opts.profile).read_text(encoding="utf-8")
     meta = _Meta(opts)
     docs: list[dict] = []
@@ -104,6 +107,13 @@ def render(opts: ScheduleOptions) -> list[dict]:
     docs += _rbac(opts, profile, meta)
     docs.append(_cronjob(opts, profile, meta, features))
     return docs
+
+
+def install_id(name: str, namespace: str) -> str:
+    """One install's identity as a label value: unambiguous (the pair, hashed), ≤ 63 characters."""
+    import hashlib
+
+    return "s-" + hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:24]
 
 
 def render_yaml(docs: list[dict]) -> str:
@@ -203,13 +213,17 @@ _Dumper.add_representer(str, _str)
 
 
 class _Meta:
+    """An install's identity: its name and namespace, each a DNS label (no '.'), so `name.namespace` — or `name` when
+    the two are equal, the only dot-less form — names its objects outside its namespace without two installs ever
+    sharing one (`a-b` in `c` and `a` in `b-c` used to share `a-b-c`); its labels carry name and namespace
+    apart, and SCHEDULE_LABEL a hash of both: `--apply` prunes only what carries all of them (IDENTITY_LABELS)."""
+
     def __init__(self, opts: ScheduleOptions):
         self.namespace = opts.namespace
-        # cluster-scoped names must not collide between installs in two namespaces
-        self.cluster_name = opts.name if opts.name == opts.namespace else f"{opts.name}-{opts.namespace}"
-        # SCHEDULE_LABEL names this install (name and namespace): `--apply` prunes only what carries it
+        self.cluster_name = opts.name if opts.name == opts.namespace else f"{opts.name}.{opts.namespace}"
         self.labels = {"app.kubernetes.io/name": "gpu-drills", "app.kubernetes.io/instance": opts.name,
-                       "app.kubernetes.io/managed-by": "drills-schedule", SCHEDULE_LABEL: self.cluster_name}
+                       "app.kubernetes.io/managed-by": "drills-schedule", INSTANCE_NAMESPACE_LABEL: opts.namespace,
+                       SCHEDULE_LABEL: install_id(opts.name, opts.namespace)}
 
     def of(self, name: str, namespace: str | None = None) -> dict:
         return {"name": name, "namespace": namespace or self.namespace, "labels": dict(self.labels)}
@@ -339,29 +353,6 @@ def _command(opts: ScheduleOptions, site_features: bool = False) -> str:
     if site_features:
         run.append(FEATURES_DIR)
     return f"drills revert --reports {REPORTS_DIR} && {shlex.join(validate)} && exec {shlex.join(run)}"
-
-
-def parse_node_selector(items: list[str]) -> tuple[tuple[str, str], ...]:
-    """`KEY=VALUE` items (`--node-selector`); DrillError names a malformed one."""
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
-            raise DrillError(f"--node-selector {item!r}: must be KEY=VALUE with a label key and value")
-        out.append((key, value))
-    return tuple(out)
-
-
-def parse_toleration(text: str) -> dict:
-    """A toleration from `KEY[=VALUE]:EFFECT` (kubectl taint's syntax; no VALUE: operator Exists)."""
-    head, sep, effect = text.rpartition(":")
-    key, eq, value = head.partition("=")
-    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not _LABEL_KEY.match(key) \
-            or (eq and not _LABEL_VALUE.match(value)):
-        raise DrillError(f"--toleration {text!r}: must be KEY[=VALUE]:EFFECT, EFFECT one of NoSchedule, "
-                         "PreferNoSchedule, NoExecute")
-    return {"key": key, "operator": "Equal", "value": value, "effect": effect} if eq else \
-        {"key": key, "operator": "Exists", "effect": effect}
 
 
 def _inventory_files(profile_path: str, text: str) -> dict[str, str]:

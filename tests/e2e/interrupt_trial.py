@@ -1,4 +1,5 @@
-"""One interrupt trial of `drills run` (issue 11; shared by tests/e2e/test_interrupts.py and bench/signal_trials.py).
+"""One interrupt trial of `drills run` or `drills accept` (issues 11, 32; shared by tests/e2e/test_interrupts.py and
+bench/signal_trials.py).
 
 A trial starts a drill as its own process (its own session, SIGINT/SIGTERM at their defaults whatever this
 process inherited), waits for a moment of the run read from its progress — the journal's ops, the console's
@@ -25,7 +26,7 @@ import requests
 
 from tests.e2e.drill_helpers import REPO, schedulable
 
-__all__ = ["KINDS", "MOMENTS", "Trial", "run_trial", "start_twin_for_trials"]
+__all__ = ["KINDS", "DRILLS", "MOMENTS", "Trial", "run_trial", "start_twin_for_trials"]
 
 # drill kind → (-m, -k): the shortest scenario of each drill
 KINDS = {
@@ -33,7 +34,12 @@ KINDS = {
     "network": ("network", "carrying and not sonic and not nxos"),
     "inference": ("inference", "1 and 2"),
     "storage": ("storage", "saturate"),
+    "accept": ("", ""),  # `drills accept --gate` of the expansion twin's two new nodes: the same contract as a drill
 }
+DRILLS = tuple(k for k in KINDS if k != "accept")  # the `drills run` kinds
+ACCEPT_NODES = "gpu-new-01,gpu-new-02"
+GATE_TAINT = "gpu-drills.io/unaccepted"
+ACCEPT_RUN_LABEL = "gpu-drills.io/accept-run"
 # when the (first) signal goes: once the run began (twin, collection, Given steps), once the fault is in,
 # while the drill's own teardown reverts (its first journal close), and after the fault with a second
 # SIGINT during the teardown that the first one started
@@ -104,8 +110,9 @@ def run_trial(kind: str, signum: int, moment: str, reports: Path, run_id: str, *
     markexpr, keyword = KINDS[kind]
     run_dir = Path(reports) / run_id
     trial = Trial(kind, signum, moment, run_dir)
-    argv = [sys.executable, "-m", "drills.cli", "run", "-m", markexpr, "-k", keyword, "--no-html",
-            "--reports", str(reports), "--run-id", run_id]
+    argv = ([sys.executable, "-m", "drills.cli", "accept", "--nodes", ACCEPT_NODES, "--gate"] if kind == "accept" else
+            [sys.executable, "-m", "drills.cli", "run", "-m", markexpr, "-k", keyword])
+    argv += ["--no-html", "--reports", str(reports), "--run-id", run_id]
     if twin is not None:
         argv += ["--twin-state", str(twin.state_dir)]
     Path(reports).mkdir(parents=True, exist_ok=True)
@@ -172,6 +179,10 @@ def twin_leftovers(twin, reports: Path) -> list[str]:
     left = []
     nodes = requests.get(f"{twin.url}/api/v1/nodes", timeout=10).json()["items"]
     left += [f"node {n['metadata']['name']}" for n in nodes if not schedulable(n)]
+    left += [f"gate taint on {n['metadata']['name']}" for n in nodes
+             if any(t.get("key") == GATE_TAINT for t in (n.get("spec") or {}).get("taints") or [])]
+    jobs = requests.get(f"{twin.url}/apis/batch/v1/jobs", params={"labelSelector": ACCEPT_RUN_LABEL}, timeout=10)
+    left += [f"job {j['metadata']['name']}" for j in (jobs.json().get("items", []) if jobs.ok else [])]
     for entry in twin.info.get("switches") or []:
         for interface in entry.get("uplinks") or []:
             if not uplink.show_state(SwitchConfig.model_validate(entry), interface).admin_up:
@@ -201,12 +212,15 @@ def processes(names: tuple[str, ...], markers: tuple[str, ...]) -> list[str]:
     return found
 
 
-def start_twin_for_trials(state_dir: Path):
-    """A twin of our own (`drills twin up --state-dir`), at the profile's scale, as the drills' own would be."""
+def start_twin_for_trials(state_dir: Path, kind: str = "training"):
+    """A twin of our own (`drills twin up --state-dir`), at the profile's scale, as the drills' own would be (accept:
+    the expansion profile, its two new nodes, as `drills accept` starts it)."""
     from drills.profile.model import load_target
     from drills.twin.launcher import start_twin
 
-    return start_twin(state_dir, scale=load_target(None).cluster.twin.scale)
+    profile = load_target(None)
+    twin_profile = profile.acceptance.twin_profile if kind == "accept" else "minimal"
+    return start_twin(state_dir, profile=twin_profile, scale=profile.cluster.twin.scale)
 
 
 def _interrupt(proc: subprocess.Popen, trial: Trial, out_path: Path, rng: random.Random, began: float,

@@ -42,6 +42,9 @@ def profile(extra: str) -> str:
     return BUILTIN + "\n" + textwrap.dedent(extra)
 
 
+ALLOWED = "safety: {allow: {nodes: ['gpu-*'], namespaces: [ai-platform]}}\n"  # a real target's explicit allowlist
+
+
 def real_profile(extra: str = "") -> str:
     """A kubeconfig profile whose API is dead (connection refused) and whose current context is `dead`."""
     return textwrap.dedent("""\
@@ -188,8 +191,8 @@ PROFILE = [
                                                 "cluster: {mode: kubeconfig, kubeconfig: kubeconfig}\n", "")}),
     Case("context-not-allowed-target", ["--profile", "{tmp}/p.yaml", "--target", "other"],
          "context 'other' is not in the profile's cluster.allowed_contexts",
-         files={"kubeconfig": KUBECONFIG, "p.yaml": "cluster: {mode: kubeconfig, kubeconfig: kubeconfig, "
-                                                    "allowed_contexts: [dead]}\n"}),
+         files={"kubeconfig": KUBECONFIG, "p.yaml": ALLOWED + "cluster: {mode: kubeconfig, kubeconfig: kubeconfig, "
+                                                              "allowed_contexts: [dead]}\n"}),
     Case("context-unknown", ["--profile", "{tmp}/p.yaml", "--target", "ghost"], "context ghost",
          files={"kubeconfig": KUBECONFIG, "p.yaml": real_profile()}),
     Case("api-unreachable", ["--profile", "{tmp}/p.yaml"], "cannot reach the Kubernetes API at http://127.0.0.1:9",
@@ -245,11 +248,11 @@ ENVIRONMENT = [
     Case("env-load-workers-text", [], "DRILLS_LOAD_WORKERS='many'", env={"DRILLS_LOAD_WORKERS": "many"}),
     Case("env-load-workers-negative", [], "DRILLS_LOAD_WORKERS='-1'", env={"DRILLS_LOAD_WORKERS": "-1"}),
     Case("env-kubeconfig-missing", ["--profile", "{tmp}/p.yaml"], "cannot load kubeconfig",
-         env={"KUBECONFIG": "/nonexistent/kubeconfig"}, files={"p.yaml": "cluster: {mode: kubeconfig}\n"}),
+         env={"KUBECONFIG": "/nonexistent/kubeconfig"}, files={"p.yaml": ALLOWED + "cluster: {mode: kubeconfig}\n"}),
     Case("env-kubeconfig-garbage", ["--profile", "{tmp}/p.yaml"], "cannot load kubeconfig",
-         env={"KUBECONFIG": "{tmp}/kc"}, files={"p.yaml": "cluster: {mode: kubeconfig}\n", "kc": "::: not yaml"}),
+         env={"KUBECONFIG": "{tmp}/kc"}, files={"p.yaml": ALLOWED + "cluster: {mode: kubeconfig}\n", "kc": "::: not yaml"}),
     Case("env-no-home-kubeconfig", ["--profile", "{tmp}/p.yaml"], "cannot load kubeconfig",
-         env={"KUBECONFIG": None, "HOME": "{tmp}/home"}, files={"p.yaml": "cluster: {mode: kubeconfig}\n",
+         env={"KUBECONFIG": None, "HOME": "{tmp}/home"}, files={"p.yaml": ALLOWED + "cluster: {mode: kubeconfig}\n",
                                                                 "home/.keep": ""}),
 ]
 

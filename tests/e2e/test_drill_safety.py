@@ -119,7 +119,8 @@ def test_unreachable_api_is_one_line(tmp_path):
         "clusters": [{"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}]}))
-    path = write_profile(tmp_path / "real.yaml", f"cluster: {{mode: kubeconfig, kubeconfig: {kubeconfig}}}\n")
+    path = write_profile(tmp_path / "real.yaml", f"cluster: {{mode: kubeconfig, kubeconfig: {kubeconfig}}}\n"
+                                                 "safety: {allow: {nodes: [gpu-train-*], namespaces: [ai-platform]}}\n")
     done = drills("run", "-m", "training", "--profile", path, "--no-html", "--reports", str(tmp_path / "r"),
                   "--run-id", "dead")
     assert done.returncode == 2

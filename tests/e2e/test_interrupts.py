@@ -16,7 +16,7 @@ import pytest
 
 from drills.profile.model import load_target
 from tests.e2e.drill_helpers import records
-from tests.e2e.interrupt_trial import KINDS, run_trial
+from tests.e2e.interrupt_trial import DRILLS, run_trial
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 # for one path): every kind's revert and both signal paths stay in `make test`; the full kind × signal × moment
 # matrix, many trials each under CPU load, is bench/signal_trials.py.
 TRIALS = [(kind, *((signal.SIGTERM, "injected") if i % 2 == 0 else (signal.SIGINT, "twice")))
-          for i, kind in enumerate(KINDS)]
+          for i, kind in enumerate(DRILLS)]  # accept's: tests/e2e/test_accept_interrupt.py
 
 
 @pytest.mark.parametrize("kind, signum, moment", TRIALS,

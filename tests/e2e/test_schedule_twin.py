@@ -21,6 +21,8 @@ cluster:
   mode: in-cluster
 storage:
   checkpoint_store: from-twin
+safety:
+  allow: {nodes: ["gpu-*"], namespaces: [ai-platform]}
 """
 NS = "gpu-drills"
 
@@ -128,21 +130,26 @@ def test_apply_prunes_what_it_owns_and_no_longer_renders(twin, tmp_path):
     features.mkdir()
     shutil.copy(sorted((Path(__file__).resolve().parents[2] / "features" / "inference").glob("*.feature"))[0], features)
     v1, v2 = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
-    v1.write_text(PROFILE + "safety: {lock_namespace: default}\n")
+    v1.write_text(PROFILE + "  lock_namespace: default\n")  # under PROFILE's last section, safety
     v2.write_text(PROFILE)
     common = ["--image", "registry.local/gpu-drills:0.1.0", "--apply", "--namespace", "prune", "--create-namespace"]
-    for name, profile, extra in (("neighbour", v1, []), ("pruned", v1, ["--features", str(features)])):
+    for name, profile, extra in (("neighbour", v1, []), ("pruned", v1, ["--features", str(features)]),
+                                 # issue 32: `pruned-prune` in its own namespace was named and labelled
+                                 # `pruned-prune` like `pruned` in `prune`: one install pruned the other's objects
+                                 ("pruned-prune", v1, ["--namespace", "pruned-prune"])):
         proc = drills("schedule", "--profile", str(profile), "--name", name, *common, *extra, kubeconfig=twin.kubeconfig)
         assert proc.returncode == 0, proc.stderr
     rbac, core = client.RbacAuthorizationV1Api(api_client_for(twin)), client.CoreV1Api(api_client_for(twin))
-    assert {"pruned-prune", "neighbour-prune"} <= {r.metadata.name for r in rbac.list_namespaced_role("default").items}
+    assert {"pruned.prune", "neighbour.prune", "pruned-prune"} <= {
+        r.metadata.name for r in rbac.list_namespaced_role("default").items}
     proc = drills("schedule", "--profile", str(v2), "--name", "pruned", *common, kubeconfig=twin.kubeconfig)
     assert proc.returncode == 0, proc.stderr
     pruned = sorted(line for line in proc.stdout.splitlines() if line.startswith("pruned "))
-    assert pruned == ["pruned configmap prune/pruned-features", "pruned role default/pruned-prune",
-                      "pruned rolebinding default/pruned-prune"], proc.stdout
+    assert pruned == ["pruned configmap prune/pruned-features", "pruned role default/pruned.prune",
+                      "pruned rolebinding default/pruned.prune"], proc.stdout
     roles = {r.metadata.name for r in rbac.list_namespaced_role("default").items}
-    assert "pruned-prune" not in roles and "neighbour-prune" in roles
+    assert "pruned.prune" not in roles and {"neighbour.prune", "pruned-prune"} <= roles
+    assert "pruned-prune" in {r.metadata.name for r in rbac.list_cluster_role().items}  # the other install's, kept
     assert {c.metadata.name for c in core.list_namespaced_config_map("prune").items} >= {"pruned-profile",
                                                                                           "neighbour-profile"}
     again = drills("schedule", "--profile", str(v2), "--name", "pruned", *common, kubeconfig=twin.kubeconfig)

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.e2e.drill_helpers import drills, node, records, schedulable, without_readings, write_profile
 
@@ -53,6 +54,26 @@ def test_a_guard_that_holds_changes_nothing(twin_factory, tmp_path):
     (rec,) = records(tmp_path / "r" / "holds")
     assert done.returncode == 0 and rec["verdict"] == "pass", rec["reason"]
     assert "stop_condition" not in rec["details"]
+
+
+def test_a_guard_breached_before_the_fault_injects_nothing(twin_factory, tmp_path):
+    """Issue 32: a node someone else cordoned leaves the platform outside the guard before the drill's fault: the
+    fault is not injected (no journal entry for it), the verdict is aborted and says why; the other node is not ours."""
+    twin = twin_factory(scale=120.0)
+    requests.patch(f"{twin.url}/api/v1/nodes/gpu-infer-01", json={"spec": {"unschedulable": True}},
+                   headers={"Content-Type": "application/merge-patch+json"}, timeout=5).raise_for_status()
+    done = drills("run", "-m", "training", "-k", "cordon", "--profile",
+                  _profile(tmp_path, "[{metric: unschedulable_nodes, above: 0}]"), "--twin-state", str(twin.state_dir),
+                  "--no-html", "--reports", str(tmp_path / "r"), "--run-id", "before")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (rec,) = records(tmp_path / "r" / "before")
+    assert rec["verdict"] == "aborted" and rec["category"] == "aborted", rec["reason"]
+    assert rec["reason"].startswith("aborted: stop condition unschedulable_nodes > 0 was already breached before the "
+                                    "fault (read 1 at "), rec["reason"]
+    journal = [json.loads(line) for line in (tmp_path / "r" / "before" / "journal.jsonl").read_text().splitlines()] \
+        if (tmp_path / "r" / "before" / "journal.jsonl").exists() else []
+    assert not [e for e in journal if e["op"] == "open" and e["kind"] == "node"]  # the fault was never journaled
+    assert schedulable(node(twin, LOST)) and not schedulable(node(twin, "gpu-infer-01"))
 
 
 SERVING_GUARD = "[{metric: inference_error_rate, above: 0.2, for_s: 10s}]"

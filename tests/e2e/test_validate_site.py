@@ -40,7 +40,11 @@ def _wait(condition, timeout_s: float, what: str):
 def test_target_context_with_a_twin_profile_is_refused_like_drills_run():
     done = drills("validate", "--target", "prod", timeout=60)
     assert done.returncode == 2
-    assert "✗ profile: --target prod is a kubeconfig context, but the profile drills the twin" in done.stdout
+    assert done.stderr.strip().splitlines() == [  # the one line every command gives for this target rule
+        "drills: --target prod is a kubeconfig context, but the built-in twin profile drills the twin (cluster.mode "
+        "twin: its allowlist never applies to a real cluster); pass --profile with cluster.mode kubeconfig, an "
+        "explicit safety.allow and cluster.allowed_contexts, or drop --target"]
+    assert "checks passed" not in done.stdout
 
 
 def test_a_job_node_without_its_leaf_label_fails_the_uplink_preflight(tmp_path):

@@ -23,6 +23,8 @@ workloads:
     load_generator: {mode: pods, workers: 2, image: registry.example.com/gpu-drills:0.1.0}
 storage:
   saturation: {mode: job, namespace: storage, claim: ckpt, priority_class_name: drills-low}
+safety:
+  allow: {nodes: ["gpu-*"], namespaces: [ai-platform, serving, storage]}
 """
 
 

@@ -202,7 +202,7 @@ def test_reports_default_to_an_empty_dir_and_html_can_be_skipped(profile):
 def test_inventory_beside_the_profile_travels_in_the_config_map(tmp_path):
     (tmp_path / "switches.yaml").write_text("- {name: leaf1, host: 10.0.0.1}\n")
     path = tmp_path / "p.yaml"
-    path.write_text("cluster: {mode: in-cluster}\nswitches: {inventory: switches.yaml}\n")
+    path.write_text("cluster: {mode: in-cluster}\nswitches: {inventory: switches.yaml}\nsafety: {allow: {nodes: [\"gpu-*\"], namespaces: [ai-platform]}}\n")
     (cm,) = by_kind(render(ScheduleOptions(profile=str(path), image="img")), "ConfigMap")
     assert cm["data"]["switches.yaml"] == "- {name: leaf1, host: 10.0.0.1}\n"
 
@@ -246,7 +246,8 @@ def test_cli_refuses_a_kubeconfig_profile(tmp_path, capsys):
 
 def test_cli_writes_the_file_and_warns_about_unmounted_paths(tmp_path, capsys):
     path = tmp_path / "p.yaml"
-    path.write_text("cluster: {mode: in-cluster}\nswitches:\n  devices: [{name: leaf1, host: h, key_file: id_rsa}]\n")
+    path.write_text("cluster: {mode: in-cluster}\nswitches:\n  devices: [{name: leaf1, host: h, key_file: id_rsa}]\n"
+                    "safety: {allow: {nodes: [\"gpu-*\"], namespaces: [ai-platform]}}\n")
     out = tmp_path / "schedule.yaml"
     assert main(["schedule", "--profile", str(path), "--image", "img", "--output", str(out)]) == 0
     captured = capsys.readouterr()

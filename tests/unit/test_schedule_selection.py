@@ -36,7 +36,7 @@ Feature: Our endpoint survives losing one replica
 @pytest.fixture
 def profile(tmp_path):
     path = tmp_path / "site.yaml"
-    path.write_text("cluster: {mode: in-cluster}\n")
+    path.write_text("cluster: {mode: in-cluster}\nsafety: {allow: {nodes: [\"gpu-*\"], namespaces: [ai-platform]}}\n")
     return str(path)
 
 
@@ -68,7 +68,7 @@ def test_k_reaches_the_run_command(profile):
 
 
 @pytest.mark.parametrize("markexpr, keyword, says", [
-    ("inferance", None, "-m 'inferance' selects no scenario of"),
+    ("inferance", None, "-m 'inferance': unknown tag inferance"),
     (None, "uplink and (", "-k 'uplink and (' is not a selection expression"),
     ("training", "sonic", "-m 'training' -k 'sonic' selects no scenario of"),
 ])

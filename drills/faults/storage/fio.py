@@ -90,6 +90,7 @@ class FioJob:
             problems.append(f"runtime {self.runtime} must be > 0 seconds")
         if self.time_based and self.runtime is None:
             problems.append("time_based needs a runtime")
+        problems += _unsafe_options(self.directory, self.extra)
         if problems:
             raise InvalidProfile(f"fio job {self.name!r}: " + "; ".join(problems))
 
@@ -127,6 +128,21 @@ class FioJob:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _unsafe_options(directory: str, extra) -> list[str]:
+    """The job file is one `name=value` a line and the command line one `--name=value` an argument: a name outside
+    fio's option grammar, or a control character anywhere, would start another line or option (the last gate
+    before any file or command is written, whatever the value came from)."""
+    from drills.core.grammar import CONTROL, valid
+
+    problems = [f"directory {directory!r} holds a control character"] if CONTROL.search(directory) else []
+    for name, value in extra:
+        if not valid("fio_option", str(name)):
+            problems.append(f"option name {str(name)!r} is not a fio option name")
+        elif CONTROL.search(str(value)):
+            problems.append(f"option {name} holds a control character")
+    return problems
 
 
 class FioProcess:

@@ -1,0 +1,96 @@
+"""Liveness from the cluster, not the host (issue 32): `drills revert` refuses a run whose run-lock Lease is current,
+whatever host it runs on — here a run whose journal says another host wrote it (a forged host identity, as a
+reports volume shared with the in-cluster CronJob shows a pod's run) — and reverts it once its Lease has
+expired, or with `--force`. A run this host proves ended (SIGKILLed here) is reverted at once:
+tests/e2e/test_revert_in_cluster.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from drills.cli import main
+from drills.core.journal import Journal, open_entries
+from drills.core.kube import connect_twin
+from drills.core.lock import ClusterLock
+
+pytestmark = pytest.mark.slow
+
+NAMESPACE = "ai-platform"
+
+
+def test_a_run_holding_its_lease_on_another_host_is_not_reverted(twin, tmp_path, capsys):
+    cluster = connect_twin(twin.kubeconfig, twin.url, state_dir=str(twin.state_dir))
+    reports = tmp_path / "reports"
+    lock = _held_lock(cluster, reports, "elsewhere", duration_s=600)
+    try:
+        _forge_host(reports / "elsewhere", "drills-nightly-28f3k")  # the CronJob's pod wrote it
+
+        rc = main(["revert", "--reports", str(reports), "--run", "elsewhere"])
+        out, err = capsys.readouterr()
+        assert rc == 2, out + err
+        (line,) = err.strip().splitlines()
+        assert line.startswith("drills: run elsewhere (pid ") and " on drills-nightly-28f3k) still holds its run lock " \
+            f"(lease {NAMESPACE}/{_name('elsewhere')}" in line and "pass --force once you know it is gone" in line, line
+        assert len(open_entries(reports, "elsewhere")) == 1  # left open
+        assert _holder(twin, "elsewhere") == lock.identity  # and the run keeps its Lease
+
+        rc = main(["revert", "--reports", str(reports), "--run", "elsewhere", "--force"])
+        out, err = capsys.readouterr()
+        assert rc == 0, out + err
+        assert f"reverted lock on {NAMESPACE}/{_name('elsewhere')} (run elsewhere)" in out
+        assert open_entries(reports, "elsewhere") == [] and _holder(twin, "elsewhere") is None
+    finally:
+        lock._stop.set()
+        cluster.close()
+
+
+def test_once_its_lease_expired_the_run_is_reverted_without_force(twin, tmp_path, capsys):
+    cluster = connect_twin(twin.kubeconfig, twin.url, state_dir=str(twin.state_dir))
+    reports = tmp_path / "reports"
+    lock = _held_lock(cluster, reports, "stopped", duration_s=10)
+    try:
+        lock._stop.set()  # the run stopped renewing (its host lost); the Lease runs out in 10 cluster seconds
+        lock._thread.join(timeout=10)
+        _forge_host(reports / "stopped", "gpu-login-02")
+        expires = cluster.clock.timestamp() + 10
+        while cluster.clock.timestamp() <= expires + 1:
+            time.sleep(0.05)
+
+        rc = main(["revert", "--reports", str(reports), "--run", "stopped"])
+        out, err = capsys.readouterr()
+        assert rc == 0, out + err
+        assert f"reverted lock on {NAMESPACE}/{_name('stopped')} (run stopped)" in out
+        assert _holder(twin, "stopped") is None
+    finally:
+        cluster.close()
+
+
+def _name(run: str) -> str:
+    return f"gpu-drills-run-{run}"  # a Lease of this test's own: other tests drill the same session twin
+
+
+def _held_lock(cluster, reports: Path, run: str, duration_s: int) -> ClusterLock:
+    (reports / run).mkdir(parents=True)
+    lock = ClusterLock(cluster, NAMESPACE, run, duration_s=duration_s, journal=Journal.for_run(reports, run),
+                       name=_name(run))
+    lock.acquire()
+    return lock
+
+
+def _forge_host(run_dir: Path, host: str) -> None:
+    """Rewrite who wrote the journal: another host (so this host cannot tell whether that process runs)."""
+    path = run_dir / "journal.jsonl"
+    ops = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps({**op, **({"host": host} if "host" in op else {})}) + "\n" for op in ops))
+
+
+def _holder(twin, run: str) -> str | None:
+    lease = requests.get(f"{twin.url}/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{_name(run)}",
+                         timeout=5).json()
+    return lease["spec"].get("holderIdentity")
