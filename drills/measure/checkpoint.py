@@ -41,6 +41,7 @@ from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
 from drills.measure import throughput as tp
 from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
+from drills.measure.job_health import JobHealth, job_health
 from drills.measure.job_state import ENDED_PHASES, JobState
 from drills.measure.stability import stability_window, transports
 from drills.verdicts.timeline import Timeline
@@ -109,9 +110,10 @@ class TrainingRecovery:
     transport_before: tuple[str, ...] = ()  # "NET/IB (mlx5_0)" labels of the old workers
     sockets_after: tuple[str, ...] = ()  # new workers (ranks) that initialised NCCL on NET/Socket
     transport_after: tuple[str, ...] = ()
+    health: JobHealth | None = None  # learning, container states, unknown lines from the resume on
 
     def details(self) -> dict:
-        return {"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
+        return {**(self.health.details() if self.health else {}),"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
                 "save_steps": self.save_steps,
@@ -140,6 +142,7 @@ class TrainingMonitor:
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
         self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
         self._samples: list[tp.Sample] = []  # step lines with their throughput
+        self._last_step: dict[str, int] = {}  # pod uid → the last step its log showed (a loss line's step)
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -282,7 +285,14 @@ class TrainingMonitor:
             retry_count=obj_get(state.job, "status", "retryCount"), logs=self._excerpt(injected_at),
             throughput=self._throughput(injected_at, old),
             waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()),
-            resume_failed=self._state.resume_failed_after(injected_at, old))
+            resume_failed=self._state.resume_failed_after(injected_at, old),
+            health=self.health(injected_at, resumed[1] if resumed else None, {w.uid for w in state.new(old)}))
+
+    def health(self, injected_at: datetime, since: datetime | None, uids: set[str] | None,
+               subject: str = "resumed") -> JobHealth:
+        """The job's health from `since` to now (drills.measure.job_health): loss, container states, unknown lines."""
+        return job_health(self._state, {u: r.unknown for u, r in self._readers.items()}, uids, injected_at, since,
+                          self.cluster.clock.now(), self.workload.log_ignore, subject)
 
     # -- event intake ---------------------------------------------------------------------------
 
@@ -346,6 +356,11 @@ class TrainingMonitor:
 
     def _take_event(self, uid: str, event: TrainingEvent) -> None:
         at = event.at
+        if event.kind == "step" and event.step is not None:
+            self._last_step[uid] = event.step
+        if event.loss is not None or event.grad_norm is not None:
+            self._state.losses.append((uid, at, event.step if event.step is not None else self._last_step.get(uid),
+                                       event.loss, event.grad_norm))
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:

@@ -30,6 +30,7 @@ from drills.measure.logrestore import RestoreReading
 from drills.measure.logresume import (_FRAMEWORK_PRINTS_SUCCESS, CheckpointReading, _framework_ok_line, _Resume,
                                       _Traceback)
 from drills.measure.logsave import SaveReading, _Save
+from drills.measure.logunknown import UnknownReading
 from drills.measure.logstacks import PropagatedWarns
 from drills.measure.vllm_startup import VllmStartup
 
@@ -102,10 +103,11 @@ class LogSummary:
     vllm: dict
     unclassified: int
     steps: int
+    unknown_errors: tuple[str, ...] = ()  # error-like lines no recogniser classified (`logunknown`)
     losses: tuple[tuple[float | None, float | None], ...] = ()  # (loss, grad norm) per line that printed one
 
 
-class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading):
+class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading, UnknownReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -140,6 +142,7 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self._known = False
         self._steps_since_resume = 0
         self.losses: list[tuple[float | None, float | None]] = []
+        self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:
@@ -200,7 +203,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         saves = tuple({"step": s.step, "path": s.path, "duration_s": s.duration_s} for s in self.saves if s.done)
         return LogSummary(self.framework, self.version, tuple(self.procs.values()), labels,
                           ("Socket" in labels.values()) if labels else None, tuple(devices), tuple(self.errors),
-                          resume, saves, self.startup.summary(), self.unclassified, self.steps, tuple(self.losses))
+                          resume, saves, self.startup.summary(), self.unclassified, self.steps,
+                          tuple(u[1] for u in self.unknown), tuple(self.losses))
 
     # -- one record -------------------------------------------------------------------------------
     def _ev(self, kind: str, rec: Record | None, **kw) -> TrainingEvent:
@@ -247,6 +251,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
                 s.tentative = False
             out += self._steps_started(rec)
         self._known = self._known or self._consumed
+        self._withdraw_unknown(out)
+        self._check_unknown(rec, out, in_traceback)
         return out
 
     def _loss(self, rec: Record, out: list[TrainingEvent]) -> list[TrainingEvent]:

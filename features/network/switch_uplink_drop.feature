@@ -16,6 +16,7 @@ Feature: Training survives the loss of a leaf uplink
     And the job reroutes around the failed uplink or restarts from its latest checkpoint
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
+    And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
     Given the switch inventory has a <dialect> leaf
@@ -26,6 +27,7 @@ Feature: Training survives the loss of a leaf uplink
     And the job reroutes around the failed uplink or restarts from its latest checkpoint
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
+    And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
 
     # One block per switch OS, tagged with it (`-m eos`). An Example whose OS no switch in the inventory
     # speaks is skipped, naming it; the twin's `fabric-dialects` profile has a leaf of each under the job.
