@@ -19,12 +19,12 @@ from drills.verdicts.timeline import Verdict
 if TYPE_CHECKING:
     from drills.measure.job_health import JobHealth
 
-__all__ = ["judge_learning", "judge_containers", "judge_log_health", "judge_job_health"]
+__all__ = ["judge_learning", "judge_containers", "judge_log_health", "judge_health_window"]
 
 log = logging.getLogger(__name__)
 
 
-def judge_job_health(health: "JobHealth") -> list[Verdict]:
+def judge_health_window(health: "JobHealth") -> list[Verdict]:
     """The three judgements, in the order a reader wants them: learning, containers, unknown lines."""
     return [judge_learning(health), judge_containers(health), judge_log_health(health)]
 
