@@ -41,6 +41,7 @@ class Row:
     reason: str
     category: str | None = None
     check: str | None = None  # the check that must carry the verdict (its name in details.checks)
+    test: str | None = None  # the e2e test that builds this construction when it is not the row's own run
 
     def args(self) -> list[str]:
         keyword = ["-k", self.keyword] if self.keyword else []
