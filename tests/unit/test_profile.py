@@ -59,6 +59,9 @@ EFFECTS = {
     "crash-after-resume": lambda p: _job(p).after_resume.crash_after is not None,
     "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
+    "diverges-after-resume": lambda p: _job(p).after_resume.loss == "nan",
+    "oom-after-resume": lambda p: _job(p).after_resume.oom_after == 60 and _job(p).restart_policy == "OnFailure",
+    "unclassified-error-after-resume": lambda p: _job(p).after_resume.error_line_after == 30,
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
 }
 
