@@ -47,3 +47,16 @@ def test_a_step_line_carries_its_loss_and_a_dict_line_is_a_loss_event():
     hf = read_log("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.06}\n"
                   " 6%|▌         | 6151/100000 [25:37<6:31:02,  4.00it/s]\n")
     assert len(hf.losses) == 1 and math.isnan(hf.losses[0][0]) and hf.steps == 1
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf-trainer", "deepspeed", "lightning", "twin"])
+def test_the_twins_step_lines_carry_a_loss_the_reader_reads_finite_and_nan(fmt):
+    """The twin prints each framework's own shape (trainlogs): a healthy step's loss reads finite; a diverged
+    step's reads non-finite (Megatron: no lm loss, grad norm nan), and the step itself still reads."""
+    from drills.twin.workloads.trainlogs import for_format
+
+    log = for_format(fmt)
+    for loss, finite in ((1.9, True), (math.nan, False)):
+        summary = read_log("\n".join(log.step(6151, 0.0, loss, 256.0, 0.25, 100000)))
+        assert summary.steps == 1 and len(summary.losses) == 1, (fmt, summary)
+        assert all(v is None or math.isfinite(v) for v in summary.losses[0]) is finite, (fmt, summary.losses)
