@@ -142,7 +142,6 @@ class TrainingMonitor:
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
         self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
         self._samples: list[tp.Sample] = []  # step lines with their throughput
-        self._last_step: dict[str, int] = {}  # pod uid → the last step its log showed (a loss line's step)
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -356,11 +355,8 @@ class TrainingMonitor:
 
     def _take_event(self, uid: str, event: TrainingEvent) -> None:
         at = event.at
-        if event.kind == "step" and event.step is not None:
-            self._last_step[uid] = event.step
-        if event.loss is not None or event.grad_norm is not None:
-            self._state.losses.append((uid, at, event.step if event.step is not None else self._last_step.get(uid),
-                                       event.loss, event.grad_norm))
+        if event.loss is not None or event.grad_norm is not None:  # a loss-only line's step: job_health
+            self._state.losses.append((uid, at, event.step, event.loss, event.grad_norm))
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:

@@ -100,9 +100,16 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
     def mine(uid: str) -> bool:
         return uids is None or uid in uids
 
+    def step_of(uid: str, at: datetime, step: int | None) -> int | None:
+        """A loss line of its own belongs to the step its pod's next step line shows (HF: dict, then the bar)."""
+        if step is not None:
+            return step
+        return min((s for u, t, s, _ in state.steps if u == uid and t >= at), default=None)
+
     start = since or until
-    readings = sorted((LossSeen(name(u), at, step, loss, grad) for u, at, step, loss, grad in state.losses
-                       if mine(u) and start <= at <= until), key=lambda r: r.at)
+    readings = sorted((LossSeen(name(u), at, step_of(u, at, step), loss, grad)
+                       for u, at, step, loss, grad in state.losses if mine(u) and start <= at <= until),
+                      key=lambda r: r.at)
     before = sum(1 for _, at, *_ in state.losses if at < injected_at)
     exits = sorted((e for u, w in state.workers.items() if mine(u) for e in w.exits.values()
                     if e.failed and e.at is not None and since is not None and since <= e.at <= until),

@@ -81,7 +81,8 @@ class JobState:
     resume_failures: list[tuple[str, datetime, str]] = field(default_factory=list)  # (uid, at, reason)
     lines: list[tuple[datetime, str]] = field(default_factory=list)
     losses: list[tuple[str, datetime, int | None, float | None, float | None]] = field(default_factory=list)
-    # ↑ (uid, at, step, loss, grad norm) of every line that printed a loss (`drills.measure.logloss`)
+    # ↑ (uid, at, step, loss, grad norm) of every line that printed a loss (`drills.measure.logloss`); step None for
+    #   a line of its own (the HF Trainer's log dict, printed before the bar that shows its step)
     job_left_running_at: datetime | None = None
 
     def take_pod(self, pod: dict, deleted: bool, seen_at: Callable[[], datetime]) -> Worker | None:
