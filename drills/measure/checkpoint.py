@@ -285,7 +285,7 @@ class TrainingMonitor:
             throughput=self._throughput(injected_at, old),
             waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()),
             resume_failed=self._state.resume_failed_after(injected_at, old),
-            health=self.health(injected_at, resumed[1] if resumed else None, {w.uid for w in state.new(old)}))
+            health=self.health(injected_at, resumed[1] if resumed else None, None))  # every pod of the job
 
     def health(self, injected_at: datetime, since: datetime | None, uids: set[str] | None,
                subject: str = "resumed") -> JobHealth:

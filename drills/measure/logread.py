@@ -143,6 +143,7 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self._steps_since_resume = 0
         self.losses: list[tuple[float | None, float | None]] = []
         self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
+        self._known_bodies: set[str] = set()
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:

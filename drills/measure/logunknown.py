@@ -34,6 +34,7 @@ class UnknownReading:
     """Keeps `self.unknown`: (when, body, raw line) of every error-like record no recogniser classified."""
 
     unknown: list[tuple[datetime | None, str, str]]  # (when, the line's body, the raw line)
+    _known_bodies: set[str]  # bodies of error-like records a recogniser classified (a repeat is as known)
 
     def _check_unknown(self, rec: Record, out: list[TrainingEvent], in_traceback: bool) -> None:
         text = rec.raw if rec.nccl is not None else rec.body
@@ -41,8 +42,12 @@ class UnknownReading:
             return
         if in_traceback or getattr(self, "_tb", None) is not None and not self._tb.closed:  # type: ignore[attr-defined]
             return  # the traceback reader reports it (one error of kind `traceback`)
+        body = rec.body.strip()
         if any(e.kind in _FACTS for e in out) or getattr(self, "_consumed", False):
+            self._known_bodies.add(body)
             return
+        if body in self._known_bodies or body in getattr(self, "_seen_root", ()):
+            return  # the same line again (a root cause repeated is one error, reported once): known all the same
         if rec.nccl == "WARN" and _NCCL_INFO_WARN.search(rec.body):
             return
         self.unknown.append((rec.at or getattr(self, "_last_at", None), rec.body.strip(), rec.raw))

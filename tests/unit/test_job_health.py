@@ -101,7 +101,12 @@ def test_the_reader_keeps_what_it_cannot_classify_and_nothing_it_can():
                  "2026-01-01T12:00:03.000000000Z Traceback (most recent call last):",  # the traceback reader's
                  '2026-01-01T12:00:03.000000000Z   File "/workspace/train.py", line 301, in train_step',
                  "2026-01-01T12:00:03.000000000Z RuntimeError: CUDA error: an illegal memory access was encountered",
-                 "2026-01-01T12:00:04.000000000Z some-launcher ERROR: heartbeat lost for worker 3"]:
+                 "2026-01-01T12:00:04.000000000Z some-launcher ERROR: heartbeat lost for worker 3",
+                 # a root cause NCCL repeats (a second uplink drop) is reported once and known both times
+                 "2026-01-01T12:00:05.000000000Z gpu-train-02:41:98 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : "
+                 "mlx5_0:1 Got async event : port error",
+                 "2026-01-01T12:00:06.000000000Z gpu-train-02:41:98 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : "
+                 "mlx5_0:1 Got async event : port error"]:
         reader.feed(line)
     reader.close()
     assert [u[1] for u in reader.unknown] == [XID, "some-launcher ERROR: heartbeat lost for worker 3"]
