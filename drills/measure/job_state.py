@@ -36,10 +36,13 @@ class ContainerExit:
     restarts: int  # the container's restartCount when it was read
     source: str  # "pods/<name> status.containerStatuses[<container>].<state|lastState>.terminated @ rv <n>"
 
+    restarted: bool = False  # read from lastState: the kubelet restarted the container in place after it
+
     @property
     def failed(self) -> bool:
-        """Exited non-zero or killed for memory (a clean exit 0 is a completion, not a failure)."""
-        return self.reason == "OOMKilled" or (self.exit_code is not None and self.exit_code != 0)
+        """Exited non-zero, killed for memory, or restarted in place (a worker's process died mid-training
+        whatever its code); a final exit 0 that nothing restarted is a completion, not a failure."""
+        return self.restarted or self.reason == "OOMKilled" or (self.exit_code is not None and self.exit_code != 0)
 
     def sentence(self) -> str:
         code = f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code"
@@ -278,7 +281,8 @@ def _take_exits(worker: Worker, pod: dict) -> None:
             worker.exits[key] = ContainerExit(
                 worker.name, name, _parse(term.get("finishedAt")), None if code is None else int(code),
                 term.get("reason"), term.get("message"), int(cs.get("restartCount") or 0),
-                f"pods/{worker.name} status.containerStatuses[{name}].{where}.terminated @ rv {rv}")
+                f"pods/{worker.name} status.containerStatuses[{name}].{where}.terminated @ rv {rv}",
+                restarted=where == "lastState")
 
 
 def _stopped_at(pod: dict) -> datetime | None:

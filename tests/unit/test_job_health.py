@@ -69,6 +69,7 @@ def test_finite_losses_pass_and_a_loss_that_stops_being_logged_is_not_observed()
     (_pod("w-1", "u1", exit_code=137, reason="OOMKilled", restarts=1), True),  # restarted in place
     (_pod("w-1", "u1", exit_code=1, reason="Error", where="state"), True),
     (_pod("w-1", "u1", exit_code=0, reason="Completed", where="state"), False),  # a completion is no failure
+    (_pod("w-1", "u1", exit_code=0, reason="Completed", restarts=1), True),  # … but restarted in place, it is
     (_pod("w-1", "u1"), False),
 ])
 def test_a_container_that_failed_after_the_resume_fails_whatever_the_log_says(pod, failed):
