@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.verdicts import rows
-from tests.e2e.drill_helpers import drills, records
+from tests.e2e.drill_helpers import REPO, drills, records
 
 pytestmark = pytest.mark.slow
 
@@ -45,3 +45,21 @@ def test_a_job_that_steps_but_diverges_oomkills_and_prints_an_unknown_error_is_n
     assert "lastState.terminated" in oom["source"]
     assert d["first_nonfinite_loss"]["grad_norm"] == "nan" and d["loss_readings_before"] > 0
     assert any("NVRM: Xid" in line for line in d["unclassified_lines"])
+
+
+def test_a_line_the_site_declares_harmless_in_log_ignore_passes_and_is_listed(twin_factory, tmp_path: Path):
+    """The same unknown Xid line, covered by the profile's `log_ignore`: explicit, so the window may pass — and the
+    record still lists the line and the pattern that covered it."""
+    pattern = r"NVRM: Xid \(PCI:[0-9a-f:]+\): 74,"
+    text = (REPO / "drills/profile/twin.yaml").read_text()
+    assert "    log_ignore: []\n" in text
+    site = tmp_path / "site.yaml"
+    site.write_text(text.replace("    log_ignore: []\n", f"    log_ignore: ['{pattern}']\n"))
+    twin = twin_factory(defects=["unclassified-error-after-resume"], scale=600.0)
+    done = drills("run", "-m", "training", "-k", "cordon", "--no-html", "--reports", str(tmp_path), "--run-id", "ok",
+                  "--twin-state", str(twin.state_dir), "--profile", str(site))
+    (rec,) = records(tmp_path / "ok")
+    assert done.returncode == 0 and rec["verdict"] == "pass", (rec["reason"], done.stdout[-2000:])
+    health = next(c for c in rec["details"]["checks"] if c["name"] == "log health")
+    assert "covered by the profile's log_ignore" in health["reason"] and "NVRM: Xid" in health["reason"]
+    assert rec["details"]["log_ignore"] == [pattern] and "NVRM: Xid" in rec["details"]["ignored_lines"][0]
