@@ -42,6 +42,7 @@ class Row:
     category: str | None = None
     check: str | None = None  # the check that must carry the verdict (its name in details.checks)
     before: str | None = None  # the verdict it got before the check that catches it existed (documentation)
+    test: str | None = None  # the e2e test that builds this construction when it is not the row's own run
 
     def args(self) -> list[str]:
         keyword = ["-k", self.keyword] if self.keyword else []
@@ -89,7 +90,7 @@ def main() -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="verdicts-") as tmp:
         for index, row in enumerate(chosen):
-            run_id = f"{index:02d}-{row.defect}"  # one defect may break several drills (several rows)
+            run_id = f"{index:02d}-{row.defect}-{row.drill}"  # one defect may break several drills (several rows)
             done = subprocess.run([sys.executable, "-m", "drills.cli", "run", *row.args(), "--no-html",
                                    "--reports", tmp, "--run-id", run_id], cwd=REPO, capture_output=True, text=True)
             path = Path(tmp) / run_id / "records.jsonl"

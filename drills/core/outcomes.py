@@ -80,6 +80,8 @@ TABLE: Mapping[tuple[Outcome, Category | None], Presentation] = {
     (V.FAIL, C.STALE_CHECKPOINT):             Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.SOCKET_FALLBACK):              Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.STORAGE_IO):                   Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.DIVERGED):                     Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.WORKER_FAILED):                Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.REVERT_FAILED):                Presentation(1, _F, _FAILURE, "revert_failed", False),
     (V.FAIL, C.CHECK_FAILED):                 Presentation(1, _B, _ERROR, "fail", False),
     (V.FAIL, C.INJECTOR_FAILED):              Presentation(2, _B, _ERROR, "fail", False),
@@ -89,6 +91,8 @@ TABLE: Mapping[tuple[Outcome, Category | None], Presentation] = {
     (V.FAIL, None):                           Presentation(1, _F, _FAILURE, "fail", False),  # older lines
     (V.INCONCLUSIVE, C.NO_EFFECT):            Presentation(1, _B, _ERROR, "inconclusive", False),
     (V.INCONCLUSIVE, C.PRECONDITION_NOT_MET): Presentation(2, _B, _ERROR, "inconclusive", False),
+    (V.INCONCLUSIVE, C.UNCLASSIFIED_LOG):     Presentation(1, _B, _ERROR, "inconclusive", False),
+    (V.INCONCLUSIVE, C.NOT_OBSERVED):         Presentation(1, _B, _ERROR, "inconclusive", False),
     (V.INCONCLUSIVE, None):                   Presentation(1, _B, _ERROR, "inconclusive", False),
     (V.ABORTED, C.ABORTED):                   Presentation(1, _B, _ERROR, "aborted", False),
     (V.ABORTED, None):                        Presentation(1, _B, _ERROR, "aborted", False),

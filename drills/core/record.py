@@ -53,6 +53,10 @@ class Category(str, enum.Enum):
     STALE_CHECKPOINT = "stale_checkpoint"
     SOCKET_FALLBACK = "socket_fallback"
     STORAGE_IO = "storage_io"
+    DIVERGED = "diverged"  # the job trains again but its loss (or grad norm) is NaN/inf: it learns nothing
+    WORKER_FAILED = "worker_failed"  # a worker container exited non-zero / OOMKilled / restarted after the resume
+    UNCLASSIFIED_LOG = "unclassified_log"  # inconclusive: an error-like log line no reader classifies
+    NOT_OBSERVED = "not_observed"  # inconclusive: a fact the verdict needs was not observed in this run
     NO_EFFECT = "no_effect"  # inconclusive: the fault changed nothing the drill could observe
     PRECONDITION_NOT_MET = "precondition_not_met"  # inconclusive: CheckFailed (or the target gone) before injecting
     INJECTOR_FAILED = "injector_failed"  # InjectionFailed
@@ -71,7 +75,8 @@ class Category(str, enum.Enum):
         return Outcome.INCONCLUSIVE if self in _INCONCLUSIVE else Outcome.FAIL
 
 
-_INCONCLUSIVE = frozenset({Category.NO_EFFECT, Category.PRECONDITION_NOT_MET})
+_INCONCLUSIVE = frozenset({Category.NO_EFFECT, Category.PRECONDITION_NOT_MET, Category.UNCLASSIFIED_LOG,
+                           Category.NOT_OBSERVED})
 
 # Categories of a drill that stopped before injecting anything: when every record of a run is one
 # of these (and none has an `injected` phase), the run exits 2 and prints their reasons.

@@ -41,6 +41,7 @@ from drills.core.kube import Cluster, EventMerger, WatchEvent, obj_get
 from drills.measure import throughput as tp
 from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
+from drills.measure.job_health import JobHealth, job_health
 from drills.measure.job_state import ENDED_PHASES, JobState
 from drills.measure.stability import stability_window, transports
 from drills.verdicts.timeline import Timeline
@@ -109,9 +110,10 @@ class TrainingRecovery:
     transport_before: tuple[str, ...] = ()  # "NET/IB (mlx5_0)" labels of the old workers
     sockets_after: tuple[str, ...] = ()  # new workers (ranks) that initialised NCCL on NET/Socket
     transport_after: tuple[str, ...] = ()
+    health: JobHealth | None = None  # learning, container states, unknown lines from the resume on
 
     def details(self) -> dict:
-        return {"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
+        return {**(self.health.details() if self.health else {}),"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
                 "save_steps": self.save_steps,
@@ -282,7 +284,14 @@ class TrainingMonitor:
             retry_count=obj_get(state.job, "status", "retryCount"), logs=self._excerpt(injected_at),
             throughput=self._throughput(injected_at, old),
             waited_s=max(0.0, min(self.cluster.clock.timestamp(), deadline_ts) - injected_at.timestamp()),
-            resume_failed=self._state.resume_failed_after(injected_at, old))
+            resume_failed=self._state.resume_failed_after(injected_at, old),
+            health=self.health(injected_at, resumed[1] if resumed else None, None))  # every pod of the job
+
+    def health(self, injected_at: datetime, since: datetime | None, uids: set[str] | None,
+               subject: str = "resumed") -> JobHealth:
+        """The job's health from `since` to now (drills.measure.job_health): loss, container states, unknown lines."""
+        return job_health(self._state, {u: r.unknown for u, r in self._readers.items()}, uids, injected_at, since,
+                          self.cluster.clock.now(), self.workload.log_ignore, subject)
 
     # -- event intake ---------------------------------------------------------------------------
 
@@ -346,6 +355,8 @@ class TrainingMonitor:
 
     def _take_event(self, uid: str, event: TrainingEvent) -> None:
         at = event.at
+        if event.loss is not None or event.grad_norm is not None:  # a loss-only line's step: job_health
+            self._state.losses.append((uid, at, event.step, event.loss, event.grad_norm))
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:

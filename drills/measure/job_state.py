@@ -15,11 +15,41 @@ from drills.core.clock import parse_iso
 from drills.core.kube import obj_get
 from drills.verdicts.timeline import Timeline
 
-__all__ = ["Worker", "JobState", "ENDED_PHASES"]
+__all__ = ["Worker", "JobState", "ContainerExit", "ENDED_PHASES"]
 
 log = logging.getLogger(__name__)
 
 ENDED_PHASES = ("Failed", "Aborted", "Completed", "Terminated")
+
+
+@dataclass(frozen=True)
+class ContainerExit:
+    """One termination of a worker's container as its pod's status says it (`state.terminated` or, after a
+    restart in place, `lastState.terminated`): the second key to the log for the job's health."""
+
+    pod: str
+    container: str
+    at: datetime | None  # finishedAt
+    exit_code: int | None
+    reason: str | None  # OOMKilled, Error, Completed, …
+    message: str | None
+    restarts: int  # the container's restartCount when it was read
+    source: str  # "pods/<name> status.containerStatuses[<container>].<state|lastState>.terminated @ rv <n>"
+
+    restarted: bool = False  # read from lastState: the kubelet restarted the container in place after it
+
+    @property
+    def failed(self) -> bool:
+        """Exited non-zero, killed for memory, or restarted in place (a worker's process died mid-training
+        whatever its code); a final exit 0 that nothing restarted is a completion, not a failure."""
+        return self.restarted or self.reason == "OOMKilled" or (self.exit_code is not None and self.exit_code != 0)
+
+    def sentence(self) -> str:
+        code = f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code"
+        why = f" ({self.reason})" if self.reason else ""
+        msg = f": {self.message}" if self.message else ""
+        again = f", restarted {self.restarts} time(s)" if self.restarts else ""
+        return f"{self.pod} container {self.container} terminated with {code}{why}{msg}{again}"
 
 
 @dataclass
@@ -36,6 +66,8 @@ class Worker:
     stopped_seen: bool = False  # stopped_at is only when we saw it gone (its own time was never delivered)
     unschedulable: str | None = None  # the scheduler's PodScheduled=False message while it is Pending
     gone: bool = False
+    exits: dict[tuple[str, str], ContainerExit] = field(default_factory=dict)  # (container, finishedAt) → exit
+    restarts: int = 0  # the sum of its containers' restartCount, as last read
 
 
 @dataclass
@@ -51,6 +83,9 @@ class JobState:
     resumes: list[tuple[str, datetime, int]] = field(default_factory=list)
     resume_failures: list[tuple[str, datetime, str]] = field(default_factory=list)  # (uid, at, reason)
     lines: list[tuple[datetime, str]] = field(default_factory=list)
+    losses: list[tuple[str, datetime, int | None, float | None, float | None]] = field(default_factory=list)
+    # ↑ (uid, at, step, loss, grad norm) of every line that printed a loss (`drills.measure.logloss`); step None for
+    #   a line of its own (the HF Trainer's log dict, printed before the bar that shows its step)
     job_left_running_at: datetime | None = None
 
     def take_pod(self, pod: dict, deleted: bool, seen_at: Callable[[], datetime]) -> Worker | None:
@@ -70,6 +105,7 @@ class JobState:
             if scheduled.get("status") == "False" and not worker.node else None
         ready = conditions.get("Ready", {})
         worker.ready_at = _parse(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+        _take_exits(worker, pod)
         if obj_get(pod, "metadata", "deletionTimestamp") or worker.phase in ("Failed", "Succeeded"):
             worker.terminating = True
         if deleted:
@@ -225,6 +261,28 @@ class JobState:
             if caught:
                 events.append(("caught_up", min(caught)))
         return Timeline.from_events(events)
+
+
+def _take_exits(worker: Worker, pod: dict) -> None:
+    """Every container termination the pod's status shows (current state and, after a restart, the last one)."""
+    rv = obj_get(pod, "metadata", "resourceVersion") or "?"
+    statuses = obj_get(pod, "status", "containerStatuses", default=None) or []
+    worker.restarts = max(worker.restarts, sum(int(cs.get("restartCount") or 0) for cs in statuses))
+    for cs in statuses:
+        for where in ("state", "lastState"):
+            term = obj_get(cs, where, "terminated")
+            if not isinstance(term, dict):
+                continue
+            name = cs.get("name") or "?"
+            key = (name, str(term.get("finishedAt") or term.get("startedAt") or where))
+            if key in worker.exits:
+                continue
+            code = term.get("exitCode")
+            worker.exits[key] = ContainerExit(
+                worker.name, name, _parse(term.get("finishedAt")), None if code is None else int(code),
+                term.get("reason"), term.get("message"), int(cs.get("restartCount") or 0),
+                f"pods/{worker.name} status.containerStatuses[{name}].{where}.terminated @ rv {rv}",
+                restarted=where == "lastState")
 
 
 def _stopped_at(pod: dict) -> datetime | None:

@@ -61,7 +61,8 @@ log = logging.getLogger(__name__)
 
 EventKind = Literal["step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn",
                     # from `drills.measure.logread.LogReader` (facts that need more than one line):
-                    "checkpoint_started", "resume_failed", "error", "vllm_phase"]
+                    "checkpoint_started", "resume_failed", "error", "vllm_phase",
+                    "loss"]  # a loss line without a step (the HF Trainer's log dict): `logloss`
 EVENT_KINDS: tuple[str, ...] = ("step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn")
 
 
@@ -82,6 +83,8 @@ class TrainingEvent:
     line: str = field(default="", repr=False, compare=False)
     rank: int | None = None  # the launcher's rank, when a prefix or an NCCL channel line names it
     error: str | None = None  # kind "error": ib_completion, watchdog_timeout, traceback, …
+    loss: float | None = None  # kinds "step" and "loss": the training loss the line printed (NaN/inf kept)
+    grad_norm: float | None = None  # … and the gradient norm, where the framework logs it
 
     @property
     def is_rdma(self) -> bool:

@@ -18,17 +18,19 @@ Used by the monitors (one `LogReader` per pod) and by `read_log` (a whole file, 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
+from drills.measure.logloss import read_loss
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
 from drills.measure.logrestore import RestoreReading
 from drills.measure.logresume import (_FRAMEWORK_PRINTS_SUCCESS, CheckpointReading, _framework_ok_line, _Resume,
                                       _Traceback)
 from drills.measure.logsave import SaveReading, _Save
+from drills.measure.logunknown import UnknownReading
 from drills.measure.logstacks import PropagatedWarns
 from drills.measure.vllm_startup import VllmStartup
 
@@ -101,9 +103,11 @@ class LogSummary:
     vllm: dict
     unclassified: int
     steps: int
+    unknown_errors: tuple[str, ...] = ()  # error-like lines no recogniser classified (`logunknown`)
+    losses: tuple[tuple[float | None, float | None], ...] = ()  # (loss, grad norm) per line that printed one
 
 
-class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading):
+class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading, UnknownReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -137,6 +141,9 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self._consumed = False
         self._known = False
         self._steps_since_resume = 0
+        self.losses: list[tuple[float | None, float | None]] = []
+        self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
+        self._known_bodies: set[str] = set()
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:
@@ -197,7 +204,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         saves = tuple({"step": s.step, "path": s.path, "duration_s": s.duration_s} for s in self.saves if s.done)
         return LogSummary(self.framework, self.version, tuple(self.procs.values()), labels,
                           ("Socket" in labels.values()) if labels else None, tuple(devices), tuple(self.errors),
-                          resume, saves, self.startup.summary(), self.unclassified, self.steps)
+                          resume, saves, self.startup.summary(), self.unclassified, self.steps,
+                          tuple(u[1] for u in self.unknown), tuple(self.losses))
 
     # -- one record -------------------------------------------------------------------------------
     def _ev(self, kind: str, rec: Record | None, **kw) -> TrainingEvent:
@@ -237,13 +245,26 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
                 out.append(ev)
             elif ev is not None and ev.kind in ("checkpoint_saved", "resumed") and rec.nccl is None:
                 out += self._format_event(ev, rec)
+        out = self._loss(rec, out)
         if any(e.kind == "step" for e in out):
             self._steps_since_resume += 1
             for s in self.saves:  # training went on after an HF save: it completed
                 s.tentative = False
             out += self._steps_started(rec)
         self._known = self._known or self._consumed
+        self._withdraw_unknown(out)
+        self._check_unknown(rec, out, in_traceback)
         return out
+
+    def _loss(self, rec: Record, out: list[TrainingEvent]) -> list[TrainingEvent]:
+        """The loss a record printed (`logloss`): on its step event, else as a `loss` event of its own."""
+        reading = read_loss(rec.body) if rec.nccl is None else None
+        if reading is None:
+            return out
+        self.losses.append((reading.loss, reading.grad_norm))
+        if any(e.kind == "step" for e in out):
+            return [replace(e, loss=reading.loss, grad_norm=reading.grad_norm) if e.kind == "step" else e for e in out]
+        return out + [self._ev("loss", rec, loss=reading.loss, grad_norm=reading.grad_norm)]
 
     def _score(self, rec: Record) -> bool:
         """Weigh the record's framework signatures; True when it carries any (vLLM, a framework, NCCL)."""

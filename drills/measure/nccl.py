@@ -25,6 +25,7 @@ from typing import Callable
 
 from drills.measure import throughput as tp
 from drills.measure.checkpoint import TrainingBaseline, TrainingMonitor
+from drills.measure.job_health import JobHealth
 from drills.core.errors import CheckFailed
 from drills.core.kube import obj_get
 from drills.verdicts.timeline import Timeline, Verdict, format_duration, judge_resume, within
@@ -97,6 +98,7 @@ class UplinkRecovery:
     overlay: tuple[tuple[float, float], ...] = ()
     window_s: float = 0.0  # the stability window watched after recovery
     watched_until: datetime | None = None  # the cluster time the watch ended (recovery + window, or earlier)
+    health: JobHealth | None = None  # learning, container states, unknown lines from the recovery on
 
     @property
     def sockets(self) -> list[TransportSeen]:
@@ -105,7 +107,7 @@ class UplinkRecovery:
     def details(self) -> dict:
         devices = sorted({d for t in [*self.before.values(), *self.after] for d in t.devices})
         seen_after = sorted({t.label for t in self.after})
-        return {"path": self.path,
+        return {**(self.health.details() if self.health else {}), "path": self.path,
                 "transport_before": {p: t.label for p, t in sorted(self.before.items())},
                 "transport_after": seen_after or ["no re-init (kept the communicator)"],
                 "transport_seen": "NET/Socket" if self.sockets else (
@@ -205,7 +207,8 @@ class NcclMonitor(TrainingMonitor):
             resumed_step=resumed[2] if resumed else None,
             latest_checkpoint=self._state.latest_checkpoint(injected_at) if restarted else None,
             ended=self._state.ended(injected_at), logs=self._excerpt(injected_at),
-            overlay=tuple(tp.overlay(self._samples, injected_at)), window_s=window_s, watched_until=watched_until)
+            overlay=tuple(tp.overlay(self._samples, injected_at)), window_s=window_s, watched_until=watched_until,
+            health=self.health(injected_at, timeline.recovered, None, "recovered"))
 
     # -- derived ---------------------------------------------------------------------------------
     def _name(self, uid: str) -> str:

@@ -87,6 +87,10 @@ class TrainingWorkload(Strict):
     log_patterns: dict[str, str | list[str]] = {}  # kind → regex(es), layered over log_format
     container: DnsLabel | None = None  # whose logs to read; None: the pod's first container
     checkpoint_interval_steps: int = Field(2000, gt=0, le=100_000_000)
+    # Error-like lines (a traceback, `ERROR`, `NCCL WARN`, `Xid`) no reader classifies make the stability window
+    # inconclusive (drills.measure.job_health); each regex here declares such a line harmless for this site,
+    # explicitly: the lines it covers are listed in the record and the report, never dropped silently.
+    log_ignore: list[str] = []
 
     @field_validator("log_patterns")
     @classmethod
@@ -95,6 +99,20 @@ class TrainingWorkload(Strict):
 
         if patterns:
             custom_format(patterns)  # ValueError names the kind and the problem
+        return patterns
+
+    @field_validator("log_ignore")
+    @classmethod
+    def _ignore_compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not pattern.strip():
+                raise ValueError("log_ignore: an empty pattern would cover every line")
+            try:
+                compiled = re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"log_ignore pattern {pattern!r} does not compile: {err.msg}") from None
+            if compiled.search(""):
+                raise ValueError(f"log_ignore pattern {pattern!r} matches an empty line, so it would cover every line")
         return patterns
 
     def log_parser(self):

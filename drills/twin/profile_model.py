@@ -160,6 +160,15 @@ class AfterResume(Strict):
     crash_after: Duration | None = None
     throughput_factor: Fraction = 1.0
     transport: Literal["same", "socket"] = "same"
+    # The next three apply from the moment the job trains again after a disruption: a resumed run's first step,
+    # or — a fabric event, no restart — when its throughput is back. `loss: nan`: every step from then on logs a
+    # NaN loss in the framework's own shape (trainlogs). `oom_after`: this long after, one worker's container is
+    # OOMKilled (exit 137), once, and its log shows nothing of it (the kernel kills it; with the job's
+    # restart_policy OnFailure the kubelet restarts it in place). `error_line_after`: this long after, one worker
+    # prints a driver Xid line that no reader classifies, once, and trains on.
+    loss: Literal["finite", "nan"] = "finite"
+    oom_after: Duration | None = None
+    error_line_after: Duration | None = None
 
 
 class TrainingJob(Strict):
@@ -195,6 +204,9 @@ class TrainingJob(Strict):
     # the framework whose log lines the workers print (drills.twin.workloads.trainlogs); `twin` is the legacy
     # private format, kept for old profiles only
     log_format: Literal["megatron", "hf-trainer", "deepspeed", "lightning", "twin"] = "megatron"
+    # the worker pods' restartPolicy: Never (Volcano's policies restart the job), or OnFailure (the kubelet restarts
+    # a failed container in place: the pod, its name and uid stay)
+    restart_policy: Literal["Never", "OnFailure"] = "Never"
 
     @property
     def effective_min_available(self) -> int:

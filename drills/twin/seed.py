@@ -182,7 +182,7 @@ def training_job_object(profile: TwinProfile, job: TrainingJob) -> dict:
     labels = {"app": job.name}
     pod_spec: dict = {
         "schedulerName": "volcano",
-        "restartPolicy": "Never",
+        "restartPolicy": job.restart_policy,
         "nodeSelector": dict(job.node_selector),
         "tolerations": [t.to_k8s() for t in job.tolerations],
         "containers": [{

@@ -4,7 +4,9 @@ Feature: Training survives the loss of a GPU node
   nodes, resume from the latest checkpoint it saved, lose at most one checkpoint interval of progress
   (and checkpoint often enough that one interval fits the budget), keep training on RDMA at its usual
   throughput without restarting again, and be back at the step it had reached within 15 minutes
-  (DESIGN §1; MegaScale: back to pre-crash progress ≤ 15 min).
+  (DESIGN §1; MegaScale: back to pre-crash progress ≤ 15 min). Stepping is not enough: through the stability
+  window its loss must stay finite (it still learns), no worker container may fail or restart by its pod's own
+  status (whatever the log says), and no error line the drills cannot read may go unexplained.
 
   Scenario Outline: Lose a GPU node under the fine-tuning job by <fault>
     Given the training job is running on at least 2 nodes
@@ -16,6 +18,7 @@ Feature: Training survives the loss of a GPU node
     And NCCL still runs over RDMA after the restart
     And it trains at no less than 90 % of its baseline throughput
     And training recovers within 15 minutes
+    And the job stays healthy after it resumes: finite loss, no failed worker container, no unknown error line
 
     # One block per way of losing a node, tagged with it (`-m cordon_drain`). A mode the site does not run —
     # not in its faults.node_modes, or twin-only (gpu-unhealthy) on a real cluster — is skipped, naming why.

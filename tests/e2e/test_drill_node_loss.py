@@ -45,7 +45,9 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
         # recovered = resumed, then stable through the window (no restart, RDMA, throughput) and caught up in time
         assert {c["name"]: c["verdict"] for c in rec["details"]["checks"]} == {
             "fault effect": "pass", "rescheduled": "pass", "resumed checkpoint": "pass", "lost steps": "pass",
-            "transport": "pass", "throughput": "pass", "recovery": "pass"}
+            "transport": "pass", "throughput": "pass", "recovery": "pass",
+            "learning": "pass", "worker containers": "pass", "log health": "pass"}  # the job's health, 3 ways
+        assert rec["details"]["loss_readings_after"] > 0 and not rec["details"]["container_exits"]
         caught_up = _ts(rec["phases"]["caught_up"]) - _ts(rec["phases"]["injected"])
         assert caught_up <= TARGET_S and rec["details"]["stable_for_s"] >= rec["details"]["stability_s"]
         assert rec["details"]["checkpoint_interval"] == 1500 and not rec["details"]["restarts_after_recovery"]
@@ -92,7 +94,7 @@ def test_allure_shows_steps_parameters_attachments_and_labels(healthy_run):
         assert {("epic", "Training resilience"), ("feature", "GPU node loss"), ("severity", "critical")} <= labels
         assert ("story", result["name"]) in labels
         assert [s["name"].split(" ", 1)[0] for s in result["steps"]] == ["Given", "And", "When", "Then", "And", "And",
-                                                                        "And", "And", "And"]
+                                                                        "And", "And", "And", "And"]
         params = {p["name"] for p in result["parameters"]}
         assert {"measured recovery", "target", "verdict", "recovery", "lost steps"} <= params
         attachments = {a["name"] for a in result["attachments"]}

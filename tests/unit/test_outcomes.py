@@ -30,6 +30,8 @@ P, F, B = "passed", "failed", "broken"
 EXPECTED = {
     ("pass", None): (P, "pass", 0),
     ("fail", "slo_breach"): (F, "failure", 1),
+    ("fail", "diverged"): (F, "failure", 1),
+    ("fail", "worker_failed"): (F, "failure", 1),
     ("fail", "stale_checkpoint"): (F, "failure", 1),
     ("fail", "socket_fallback"): (F, "failure", 1),
     ("fail", "storage_io"): (F, "failure", 1),
@@ -41,6 +43,8 @@ EXPECTED = {
     ("fail", "interrupted"): (B, "error", 130),
     ("fail", None): (F, "failure", 1),
     ("inconclusive", "no_effect"): (B, "error", 1),
+    ("inconclusive", "unclassified_log"): (B, "error", 1),
+    ("inconclusive", "not_observed"): (B, "error", 1),
     ("inconclusive", "precondition_not_met"): (B, "error", 2),
     ("inconclusive", None): (B, "error", 1),
     ("aborted", "aborted"): (B, "error", 1),

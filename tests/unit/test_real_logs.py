@@ -1,13 +1,14 @@
 """Every real log excerpt in tests/data/real/logs read as EXPECTED.yaml says (values written by hand).
 
 One test per file; each asserts every value EXPECTED.yaml gives for that file. Keys a file's entry
-omits must come out empty (no transport, no error, no resume, no save) — except `nccl_version`,
+omits must come out empty (no transport, no error, no resume, no save, no loss) — except `nccl_version`,
 `devices` and `vllm`, which are only checked when given. `check()` is also the scorer:
 `python -m tests.unit.test_real_logs` prints files fully right and values right.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -117,6 +118,11 @@ def check(name: str, want: dict, got: LogSummary) -> list[tuple[str, bool, str]]
             ok = (read is None) if want_v is None else (read is not None and abs(read - want_v) < 0.01
                                                       if isinstance(want_v, float) else read == want_v)
             add(f"checkpoint_saves[{i}].{key}", ok, f"read {read!r}, want {want_v!r}")
+    losses = want.get("losses") or []  # (loss, grad norm) per line that printed one; .nan for NaN
+    add("losses.count", len(got.losses) == len(losses), f"read {list(got.losses)}")
+    for i, pair in enumerate(losses):
+        read = got.losses[i] if i < len(got.losses) else (None, None)
+        add(f"losses[{i}]", all(_same(w, r) for w, r in zip(pair, read)), f"read {read}, want {pair}")
     for key, value in (want.get("vllm") or {}).items():
         read = got.vllm.get(key)
         if value is True:  # `failed: true`: the reader names the line that said so (a string); any is right
@@ -126,6 +132,14 @@ def check(name: str, want: dict, got: LogSummary) -> list[tuple[str, bool, str]]
                                                                           else read == value))
         add(f"vllm.{key}", ok, f"read {read!r}, want {value!r}")
     return res
+
+
+def _same(want, read) -> bool:
+    if want is None or read is None:
+        return want is None and read is None
+    if math.isnan(want) or math.isnan(read):
+        return math.isnan(want) and math.isnan(read)
+    return abs(want - read) <= 1e-6 * max(1.0, abs(want))
 
 
 def _v(got: LogSummary):

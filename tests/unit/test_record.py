@@ -91,8 +91,12 @@ def test_outcomes_and_the_runs_that_never_started():
     assert Category.NO_EFFECT.outcome is Outcome.INCONCLUSIVE
     assert Category.PRECONDITION_NOT_MET.outcome is Outcome.INCONCLUSIVE
     assert Category.ABORTED.outcome is Outcome.ABORTED  # a tripped stop condition: not judged
+    assert Category.UNCLASSIFIED_LOG.outcome is Outcome.INCONCLUSIVE  # unknown is not healthy, nor a failure
+    assert Category.NOT_OBSERVED.outcome is Outcome.INCONCLUSIVE
     assert all(c.outcome is Outcome.FAIL for c in Category if c not in (Category.NO_EFFECT,
                                                                          Category.PRECONDITION_NOT_MET,
+                                                                         Category.UNCLASSIFIED_LOG,
+                                                                         Category.NOT_OBSERVED,
                                                                          Category.ABORTED))
     assert NOT_STARTED == {Category.BAD_INPUT, Category.INJECTOR_FAILED, Category.PRECONDITION_NOT_MET}
 

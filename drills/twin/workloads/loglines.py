@@ -17,7 +17,7 @@ import zlib
 
 __all__ = [
     "Worker", "nccl_init", "async_event", "retry_exceeded", "watchdog_timeout", "socket_fallback", "peer_lost_warn",
-    "gpu_xid",
+    "gpu_xid", "driver_xid",
 ]
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,18 @@ def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, ve
     nccl-ib-completion-status12-kubeflow.log), and the re-created communicator comes up on sockets."""
     return [retry_exceeded(w, peer_ip)] + nccl_init(w, "Socket", [], socket_ifname, nranks, version, bootstrap=False,
                                                     ib_lost=True)
+
+
+def driver_xid(w: Worker, t: float) -> str:
+    """The driver's Xid as the kernel logs it, relayed into a worker's log (a node-health tail, a launcher that
+    echoes dmesg): Xid 74, an NVLink error, in the wording of the line AWS's HyperPod resiliency guide injects into
+    /var/log/messages to test node replacement (awsome-distributed-training, resiliency docs). No reader classifies
+    it; the job trains on."""
+    from datetime import datetime, timezone
+
+    d = datetime.fromtimestamp(t, timezone.utc)
+    return (f"{d:%b %d %H:%M:%S} {w.host} kernel: NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, "
+            "NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)")
 
 
 def gpu_xid(w: Worker, xid: int = 48) -> list[str]:

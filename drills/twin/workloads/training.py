@@ -218,7 +218,9 @@ class TrainingController(Controller):
 
     async def _exit(self, ns: str, pod: str, container: str | None, code: int, reason: str, cause: str) -> None:
         """Make the worker's container exit like the kubelet would report it (the kubelet does the rest)."""
-        body = {"code": code, "reason": reason, "message": f"training worker exited: {cause}"}
+        body = {"code": code, "reason": reason}
+        if reason != "OOMKilled":  # the kernel's SIGKILL leaves no message; a process that exits says why
+            body["message"] = f"training worker exited: {cause}"
         if container:
             body["container"] = container
         try:

@@ -144,6 +144,8 @@ class FabricEffects:
             path = "restarted" if restarted else "rerouted"
             self.truth.record("training", self.subject, "throughput_restored", at=t, ratio=round(self._ratio(t), 3),
                               path=path)
+            if self.run.after_from is None:  # it trains on after the fabric event: the after_resume defects apply
+                self.run.after_from = t
             late = self.fabric.socket_fallback_after_recovery
             if late is not None and self.run.transport == "IB":
                 self.late_fallback_at = t + late

@@ -56,6 +56,7 @@ class Run:
     seq: int = 0  # NCCL work sequence, for the watchdog line
     resumed: bool = False  # a run after a restart (the defects of `spec.after_resume` apply to it)
     crash_at: float | None = None  # defect crash-after-resume: when this run's workers crash
+    after_from: float | None = None  # when it trains again after a disruption (resumed, or throughput back)
 
 
 class JobSim(FabricEffects):
@@ -88,6 +89,7 @@ class JobSim(FabricEffects):
         self.saves: list[tuple[int, float, float]] = []  # (step, started, done_at) in flight
         self.last_save_step = spec.initial_checkpoint or 0
         self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")
+        self.after_done: set[str] = set()  # the once-per-job after-disruption defects already played (oom, error_line)
 
     # -- derived -----------------------------------------------------------------------------------
     @property
@@ -134,7 +136,8 @@ class JobSim(FabricEffects):
         transport = "Socket" if not first and after.transport == "socket" else self.configured_transport
         self.run = Run(self.runs, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods}, workers, nodes,
                        leaves, now, compute_from, transport, NetPhase("healthy", 1.0, now), resumed=not first,
-                       crash_at=None if first or after.crash_after is None else compute_from + after.crash_after)
+                       crash_at=None if first or after.crash_after is None else compute_from + after.crash_after,
+                       after_from=None if first else compute_from)
         # the first advance announces whatever the fabric is doing to this new communicator
         nranks = len(pods) * max(1, self.spec.gpus_per_worker)
         if first:
@@ -265,6 +268,7 @@ class JobSim(FabricEffects):
                 out.add(t, self.progress_pods(), self._step_text(k, t))
             self._step_truth(k, t)
         self._finish_saves(now, out)
+        self._after_disruption(now, out)
         if crash:  # defect crash-after-resume: the resumed run dies on its own, every time
             texts = {pod: L.gpu_xid(w, 31) for pod, w in run.workers.items()}
             self.truth.record("training", self.subject, "crash_after_resume", at=now, run=run.rid)
@@ -293,6 +297,7 @@ class JobSim(FabricEffects):
             times.append(max(phase.since, run.compute_from) + self.spec.nccl.timeout)
         if self.late_fallback_at is not None:
             times.append(self.late_fallback_at)
+        times += [at for _, at in self._after_due()]
         prog.segments = self._segments(prog.t, prog.t + 10 * 86400)
         reach = prog.time_to(self.filter.next_after(prog.step))
         if reach is not None:
@@ -323,6 +328,30 @@ class JobSim(FabricEffects):
                                   cause="nccl_timeout")
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _after_due(self) -> list[tuple[str, float]]:
+        """The once-per-job defects of `after_resume` still to play: (which, when)."""
+        run, after = self.run, self.spec.after_resume
+        if run is None or run.after_from is None:
+            return []
+        due = [("oom", after.oom_after), ("error_line", after.error_line_after)]
+        return [(k, run.after_from + d) for k, d in due if d is not None and k not in self.after_done]
+
+    def _after_disruption(self, now: float, out: Output) -> None:
+        """Defects oom-after-resume (the kernel kills one worker's container: exit 137, OOMKilled, nothing in its
+        log) and unclassified-error-after-resume (a driver Xid line no reader classifies; training goes on)."""
+        run = self.run
+        victim = sorted(run.workers)[-1]
+        for kind, at in self._after_due():
+            if now < at:
+                continue
+            self.after_done.add(kind)
+            if kind == "oom":
+                out.crashes.append((victim, 137, "OOMKilled", "oom-after-resume"))
+                self.truth.record("training", self.subject, "worker_oom_killed", at=at, pod=victim)
+            else:
+                out.add(at, [victim], L.driver_xid(run.workers[victim], at))
+                self.truth.record("training", self.subject, "driver_xid_printed", at=at, pod=victim)
+
     def _step_truth(self, k: int, t: float) -> None:
         rec = self.truth.record
         if self.first_after_resume is not None and k == self.first_after_resume:
@@ -354,6 +383,9 @@ class JobSim(FabricEffects):
         ratio = max(self._ratio(t), 1e-3) if self.run and t >= self.run.compute_from else 1.0
         eff = ratio * self.baseline / spec.samples_per_second
         loss = spec.initial_loss * (max(k, 1) / max(spec.initial_step, 1)) ** -0.08 + self.rng.uniform(-0.01, 0.01)
+        run = self.run
+        if spec.after_resume.loss == "nan" and run and run.after_from is not None and t >= run.after_from:
+            loss = math.nan  # defect diverges-after-resume: the framework prints its own NaN shape (trainlogs)
         samples = spec.samples_per_second * eff * (1 + self.rng.uniform(-0.005, 0.005))
         return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps)
 

@@ -24,6 +24,7 @@ log are the twin's. Pure functions: the simulation (`training_job`) decides when
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timezone
 
 __all__ = ["TrainLog", "for_format", "FORMATS"]
@@ -97,10 +98,14 @@ class Megatron(TrainLog):
         return base.rstrip("/")  # Megatron names its --save directory; the iteration is in the line
 
     def step(self, k, t, loss, samples_per_s, step_time, total):
+        """A NaN loss is not printed (training_log prints a loss only when its average is > 0) and the grad norm
+        reads nan: megatron-deepspeed-grad-norm-nan-no-lm-loss.log."""
         gbs = max(1, round(samples_per_s * step_time))
+        lm = f"lm loss: {loss:.6E} | " if math.isfinite(loss) else ""
+        grad = f"{0.8 + (k % 7) / 10:.3f}" if math.isfinite(loss) else "nan"
         return [f" iteration {k:8d}/{total:8d} | consumed samples: {k * gbs:12d} | elapsed time per iteration (ms): "
                 f"{step_time * 1000:.1f} | learning rate: {_lr(k, total):.3E} | global batch size: {gbs:5d} | "
-                f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {0.8 + (k % 7) / 10:.3f} | "
+                f"{lm}loss scale: 1.0 | grad norm: {grad} | "
                 f"number of skipped iterations:   0 | number of nan iterations:   0 |"]
 
     def save_started(self, k, path, t):
@@ -154,8 +159,9 @@ class HfTrainer(TrainLog):
         return f"{base.rstrip('/')}/checkpoint-{step}"
 
     def step(self, k, t, loss, samples_per_s, step_time, total):
-        epoch = k / total
-        return [f"{{'loss': {loss:.4f}, 'grad_norm': {0.8 + (k % 7) / 10:.16f}, 'learning_rate': {_lr(k, total)!r}, "
+        epoch = k / total  # a diverged run: `'loss': nan, 'grad_norm': nan` (hf-trainer-grad-norm-nan-loss-zero.log)
+        grad = 0.8 + (k % 7) / 10 if math.isfinite(loss) else math.nan
+        return [f"{{'loss': {loss:.4f}, 'grad_norm': {grad:.16f}, 'learning_rate': {_lr(k, total)!r}, "
                 f"'epoch': {epoch:.2f}}}", _tqdm("", k, total, step_time)]
 
     def save_done(self, k, path, started, done):

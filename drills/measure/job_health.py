@@ -1,0 +1,135 @@
+"""The training job's health after a fault, beyond "it steps again" (DESIGN §5b): what every drill that watches
+the job after a fault (GPU node loss, switch uplink drop) reads from the resume through its stability window.
+
+- **learning**: every loss (and grad norm) its workers logged (`drills.measure.logloss`): one NaN/inf after the
+  resume is a job that runs and learns nothing;
+- **the second key**: its pods' container states (`drills.measure.job_state.ContainerExit`): a worker container
+  that exited non-zero, was OOMKilled or restarted after the resume failed, whatever its log says;
+- **unknown lines**: error-like lines no reader classified (`drills.measure.logunknown`) after the fault, less
+  those the profile's `log_ignore` covers (kept and listed: explicit, never silent).
+
+Pure readings of the monitor's state; `drills.verdicts.health` judges.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from drills.core.clock import Clock
+from drills.measure.job_state import ContainerExit, JobState
+
+__all__ = ["LossSeen", "UnknownLine", "JobHealth", "job_health"]
+
+log = logging.getLogger(__name__)
+
+_LISTED = 10  # unknown / ignored lines kept in the record
+
+
+@dataclass(frozen=True)
+class LossSeen:
+    pod: str
+    at: datetime
+    step: int | None
+    loss: float | None
+    grad_norm: float | None
+
+    @property
+    def finite(self) -> bool:
+        return all(v is None or math.isfinite(v) for v in (self.loss, self.grad_norm))
+
+
+@dataclass(frozen=True)
+class UnknownLine:
+    pod: str
+    at: datetime | None
+    line: str
+    ignored_by: str | None = None  # the profile's log_ignore pattern that covers it
+
+    def sentence(self) -> str:
+        return f"{self.pod}{f' at {Clock.iso(self.at)}' if self.at else ''}: {self.line}"
+
+
+@dataclass(frozen=True)
+class JobHealth:
+    """What the job showed from `since` (the resume, or the recovery) to `until` (the window's end)."""
+
+    subject: str  # "resumed" (node loss) | "recovered" (uplink drop): how the sentences name the window's start
+    since: datetime | None
+    until: datetime | None
+    losses_before: int  # loss readings before the fault
+    losses_after: int  # … and in the window
+    first_bad: LossSeen | None  # the first NaN/inf reading in the window
+    last: LossSeen | None  # the last reading in the window
+    exits: tuple[ContainerExit, ...]  # failed container terminations in the window
+    pods_read: int  # pods whose container states were read
+    unknown: tuple[UnknownLine, ...]  # after the fault, not covered by log_ignore
+    ignored: tuple[UnknownLine, ...]  # after the fault, covered by log_ignore (listed, not judged)
+    ignore_patterns: tuple[str, ...] = ()
+
+    def details(self) -> dict:
+        bad = self.first_bad
+        return {"health_window": [self.since and Clock.iso(self.since), self.until and Clock.iso(self.until)],
+                "loss_readings_before": self.losses_before, "loss_readings_after": self.losses_after,
+                "first_nonfinite_loss": None if bad is None else {
+                    "pod": bad.pod, "at": Clock.iso(bad.at), "step": bad.step, "loss": _num(bad.loss),
+                    "grad_norm": _num(bad.grad_norm)},
+                "last_loss": None if self.last is None else {"step": self.last.step, "loss": _num(self.last.loss),
+                                                             "grad_norm": _num(self.last.grad_norm)},
+                "container_exits": [{"pod": e.pod, "container": e.container, "exit_code": e.exit_code,
+                                     "reason": e.reason, "message": e.message, "restarts": e.restarts,
+                                     "at": e.at and Clock.iso(e.at), "source": e.source} for e in self.exits],
+                "unclassified_lines": [u.sentence() for u in self.unknown[:_LISTED]],
+                "log_ignore": list(self.ignore_patterns),
+                "ignored_lines": [f"{u.sentence()} (log_ignore {u.ignored_by!r})" for u in self.ignored[:_LISTED]]}
+
+
+def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | None, str, str]]],
+               uids: set[str] | None, injected_at: datetime, since: datetime | None, until: datetime,
+               ignore: Iterable[str] = (), subject: str = "resumed") -> JobHealth:
+    """Read the window [`since`, `until`] of the workers `uids` (None: every worker of the job); unknown lines
+    count from the fault (`injected_at`) on, from every worker."""
+    def name(uid: str) -> str:
+        w = state.workers.get(uid)
+        return w.name if w else uid
+
+    def mine(uid: str) -> bool:
+        return uids is None or uid in uids
+
+    def step_of(uid: str, at: datetime, step: int | None) -> int | None:
+        """A loss line of its own belongs to the step its pod's next step line shows (HF: dict, then the bar)."""
+        if step is not None:
+            return step
+        return min((s for u, t, s, _ in state.steps if u == uid and t >= at), default=None)
+
+    start = since or until
+    readings = sorted((LossSeen(name(u), at, step_of(u, at, step), loss, grad)
+                       for u, at, step, loss, grad in state.losses if mine(u) and start <= at <= until),
+                      key=lambda r: r.at)
+    before = sum(1 for _, at, *_ in state.losses if at < injected_at)
+    exits = sorted((e for u, w in state.workers.items() if mine(u) for e in w.exits.values()
+                    if e.failed and e.at is not None and since is not None and since <= e.at <= until),
+                   key=lambda e: e.at)  # type: ignore[arg-type, return-value]
+    patterns = [(p, re.compile(p)) for p in ignore]
+    lines: list[UnknownLine] = []
+    for uid, seen in unknown.items():
+        for at, body, _raw in seen:
+            if at is not None and (at < injected_at or at > until):
+                continue
+            cover = next((p for p, rx in patterns if rx.search(body)), None)
+            lines.append(UnknownLine(name(uid), at, body, cover))
+    lines.sort(key=lambda u: (u.at is None, u.at or injected_at))
+    return JobHealth(subject, since, until, before, len(readings), next((r for r in readings if not r.finite), None),
+                     readings[-1] if readings else None, tuple(exits),
+                     sum(1 for u in state.workers if mine(u)),
+                     tuple(u for u in lines if u.ignored_by is None), tuple(u for u in lines if u.ignored_by),
+                     tuple(p for p, _ in patterns))
+
+
+def _num(value: float | None) -> float | str | None:
+    """JSON has no NaN: a non-finite value is kept as its name."""
+    return value if value is None or math.isfinite(value) else str(value)

@@ -1,0 +1,77 @@
+"""The training loss (and the gradient norm, where the framework logs it) as each framework prints it.
+
+A job that resumed and steps at full speed may still learn nothing: every step after the resume logs a NaN
+loss. The judge (`drills.verdicts.learning`) needs the values; this module reads them from one record's body,
+in every format the readers know (each shape from a real line in tests/data/real/logs):
+
+- Hugging Face Trainer: the log dict `{'loss': 1.0332, 'grad_norm': 1.41, 'learning_rate': …, 'epoch': 0.95}`
+  (a line of its own; `'loss': nan`, `'grad_norm': nan` when it diverged);
+- Megatron-LM: ` iteration N/ M | … | lm loss: 5.670854E+00 | loss scale: … | grad norm: 2.356 | …`
+  (Megatron-DeepSpeed under DeepSpeed: `lm_loss: 1.118665E+01`). Megatron prints a loss only when its average
+  is > 0, so a NaN loss is *missing* from the line, and the grad norm reads `grad norm: nan`;
+- DeepSpeed (DeepSpeedExamples' loop): `steps: 2500 loss: 12.5495 iter time (s): …`;
+- Lightning / NeMo progress bars: `…, 1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, …]`
+  (`train_loss=`, `train_loss_step=` in 2.x): the first loss field of the bar's tail;
+- torchtitan: `step: 800  loss:  4.7215  memory: …` (and `grad_norm:` in newer versions);
+- the twin's legacy format: `step=6150 loss=1.234 …`.
+
+Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+
+__all__ = ["LossReading", "read_loss", "finite"]
+
+log = logging.getLogger(__name__)
+
+_VAL = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)"
+
+# (loss pattern, grad-norm pattern or None): the first loss pattern that matches wins; its grad-norm pattern
+# (if any) is tried on the same body
+_SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
+    (re.compile(loss), re.compile(grad) if grad else None) for loss, grad in (
+        (rf"\{{'loss': (?P<v>{_VAL})\b", rf"'grad_norm': (?P<v>{_VAL})\b"),  # HF Trainer's log dict
+        (rf"\|\s*lm[ _]loss: (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),  # Megatron
+        (rf"^\s*steps: \d+ loss: (?P<v>{_VAL}) ", None),  # DeepSpeedExamples
+        (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # Lightning bar
+        (rf"\bstep:\s*\d+\s+loss:\s*(?P<v>{_VAL})\b", rf"\bgrad_norm:\s*(?P<v>{_VAL})\b"),  # torchtitan
+        (rf"(?:^|\s)step=\d+ loss=(?P<v>{_VAL})\b", None),  # the twin's legacy format
+    ))
+# Megatron's iteration line without a loss (a NaN average is not printed) still carries the grad norm
+_MEGATRON_LINE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
+_MEGATRON_GRAD = re.compile(rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|")
+
+
+@dataclass(frozen=True)
+class LossReading:
+    """The loss and gradient norm one line printed (None: the line does not carry it)."""
+
+    loss: float | None
+    grad_norm: float | None = None
+
+    @property
+    def finite(self) -> bool:
+        """Neither value is NaN or infinite (a missing one is not a finding)."""
+        return finite(self.loss) and finite(self.grad_norm)
+
+
+def read_loss(body: str) -> LossReading | None:
+    """The loss (and grad norm) in one record's body, in any known framework's shape; None when it has neither."""
+    for loss_re, grad_re in _SHAPES:
+        m = loss_re.search(body)
+        if m:
+            g = grad_re.search(body) if grad_re is not None else None
+            return LossReading(float(m.group("v")), float(g.group("v")) if g else None)
+    if _MEGATRON_LINE.search(body) and (g := _MEGATRON_GRAD.search(body)):
+        return LossReading(None, float(g.group("v")))
+    return None
+
+
+def finite(value: float | None) -> bool:
+    """True for a real number and for None (nothing read); False for NaN and ±inf."""
+    return value is None or math.isfinite(value)

@@ -1,0 +1,102 @@
+"""The training job's health after a fault, judged (DESIGN §5b): it learns (finite loss), its containers say it
+stayed up (the second key, not text), and nothing error-like that no reader knows was printed. The same three
+judges for every drill that watches the job after a fault (GPU node loss, switch uplink drop).
+
+Pure: each takes the measured `JobHealth` (drills.measure.job_health) and returns a `Verdict`; the report category
+comes from the check's name (drills/core/catalog.yaml): `learning` → diverged, `loss reading` → not_observed,
+`worker containers` → worker_failed, `log health` → unclassified_log.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from drills.core.clock import Clock
+from drills.verdicts.timeline import Verdict
+
+if TYPE_CHECKING:
+    from drills.measure.job_health import JobHealth
+
+__all__ = ["judge_learning", "judge_containers", "judge_log_health", "judge_health_window"]
+
+log = logging.getLogger(__name__)
+
+
+def judge_health_window(health: "JobHealth") -> list[Verdict]:
+    """The three judgements, in the order a reader wants them: learning, containers, unknown lines."""
+    return [judge_learning(health), judge_containers(health), judge_log_health(health)]
+
+
+def judge_learning(h: "JobHealth") -> Verdict:
+    """Pass iff every loss (and grad norm) logged in the window is finite, and at least one was logged."""
+    window = _window(h)
+    bad = h.first_bad
+    if bad is not None:
+        what = "loss" if bad.loss is not None and not math.isfinite(bad.loss) else "grad norm"
+        value = bad.loss if what == "loss" else bad.grad_norm
+        also = f", grad norm {_fmt(bad.grad_norm)}" if what == "loss" and bad.grad_norm is not None else ""
+        missing = " (its loss not printed: Megatron leaves a NaN loss out of the line)" \
+            if what == "grad norm" and bad.loss is None else ""
+        step = f"step {bad.step}" if bad.step is not None else Clock.iso(bad.at)
+        return Verdict("learning", False, None, None, "",
+                       f"{h.subject} but diverged ({what} {_fmt(value)} from {step}{also}){missing}: {bad.pod} logged "
+                       f"it at {Clock.iso(bad.at)}, {window}; the job runs but learns nothing")
+    if h.losses_after == 0:
+        seen = (f"it logged {h.losses_before} loss reading(s) before the fault and none {window} (a NaN loss is "
+                "left out of Megatron's line)" if h.losses_before else
+                "its log shows no training loss the readers know, before or after the fault")
+        return Verdict("loss reading", False, None, None, "",
+                       f"inconclusive: whether the job still learns was not observed: {seen}", inconclusive=True)
+    last = h.last
+    grad = f", grad norm {_fmt(last.grad_norm)}" if last and last.grad_norm is not None else ""
+    return Verdict("learning", True, float(h.losses_after), None, "readings",
+                   f"loss finite {window}: {h.losses_after} reading(s), the last {_fmt(last.loss if last else None)}"
+                   f"{grad} at step {last.step if last else '?'}")
+
+
+def judge_containers(h: "JobHealth") -> Verdict:
+    """Pass iff no worker container terminated non-zero or OOMKilled (or restarted) in the window, by the pods'
+    own status — whatever the log says."""
+    window = _window(h)
+    if h.exits:
+        first = h.exits[0]
+        more = f"; {len(h.exits) - 1} more: " + "; ".join(e.sentence() for e in h.exits[1:3]) if len(h.exits) > 1 else ""
+        return Verdict("worker containers", False, float(len(h.exits)), 0.0, "exits",
+                       f"a worker failed {window} by its container's state, whatever its log says: {first.sentence()}"
+                       f" at {Clock.iso(first.at) if first.at else '?'} ({first.source}){more}")
+    if h.since is None:
+        return Verdict("worker containers", False, None, 0.0, "exits",
+                       "worker containers: the job never resumed, so no window to read", never_reached=True)
+    return Verdict("worker containers", True, 0.0, 0.0, "exits",
+                   f"no worker container exited, was OOMKilled or restarted {window} ({h.pods_read} pods' "
+                   "containerStatuses read)")
+
+
+def judge_log_health(h: "JobHealth") -> Verdict:
+    """Pass iff no error-like line that no reader classifies appeared after the fault (less `log_ignore`'s)."""
+    ignored = (f"; {len(h.ignored)} line(s) covered by the profile's log_ignore ({', '.join(h.ignore_patterns)}), "
+               f"first: {h.ignored[0].sentence()}") if h.ignored else ""
+    if h.unknown:
+        first = h.unknown[0]
+        more = f" and {len(h.unknown) - 1} more" if len(h.unknown) > 1 else ""
+        return Verdict("log health", False, float(len(h.unknown)), 0.0, "lines",
+                       f"inconclusive: an error-like line no reader classifies appeared after the fault, so the job's "
+                       f"health cannot be vouched for: {first.sentence()}{more} (if it is harmless here, cover it with "
+                       f"a workloads.training.log_ignore pattern in the profile){ignored}", inconclusive=True)
+    return Verdict("log health", True, 0.0, 0.0, "lines",
+                   f"no error-like line the readers do not know after the fault{ignored}")
+
+
+def _window(h: "JobHealth") -> str:
+    if h.since is None:
+        return "after the fault"
+    until = f" to {Clock.iso(h.until)}" if h.until else ""
+    return f"from {Clock.iso(h.since)} (when it {h.subject}){until}"
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(value) if not math.isfinite(value) else f"{value:.4g}"

@@ -1,0 +1,65 @@
+"""The training job's health after a fault cannot PASS on the log's word alone (issue 30 class 5, issue 33's second
+key and unknown lines): the real `drills run` of both drills that watch the job after a fault, on one twin each with
+the three constructions of bench/verdicts.yaml at once — every step after the resume logs a NaN loss
+(diverges-after-resume), a worker is OOMKilled and restarted in place with a clean log (oom-after-resume), a driver
+Xid line no reader knows (unclassified-error-after-resume). Each alone passed every other check before; here every
+one of the three checks says so, with its own category and reason (the rows' `check` and `reason`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.verdicts import rows
+from tests.e2e.drill_helpers import REPO, drills, records
+
+pytestmark = pytest.mark.slow
+
+DEFECTS = ("diverges-after-resume", "oom-after-resume", "unclassified-error-after-resume")
+KEYWORD = {"training": "cordon", "network": "carrying and not sonic and not nxos"}
+
+
+@pytest.mark.parametrize("drill", ["training", "network"])
+def test_a_job_that_steps_but_diverges_oomkills_and_prints_an_unknown_error_is_never_a_pass(drill, twin_factory,
+                                                                                              tmp_path: Path):
+    mine = [r for r in rows(drill) if r.defect in DEFECTS]
+    assert len(mine) == 3 and all(r.test == "tests/e2e/test_training_health.py" for r in mine)
+    twin = twin_factory(defects=list(DEFECTS), scale=mine[0].scale)
+    done = drills("run", "-m", drill, "-k", KEYWORD[drill], "--no-html", "--reports", str(tmp_path),
+                  "--run-id", drill, "--twin-state", str(twin.state_dir))
+    (rec,) = records(tmp_path / drill)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    # the first judged failure names the record: the job learns nothing
+    assert rec["verdict"] == "fail" and rec["category"] == "diverged", (rec["category"], rec["reason"])
+    checks = {c["name"]: c for c in rec["details"]["checks"]}
+    assert all(c["verdict"] == "pass" for n, c in checks.items()
+               if n not in {r.check for r in mine}), [(n, c["reason"]) for n, c in checks.items()]
+    for row in mine:
+        assert checks[row.check]["verdict"] == row.verdict and row.reason in checks[row.check]["reason"], \
+            (row.defect, checks[row.check])
+    d = rec["details"]
+    (oom,) = d["container_exits"]  # the second key: the pod's own status, with where it was read
+    assert oom["exit_code"] == 137 and oom["reason"] == "OOMKilled" and oom["restarts"] == 1
+    assert "lastState.terminated" in oom["source"]
+    assert d["first_nonfinite_loss"]["grad_norm"] == "nan" and d["loss_readings_before"] > 0
+    assert any("NVRM: Xid" in line for line in d["unclassified_lines"])
+
+
+def test_a_line_the_site_declares_harmless_in_log_ignore_passes_and_is_listed(twin_factory, tmp_path: Path):
+    """The same unknown Xid line, covered by the profile's `log_ignore`: explicit, so the window may pass — and the
+    record still lists the line and the pattern that covered it."""
+    pattern = r"NVRM: Xid \(PCI:[0-9a-f:]+\): 74,"
+    text = (REPO / "drills/profile/twin.yaml").read_text()
+    assert "    log_ignore: []\n" in text
+    site = tmp_path / "site.yaml"
+    site.write_text(text.replace("    log_ignore: []\n", f"    log_ignore: ['{pattern}']\n"))
+    twin = twin_factory(defects=["unclassified-error-after-resume"], scale=600.0)
+    done = drills("run", "-m", "training", "-k", "cordon", "--no-html", "--reports", str(tmp_path), "--run-id", "ok",
+                  "--twin-state", str(twin.state_dir), "--profile", str(site))
+    (rec,) = records(tmp_path / "ok")
+    assert done.returncode == 0 and rec["verdict"] == "pass", (rec["reason"], done.stdout[-2000:])
+    health = next(c for c in rec["details"]["checks"] if c["name"] == "log health")
+    assert "covered by the profile's log_ignore" in health["reason"] and "NVRM: Xid" in health["reason"]
+    assert rec["details"]["log_ignore"] == [pattern] and "NVRM: Xid" in rec["details"]["ignored_lines"][0]

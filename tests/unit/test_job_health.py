@@ -1,0 +1,121 @@
+"""The job's health after a fault (drills.measure.job_health, drills.verdicts.health): learning, the containers'
+own states, and error-like lines no reader knows — each check fails (or is inconclusive) for its reason, the
+profile's log_ignore covers a line explicitly and lists it, and the reader keeps what it cannot classify."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from drills.measure.job_health import job_health
+from drills.measure.job_state import JobState
+from drills.measure.logread import LogReader
+from drills.profile.model import TrainingWorkload
+from drills.verdicts.health import judge_containers, judge_learning, judge_log_health
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+XID = "Dec 05 09:22:03 gpu-train-03 kernel: NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal"
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def _pod(name: str, uid: str, *, exit_code=None, reason=None, where="lastState", restarts=0) -> dict:
+    cs = {"name": "trainer", "restartCount": restarts, "state": {"running": {"startedAt": "2026-01-01T12:00:00Z"}}}
+    if exit_code is not None:
+        cs[where] = {"terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": "2026-01-01T12:02:00Z"}}
+    return {"metadata": {"name": name, "uid": uid, "resourceVersion": "42"},
+            "spec": {"nodeName": "gpu-train-02"}, "status": {"phase": "Running", "containerStatuses": [cs]}}
+
+
+def _state(losses=(), pods=()) -> JobState:
+    state = JobState()
+    for pod in pods or [_pod("w-1", "u1")]:
+        state.take_pod(pod, False, lambda: at(0))
+    state.losses = [("u1", at(s), step, loss, grad) for s, step, loss, grad in losses]
+    return state
+
+
+def _health(state, unknown=None, ignore=()):
+    return job_health(state, unknown or {}, {"u1"}, at(60), at(100), at(400), ignore)
+
+
+def test_a_nan_loss_after_the_resume_fails_as_diverged_naming_the_step():
+    h = _health(_state([(10, 6000, 1.9, 1.1), (110, 6001, math.nan, math.nan), (120, 6002, math.nan, math.nan)]))
+    v = judge_learning(h)
+    assert not v.passed and not v.inconclusive and v.name == "learning"
+    assert v.reason.startswith("resumed but diverged (loss nan from step 6001, grad norm nan)")
+
+
+def test_a_nan_grad_norm_with_the_loss_left_out_is_megatrons_divergence():
+    v = judge_learning(_health(_state([(10, 6000, 1.9, 1.1), (110, 6001, None, math.nan)])))
+    assert not v.passed and "grad norm nan from step 6001" in v.reason and "Megatron" in v.reason
+
+
+def test_finite_losses_pass_and_a_loss_that_stops_being_logged_is_not_observed():
+    ok = judge_learning(_health(_state([(10, 6000, 1.9, 1.1), (110, 6001, 1.89, 1.0)])))
+    assert ok.passed and "1 reading(s)" in ok.reason
+    gone = judge_learning(_health(_state([(10, 6000, 1.9, 1.1)])))
+    assert gone.inconclusive and gone.name == "loss reading" and "1 loss reading(s) before the fault" in gone.reason
+    never = judge_learning(_health(_state()))
+    assert never.inconclusive and "no training loss the readers know" in never.reason
+
+
+@pytest.mark.parametrize("pod, failed", [
+    (_pod("w-1", "u1", exit_code=137, reason="OOMKilled", restarts=1), True),  # restarted in place
+    (_pod("w-1", "u1", exit_code=1, reason="Error", where="state"), True),
+    (_pod("w-1", "u1", exit_code=0, reason="Completed", where="state"), False),  # a completion is no failure
+    (_pod("w-1", "u1", exit_code=0, reason="Completed", restarts=1), True),  # … but restarted in place, it is
+    (_pod("w-1", "u1"), False),
+])
+def test_a_container_that_failed_after_the_resume_fails_whatever_the_log_says(pod, failed):
+    v = judge_containers(_health(_state([(110, 6001, 1.8, 1.0)], pods=[pod])))
+    assert v.passed is not failed
+    if failed:
+        assert "by its container's state" in v.reason and "pods/w-1 status.containerStatuses[trainer]" in v.reason
+
+
+def test_an_exit_before_the_window_is_not_this_windows():
+    state = _state(pods=[_pod("w-1", "u1", exit_code=137, reason="OOMKilled", restarts=1)])
+    assert judge_containers(job_health(state, {}, {"u1"}, at(60), at(200), at(400))).passed  # 12:02 < since
+
+
+def test_an_unknown_error_line_is_inconclusive_unless_log_ignore_covers_it_and_then_it_is_listed():
+    unknown = {"u1": [(at(150), XID, XID), (at(10), "before the fault: ERROR x", "")]}
+    v = judge_log_health(_health(_state(), unknown))
+    assert v.inconclusive and "NVRM: Xid (PCI:0000:b9:00): 74" in v.reason and "and 1 more" not in v.reason
+    h = _health(_state(), unknown, ignore=[r"NVRM: Xid \(PCI:[0-9a-f:]+\): 74,"])
+    covered = judge_log_health(h)
+    assert covered.passed and "covered by the profile's log_ignore" in covered.reason and "Xid" in covered.reason
+    assert h.details()["ignored_lines"] and h.details()["log_ignore"] == [r"NVRM: Xid \(PCI:[0-9a-f:]+\): 74,"]
+
+
+def test_the_reader_keeps_what_it_cannot_classify_and_nothing_it_can():
+    reader = LogReader("auto")
+    for line in ["2026-01-01T12:00:01.000000000Z " + XID,
+                 "2026-01-01T12:00:02.000000000Z gpu-train-02:41:98 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : "
+                 "mlx5_0:1 Got async event : port active",  # informational: known
+                 "2026-01-01T12:00:03.000000000Z Traceback (most recent call last):",  # the traceback reader's
+                 '2026-01-01T12:00:03.000000000Z   File "/workspace/train.py", line 301, in train_step',
+                 "2026-01-01T12:00:03.000000000Z RuntimeError: CUDA error: an illegal memory access was encountered",
+                 "2026-01-01T12:00:04.000000000Z some-launcher ERROR: heartbeat lost for worker 3",
+                 # a root cause NCCL repeats (a second uplink drop) is reported once and known both times
+                 "2026-01-01T12:00:05.000000000Z gpu-train-02:41:98 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : "
+                 "mlx5_0:1 Got async event : port error",
+                 "2026-01-01T12:00:06.000000000Z gpu-train-02:41:98 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : "
+                 "mlx5_0:1 Got async event : port error"]:
+        reader.feed(line)
+    reader.close()
+    assert [u[1] for u in reader.unknown] == [XID, "some-launcher ERROR: heartbeat lost for worker 3"]
+
+
+@pytest.mark.parametrize("patterns, words", [([""], "empty"), (["(unclosed"], "does not compile"),
+                                              ([".*"], "matches an empty line")])
+def test_log_ignore_is_validated(patterns, words):
+    with pytest.raises(ValidationError, match=words):
+        TrainingWorkload(log_ignore=patterns)
+    assert TrainingWorkload(log_ignore=[r"NVRM: Xid .*: 63,"]).log_ignore
