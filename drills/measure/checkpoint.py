@@ -42,6 +42,7 @@ from drills.measure import throughput as tp
 from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
 from drills.measure.job_state import ENDED_PHASES, JobState
+from drills.measure.ckpt_store import StoreReading
 from drills.measure.stability import stability_window, transports
 from drills.verdicts.timeline import Timeline
 
@@ -109,9 +110,12 @@ class TrainingRecovery:
     transport_before: tuple[str, ...] = ()  # "NET/IB (mlx5_0)" labels of the old workers
     sockets_after: tuple[str, ...] = ()  # new workers (ranks) that initialised NCCL on NET/Socket
     transport_after: tuple[str, ...] = ()
+    store: "StoreReading | None" = None  # the checkpoint store, read when the job lost its node (ckpt_store)
+    store_read: str = "pod"  # how the profile says to read it: pod | path | none (not readable: the log alone)
 
     def details(self) -> dict:
-        return {"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
+        return {"checkpoint_store": self.store.details() if self.store else None, "store_read": self.store_read,
+                "step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
                 "save_steps": self.save_steps,
@@ -140,6 +144,8 @@ class TrainingMonitor:
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
         self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
         self._samples: list[tp.Sample] = []  # step lines with their throughput
+        self.pods_seen: dict[str, dict] = {}  # pod name → its latest object (the reader mounts what they mount)
+        self.save_paths: list[str] = []  # checkpoint paths the saves in the log name (where the store is)
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -329,6 +335,8 @@ class TrainingMonitor:
 
     def _take_pod(self, event: WatchEvent) -> None:
         worker = self._state.take_pod(event.obj, event.type == "DELETED", lambda: _cluster_time(self.cluster, event.wall))
+        if isinstance(event.obj, dict) and event.type != "DELETED":
+            self.pods_seen[obj_get(event.obj, "metadata", "name", default="?")] = event.obj
         if worker is not None and worker.phase == "Running" and not worker.gone and self._merger is not None:
             self._merger.follow_log(f"log:{worker.uid}", self.cluster.core, worker.name, self.workload.namespace,
                                     self.workload.container)
@@ -350,6 +358,8 @@ class TrainingMonitor:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:
             self._state.checkpoints.append((uid, at, event.step))
+            if event.path:
+                self.save_paths.append(event.path)
             first_at, seconds = self._state.save_durations.get(event.step, (at, None))
             if event.duration_s is not None and (seconds is None or event.duration_s > seconds):
                 seconds = event.duration_s  # Megatron's timer and DeepSpeed's last shard come after the save line

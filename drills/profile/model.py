@@ -77,6 +77,33 @@ class ClusterConfig(Strict):
     twin: TwinConfig = TwinConfig()
 
 
+class CheckpointStoreAccess(Strict):
+    """How the drill reads the job's checkpoint store — the truth about its latest complete checkpoint
+    (drills/measure/store_read.py). `pod`: a short-lived read-only pod mounting the job's own volume (journaled,
+    removed) lists `dir`; `path`: this machine reads `path` (the same directory, mounted here); `none`: the store
+    cannot be read — the resume is then judged on the job's log alone, and the report says so."""
+
+    read: Literal["pod", "path", "none"] = "pod"
+    dir: str | None = None  # the checkpoint directory as the job's containers see it; None: where its log saves
+    path: str | None = None  # read: path — that directory as this machine sees it
+    framework: Literal["auto", "megatron", "deepspeed", "hf-trainer", "lightning", "nemo", "dcp"] = "auto"
+    image: str = "docker.io/library/busybox:1.36.1"  # the reader pod's image: `find` and `cat`, nothing else
+    timeout_s: Seconds = 120.0  # cluster seconds for the reader pod to be Running
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        from drills.profile.images import check_image
+
+        return check_image(value)
+
+    @model_validator(mode="after")
+    def _path_given(self) -> "CheckpointStoreAccess":
+        if self.read == "path" and not self.path:
+            raise ValueError("checkpoint_store.read: path needs checkpoint_store.path (the directory as mounted here)")
+        return self
+
+
 class TrainingWorkload(Strict):
     job: str = "llm-finetune-8b"  # Volcano Job name
     namespace: str = "ai-platform"
@@ -85,6 +112,7 @@ class TrainingWorkload(Strict):
     log_patterns: dict[str, str | list[str]] = {}  # kind → regex(es), layered over log_format
     container: str | None = None  # whose logs to read; None: the pod's first container
     checkpoint_interval_steps: int = Field(2000, gt=0)
+    checkpoint_store: CheckpointStoreAccess = CheckpointStoreAccess()
 
     @field_validator("log_patterns")
     @classmethod

@@ -147,6 +147,9 @@ class CheckpointSpec(Strict):
     # gone from the store; what the job does then is its framework's (trainlogs.TrainLog.resume_without_optimizer)
     optimizer_state: bool = True
     persistent: bool = True  # False (defect ephemeral-checkpoints): saves go to node-local disk, lost on restart
+    # False (defect lost-last-save): the store acknowledges writes before they are durable (a write-back cache in the
+    # pod's storage client): the last save the job reported complete is lost with the node
+    durable: bool = True
 
 
 class AfterResume(Strict):

@@ -60,6 +60,7 @@ EFFECTS = {
     "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
+    "lost-last-save": lambda p: not _job(p).checkpoint.durable,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

@@ -88,6 +88,8 @@ class JobSim(FabricEffects):
         self.saves: list[tuple[int, float, float]] = []  # (step, started, done_at) in flight
         self.last_save_step = spec.initial_checkpoint or 0
         self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")
+        self.layout = spec.log_format  # the framework's checkpoint layout on the store (store_layout)
+        self.run_saved: list[int] = []  # saves completed by the current run (the initial ones for the first)
 
     # -- derived -----------------------------------------------------------------------------------
     @property
@@ -158,13 +160,18 @@ class JobSim(FabricEffects):
         if previous > 0:  # a job under way has saved before: its log shows the interval between saves
             at = now - behind - self.interval * spec.step_time
             path = self.fmt.checkpoint_path(self.base_path, previous)
+            if self.store.latest(self.ns, self.name, self.layout) is None:
+                self.store.save(self.ns, self.name, previous, at, self.save_s, spec.checkpoint.size_gib, path,
+                                layout=self.layout)
             out.add(at - self.save_s, self.progress_pods(), self.fmt.save_started(previous, path, at - self.save_s))
             out.add(at, self.progress_pods(), self.fmt.save_done(previous, path, at - self.save_s, at))
         if ckpt is not None:
             saved_at = now - behind
             path = self.fmt.checkpoint_path(self.base_path, ckpt)
-            if self.store.latest(self.ns, self.name) is None:
-                self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path)
+            if self.store.latest(self.ns, self.name, self.layout) in (None, previous):
+                self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path,
+                                layout=self.layout)
+                self.run_saved.append(ckpt)
             out.add(saved_at - self.save_s, self.progress_pods(), self.fmt.save_started(ckpt, path, saved_at - self.save_s))
             out.add(saved_at, self.progress_pods(), self.fmt.save_done(ckpt, path, saved_at - self.save_s, saved_at))
             self.truth.record("training", self.subject, "checkpoint_saved", at=saved_at, step=ckpt,
@@ -175,7 +182,7 @@ class JobSim(FabricEffects):
     def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> bool:
         """Resume from the latest checkpoint; False when loading it crashed the job (defect broken-resume)."""
         run, spec = self.run, self.spec
-        latest = self.store.latest(self.ns, self.name) if spec.checkpoint.persistent else None
+        latest = self.store.latest(self.ns, self.name, self.layout) if spec.checkpoint.persistent else None
         step = latest or 0
         path = self.fmt.checkpoint_path(self.base_path, step)
         if latest is not None and not spec.checkpoint.loadable:
@@ -239,8 +246,13 @@ class JobSim(FabricEffects):
                 out.add(now, [pod], L.peer_lost_warn(run.workers[pod], peer))
         self.fault_step = math.floor(self.progress.step) if self.progress else None
         self.fault_at = now
+        if not self.spec.checkpoint.durable and self.run_saved and lost:  # defect lost-last-save
+            gone = self.run_saved[-1]
+            self.store.forget(self.ns, self.name, gone, layout=self.layout)
+            self.truth.record("training", self.subject, "checkpoint_lost", at=now, step=gone)
+        self.run_saved = []
         self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
-                          latest_checkpoint=self.store.latest(self.ns, self.name), run=self.run.rid)
+                          latest_checkpoint=self.store.latest(self.ns, self.name, self.layout), run=self.run.rid)
         self.saves.clear()
         self.run = None
         self._carry(now)
@@ -338,13 +350,16 @@ class JobSim(FabricEffects):
         duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
+        self.store.begin(self.ns, self.name, k, layout=self.layout)
         out.add(t, self.progress_pods(), self.fmt.save_started(k, self.fmt.checkpoint_path(self.base_path, k), start))
 
     def _finish_saves(self, now: float, out: Output) -> None:
         while self.saves and self.saves[0][2] <= now:
             k, start, done = self.saves.pop(0)
             path = self.fmt.checkpoint_path(self.base_path, k)
-            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path)
+            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path,
+                            layout=self.layout)
+            self.run_saved.append(k)
             out.add(done, self.progress_pods(), self.fmt.save_done(k, path, start, done))
             self.truth.record("training", self.subject, "checkpoint_saved", at=done, step=k,
                               duration_s=round(done - start, 3))
@@ -367,7 +382,7 @@ class JobSim(FabricEffects):
             "training", self.subject,
             baseline_samples_per_s=round(self.baseline, 3), nominal_samples_per_s=self.spec.samples_per_second,
             step=math.floor(self.progress.step) if self.progress else None,
-            checkpoint=self.store.latest(self.ns, self.name), checkpoint_interval_steps=self.interval,
+            checkpoint=self.store.latest(self.ns, self.name, self.layout), checkpoint_interval_steps=self.interval,
             running=run is not None, run=self.runs, transport=run.transport if run else None,
             network_phase=run.phase.name if run else None, step_at_fault=self.fault_step,
             pods=sorted(run.pods) if run else [], log_every_steps=self.filter.every,
