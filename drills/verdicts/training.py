@@ -179,7 +179,10 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
                        reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
                               f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass "
                               "(read the store: profile workloads.training.checkpoint_store)")
-    latest = store.latest_complete
+    # a checkpoint past the step the job had reached when it lost the node was saved after the resume
+    before = [c for c in store.checkpoints if c.complete and (recovery.step_at_fault is None
+                                                             or c.step <= recovery.step_at_fault)]
+    latest = max(before, key=lambda c: c.step) if before else None
     truth = latest.step if latest else None
     verdict = _against(recovery, truth)
     cited = (f"the store's latest complete checkpoint is {truth} ({latest.name}: {latest.evidence}; {store.source})"

@@ -19,8 +19,8 @@ def _megatron(tracker: int, *iters: int) -> StoreReading:
     return read_store(entries, {TRACKER: str(tracker)}, source="store listing of /ckpt/job by pod ai/ckpt-reader-1")
 
 
-def _rec(resumed, log_latest, store=None, read="pod", **kw) -> TrainingRecovery:
-    return TrainingRecovery(timeline=Timeline(injected=T0), step_at_fault=6210, latest_checkpoint=log_latest,
+def _rec(resumed, log_latest, store=None, read="pod", step_at_fault=7610, **kw) -> TrainingRecovery:
+    return TrainingRecovery(timeline=Timeline(injected=T0), step_at_fault=step_at_fault, latest_checkpoint=log_latest,
                             resumed_step=resumed, first_step=None, new_nodes=(), ended=None, job_phase="Running",
                             retry_count=0, store=store, store_read=read, **kw)
 
@@ -60,3 +60,8 @@ def test_an_unreadable_store_never_turns_a_failure_into_anything_else():
 def test_a_profile_that_says_the_store_is_not_readable_is_judged_on_the_log_and_says_so():
     v = judge_resumed(_rec(6000, 6000, None, read="none"))
     assert v.passed and "judged on the log alone" in v.reason
+
+
+def test_a_checkpoint_past_the_step_at_the_fault_was_saved_after_the_resume_and_is_not_the_truth():
+    v = judge_resumed(_rec(6000, 6000, _megatron(7500, 4500, 6000, 7500), step_at_fault=6210))
+    assert v.passed and "latest complete checkpoint is 6000" in v.reason
