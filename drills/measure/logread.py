@@ -237,10 +237,11 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
                 out.append(ev)
             elif ev is not None and ev.kind in ("checkpoint_saved", "resumed") and rec.nccl is None:
                 out += self._format_event(ev, rec)
+        if any(e.kind in ("resume_attempt", "resumed") for e in out):
+            self.withdraw_saves()  # a restarted process: the saves the old one logged never got a step after them
         if any(e.kind == "step" for e in out):
             self._steps_since_resume += 1
-            for s in self.saves:  # training went on after an HF save: it completed
-                s.tentative = False
+            out += self.confirm_saves(rec)  # training stepped past an HF/Lightning save: it completed
             out += self._steps_started(rec)
         self._known = self._known or self._consumed
         return out

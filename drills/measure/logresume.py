@@ -209,14 +209,13 @@ class CheckpointReading:
         return out
 
     def _withdraw_tentative_save(self, tb: _Traceback, rec: Record | None) -> list[TrainingEvent]:
-        """An HF save (no end line) followed, before any training step, by a traceback through a save
-        function or a write error: the save did not complete."""
-        saves = [s for s in self.saves if s.tentative and s.done]
+        """An HF/Lightning save line followed, before any training step, by a traceback: the save never got its
+        completion evidence (logsave.confirm_saves); one through a save function or a write error is reported
+        as a failed save."""
+        saves = self.withdraw_saves()
         text = " ".join(tb.frames + tb.texts + [tb.exception or ""])
         if not saves or not _SAVE_IN_TB.search(text):
             return []
-        for s in saves:
-            s.done = s.tentative = False
         return [self._ev("error", rec, step=s.step, path=s.path, error="checkpoint_save_failed",
                          text=f"save of {s.path} interrupted: {tb.exception or 'traceback'}") for s in saves]
 
