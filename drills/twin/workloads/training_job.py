@@ -90,6 +90,7 @@ class JobSim(FabricEffects):
         self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")
         self.layout = spec.log_format  # the framework's checkpoint layout on the store (store_layout)
         self.run_saved: list[int] = []  # saves completed by the current run (the initial ones for the first)
+        self.blocked_until: float | None = None  # a save that blocks the training loop ends then (blocks_training)
 
     # -- derived -----------------------------------------------------------------------------------
     @property
@@ -106,7 +107,7 @@ class JobSim(FabricEffects):
 
     def factor(self, t: float) -> float:
         run = self.run
-        if run is None or t < run.compute_from:
+        if run is None or t < run.compute_from or (self.blocked_until is not None and t < self.blocked_until):
             return 0.0
         after = self.spec.after_resume.throughput_factor if run.resumed else 1.0
         return self.phase_at(t).factor * self.transport_factor(run.transport) * after
@@ -251,6 +252,7 @@ class JobSim(FabricEffects):
             self.store.forget(self.ns, self.name, gone, layout=self.layout)
             self.truth.record("training", self.subject, "checkpoint_lost", at=now, step=gone)
         self.run_saved = []
+        self.blocked_until = None
         self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
                           latest_checkpoint=self.store.latest(self.ns, self.name, self.layout), run=self.run.rid)
         self.saves.clear()
@@ -269,14 +271,24 @@ class JobSim(FabricEffects):
         if crash:
             now = run.crash_at
         self._net_transitions(now, out)
-        prog.segments = self._segments(prog.t, now)
-        for k, t in prog.advance(now, self.filter):
-            if k % self.interval == 0 and k > self.last_save_step:
-                self._start_save(k, t, out)
-            if k % self.filter.every == 0 or k in self.filter.forced:
-                out.add(t, self.progress_pods(), self._step_text(k, t))
-            self._step_truth(k, t)
-        self._finish_saves(now, out)
+        while True:  # a save that blocks the training loop stops the steps until it is written
+            prog.segments = self._segments(prog.t, now)
+            blocked = False
+            for k, t in prog.advance(now, self.filter):
+                if k % self.interval == 0 and k > self.last_save_step:
+                    self._start_save(k, t, out)
+                    blocked = self.fmt.blocks_training
+                    if blocked:
+                        self.blocked_until = self.saves[-1][2]
+                if k % self.filter.every == 0 or k in self.filter.forced:
+                    out.add(t, self.progress_pods(), self._step_text(k, t))
+                self._step_truth(k, t)
+                if blocked:
+                    prog.step, prog.t = float(k), t
+                    break
+            self._finish_saves(now, out)
+            if not blocked:
+                break
         if crash:  # defect crash-after-resume: the resumed run dies on its own, every time
             texts = {pod: L.gpu_xid(w, 31) for pod, w in run.workers.items()}
             self.truth.record("training", self.subject, "crash_after_resume", at=now, run=run.rid)
