@@ -23,6 +23,7 @@ from datetime import datetime
 
 from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
+from drills.measure.loggpu import GpuReading
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
 from drills.measure.logrestore import RestoreReading
@@ -68,7 +69,7 @@ _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously r
                               r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version|"
                         r"NCCL operation \w+\(")  # XLA's report of a failed NCCL call
-_VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
+_VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper|RayWorkerVllm)$")
 _HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "vllm", "twin")
 
 
@@ -103,7 +104,7 @@ class LogSummary:
     steps: int
 
 
-class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading):
+class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -137,6 +138,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self._consumed = False
         self._known = False
         self._steps_since_resume = 0
+        self._gpu_seen: set = set()
+        self._gpu_held = None
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:
@@ -219,6 +222,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
             self.nccl_lines += 1
             out += self._nccl(rec)
         out += self._errors(rec)
+        if not any(e.kind == "error" for e in out):
+            out += self._gpu(rec)
         out += self._elastic(rec)
         out += self._resume(rec)
         if not self._consumed:
