@@ -12,6 +12,7 @@ them are **complete** — by the completion evidence each framework itself write
 | HF Trainer | `checkpoint-N/` (`tmp-checkpoint-N/` while staged in v4.36) | `trainer_state.json` inside: `_save_checkpoint` writes it after model, optimizer, scheduler, scaler and RNG state (src/transformers/trainer.py); a `tmp-checkpoint-N` is a staging dir never renamed, never a checkpoint (`get_last_checkpoint` matches only `^checkpoint-(\\d+)$`) |
 | Lightning | `*step=N*.ckpt` files, `last.ckpt` | the file exists: `_atomic_save` writes it under `fs.transaction` (a temp file moved into place; src/lightning/fabric/utilities/cloud_io.py@d4a30c98); `last.ckpt` names no step |
 | NeMo 2 | `…-step=N…/` dirs (`…-last`) | no `<checkpoint>-unfinished` marker beside it: `_save_checkpoint` sets it first, removes it when the save (or the async finalize) ends (nemo/lightning/pytorch/callbacks/model_checkpoint.py@8cfedd72) |
+| mmengine | `iter_N.pth` (`epoch_N.pth`), `last_checkpoint` | `last_checkpoint` names it or a later one: the CheckpointHook writes that file on the main process after `runner.save_checkpoint` returned (mmengine/hooks/checkpoint_hook.py@25434293, `_save_checkpoint_with_step`); the `.pth` itself is written in place, not atomically. Epoch files name no global step: noted, not judged |
 | torch.distributed.checkpoint / torchtitan | `step-N/` | `.metadata` inside (or `model.safetensors.index.json`): written by the coordinator's `finish` after every rank's shards; torchtitan's `_find_load_step` counts only those (torchtitan/components/checkpoint.py@2f0eb429) |
 
 A pointer naming a checkpoint the listing does not hold, or a checkpoint step ahead of its pointer, is a save
@@ -31,13 +32,15 @@ __all__ = ["Entry", "StoreCheckpoint", "StoreReading", "read_store", "pointer_fi
 
 log = logging.getLogger(__name__)
 
-FRAMEWORKS = ("megatron", "deepspeed", "hf-trainer", "nemo", "lightning", "dcp")
-Framework = Literal["megatron", "deepspeed", "hf-trainer", "nemo", "lightning", "dcp"]
+FRAMEWORKS = ("megatron", "deepspeed", "hf-trainer", "nemo", "lightning", "mmengine", "dcp")
+Framework = Literal["megatron", "deepspeed", "hf-trainer", "nemo", "lightning", "mmengine", "dcp"]
 
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 DEEPSPEED_LATEST = "latest"
 HF_STATE = "trainer_state.json"
 NEMO_UNFINISHED = "-unfinished"
+MMENGINE_LAST = "last_checkpoint"
+_MM_ITER = re.compile(r"^iter_(\d+)\.pth$")
 _ITER = re.compile(r"^iter_(\d{7})$")
 _GLOBAL_STEP = re.compile(r"^global_step(\d+)$")
 _HF = re.compile(r"^checkpoint-(\d+)$")
@@ -118,7 +121,7 @@ def parse_find(root: str, dirs: str, files: str) -> list[Entry]:
 def pointer_files(entries: Iterable[Entry]) -> list[str]:
     """The small files whose text the reader needs (the frameworks' pointers), relative paths."""
     names = {e.path for e in entries if not e.is_dir and len(e.parts) == 1}
-    return [n for n in (MEGATRON_TRACKER, DEEPSPEED_LATEST) if n in names]
+    return [n for n in (MEGATRON_TRACKER, DEEPSPEED_LATEST, MMENGINE_LAST) if n in names]
 
 
 def detect(entries: list[Entry]) -> str | None:
@@ -129,6 +132,8 @@ def detect(entries: list[Entry]) -> str | None:
     files = names - dirs
     if MEGATRON_TRACKER in files or any(_ITER.match(d) for d in dirs):
         return "megatron"
+    if MMENGINE_LAST in files or any(_MM_ITER.match(f) for f in files):
+        return "mmengine"
     if DEEPSPEED_LATEST in files or any(_GLOBAL_STEP.match(d) for d in dirs):
         return "deepspeed"
     if any(_HF.match(d) or _HF_TMP.match(d) for d in dirs):
@@ -261,6 +266,30 @@ def _lightning(entries, contents):
     return out, None, None
 
 
+def _mmengine(entries, contents):
+    files = [(int(m.group(1)), e.path) for e in entries
+             if not e.is_dir and len(e.parts) == 1 and (m := _MM_ITER.match(e.path))]
+    text = contents.get(MMENGINE_LAST)
+    named = text.strip().rsplit("/", 1)[-1] if text else None
+    m = _MM_ITER.match(named or "")
+    pointed = int(m.group(1)) if m else None
+    out = []
+    for step, name in files:
+        if pointed is None:
+            why = (f"{MMENGINE_LAST} names {named!r}, no iteration checkpoint" if named
+                   else f"no {MMENGINE_LAST}: the CheckpointHook writes it only after a save returned")
+            out.append(StoreCheckpoint(step, name, False, why))
+        elif step <= pointed:
+            out.append(StoreCheckpoint(step, name, True, f"at or before the one {MMENGINE_LAST} names ({named})"))
+        else:
+            out.append(StoreCheckpoint(step, name, False, f"after the one {MMENGINE_LAST} names ({named}): its save "
+                                                          "never completed"))
+    problem = None
+    if pointed is not None and not any(step == pointed for step, _ in files):
+        problem = f"{MMENGINE_LAST} names {named} but the store holds no such file"
+    return out, named, problem
+
+
 def _dcp(entries, contents):
     out = []
     for step, name in _top_dirs(entries, _DCP):
@@ -273,4 +302,4 @@ def _dcp(entries, contents):
 
 
 _READERS = {"megatron": _megatron, "deepspeed": _deepspeed, "hf-trainer": _hf, "nemo": _nemo,
-            "lightning": _lightning, "dcp": _dcp}
+            "lightning": _lightning, "mmengine": _mmengine, "dcp": _dcp}

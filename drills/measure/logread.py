@@ -36,7 +36,7 @@ from drills.measure.vllm_startup import VllmStartup
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
            "detect_framework", "FRAMEWORKS"]
 
-FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "torchtitan", "vllm", "twin", "nccl")
+FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "torchtitan", "mmengine", "vllm", "twin", "nccl")
 
 # -- framework signatures -----------------------------------------------------------------------
 
@@ -58,6 +58,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
+    ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
                 r"Loading safetensors checkpoint shards|vllm"),
@@ -70,7 +71,7 @@ _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously r
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version|"
                         r"NCCL operation \w+\(")  # XLA's report of a failed NCCL call
 _VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper|RayWorkerVllm)$")
-_HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "vllm", "twin")
+_HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "mmengine", "vllm", "twin")
 
 
 def detect_framework(scores: dict[str, int], nccl_lines: int) -> str | None:

@@ -48,6 +48,7 @@ _RESUME_OK = (
     ("deepspeed", re.compile(r"successfully (?:loaded|read) \d+ ZeRO state_dicts")),
     ("deepspeed", re.compile(r"\[Torch\] Loaded checkpoint from (?P<path>\S+?)(?:\.\.\.|\.)?$")),
     ("torchtitan", re.compile(r"Finished loading the checkpoint in [\d.]+ seconds")),
+    ("mmengine", re.compile(r" - mmengine - \w+ - resumed epoch: \d+, iter: (?P<step>\d+)")),  # runner.py `resume`
     ("twin", re.compile(r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?")),
 )
 # Lightning outside `fit` (`.test/.validate/.predict(ckpt_path=...)`) prints this instead of `Restored all states`

@@ -4,10 +4,10 @@
   timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
   save ends when its last shard is written; `Saving model checkpoint: …/global_stepN/…` is its start, not its end),
   HF `Saving model checkpoint to …` and Lightning `saving model to …` (ModelCheckpoint logs it *before* it
-  saves), NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
+  saves), mmengine `Saving checkpoint at N iterations|epochs` (also before), NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
 
 **A save counts only with completion evidence**: the framework's completion line (Megatron's `successfully saved`,
-DeepSpeed's last `is ready now!`, NeMo's `finalized successfully`), or — for the HF Trainer and Lightning, which
+DeepSpeed's last `is ready now!`, NeMo's `finalized successfully`), or — for the HF Trainer, Lightning and mmengine, which
 print no end line but save inside the training loop — the training stepping past it: the next training step
 logged after the save line, with no traceback (nor resume) between them (`confirm_saves`, `withdraw_saves`). A
 save line with nothing after it (the pod lost mid-save, an HF `tmp-checkpoint-N` never renamed, a final save at
@@ -48,6 +48,10 @@ _LIGHTNING_SAVE = re.compile(r"saving model to '?(?P<path>[^'\s]+)'?")
 # the HF Trainer's training-loop logs: a loss dict (a later logging step) or the end-of-training metrics — the loop
 # got past every save before them (trainer.py `_maybe_log_save_evaluate` logs, evaluates, then saves)
 _HF_LOOP_LOG = re.compile(r"^\s*\{'(?:loss|train_runtime)': ")
+# mmengine's CheckpointHook logs this, then saves (hooks/checkpoint_hook.py); the next `Epoch(train)`/`Iter(train)`
+# line is the loop past it. Epoch saves name no global step.
+_MM_SAVE = re.compile(r" - mmengine - \w+ - Saving checkpoint at (?P<n>\d+) (?P<unit>iterations|epochs)")
+_MM_LOOP = re.compile(r" - mmengine - \w+ - (?:Epoch|Iter)\(train\)")
 _STEP_IN_PATH = re.compile(r"(?:checkpoint-|global_step|iter_0*|step[=_-]?)(?P<step>\d+)")
 
 
@@ -140,6 +144,13 @@ class SaveReading:
             return []
         if _HF_LOOP_LOG.match(body):
             return self.confirm_saves(rec, "hf-trainer")
+        if _MM_LOOP.search(body):
+            return self.confirm_saves(rec, "mmengine")
+        if m := _MM_SAVE.search(body):
+            self._consumed = True
+            step = int(m.group("n")) if m.group("unit") == "iterations" else None
+            self.saves.append(_Save(step, None, "mmengine", started=rec.at, awaiting_step=True))
+            return [self._ev("checkpoint_started", rec, step=step)]
         if m := _HF_SAVE.search(body):
             self._consumed = True
             path = m.group("path").rstrip(".")

@@ -86,7 +86,7 @@ class CheckpointStoreAccess(Strict):
     read: Literal["pod", "path", "none"] = "pod"
     dir: str | None = None  # the checkpoint directory as the job's containers see it; None: where its log saves
     path: str | None = None  # read: path — that directory as this machine sees it
-    framework: Literal["auto", "megatron", "deepspeed", "hf-trainer", "lightning", "nemo", "dcp"] = "auto"
+    framework: Literal["auto", "megatron", "deepspeed", "hf-trainer", "lightning", "nemo", "mmengine", "dcp"] = "auto"
     image: str = "docker.io/library/busybox:1.36.1"  # the reader pod's image: `find` and `cat`, nothing else
     timeout_s: Seconds = 120.0  # cluster seconds for the reader pod to be Running
 

@@ -87,3 +87,11 @@ def test_parse_find_and_the_store_root_of_a_save_path():
     assert store_root_of("/ckpt/job/global_step6000/mp_rank_00_model_states.pt") == "/ckpt/job"
     assert store_root_of("/ckpt/job/epoch=0-step=6000.ckpt") == "/ckpt/job"
     assert store_root_of("/ckpt/job") == "/ckpt/job"
+
+
+def test_mmengine_last_checkpoint_names_the_latest_complete_iteration_file():
+    entries = _ls("iter_500.pth", "iter_1000.pth", "iter_1500.pth", "last_checkpoint", "20250802_121506/")
+    assert pointer_files(entries) == ["last_checkpoint"]
+    got = read_store(entries, {"last_checkpoint": "/work_dirs/fastscnn/iter_1000.pth"})
+    assert got.framework == "mmengine" and got.latest_complete.step == 1000
+    assert [c.step for c in got.incomplete] == [1500]

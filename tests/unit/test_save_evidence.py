@@ -44,3 +44,19 @@ def test_a_traceback_before_the_next_step_withdraws_the_save():
 def test_a_lightning_save_line_comes_before_the_save_and_needs_a_step_after_it():
     assert _saves(PL_SAVE)[0] == []
     assert _saves(PL_SAVE, PL_STEP)[0] == [(7500, "/ckpt/job/epoch=0-step=7500.ckpt")]
+
+
+MM_ITER = ("08/02 12:36:37 - mmengine - INFO - Iter(train) [10000/20000]  lr: 1.1323e-01  eta: 0:20:00  time: 0.1213  "
+           "data_time: 0.0031  memory: 864  loss: 0.0956")
+MM_SAVE = "08/02 12:36:37 - mmengine - INFO - Saving checkpoint at 10000 iterations"
+MM_RESUMED = "05/25 13:45:52 - mmengine - INFO - resumed epoch: 0, iter: 10000"
+
+
+def test_mmengine_iteration_saves_need_the_loop_past_them_and_its_resume_line_is_read():
+    assert _saves(MM_ITER, MM_SAVE)[0] == []
+    assert _saves(MM_ITER, MM_SAVE, MM_ITER.replace("[10000/", "[10050/"))[0] == [(10000, None)]
+    reader = LogReader()
+    events = [e for line in ("05/25 13:45:52 - mmengine - INFO - Load checkpoint from /ckpt/job/iter_10000.pth",
+                             MM_RESUMED, MM_ITER.replace("[10000/", "[10050/")) for e in reader.feed(line)]
+    assert [(e.kind, e.step) for e in events if e.kind in ("resumed", "step")] == [("resumed", 10000), ("step", 10050)]
+    assert reader.framework == "mmengine"
