@@ -87,15 +87,17 @@ class CheckpointStoreAccess(Strict):
     dir: str | None = None  # the checkpoint directory as the job's containers see it; None: where its log saves
     path: str | None = None  # read: path — that directory as this machine sees it
     framework: Literal["auto", "megatron", "deepspeed", "hf-trainer", "lightning", "nemo", "mmengine", "dcp"] = "auto"
-    image: str = "docker.io/library/busybox:1.36.1"  # the reader pod's image: `find` and `cat`, nothing else
+    # the reader pod's image (`find`, `cat`, `sleep`); None: the job's own image, on the node of a surviving worker —
+    # already there, so reading pulls nothing and takes no image-pull slot a recovering pod waits for
+    image: str | None = None
     timeout_s: Seconds = 120.0  # cluster seconds for the reader pod to be Running
 
     @field_validator("image")
     @classmethod
-    def _pinned(cls, value: str) -> str:
+    def _pinned(cls, value: str | None) -> str | None:
         from drills.profile.images import check_image
 
-        return check_image(value)
+        return None if value is None else check_image(value)
 
     @model_validator(mode="after")
     def _path_given(self) -> "CheckpointStoreAccess":
