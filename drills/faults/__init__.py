@@ -48,6 +48,7 @@ KINDS: dict[str, str] = {
     "lock": "drills.faults.lock",
     "accept-gate": "drills.faults.accept_gate",
     "accept-jobs": "drills.faults.accept_jobs",
+    "store-reader": "drills.faults.store_reader",
 }
 
 

@@ -43,6 +43,7 @@ from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
 from drills.measure.job_health import JobHealth, job_health
 from drills.measure.job_state import ENDED_PHASES, JobState
+from drills.measure.ckpt_store import StoreReading
 from drills.measure.stability import stability_window, transports
 from drills.verdicts.timeline import Timeline
 
@@ -111,9 +112,13 @@ class TrainingRecovery:
     sockets_after: tuple[str, ...] = ()  # new workers (ranks) that initialised NCCL on NET/Socket
     transport_after: tuple[str, ...] = ()
     health: JobHealth | None = None  # learning, container states, unknown lines from the resume on
+    store: "StoreReading | None" = None  # the checkpoint store, read when the job lost its node (ckpt_store)
+    store_read: str = "pod"  # how the profile says to read it: pod | path | none (not readable: the log alone)
 
     def details(self) -> dict:
-        return {**(self.health.details() if self.health else {}),"step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
+        return {**(self.health.details() if self.health else {}),
+                "checkpoint_store": self.store.details() if self.store else None, "store_read": self.store_read,
+                "step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
                 "save_steps": self.save_steps,
@@ -142,6 +147,8 @@ class TrainingMonitor:
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
         self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
         self._samples: list[tp.Sample] = []  # step lines with their throughput
+        self.pods_seen: dict[str, dict] = {}  # pod name → its latest object (the reader mounts what they mount)
+        self.save_paths: list[str] = []  # checkpoint paths the saves in the log name (where the store is)
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -291,7 +298,8 @@ class TrainingMonitor:
                subject: str = "resumed") -> JobHealth:
         """The job's health from `since` to now (drills.measure.job_health): loss, container states, unknown lines."""
         return job_health(self._state, {u: r.unknown for u, r in self._readers.items()}, uids, injected_at, since,
-                          self.cluster.clock.now(), self.workload.log_ignore, subject)
+                          self.cluster.clock.now(), self.workload.log_ignore, subject,
+                          errors={u: r.errors for u, r in self._readers.items()})
 
     # -- event intake ---------------------------------------------------------------------------
 
@@ -338,6 +346,8 @@ class TrainingMonitor:
 
     def _take_pod(self, event: WatchEvent) -> None:
         worker = self._state.take_pod(event.obj, event.type == "DELETED", lambda: _cluster_time(self.cluster, event.wall))
+        if isinstance(event.obj, dict) and event.type != "DELETED":
+            self.pods_seen[obj_get(event.obj, "metadata", "name", default="?")] = event.obj
         if worker is not None and worker.phase == "Running" and not worker.gone and self._merger is not None:
             self._merger.follow_log(f"log:{worker.uid}", self.cluster.core, worker.name, self.workload.namespace,
                                     self.workload.container)
@@ -361,6 +371,8 @@ class TrainingMonitor:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:
             self._state.checkpoints.append((uid, at, event.step))
+            if event.path:
+                self.save_paths.append(event.path)
             first_at, seconds = self._state.save_durations.get(event.step, (at, None))
             if event.duration_s is not None and (seconds is None or event.duration_s > seconds):
                 seconds = event.duration_s  # Megatron's timer and DeepSpeed's last shard come after the save line

@@ -6,7 +6,10 @@ the job after a fault (GPU node loss, switch uplink drop) reads from the resume 
 - **the second key**: its pods' container states (`drills.measure.job_state.ContainerExit`): a worker container
   that exited non-zero, was OOMKilled or restarted after the resume failed, whatever its log says;
 - **unknown lines**: error-like lines no reader classified (`drills.measure.logunknown`) after the fault, less
-  those the profile's `log_ignore` covers (kept and listed: explicit, never silent).
+  those the profile's `log_ignore` covers (kept and listed: explicit, never silent);
+- **known errors**: errors a reader did classify (a GPU's Xid or ECC error, an NCCL error, a traceback) that a
+  worker logged once the job was back (the resume, or the recovery): a job that reports its GPU failing while it
+  "trains on" is not healthy — before that moment they are the fault's own consequences.
 
 Pure readings of the monitor's state; `drills.verdicts.health` judges.
 """
@@ -70,6 +73,7 @@ class JobHealth:
     unknown: tuple[UnknownLine, ...]  # after the fault, not covered by log_ignore
     ignored: tuple[UnknownLine, ...]  # after the fault, covered by log_ignore (listed, not judged)
     ignore_patterns: tuple[str, ...] = ()
+    errors: tuple[UnknownLine, ...] = ()  # classified errors (kind: text) a worker logged in the window
 
     def details(self) -> dict:
         bad = self.first_bad
@@ -84,15 +88,18 @@ class JobHealth:
                                      "reason": e.reason, "message": e.message, "restarts": e.restarts,
                                      "at": e.at and Clock.iso(e.at), "source": e.source} for e in self.exits],
                 "unclassified_lines": [u.sentence() for u in self.unknown[:_LISTED]],
+                "errors_in_window": [u.sentence() for u in self.errors[:_LISTED]],
                 "log_ignore": list(self.ignore_patterns),
                 "ignored_lines": [f"{u.sentence()} (log_ignore {u.ignored_by!r})" for u in self.ignored[:_LISTED]]}
 
 
 def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | None, str, str]]],
                uids: set[str] | None, injected_at: datetime, since: datetime | None, until: datetime,
-               ignore: Iterable[str] = (), subject: str = "resumed") -> JobHealth:
+               ignore: Iterable[str] = (), subject: str = "resumed",
+               errors: Mapping[str, Iterable] | None = None) -> JobHealth:
     """Read the window [`since`, `until`] of the workers `uids` (None: every worker of the job); unknown lines
-    count from the fault (`injected_at`) on, from every worker."""
+    count from the fault (`injected_at`) on, from every worker; classified `errors` (uid → LogErrors) from
+    `since` on, from every worker."""
     def name(uid: str) -> str:
         w = state.workers.get(uid)
         return w.name if w else uid
@@ -123,11 +130,14 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
             cover = next((p for p, rx in patterns if rx.search(body)), None)
             lines.append(UnknownLine(name(uid), at, body, cover))
     lines.sort(key=lambda u: (u.at is None, u.at or injected_at))
+    known = sorted((UnknownLine(name(uid), e.at, f"{e.kind}: {e.text}") for uid, errs in (errors or {}).items()
+                    for e in errs if since is not None and e.at is not None and since <= e.at <= until),
+                   key=lambda u: u.at)  # type: ignore[arg-type, return-value]
     return JobHealth(subject, since, until, before, len(readings), next((r for r in readings if not r.finite), None),
                      readings[-1] if readings else None, tuple(exits),
                      sum(1 for u in state.workers if mine(u)),
                      tuple(u for u in lines if u.ignored_by is None), tuple(u for u in lines if u.ignored_by),
-                     tuple(p for p, _ in patterns))
+                     tuple(p for p, _ in patterns), tuple(known))
 
 
 def _num(value: float | None) -> float | str | None:

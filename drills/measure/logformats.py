@@ -176,10 +176,15 @@ PRESETS: dict[str, dict[str, tuple[str, ...]]] = {
         "resumed": (r"\[Torch\] Loaded checkpoint from (?P<path>\S*global_step(?P<step>\d+)\S*)",),
         "resume_attempt": (r"[Ll]oading (?:model )?checkpoint\b.*?(?P<path>\S*global_step(?P<step>\d+)\S*)",),
     },
+    "mmengine": {
+        # iteration mode: "Iter(train) [10000/10000]  lr: …" (epoch mode prints no global step)
+        "step": (r" - mmengine - \w+ - Iter\(train\)\s*\[\s*(?P<step>\d+)/\d+\]",),
+        "resumed": (r"resumed epoch: \d+, iter: (?P<step>\d+)",),
+    },
     "vllm": {},
 }
 # `auto` (the default for real targets): every preset's patterns; `drills.measure.logread` tells which matched
-PRESETS["auto"] = {kind: tuple(p for name in ("twin", "hf-trainer", "lightning", "megatron", "deepspeed")
+PRESETS["auto"] = {kind: tuple(p for name in ("twin", "hf-trainer", "lightning", "megatron", "deepspeed", "mmengine")
                                for p in PRESETS[name].get(kind, ()))
                    for kind in ("step", "checkpoint_saved", "resumed", "resume_attempt")}
 

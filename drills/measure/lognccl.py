@@ -164,7 +164,7 @@ class LogError:
     """One classified error; fields the message does not carry are None."""
 
     kind: str  # ib_completion | watchdog_timeout | heartbeat_timeout | comm_aborted | dist_backend | socket_closed |
-    #            nccl_error | traceback | worker_exit (`logelastic`)
+    #            nccl_error | traceback | worker_exit (`logelastic`) | gpu_error (`loggpu`)
     text: str
     at: datetime | None = None
     host: str | None = None

@@ -24,6 +24,7 @@ from datetime import datetime
 from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
 from drills.measure.logloss import read_loss
+from drills.measure.loggpu import GpuReading
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
 from drills.measure.logrestore import RestoreReading
@@ -37,7 +38,7 @@ from drills.measure.vllm_startup import VllmStartup
 __all__ = ["Record", "LogReader", "LogSummary", "NcclProcess", "LogError", "read_log", "split_records",
            "detect_framework", "FRAMEWORKS"]
 
-FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "torchtitan", "vllm", "twin", "nccl")
+FRAMEWORKS = ("hf-trainer", "megatron", "deepspeed", "lightning", "torchtitan", "mmengine", "vllm", "twin", "nccl")
 
 # -- framework signatures -----------------------------------------------------------------------
 
@@ -59,6 +60,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
+    ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
                 r"Loading safetensors checkpoint shards|vllm"),
@@ -70,8 +72,8 @@ _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously r
                               r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version|"
                         r"NCCL operation \w+\(")  # XLA's report of a failed NCCL call
-_VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper)$")
-_HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "vllm", "twin")
+_VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper|RayWorkerVllm)$")
+_HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "mmengine", "vllm", "twin")
 
 
 def detect_framework(scores: dict[str, int], nccl_lines: int) -> str | None:
@@ -107,7 +109,8 @@ class LogSummary:
     losses: tuple[tuple[float | None, float | None], ...] = ()  # (loss, grad norm) per line that printed one
 
 
-class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading, UnknownReading):
+class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading,
+                UnknownReading):
     """Reads one stream of log lines (one pod, or one file) and yields `TrainingEvent`s in order.
 
     `fmt` is a LogFormat (a preset, `auto`, or profile patterns): its step/checkpoint_saved/resumed
@@ -144,6 +147,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
         self.losses: list[tuple[float | None, float | None]] = []
         self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
         self._known_bodies: set[str] = set()
+        self._gpu_seen: set = set()
+        self._gpu_held = None
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:
@@ -227,6 +232,8 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
             self.nccl_lines += 1
             out += self._nccl(rec)
         out += self._errors(rec)
+        if not any(e.kind == "error" for e in out):
+            out += self._gpu(rec)
         out += self._elastic(rec)
         out += self._resume(rec)
         if not self._consumed:
@@ -246,10 +253,11 @@ class LogReader(NcclReading, ElasticReading, CheckpointReading, RestoreReading, 
             elif ev is not None and ev.kind in ("checkpoint_saved", "resumed") and rec.nccl is None:
                 out += self._format_event(ev, rec)
         out = self._loss(rec, out)
+        if any(e.kind in ("resume_attempt", "resumed") for e in out):
+            self.withdraw_saves()  # a restarted process: the saves the old one logged never got a step after them
         if any(e.kind == "step" for e in out):
             self._steps_since_resume += 1
-            for s in self.saves:  # training went on after an HF save: it completed
-                s.tentative = False
+            out += self.confirm_saves(rec)  # training stepped past an HF/Lightning save: it completed
             out += self._steps_started(rec)
         self._known = self._known or self._consumed
         self._withdraw_unknown(out)

@@ -48,6 +48,7 @@ _RESUME_OK = (
     ("deepspeed", re.compile(r"successfully (?:loaded|read) \d+ ZeRO state_dicts")),
     ("deepspeed", re.compile(r"\[Torch\] Loaded checkpoint from (?P<path>\S+?)(?:\.\.\.|\.)?$")),
     ("torchtitan", re.compile(r"Finished loading the checkpoint in [\d.]+ seconds")),
+    ("mmengine", re.compile(r" - mmengine - \w+ - resumed epoch: \d+, iter: (?P<step>\d+)")),  # runner.py `resume`
     ("twin", re.compile(r"resumed from checkpoint step=(?P<step>\d+)(?:.*?\bpath=(?P<path>\S+))?")),
 )
 # Lightning outside `fit` (`.test/.validate/.predict(ckpt_path=...)`) prints this instead of `Restored all states`
@@ -209,14 +210,13 @@ class CheckpointReading:
         return out
 
     def _withdraw_tentative_save(self, tb: _Traceback, rec: Record | None) -> list[TrainingEvent]:
-        """An HF save (no end line) followed, before any training step, by a traceback through a save
-        function or a write error: the save did not complete."""
-        saves = [s for s in self.saves if s.tentative and s.done]
+        """An HF/Lightning save line followed, before any training step, by a traceback: the save never got its
+        completion evidence (logsave.confirm_saves); one through a save function or a write error is reported
+        as a failed save."""
+        saves = self.withdraw_saves()
         text = " ".join(tb.frames + tb.texts + [tb.exception or ""])
         if not saves or not _SAVE_IN_TB.search(text):
             return []
-        for s in saves:
-            s.done = s.tentative = False
         return [self._ev("error", rec, step=s.step, path=s.path, error="checkpoint_save_failed",
                          text=f"save of {s.path} interrupted: {tb.exception or 'traceback'}") for s in saves]
 

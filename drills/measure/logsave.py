@@ -3,9 +3,16 @@
 - **Saves**, one per checkpoint: Megatron `saving …`/`successfully saved …` with its `save-checkpoint`
   timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
   save ends when its last shard is written; `Saving model checkpoint: …/global_stepN/…` is its start, not its end),
-  HF `Saving model checkpoint to …` (a final save without a step too; tentative: a traceback through a save
-  function before the next training step withdraws it — HF prints no end line), Lightning `saving model to …`,
-  NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
+  HF `Saving model checkpoint to …` and Lightning `saving model to …` (ModelCheckpoint logs it *before* it
+  saves), mmengine `Saving checkpoint at N iterations|epochs` (also before), NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
+
+**A save counts only with completion evidence**: the framework's completion line (Megatron's `successfully saved`,
+DeepSpeed's last `is ready now!`, NeMo's `finalized successfully`), or — for the HF Trainer, Lightning and mmengine, which
+print no end line but save inside the training loop — the training stepping past it: the next training step
+logged after the save line, with no traceback (nor resume) between them (`confirm_saves`, `withdraw_saves`). A
+save line with nothing after it (the pod lost mid-save, an HF `tmp-checkpoint-N` never renamed, a final save at
+the end of training) is a save that started, never a checkpoint. The store's own markers are the other evidence
+(drills.measure.ckpt_store).
 - **Paths**: the step a checkpoint path names, DeepSpeed's tag dir (shared with `logresume`).
 """
 
@@ -38,6 +45,13 @@ _HF_STAMP = re.compile(r"\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) >>")
 _MEGATRON_DONE = re.compile(r"successfully saved checkpoint (?:from|at) iteration\s+(?P<step>\d+)(?: to (?P<path>\S+))?")
 _HF_SAVE = re.compile(r"Saving model checkpoint to (?P<path>\S+)")
 _LIGHTNING_SAVE = re.compile(r"saving model to '?(?P<path>[^'\s]+)'?")
+# the HF Trainer's training-loop logs: a loss dict (a later logging step) or the end-of-training metrics — the loop
+# got past every save before them (trainer.py `_maybe_log_save_evaluate` logs, evaluates, then saves)
+_HF_LOOP_LOG = re.compile(r"^\s*\{'(?:loss|train_runtime)': ")
+# mmengine's CheckpointHook logs this, then saves (hooks/checkpoint_hook.py); the next `Epoch(train)`/`Iter(train)`
+# line is the loop past it. Epoch saves name no global step.
+_MM_SAVE = re.compile(r" - mmengine - \w+ - Saving checkpoint at (?P<n>\d+) (?P<unit>iterations|epochs)")
+_MM_LOOP = re.compile(r" - mmengine - \w+ - (?:Epoch|Iter)\(train\)")
 _STEP_IN_PATH = re.compile(r"(?:checkpoint-|global_step|iter_0*|step[=_-]?)(?P<step>\d+)")
 
 
@@ -51,7 +65,7 @@ class _Save:
     duration_s: float | None = None
     done: bool = False
     emitted: bool = False
-    tentative: bool = False  # HF: no end line; withdrawn by a save traceback before the next training step
+    awaiting_step: bool = False  # HF/Lightning: no end line; complete once training steps past it
 
 
 class SaveReading:
@@ -128,21 +142,50 @@ class SaveReading:
                 return [self._ev("checkpoint_saved", rec, step=done[-1].step, path=done[-1].path,
                                  duration_s=done[-1].duration_s)]
             return []
+        if _HF_LOOP_LOG.match(body):
+            return self.confirm_saves(rec, "hf-trainer")
+        if _MM_LOOP.search(body):
+            return self.confirm_saves(rec, "mmengine")
+        if m := _MM_SAVE.search(body):
+            self._consumed = True
+            step = int(m.group("n")) if m.group("unit") == "iterations" else None
+            self.saves.append(_Save(step, None, "mmengine", started=rec.at, awaiting_step=True))
+            return [self._ev("checkpoint_started", rec, step=step)]
         if m := _HF_SAVE.search(body):
+            self._consumed = True
             path = m.group("path").rstrip(".")
             step = _step_in(path) if re.search(r"checkpoint-\d+", path) else None
-            if self.saves and self.saves[-1].path == path and self.saves[-1].done:
+            if self.saves and self.saves[-1].path == path and not self.saves[-1].done:
                 return []
-            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, done=True, emitted=True,
-                                    tentative=True))
-            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+            self.saves.append(_Save(step, path, "hf-trainer", started=_stamp(body) or rec.at, awaiting_step=True))
+            return [self._ev("checkpoint_started", rec, step=step, path=path)]
         if "global step" in body and (m := _LIGHTNING_SAVE.search(body)):
+            self._consumed = True
             path = m.group("path")
             step = _step_in(path)
-            self.saves.append(_Save(step, path, "lightning", done=True, emitted=True))
-            return [self._ev("checkpoint_saved", rec, step=step, path=path)]
+            self.saves.append(_Save(step, path, "lightning", started=rec.at, awaiting_step=True))
+            return [self._ev("checkpoint_started", rec, step=step, path=path)]
         del at
         return []
+
+    def confirm_saves(self, rec: Record, framework: str | None = None) -> list[TrainingEvent]:
+        """A training step after an HF/Lightning save line (or the HF Trainer's next loop log): the loop got past
+        the save, so it completed (the event carries that line's time: when its completion was evidenced)."""
+        out = []
+        for s in self.saves:
+            if s.awaiting_step and framework in (None, s.framework):
+                s.awaiting_step, s.done, s.emitted = False, True, True
+                path = s.path.replace("/tmp-checkpoint-", "/checkpoint-") if s.path else s.path
+                out.append(self._ev("checkpoint_saved", rec, step=s.step, path=path))
+        return out
+
+    def withdraw_saves(self) -> list[_Save]:
+        """A traceback or a resume before the next training step: the HF/Lightning saves awaiting it never
+        completed as far as the log can tell."""
+        gone = [s for s in self.saves if s.awaiting_step]
+        for s in gone:
+            s.awaiting_step = False
+        return gone
 
     def _open_save(self) -> _Save | None:
         s = self.saves[-1] if self.saves else None

@@ -18,7 +18,11 @@ A line's time is the Kubernetes `--timestamps` stamp when the log was read with 
 with or without a process prefix (`(EngineCore_DP0 pid=N) `, `(VllmWorkerProcess pid=N) `).
 
 A startup that failed (`EngineCore failed to start`, `WorkerProc failed to start`, a V0 worker's `Exception in worker …`,
-a CUDA OOM, a KV cache that does not fit, a model the Hub refused) says so (`failed`, the line) and has no phase in progress. A phase that started and did not end when the
+a CUDA OOM, a KV cache that does not fit, a model the Hub refused) says so (`failed`, the line) and has no phase in progress.
+So does **any traceback before Ready** (issue 33: vLLM's front-end often dies with only a traceback, e.g. `RuntimeError:
+Engine process failed to start. See stack trace for the root cause.`): its exception line is the failure (`Traceback (most
+recent call last)` itself while the exception line is not there yet), unless a recognised failure line says more. A
+server that still reaches Ready after a traceback did not fail. A phase that started and did not end when the
 log was read is **in progress**: a replica stuck loading
 weights names that phase, with how long it has run. A version line after the startup had begun (a restart in the
 same log) starts a new one: the last startup is described. Pure: feed lines, read `summary()` / `breakdown()`.
@@ -64,11 +68,14 @@ _VERSION = re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing a
 # (≤ 0.8 V1 `EngineCore hit an exception`, the same branch of run_engine_core; V0 Ray `Error executing method` of a startup
 # step); the KV cache does not fit; the model could not be fetched from the Hub
 _FAILED = re.compile(r"EngineCore failed to start|WorkerProc failed to start|Engine core initialization failed|"
+                     r"Engine process failed to start|"
                      r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory|"
                      r"EngineCore hit an exception|Error executing method (?:init_device|load_model|"
                      r"determine_num_available_blocks|initialize_cache)\b|No available memory for the cache blocks|"
                      r"larger than the maximum number of tokens that can be stored in KV cache|"
                      r"\b(?:RepositoryNotFound|GatedRepo|RevisionNotFound|LocalEntryNotFound)Error: ")
+_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):|^\s*File \"[^\"]+\", line \d+, in ")
+_TB_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*)?$")
 # vLLM's own stamp; a wrapper's Python-logging one on the same clock (`INFO 2024-08-17 23:29:34,833 instructlab…`)
 _STAMP = re.compile(r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?:\d{4}-)?(?P<mo>\d\d)-(?P<d>\d\d) "
                     r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:,(?P<ms>\d{3}))?\b")
@@ -85,6 +92,8 @@ class VllmStartup:
     model_load_gb: float | None = None
     ready_at: datetime | None = None
     failed: str | None = None  # the line that said the startup failed (no phase is then in progress)
+    failed_by_traceback: bool = False  # `failed` is a traceback's (a recognised failure line replaces it)
+    _in_traceback: bool = False
     first_at: datetime | None = None
     last_at: datetime | None = None
     lines: int = 0  # lines that were vLLM's startup lines
@@ -109,7 +118,10 @@ class VllmStartup:
             return True
         # after Ready it is no startup failure; a traceback's source line (`raise ValueError("No available …`) is not the message
         if (m := _FAILED.search(body)) and not self.ready and not body[:m.start()].endswith(('("', "('")):
-            self.failed = self.failed or body[m.start():][:300]
+            if self.failed is None or self.failed_by_traceback:
+                self.failed, self.failed_by_traceback = body[m.start():][:300], False
+            return True
+        if self._traceback(_strip_level(body)):
             return True
         for phase, pattern in _STARTS:
             if pattern.search(body):
@@ -128,10 +140,28 @@ class VllmStartup:
                 self.ended[key] = at
             if key == "server_start":
                 self.ready_at = self.ready_at or at or datetime.min.replace(tzinfo=timezone.utc)
+                if self.failed_by_traceback:  # it got to Ready after all: that traceback did not end the startup
+                    self.failed, self.failed_by_traceback = None, False
             if g.get("s") is not None:
                 self.seconds.setdefault(key, float(g["s"]))
             elif key in self.started and at is not None:  # no duration printed: from the stamps
                 self.seconds.setdefault(key, max(0.0, (at - self.started[key]).total_seconds()))
+            return True
+        return False
+
+    def _traceback(self, body: str) -> bool:
+        """A traceback before Ready fails the startup: its exception line, once it comes, is the failure."""
+        if self.ready:
+            return False
+        if _TB_START.match(body):
+            self._in_traceback = True
+            if self.failed is None:
+                self.failed, self.failed_by_traceback = "Traceback (most recent call last) during start-up", True
+            return True
+        if self._in_traceback and _TB_EXCEPTION.match(body):
+            self._in_traceback = False
+            if self.failed_by_traceback:
+                self.failed = body[:300]
             return True
         return False
 
@@ -186,6 +216,13 @@ def read_startup(text: str) -> VllmStartup:
         if not line.startswith("# source:"):
             startup.feed(line)
     return startup
+
+
+def _strip_level(body: str) -> str:
+    """A traceback line as vLLM's logger prints it (`ERROR 01-02 03:04:05 [core.py:1] Traceback …`) or bare."""
+    m = re.match(r"^(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})? "
+                 r"(?:\[[^\]]+\]|\S+\.py:\d+\]) ?", body)
+    return body[m.end():] if m else body
 
 
 def _vllm_stamp(body: str) -> datetime | None:

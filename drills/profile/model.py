@@ -25,7 +25,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from drills.core.errors import InvalidProfile
 from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHeader, Interface, KubeContext,
-                                  LabelKey, LocalPath, Selector, SwitchName, Text, UserName)
+                                  LabelKey, LocalPath, RemotePath, Selector, SwitchName, Text, UserName)
 from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
@@ -79,6 +79,35 @@ class ClusterConfig(Strict):
     twin: TwinConfig = TwinConfig()
 
 
+class CheckpointStoreAccess(Strict):
+    """How the drill reads the job's checkpoint store — the truth about its latest complete checkpoint
+    (drills/measure/store_read.py). `pod`: a short-lived read-only pod mounting the job's own volume (journaled,
+    removed) lists `dir`; `path`: this machine reads `path` (the same directory, mounted here); `none`: the store
+    cannot be read — the resume is then judged on the job's log alone, and the report says so."""
+
+    read: Literal["pod", "path", "none"] = "pod"
+    dir: RemotePath | None = None  # the checkpoint directory as the job's containers see it; None: where its log saves
+    path: LocalPath | None = None  # read: path — that directory as this machine sees it
+    framework: Literal["auto", "megatron", "deepspeed", "hf-trainer", "lightning", "nemo", "mmengine", "dcp"] = "auto"
+    # the reader pod's image (`find`, `cat`, `sleep`); None: the job's own image, on the node of a surviving worker —
+    # already there, so reading pulls nothing and takes no image-pull slot a recovering pod waits for
+    image: str | None = None
+    timeout_s: Seconds = 120.0  # cluster seconds for the reader pod to be Running
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, value: str | None) -> str | None:
+        from drills.profile.images import check_image
+
+        return None if value is None else check_image(value)
+
+    @model_validator(mode="after")
+    def _path_given(self) -> "CheckpointStoreAccess":
+        if self.read == "path" and not self.path:
+            raise ValueError("checkpoint_store.read: path needs checkpoint_store.path (the directory as mounted here)")
+        return self
+
+
 class TrainingWorkload(Strict):
     job: DnsSubdomain = "llm-finetune-8b"  # Volcano Job name
     namespace: DnsLabel = "ai-platform"
@@ -91,6 +120,7 @@ class TrainingWorkload(Strict):
     # inconclusive (drills.measure.job_health); each regex here declares such a line harmless for this site,
     # explicitly: the lines it covers are listed in the record and the report, never dropped silently.
     log_ignore: list[str] = []
+    checkpoint_store: CheckpointStoreAccess = CheckpointStoreAccess()
 
     @field_validator("log_patterns")
     @classmethod

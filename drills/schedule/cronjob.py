@@ -194,7 +194,7 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
 
 
 def rbac_rules() -> dict[str, list[dict]]:
-    """The rule sets of rbac.yaml: cluster, workload, storage_job, home, switch_secret."""
+    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, load_pods, lock, home, switch_secret."""
     text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -245,6 +245,8 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
         _merge(per_ns[ns], rules["workload"])
     if profile.storage.saturation.mode == "job":
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
+    if profile.workloads.training.checkpoint_store.read == "pod":
+        _merge(per_ns.setdefault(profile.workloads.training.namespace, []), rules["store_reader"])
     gen = profile.workloads.inference.load_generator
     if gen.mode == "pods":
         _merge(per_ns.setdefault(gen.namespace or profile.workloads.inference.namespace, []), rules["load_pods"])

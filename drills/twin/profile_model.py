@@ -147,6 +147,9 @@ class CheckpointSpec(Strict):
     # gone from the store; what the job does then is its framework's (trainlogs.TrainLog.resume_without_optimizer)
     optimizer_state: bool = True
     persistent: bool = True  # False (defect ephemeral-checkpoints): saves go to node-local disk, lost on restart
+    # False (defect lost-last-save): the store acknowledges writes before they are durable (a write-back cache in the
+    # pod's storage client): the last save the job reported complete is lost with the node
+    durable: bool = True
 
 
 class AfterResume(Strict):
@@ -165,10 +168,12 @@ class AfterResume(Strict):
     # NaN loss in the framework's own shape (trainlogs). `oom_after`: this long after, one worker's container is
     # OOMKilled (exit 137), once, and its log shows nothing of it (the kernel kills it; with the job's
     # restart_policy OnFailure the kubelet restarts it in place). `error_line_after`: this long after, one worker
-    # prints a driver Xid line that no reader classifies, once, and trains on.
+    # prints an error line, once, and trains on — `error_line: unclassified` a Fabric Manager NVSwitch error no
+    # reader classifies, `xid` the driver's Xid 74 (an NVLink error) that the GPU reader does.
     loss: Literal["finite", "nan"] = "finite"
     oom_after: Duration | None = None
     error_line_after: Duration | None = None
+    error_line: Literal["unclassified", "xid"] = "unclassified"
 
 
 class TrainingJob(Strict):

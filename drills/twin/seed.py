@@ -164,6 +164,9 @@ def node_object(profile: TwinProfile, node: NodeSpec, now: str | None = None) ->
     }
 
 
+CHECKPOINT_CLAIM = "checkpoints"  # the shared store's PVC the training jobs mount (every PVC is the twin's store)
+
+
 def training_job_object(profile: TwinProfile, job: TrainingJob) -> dict:
     """The Volcano Job (batch.volcano.sh/v1alpha1) a platform team would submit for `job`."""
     nccl = job.nccl
@@ -193,7 +196,12 @@ def training_job_object(profile: TwinProfile, job: TrainingJob) -> dict:
                         "train.py", "--resume-from-latest"],
             "env": env,
             "resources": {"limits": limits, "requests": dict(limits)},
+            # the job's checkpoint directory: its own folder of the shared store (store.py), or node-local scratch
+            "volumeMounts": [{"name": "checkpoints", "mountPath": job.checkpoint.path.format(job=job.name),
+                              **({"subPath": f"{job.namespace}/{job.name}"} if job.checkpoint.persistent else {})}],
         }],
+        "volumes": [{"name": "checkpoints", **({"persistentVolumeClaim": {"claimName": CHECKPOINT_CLAIM}}
+                                               if job.checkpoint.persistent else {"emptyDir": {}})}],
     }
     if job.priority_class:
         pod_spec["priorityClassName"] = job.priority_class

@@ -4,7 +4,7 @@ judges for every drill that watches the job after a fault (GPU node loss, switch
 
 Pure: each takes the measured `JobHealth` (drills.measure.job_health) and returns a `Verdict`; the report category
 comes from the check's name (drills/core/catalog.yaml): `learning` → diverged, `loss reading` → not_observed,
-`worker containers` → worker_failed, `log health` → unclassified_log.
+`worker containers` → worker_failed, `log errors` → worker_failed, `log health` → unclassified_log.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from drills.verdicts.timeline import Verdict
 if TYPE_CHECKING:
     from drills.measure.job_health import JobHealth
 
-__all__ = ["judge_learning", "judge_containers", "judge_log_health", "judge_health_window"]
+__all__ = ["judge_learning", "judge_containers", "judge_log_errors", "judge_log_health", "judge_health_window"]
 
 log = logging.getLogger(__name__)
 
 
 def judge_health_window(health: "JobHealth") -> list[Verdict]:
-    """The three judgements, in the order a reader wants them: learning, containers, unknown lines."""
-    return [judge_learning(health), judge_containers(health), judge_log_health(health)]
+    """The judgements, in the order a reader wants them: learning, containers, known errors, unknown lines."""
+    return [judge_learning(health), judge_containers(health), judge_log_errors(health), judge_log_health(health)]
 
 
 def judge_learning(h: "JobHealth") -> Verdict:
@@ -72,6 +72,18 @@ def judge_containers(h: "JobHealth") -> Verdict:
     return Verdict("worker containers", True, 0.0, 0.0, "exits",
                    f"no worker container exited, was OOMKilled or restarted {window} ({h.pods_read} pods' "
                    "containerStatuses read)")
+
+
+def judge_log_errors(h: "JobHealth") -> Verdict:
+    """Pass iff no worker logged an error a reader classifies (a GPU Xid/ECC error, an NCCL error, a traceback)
+    once the job was back: a job that reports its GPU failing while it steps on is not healthy."""
+    window = _window(h)
+    if h.errors:
+        first = h.errors[0]
+        more = f" and {len(h.errors) - 1} more" if len(h.errors) > 1 else ""
+        return Verdict("log errors", False, float(len(h.errors)), 0.0, "errors",
+                       f"a worker reported an error {window}, though the job trains on: {first.sentence()}{more}")
+    return Verdict("log errors", True, 0.0, 0.0, "errors", f"no worker logged an error {window}")
 
 
 def judge_log_health(h: "JobHealth") -> Verdict:

@@ -154,28 +154,72 @@ def judge_left_node(recovery: "TrainingRecovery", node: str) -> Verdict:
 
 
 def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
-    """`timeline.judge_resume`, worded with why the job never resumed: it ended, or it hung (no worker
-    resumed by the end of the wait, e.g. survivors that cannot rejoin a replaced worker)."""
-    verdict = judge_resume(recovery.resumed_step, recovery.latest_checkpoint)
+    """Did the job resume from its latest checkpoint — the store's latest **complete** one (DESIGN §5b: the store's
+    own markers are the second key, the log's claim is cross-checked and both are in the reason)?
+
+    - store read: judged against its latest complete checkpoint; a log claiming a newer save complete than the
+      store holds is a FAIL (a save the job reported was lost, or never completed); a store holding a newer
+      complete checkpoint than the log shows is reported (and judges the resume).
+    - store not readable, the profile expecting it to be: a resume the log alone would pass is inconclusive,
+      naming why; a failure stays a failure (a misread log can never make a PASS).
+    - the profile says the store is not readable (`checkpoint_store.read: none`): the log alone, said so."""
+    store, log_latest = recovery.store, recovery.latest_checkpoint
+    if store is None:
+        verdict = _against(recovery, log_latest)
+        if recovery.store_read == "none":
+            return replace(verdict, reason=f"{verdict.reason} (judged on the log alone: the profile says the "
+                                           "checkpoint store is not readable)")
+        return verdict
+    if not store.readable:
+        verdict = _against(recovery, log_latest)
+        why = f"the checkpoint store could not be read: {store.problem}"
+        if not verdict.passed:
+            return replace(verdict, reason=f"{verdict.reason}; {why}")
+        return replace(verdict, passed=False, inconclusive=True,
+                       reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
+                              f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass "
+                              "(read the store: profile workloads.training.checkpoint_store)")
+    # a checkpoint past the step the job had reached when it lost the node was saved after the resume
+    before = [c for c in store.checkpoints if c.complete and (recovery.step_at_fault is None
+                                                             or c.step <= recovery.step_at_fault)]
+    latest = max(before, key=lambda c: c.step) if before else None
+    truth = latest.step if latest else None
+    verdict = _against(recovery, truth)
+    cited = (f"the store's latest complete checkpoint is {truth} ({latest.name}: {latest.evidence}; {store.source})"
+             if latest else f"the store holds no complete checkpoint ({store.source})")
+    if log_latest is not None and (truth is None or log_latest > truth) and not store.holds_complete(log_latest):
+        held = next((c for c in store.incomplete if c.step == log_latest), None)
+        state = f"holds it incomplete ({held.name}: {held.evidence})" if held else "does not hold it"
+        return replace(verdict, passed=False, inconclusive=False, never_reached=False,
+                       reason=f"the job's log reports checkpoint {log_latest} saved but the store {state}: a save the "
+                              f"job reported complete was lost or never completed; {cited}; the job resumed from "
+                              f"{recovery.resumed_step if recovery.resumed_step is not None else 'no checkpoint'}")
+    if truth is not None and (log_latest is None or truth > log_latest):
+        return replace(verdict, reason=f"{verdict.reason}; {cited}, newer than the latest save its log shows "
+                                       f"({log_latest}): judged against the store")
+    return replace(verdict, reason=f"{verdict.reason}; {cited}, as the log says")
+
+
+def _against(recovery: "TrainingRecovery", latest: int | None) -> Verdict:
+    """`timeline.judge_resume` against `latest`, worded with why the job never resumed: it ended, or it hung (no
+    worker resumed by the end of the wait, e.g. survivors that cannot rejoin a replaced worker)."""
+    verdict = judge_resume(recovery.resumed_step, latest)
     if recovery.resumed_step is None and recovery.restarted_from is not None:
         start = "step 0" if recovery.restarted_from <= 100 else f"step {recovery.restarted_from}"
         return replace(verdict, never_reached=False,
                        reason=f"restarted from {start} (no checkpoint loaded): the new workers trained again from "
-                              f"{start} although the latest checkpoint was {recovery.latest_checkpoint} (are "
+                              f"{start} although the latest checkpoint was {latest} (are "
                               f"checkpoints written to storage that outlives the pods?)")
     if recovery.resumed_step is None and recovery.resume_failed:
         ended = f"; {recovery.ended}" if recovery.ended else ""
         return replace(verdict, reason=f"resume failed: the job attempted to load its checkpoint and did not restore it "
-                                       f"({recovery.resume_failed}){ended}; the latest checkpoint was "
-                                       f"{recovery.latest_checkpoint}")
+                                       f"({recovery.resume_failed}){ended}; the latest checkpoint was {latest}")
     if recovery.resumed_step is None and recovery.ended:
-        return replace(verdict, reason=f"the job never resumed: {recovery.ended} "
-                                       f"(the latest checkpoint was {recovery.latest_checkpoint})")
-    if recovery.resumed_step is None and recovery.latest_checkpoint is not None:
+        return replace(verdict, reason=f"the job never resumed: {recovery.ended} (the latest checkpoint was {latest})")
+    if recovery.resumed_step is None and latest is not None:
         within = f" within {format_duration(recovery.waited_s)} of the fault" if recovery.waited_s else ""
         state = ", ".join(x for x in (recovery.job_phase and f"Volcano job phase {recovery.job_phase}",
                                       recovery.retry_count is not None and f"{recovery.retry_count} retries") if x)
         return replace(verdict, reason=f"the job never resumed: no worker resumed from a checkpoint{within}"
-                                       f"{f' ({state})' if state else ''}; the latest checkpoint was "
-                                       f"{recovery.latest_checkpoint}")
+                                       f"{f' ({state})' if state else ''}; the latest checkpoint was {latest}")
     return verdict

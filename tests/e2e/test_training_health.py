@@ -1,8 +1,9 @@
 """The training job's health after a fault cannot PASS on the log's word alone (issue 30 class 5, issue 33's second
 key and unknown lines): the real `drills run` of both drills that watch the job after a fault, on one twin each with
 the three constructions of bench/verdicts.yaml at once — every step after the resume logs a NaN loss
-(diverges-after-resume), a worker is OOMKilled and restarted in place with a clean log (oom-after-resume), a driver
-Xid line no reader knows (unclassified-error-after-resume). Each alone passed every other check before; here every
+(diverges-after-resume), a worker is OOMKilled and restarted in place with a clean log (oom-after-resume), an
+NVSwitch error line no reader knows (unclassified-error-after-resume); and, alone, the driver's Xid that the GPU
+reader does know, printed while the job trains on (gpu-error-after-resume). Each alone passed every other check before; here every
 one of the three checks says so, with its own category and reason (the rows' `check` and `reason`)."""
 
 from __future__ import annotations
@@ -44,13 +45,13 @@ def test_a_job_that_steps_but_diverges_oomkills_and_prints_an_unknown_error_is_n
     assert oom["exit_code"] == 137 and oom["reason"] == "OOMKilled" and oom["restarts"] == 1
     assert "lastState.terminated" in oom["source"]
     assert d["first_nonfinite_loss"]["grad_norm"] == "nan" and d["loss_readings_before"] > 0
-    assert any("NVRM: Xid" in line for line in d["unclassified_lines"])
+    assert any("detected NVSwitch fatal error" in line for line in d["unclassified_lines"])
 
 
 def test_a_line_the_site_declares_harmless_in_log_ignore_passes_and_is_listed(twin_factory, tmp_path: Path):
-    """The same unknown Xid line, covered by the profile's `log_ignore`: explicit, so the window may pass — and the
+    """The same unknown NVSwitch line, covered by the profile's `log_ignore`: explicit, so the window may pass — and the
     record still lists the line and the pattern that covered it."""
-    pattern = r"NVRM: Xid \(PCI:[0-9a-f:]+\): 74,"
+    pattern = r"detected NVSwitch fatal error \d+"
     text = (REPO / "drills/profile/twin.yaml").read_text()
     assert "    log_ignore: []\n" in text
     site = tmp_path / "site.yaml"
@@ -61,5 +62,20 @@ def test_a_line_the_site_declares_harmless_in_log_ignore_passes_and_is_listed(tw
     (rec,) = records(tmp_path / "ok")
     assert done.returncode == 0 and rec["verdict"] == "pass", (rec["reason"], done.stdout[-2000:])
     health = next(c for c in rec["details"]["checks"] if c["name"] == "log health")
-    assert "covered by the profile's log_ignore" in health["reason"] and "NVRM: Xid" in health["reason"]
-    assert rec["details"]["log_ignore"] == [pattern] and "NVRM: Xid" in rec["details"]["ignored_lines"][0]
+    assert "covered by the profile's log_ignore" in health["reason"] and "NVSwitch fatal" in health["reason"]
+    assert rec["details"]["log_ignore"] == [pattern] and "NVSwitch fatal" in rec["details"]["ignored_lines"][0]
+
+
+def test_a_gpu_error_the_reader_knows_while_the_job_trains_on_fails_the_window(twin_factory, tmp_path: Path):
+    """The driver's Xid 74 printed after the resume: the GPU reader classifies it, so it is not an unknown line —
+    and a known error while the job "trains on" is no more healthy than an unknown one (FAIL, worker_failed)."""
+    (row,) = [r for r in rows("training") if r.defect == "gpu-error-after-resume"]
+    twin = twin_factory(defects=[row.defect], scale=row.scale)
+    done = drills("run", "-m", "training", "-k", row.keyword, "--no-html", "--reports", str(tmp_path),
+                  "--run-id", "xid", "--twin-state", str(twin.state_dir))
+    (rec,) = records(tmp_path / "xid")
+    assert done.returncode == row.exit and (rec["verdict"], rec["category"]) == (row.verdict, row.category), \
+        rec["reason"]
+    check = next(c for c in rec["details"]["checks"] if c["name"] == row.check)
+    assert check["verdict"] == "fail" and row.reason in check["reason"], check
+    assert any(row.reason in line for line in rec["details"]["errors_in_window"])

@@ -61,6 +61,32 @@ def test_checkpoints_too_sparse_for_the_budget_fail_even_when_the_fault_lands_af
     assert "checkpoints every 20000 steps" in rec["reason"] and rec["category"] == "stale_checkpoint", rec["reason"]
 
 
+def test_a_save_cut_off_by_the_fault_is_not_counted_and_the_resume_is_judged_against_the_store(twin_factory,
+                                                                                                  tmp_path):
+    """Issue 33: an HF Trainer job (v4.36 staging) loses its node while the save of step 7500 is still being written
+    (a two-hour save that begins as the twin starts): its log shows `Saving model checkpoint to …/tmp-checkpoint-7500`
+    and nothing after it, the store holds `tmp-checkpoint-7500/` never renamed. The save is not counted, the store
+    read by the drill's read-only pod says 6000 is the latest complete checkpoint, and the resume from 6000 passes,
+    both keys cited. (The reader before this issue counted 7500 and failed a correct resume as stale.)"""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    job = profile["workloads"]["training"][JOB]
+    job.update(log_format="hf-trainer", initial_step=7499, initial_checkpoint=6000,
+               checkpoint={**job["checkpoint"], "interval_steps": 1500, "size_gib": 18000})
+    path = tmp_path / "inflight.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    twin = twin_factory(profile=str(path), scale=60.0)  # the drill injects within the save's two twin hours
+    done, rec = _run(tmp_path, "inflight", "--twin-state", str(twin.state_dir))
+    check = _check(rec, "resumed checkpoint")
+    assert check["verdict"] == "pass", (check, done.stdout + done.stderr)
+    details = rec["details"]
+    assert details["latest_checkpoint"] == 6000 and details["resumed_step"] == 6000, details
+    store = details["checkpoint_store"]
+    assert store["framework"] == "hf-trainer" and store["latest_complete"] == 6000, store
+    assert any(i.startswith("tmp-checkpoint-7500") for i in store["incomplete"]), store
+    assert "read by pod ai-platform/ckpt-reader-" in check["reason"], check["reason"]
+    assert not [f for f in rec.get("faults", []) if f.get("kind") == "store-reader" and not f.get("pod")]
+
+
 def test_a_node_fault_with_no_effect_is_inconclusive(twin_factory, tmp_path):
     """5: the profile aims the fault at a training node the job does not run on: nothing is lost, nothing
     is proved."""

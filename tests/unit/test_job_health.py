@@ -110,7 +110,9 @@ def test_the_reader_keeps_what_it_cannot_classify_and_nothing_it_can():
                  "mlx5_0:1 Got async event : port error"]:
         reader.feed(line)
     reader.close()
-    assert [u[1] for u in reader.unknown] == [XID, "some-launcher ERROR: heartbeat lost for worker 3"]
+    # the driver's Xid is the GPU reader's (a known error, judged as one: `log errors`), not an unknown line
+    assert [u[1] for u in reader.unknown] == ["some-launcher ERROR: heartbeat lost for worker 3"]
+    assert any(e.kind == "gpu_error" and "Xid (PCI:0000:b9:00): 74" in e.text for e in reader.errors)
 
 
 @pytest.mark.parametrize("patterns, words", [([""], "empty"), (["(unclosed"], "does not compile"),

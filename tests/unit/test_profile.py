@@ -61,11 +61,15 @@ EFFECTS = {
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "diverges-after-resume": lambda p: _job(p).after_resume.loss == "nan",
     "oom-after-resume": lambda p: _job(p).after_resume.oom_after == 60 and _job(p).restart_policy == "OnFailure",
-    "unclassified-error-after-resume": lambda p: _job(p).after_resume.error_line_after == 30,
+    "unclassified-error-after-resume": lambda p: (_job(p).after_resume.error_line_after,
+                                                  _job(p).after_resume.error_line) == (30, "unclassified"),
+    "gpu-error-after-resume": lambda p: (_job(p).after_resume.error_line_after,
+                                         _job(p).after_resume.error_line) == (30, "xid"),
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
     "recordon-agent": lambda p: p.health_agent is not None and p.health_agent.recordon_after == 15,
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
+    "lost-last-save": lambda p: not _job(p).checkpoint.durable,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

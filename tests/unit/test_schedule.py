@@ -108,10 +108,11 @@ def test_workload_namespaces_get_their_own_roles(docs):
     workload |= {(g, r, v, ()) for g, r in (("apps", "deployments"), ("", "endpoints"), ("batch.volcano.sh", "jobs"))
                  for v in ("get", "list", "watch")}
     lease = {("coordination.k8s.io", "leases", v, ()) for v in ("get", "create", "update")}
+    reader = {("", "pods", "create", ()), ("", "pods/exec", "get", ())}  # pods delete is the workload rule's
     for ns in ("ai-platform", "serving"):
         (role,) = by_kind(docs, "Role", ns)
-        # the training namespace also holds the run lock's Lease
-        assert rules_of(role) == (workload | lease if ns == "ai-platform" else workload)
+        # the training namespace also holds the run lock's Lease and the checkpoint store reader's pod
+        assert rules_of(role) == (workload | lease | reader if ns == "ai-platform" else workload)
         (binding,) = by_kind(docs, "RoleBinding", ns)
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (storage,) = by_kind(docs, "Role", "storage")  # saturation.mode: job

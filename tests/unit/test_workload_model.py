@@ -81,13 +81,37 @@ def _reader_events(line: str):
     return LogReader().feed(line)
 
 
-def test_checkpoint_store_keeps_completed_markers(tmp_path):
+@pytest.mark.parametrize("layout", ["megatron", "deepspeed", "hf-trainer", "lightning", "twin"])
+def test_checkpoint_store_writes_each_frameworks_layout_and_the_drills_reader_agrees(tmp_path, layout):
+    """A save begun and never completed is no checkpoint, for the twin's resume and for the drills' store reader."""
+    import os
+
+    from drills.measure.ckpt_store import Entry, read_store
+
     store = CheckpointStore(tmp_path / "store")
-    assert store.latest("ns", "job") is None
-    store.save("ns", "job", 6000, 1.0, 38.4, 96, "/ckpt/job/step-6000")
-    store.save("ns", "job", 8000, 2.0, 38.4, 96, "/ckpt/job/step-8000")
-    assert store.steps("ns", "job") == [6000, 8000] and store.latest("ns", "job") == 8000
-    assert store.read("ns", "job", 8000)["path"] == "/ckpt/job/step-8000"
+    assert store.latest("ns", "job", layout) is None
+    store.save("ns", "job", 6000, 1.0, 38.4, 96, "/ckpt/job", layout=layout)
+    store.begin("ns", "job", 7500, layout=layout)  # cut off: shards, no completion evidence
+    assert store.latest("ns", "job", layout) == 6000
+    root = store.job_dir("ns", "job")
+
+    def reading():
+        entries = []
+        for dirpath, dirs, files in os.walk(root):
+            rel = os.path.relpath(dirpath, root)
+            depth = 0 if rel == "." else rel.count("/") + 1
+            if depth >= 2:
+                continue
+            entries += [Entry(os.path.normpath(os.path.join(rel, d)), True) for d in dirs]
+            entries += [Entry(os.path.normpath(os.path.join(rel, f)), False) for f in files]
+        contents = {e.path: (root / e.path).read_text() for e in entries if e.path in ("latest", "latest_checkpointed_iteration.txt")}
+        return read_store(entries, contents)
+
+    assert reading().latest_complete.step == 6000
+    store.save("ns", "job", 7500, 2.0, 38.4, 96, "/ckpt/job", layout=layout)
+    assert store.latest("ns", "job", layout) == 7500 and reading().latest_complete.step == 7500
+    store.forget("ns", "job", 7500, layout=layout)  # defect lost-last-save
+    assert store.latest("ns", "job", layout) == 6000 and reading().latest_complete.step == 6000
 
 
 def test_truth_records_are_ordered_and_filterable():

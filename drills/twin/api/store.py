@@ -16,6 +16,7 @@ import logging
 import random
 import uuid
 from collections import deque
+from pathlib import Path
 from typing import Callable
 
 from drills.core.clock import Clock, DilatedClock, to_iso
@@ -56,6 +57,9 @@ class Store(Deletion):
         self._hubs: dict[ResourceType, WatchHub] = {rt: WatchHub(rt) for rt in RESOURCES}
         self._superseded: deque[Entry] = deque()  # past versions still held as dicts, oldest first
         self.logs = PodLogs(self.clock)
+        # a pod volume → the host directory backing it, for exec's `find`/`cat` (the workloads set it: their
+        # checkpoint store backs every PersistentVolumeClaim); None: no volume has files
+        self.volume_dir: Callable[[dict], Path | None] | None = None
 
     # -- reads -------------------------------------------------------------------------------------
     @property

@@ -12,7 +12,8 @@ Programs (`_PROGRAMS`, by executable name; every image has them):
 - `hostname`, `true`, `false`, `echo [-n]`, `seq [FIRST [INC]] LAST`, `date` (the twin's clock, busybox's
   format), `uptime` (since the node was created), `sleep N` (takes N twin seconds), `gzip` (stdin, as
   `gzip` writes it to a pipe), `ls [/]` (the image's root: busybox's for busybox images, Debian's
-  otherwise), `cat` (stdin; no file on the image: "No such file or directory", exit 1).
+  otherwise), `cat` (stdin; a file on a volume the twin backs — container_files.py —, else "No such file or
+  directory", exit 1), `find` over those volumes.
 - `sh -c SCRIPT` and `sh` reading commands from stdin: container_shell.py's subset of sh.
 - anything else: the container runtime's "executable file not found in $PATH" (`NotFound`).
 
@@ -30,6 +31,7 @@ from typing import Callable
 
 from drills.core.clock import parse_iso
 from drills.twin.controllers.nodeutil import parse_quantity
+from drills.twin.workloads import container_files
 from drills.twin.workloads.accept_tools import nvidia_smi_list
 from drills.twin.workloads.container_shell import Output, Program, Shell
 
@@ -57,22 +59,27 @@ class _Container:
     spec: dict
     node: dict | None
     now: float  # twin epoch seconds
+    files: dict = field(default_factory=dict)  # mountPath → host directory (container_files.mounts)
 
     @property
     def flavour(self) -> str:
         return "busybox" if (self.spec.get("image") or "").rsplit("/", 1)[-1].startswith("busybox") else "debian"
 
 
-def run(command: list[str], pod: dict, container: str, node: dict | None, now: float) -> Output:
+def run(command: list[str], pod: dict, container: str, node: dict | None, now: float,
+        volume_dir: "container_files.VolumeDir | None" = None) -> Output:
     """Run `command` (stdin not attached) in `container` of `pod` on `node`: what it prints, its exit code."""
-    return start(command, pod, container, node, now, stdin=False).output
+    return start(command, pod, container, node, now, stdin=False, volume_dir=volume_dir).output
 
 
-def start(command: list[str], pod: dict, container: str, node: dict | None, now: float, stdin: bool) -> "Session":
-    """A started exec; raises NotFound when `command[0]` is not on the image."""
+def start(command: list[str], pod: dict, container: str, node: dict | None, now: float, stdin: bool,
+          volume_dir: "container_files.VolumeDir | None" = None) -> "Session":
+    """A started exec; raises NotFound when `command[0]` is not on the image. `volume_dir` backs the pod's
+    volumes with host directories (the twin's store), for `find` and `cat FILE`."""
     if not command:
         raise NotFound("")
-    box = _Container(pod, next(c for c in pod["spec"]["containers"] if c["name"] == container), node, now)
+    spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+    box = _Container(pod, spec, node, now, container_files.mounts(pod, spec, volume_dir))
     exe, args = _base(command[0]), command[1:]
     shell = Shell(lambda name: _program(box, name), _env(box))
     if exe in SHELLS:
@@ -205,6 +212,8 @@ def _ls(box: _Container, args: list[str], stdin: bytes) -> Output:
 def _cat(box: _Container, args: list[str], stdin: bytes) -> Output:
     if not args:
         return Output(stdin)
+    if box.files:
+        return container_files.cat(box.files, args)
     return Output(b"", "".join(f"cat: {path}: No such file or directory\n" for path in args).encode(), 1)
 
 
@@ -239,6 +248,7 @@ _PROGRAMS: dict[str, Callable[[_Container, list[str], bytes], Output]] = {
     "gzip": lambda box, args, stdin: Output(gzip.compress(stdin, mtime=0)),
     "ls": _ls,
     "cat": _cat,
+    "find": lambda box, args, stdin: container_files.find(box.files, args),
     "env": _env_program,
     "printenv": _env_program,
     "hostname": lambda box, args, stdin: _text(box.pod["metadata"]["name"] + "\n"),

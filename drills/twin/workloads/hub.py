@@ -58,6 +58,11 @@ class WorkloadHub:
             self._store = CheckpointStore(root, self.contention_slowdown)
         return self._store
 
+    def volume_dir(self, volume: dict) -> Path | None:
+        """The host directory backing a pod volume: every PersistentVolumeClaim is the checkpoint store (as the fio
+        pods see it); anything else (emptyDir, hostPath) is node-local and holds nothing another pod can read."""
+        return self.store.root if "persistentVolumeClaim" in (volume or {}) else None
+
     @property
     def modelled_store(self) -> bool:
         """Whether the profile asks for the mounted store with a modelled bandwidth (storefs)."""

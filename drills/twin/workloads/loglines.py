@@ -135,11 +135,22 @@ def socket_fallback(w: Worker, peer_ip: str, socket_ifname: str, nranks: int, ve
                                                     ib_lost=True)
 
 
+def nvswitch_fatal(w: Worker, t: float) -> str:
+    """An NVSwitch fatal error as NVIDIA Fabric Manager logs it (its user guide's `[ERROR] [tid N] detected NVSwitch
+    fatal error …` shape), relayed into a worker's log by a node-health tail: no reader of this project classifies
+    it, so the drill must not call the job healthy on it."""
+    from datetime import datetime, timezone
+
+    d = datetime.fromtimestamp(t, timezone.utc)
+    return (f"[{d:%b %d %Y %H:%M:%S}] [ERROR] [tid 1405] detected NVSwitch fatal error 20034 on fid 0 on NVSwitch "
+            f"pci bus id 00000000:87:00.0 physical id 3 port 20 ({w.host})")
+
+
 def driver_xid(w: Worker, t: float) -> str:
     """The driver's Xid as the kernel logs it, relayed into a worker's log (a node-health tail, a launcher that
     echoes dmesg): Xid 74, an NVLink error, in the wording of the line AWS's HyperPod resiliency guide injects into
-    /var/log/messages to test node replacement (awsome-distributed-training, resiliency docs). No reader classifies
-    it; the job trains on."""
+    /var/log/messages to test node replacement (awsome-distributed-training, resiliency docs). The GPU reader
+    classifies it (drills.measure.loggpu); the job trains on."""
     from datetime import datetime, timezone
 
     d = datetime.fromtimestamp(t, timezone.utc)

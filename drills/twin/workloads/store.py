@@ -1,8 +1,10 @@
-"""The twin's checkpoint store: a directory under the state dir with one marker file per checkpoint.
-
-`<state>/<storage.store_dir>/<namespace>/<job>/step-<N>.json` holds what a real checkpoint's
-metadata would (step, when it was saved, how long the save took, its size). A marker appears only
-when the save completed, so "the latest checkpoint" is what a restarted job can really resume from.
+"""The twin's checkpoint store: a directory under the state dir with each job's checkpoints in its framework's
+real layout (store_layout: Megatron's `iter_N/` + `latest_checkpointed_iteration.txt`, DeepSpeed's `global_stepN/` +
+`latest`, the HF Trainer's `tmp-checkpoint-N/` renamed to `checkpoint-N/`, Lightning's `.ckpt`, DCP's `step-N/` +
+`.metadata`) under `<state>/<storage.store_dir>/<namespace>/<job>/` — the directory the job's pods mount (seed.py).
+A save writes its shards when it starts (`begin`) and its completion evidence when it ends (`save`), so a save cut
+off by a node loss leaves what a real one leaves, and "the latest checkpoint" is what the framework's own resume
+picks (`latest`).
 
 Mounted with a modelled bandwidth (storefs, profile `storage.io_bandwidth_mb_s`), the markers live in
 the backing directory and a save slows down by what the model gives one more client. Otherwise the
@@ -13,18 +15,17 @@ is using the store, and `save_factor()` is then the profile's `contention_slowdo
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import time
 from pathlib import Path
 
-__all__ = ["CheckpointStore", "MARKER"]
+from drills.twin.workloads import store_layout
+
+__all__ = ["CheckpointStore"]
 
 log = logging.getLogger(__name__)
 
-MARKER = re.compile(r"^step-(\d+)\.json$")
 LOAD_WINDOW_S = 2.0  # wall seconds: fio and the probe touch their files far more often than this
 _SCAN_LIMIT = 2000  # files looked at per check: a huge foreign tree must not stall the controller
 
@@ -37,6 +38,8 @@ class CheckpointStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.contention_slowdown = contention_slowdown
         self.model = None  # storefs.StoreModel when the store is mounted with a modelled bandwidth
+        self.jobs: set[tuple[str, str]] = set()  # (namespace, job) of the jobs that saved here
+        self.saved: dict[tuple[str, str], list[int]] = {}  # the steps whose saves completed, in order
 
     def save_factor(self) -> float:
         """How many times longer a save takes now: what the mounted store's model gives one more client,
@@ -63,16 +66,17 @@ class CheckpointStore:
         return False
 
     def _foreign_entries(self) -> list[Path]:
-        """Top-level entries that are not a namespace of jobs (those hold only step-N.json markers)."""
+        """Top-level entries that are not a namespace of the jobs' own checkpoint directories (nor their temp files)."""
         out = []
         try:
             entries = list(self.root.iterdir())
         except OSError:
             return out
+        namespaces = {ns for ns, _ in self.jobs}
         for entry in entries:
             try:
-                ours = entry.is_dir() and not entry.name.startswith(".") and all(
-                    sub.is_dir() and all(MARKER.match(f.name) or f.name.endswith(".tmp") for f in sub.iterdir())
+                ours = entry.is_dir() and entry.name in namespaces and all(
+                    (entry.name, sub.name) in self.jobs or (sub.name.startswith(".") and sub.name.endswith(".tmp"))
                     for sub in entry.iterdir())
             except OSError:
                 ours = False
@@ -83,31 +87,27 @@ class CheckpointStore:
     def job_dir(self, namespace: str, job: str) -> Path:
         return self.root / namespace / job
 
+    def begin(self, namespace: str, job: str, step: int, layout: str = "twin") -> None:
+        """A save of `step` started: its framework's directory and shards appear, without completion evidence."""
+        self.jobs.add((namespace, job))
+        store_layout.begin(self.job_dir(namespace, job), layout, step)
+
     def save(self, namespace: str, job: str, step: int, saved_at: float, duration_s: float, size_gib: float,
-             path: str) -> Path:
-        """Write the marker of a completed checkpoint (atomically: a reader never sees half a file)."""
+             path: str, layout: str = "twin") -> Path:
+        """The save of `step` completed: its framework's completion evidence, written last."""
+        self.jobs.add((namespace, job))
         directory = self.job_dir(namespace, job)
-        directory.mkdir(parents=True, exist_ok=True)
-        target = directory / f"step-{step}.json"
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps({"job": job, "namespace": namespace, "step": step, "saved_at": saved_at,
-                                   "duration_s": round(duration_s, 3), "size_gib": size_gib, "path": path}) + "\n")
-        os.replace(tmp, target)
-        return target
+        self.saved.setdefault((namespace, job), []).append(step)
+        store_layout.complete(directory, layout, step, {"saved_at": saved_at, "duration_s": round(duration_s, 3),
+                                                        "size_gib": size_gib, "path": path})
+        return directory
 
-    def steps(self, namespace: str, job: str) -> list[int]:
-        directory = self.job_dir(namespace, job)
-        if not directory.is_dir():
-            return []
-        return sorted(int(m.group(1)) for m in (MARKER.match(p.name) for p in directory.iterdir()) if m)
+    def forget(self, namespace: str, job: str, step: int, layout: str = "twin") -> None:
+        """Lose `step`'s completion evidence (defect lost-last-save): the framework's pointer back one save."""
+        previous = [s for s in self.saved.get((namespace, job), []) if s < step]
+        self.saved[(namespace, job)] = previous
+        store_layout.forget_completion(self.job_dir(namespace, job), layout, step, previous[-1] if previous else None)
 
-    def latest(self, namespace: str, job: str) -> int | None:
-        """The newest completed checkpoint's step, or None."""
-        steps = self.steps(namespace, job)
-        return steps[-1] if steps else None
-
-    def read(self, namespace: str, job: str, step: int) -> dict | None:
-        try:
-            return json.loads((self.job_dir(namespace, job) / f"step-{step}.json").read_text())
-        except (OSError, ValueError):
-            return None
+    def latest(self, namespace: str, job: str, layout: str = "twin") -> int | None:
+        """The step the job's framework resumes from (what it finds complete), or None."""
+        return store_layout.resume_step(self.job_dir(namespace, job), layout)

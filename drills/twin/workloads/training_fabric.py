@@ -68,6 +68,8 @@ class FabricEffects:
     def _segments(self, t0: float, t1: float) -> list[tuple[float, float]]:
         run = self.run
         points = {t0, run.compute_from}
+        if getattr(self, "blocked_until", None) is not None:
+            points.add(self.blocked_until)  # a blocking save ends: the training loop goes on
         for v in self._views():
             if v.up < v.total:
                 points.update({v.changed_at, v.changed_at + self.fabric.convergence_delay,

@@ -90,6 +90,9 @@ class JobSim(FabricEffects):
         self.last_save_step = spec.initial_checkpoint or 0
         self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")
         self.after_done: set[str] = set()  # the once-per-job after-disruption defects already played (oom, error_line)
+        self.layout = spec.log_format  # the framework's checkpoint layout on the store (store_layout)
+        self.run_saved: list[int] = []  # saves completed by the current run (the initial ones for the first)
+        self.blocked_until: float | None = None  # a save that blocks the training loop ends then (blocks_training)
 
     # -- derived -----------------------------------------------------------------------------------
     @property
@@ -106,7 +109,7 @@ class JobSim(FabricEffects):
 
     def factor(self, t: float) -> float:
         run = self.run
-        if run is None or t < run.compute_from:
+        if run is None or t < run.compute_from or (self.blocked_until is not None and t < self.blocked_until):
             return 0.0
         after = self.spec.after_resume.throughput_factor if run.resumed else 1.0
         return self.phase_at(t).factor * self.transport_factor(run.transport) * after
@@ -161,13 +164,18 @@ class JobSim(FabricEffects):
         if previous > 0:  # a job under way has saved before: its log shows the interval between saves
             at = now - behind - self.interval * spec.step_time
             path = self.fmt.checkpoint_path(self.base_path, previous)
+            if self.store.latest(self.ns, self.name, self.layout) is None:
+                self.store.save(self.ns, self.name, previous, at, self.save_s, spec.checkpoint.size_gib, path,
+                                layout=self.layout)
             out.add(at - self.save_s, self.progress_pods(), self.fmt.save_started(previous, path, at - self.save_s))
             out.add(at, self.progress_pods(), self.fmt.save_done(previous, path, at - self.save_s, at))
         if ckpt is not None:
             saved_at = now - behind
             path = self.fmt.checkpoint_path(self.base_path, ckpt)
-            if self.store.latest(self.ns, self.name) is None:
-                self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path)
+            if self.store.latest(self.ns, self.name, self.layout) in (None, previous):
+                self.store.save(self.ns, self.name, ckpt, saved_at, self.save_s, spec.checkpoint.size_gib, path,
+                                layout=self.layout)
+                self.run_saved.append(ckpt)
             out.add(saved_at - self.save_s, self.progress_pods(), self.fmt.save_started(ckpt, path, saved_at - self.save_s))
             out.add(saved_at, self.progress_pods(), self.fmt.save_done(ckpt, path, saved_at - self.save_s, saved_at))
             self.truth.record("training", self.subject, "checkpoint_saved", at=saved_at, step=ckpt,
@@ -178,7 +186,7 @@ class JobSim(FabricEffects):
     def _resume(self, now: float, load_s: float, nranks: int, out: Output) -> bool:
         """Resume from the latest checkpoint; False when loading it crashed the job (defect broken-resume)."""
         run, spec = self.run, self.spec
-        latest = self.store.latest(self.ns, self.name) if spec.checkpoint.persistent else None
+        latest = self.store.latest(self.ns, self.name, self.layout) if spec.checkpoint.persistent else None
         step = latest or 0
         path = self.fmt.checkpoint_path(self.base_path, step)
         if latest is not None and not spec.checkpoint.loadable:
@@ -242,8 +250,14 @@ class JobSim(FabricEffects):
                 out.add(now, [pod], L.peer_lost_warn(run.workers[pod], peer))
         self.fault_step = math.floor(self.progress.step) if self.progress else None
         self.fault_at = now
+        if not self.spec.checkpoint.durable and self.run_saved and lost:  # defect lost-last-save
+            gone = self.run_saved[-1]
+            self.store.forget(self.ns, self.name, gone, layout=self.layout)
+            self.truth.record("training", self.subject, "checkpoint_lost", at=now, step=gone)
+        self.run_saved = []
+        self.blocked_until = None
         self.truth.record("training", self.subject, "fault", at=now, cause=cause, step_at_fault=self.fault_step,
-                          latest_checkpoint=self.store.latest(self.ns, self.name), run=self.run.rid)
+                          latest_checkpoint=self.store.latest(self.ns, self.name, self.layout), run=self.run.rid)
         self.saves.clear()
         self.run = None
         self._carry(now)
@@ -260,14 +274,24 @@ class JobSim(FabricEffects):
         if crash:
             now = run.crash_at
         self._net_transitions(now, out)
-        prog.segments = self._segments(prog.t, now)
-        for k, t in prog.advance(now, self.filter):
-            if k % self.interval == 0 and k > self.last_save_step:
-                self._start_save(k, t, out)
-            if k % self.filter.every == 0 or k in self.filter.forced:
-                out.add(t, self.progress_pods(), self._step_text(k, t))
-            self._step_truth(k, t)
-        self._finish_saves(now, out)
+        while True:  # a save that blocks the training loop stops the steps until it is written
+            prog.segments = self._segments(prog.t, now)
+            blocked = False
+            for k, t in prog.advance(now, self.filter):
+                if k % self.interval == 0 and k > self.last_save_step:
+                    self._start_save(k, t, out)
+                    blocked = self.fmt.blocks_training
+                    if blocked:
+                        self.blocked_until = self.saves[-1][2]
+                if k % self.filter.every == 0 or k in self.filter.forced:
+                    out.add(t, self.progress_pods(), self._step_text(k, t))
+                self._step_truth(k, t)
+                if blocked:
+                    prog.step, prog.t = float(k), t
+                    break
+            self._finish_saves(now, out)
+            if not blocked:
+                break
         self._after_disruption(now, out)
         if crash:  # defect crash-after-resume: the resumed run dies on its own, every time
             texts = {pod: L.gpu_xid(w, 31) for pod, w in run.workers.items()}
@@ -338,7 +362,8 @@ class JobSim(FabricEffects):
 
     def _after_disruption(self, now: float, out: Output) -> None:
         """Defects oom-after-resume (the kernel kills one worker's container: exit 137, OOMKilled, nothing in its
-        log) and unclassified-error-after-resume (a driver Xid line no reader classifies; training goes on)."""
+        log), unclassified-error-after-resume (an error line no reader classifies) and gpu-error-after-resume (the
+        driver's Xid 74, which the GPU reader classifies); training goes on."""
         run = self.run
         victim = sorted(run.workers)[-1]
         for kind, at in self._after_due():
@@ -349,8 +374,11 @@ class JobSim(FabricEffects):
                 out.crashes.append((victim, 137, "OOMKilled", "oom-after-resume"))
                 self.truth.record("training", self.subject, "worker_oom_killed", at=at, pod=victim)
             else:
-                out.add(at, [victim], L.driver_xid(run.workers[victim], at))
-                self.truth.record("training", self.subject, "driver_xid_printed", at=at, pod=victim)
+                xid = self.spec.after_resume.error_line == "xid"
+                line = (L.driver_xid if xid else L.nvswitch_fatal)(run.workers[victim], at)
+                out.add(at, [victim], line)
+                self.truth.record("training", self.subject, "driver_xid_printed" if xid else "error_line_printed",
+                                  at=at, pod=victim)
 
     def _step_truth(self, k: int, t: float) -> None:
         rec = self.truth.record
@@ -367,13 +395,16 @@ class JobSim(FabricEffects):
         duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
+        self.store.begin(self.ns, self.name, k, layout=self.layout)
         out.add(t, self.progress_pods(), self.fmt.save_started(k, self.fmt.checkpoint_path(self.base_path, k), start))
 
     def _finish_saves(self, now: float, out: Output) -> None:
         while self.saves and self.saves[0][2] <= now:
             k, start, done = self.saves.pop(0)
             path = self.fmt.checkpoint_path(self.base_path, k)
-            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path)
+            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path,
+                            layout=self.layout)
+            self.run_saved.append(k)
             out.add(done, self.progress_pods(), self.fmt.save_done(k, path, start, done))
             self.truth.record("training", self.subject, "checkpoint_saved", at=done, step=k,
                               duration_s=round(done - start, 3))
@@ -399,7 +430,7 @@ class JobSim(FabricEffects):
             "training", self.subject,
             baseline_samples_per_s=round(self.baseline, 3), nominal_samples_per_s=self.spec.samples_per_second,
             step=math.floor(self.progress.step) if self.progress else None,
-            checkpoint=self.store.latest(self.ns, self.name), checkpoint_interval_steps=self.interval,
+            checkpoint=self.store.latest(self.ns, self.name, self.layout), checkpoint_interval_steps=self.interval,
             running=run is not None, run=self.runs, transport=run.transport if run else None,
             network_phase=run.phase.name if run else None, step_at_fault=self.fault_step,
             pods=sorted(run.pods) if run else [], log_every_steps=self.filter.every,

@@ -46,6 +46,9 @@ class TrainLog:
 
     name = "twin"
     load_module = "/workspace/checkpointing.py"  # where the resume crash's traceback goes through
+    # whether a save stops the training loop until it is written (the HF Trainer and Lightning save inside the
+    # loop; Megatron's async save, DeepSpeed's engine and DCP's async_save let it go on in the twin's model)
+    blocks_training = False
 
     def checkpoint_path(self, base: str, step: int) -> str:
         return f"{base.rstrip('/')}/step-{step}"
@@ -164,13 +167,18 @@ class HfTrainer(TrainLog):
         return [f"{{'loss': {loss:.4f}, 'grad_norm': {grad:.16f}, 'learning_rate': {_lr(k, total)!r}, "
                 f"'epoch': {epoch:.2f}}}", _tqdm("", k, total, step_time)]
 
-    def save_done(self, k, path, started, done):
-        # the Trainer prints these when the save is on disk as far as the drills can tell (the twin's store)
-        return [f"{_hf(started, 2103)}Saving model checkpoint to {path}",
-                f"{_hf(done, 430)}Configuration saved in {path}/config.json",
-                f"{_hf(done, 1074)}Model weights saved in {path}/pytorch_model.bin"]
+    blocks_training = True
 
     def save_started(self, k, path, t):
+        # v4.36 stages a save in tmp-checkpoint-N (renamed when done) and logs the staging dir as the save begins;
+        # nothing is printed when it ends (trainer.py `_save_checkpoint`)
+        staging = path.rsplit("/", 1)
+        staging = f"{staging[0]}/tmp-{staging[1]}" if len(staging) == 2 else f"tmp-{path}"
+        return [f"{_hf(t, 2103)}Saving model checkpoint to {staging}",
+                f"{_hf(t, 430)}Configuration saved in {staging}/config.json",
+                f"{_hf(t, 1074)}Model weights saved in {staging}/model.safetensors"]
+
+    def save_done(self, k, path, started, done):
         return []
 
     def resume_started(self, k, path, t, rank):
@@ -262,12 +270,15 @@ class Lightning(TrainLog):
     def step(self, k, t, loss, samples_per_s, step_time, total):
         return [_tqdm("Epoch 0: ", k, total, step_time, f", v_num=0, train_loss={loss:.3f}]")]
 
-    def save_started(self, k, path, t):
-        return []
+    blocks_training = True
 
-    def save_done(self, k, path, started, done):
+    def save_started(self, k, path, t):
+        # ModelCheckpoint logs this, then saves (`_update_best_and_save`); nothing when the save ends
         return [f"Epoch 0, global step {k}: 'train_loss' reached {1.5 + 1000 / (k + 1000):.5f} "
                 f"(best {1.5 + 1000 / (k + 1000):.5f}), saving model to '{path}' as top 1"]
+
+    def save_done(self, k, path, started, done):
+        return []
 
     def resume_started(self, k, path, t, rank):
         return [f"Restoring states from the checkpoint path at {path}"]

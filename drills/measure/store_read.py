@@ -1,0 +1,126 @@
+"""Reading the job's checkpoint store: the listing and pointer files `ckpt_store.read_store` judges, taken from a
+short-lived read-only pod that mounts the job's own volume (`find DIR -maxdepth 2 -type d|f`, `cat` of the
+pointers, over exec), or from a directory this machine mounts (profile `checkpoint_store.read: path`).
+
+`reader_mounts(pod, container, store_dir)` finds the volume the job's checkpoint directory lies on in one of the
+job's pods (the deepest `mountPath` above it) and returns the volumes and mounts a reader pod needs to see the
+very same directory at the very same path — or why it cannot: the directory is on no volume (the container's own
+file system), or on a node-local one (emptyDir, hostPath), which no other pod reads. Identity is the job's own:
+the reader mounts what the job mounts, never a volume named elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from drills.core.kube import Cluster
+from drills.measure.ckpt_store import Entry, StoreReading, parse_find, pointer_files, read_store
+
+__all__ = ["ReaderMounts", "reader_mounts", "read_through_pod", "read_local", "MAX_DEPTH"]
+
+log = logging.getLogger(__name__)
+
+MAX_DEPTH = 2  # the checkpoint directories and the files directly in them: every completion marker is there
+_SHARED = ("persistentVolumeClaim", "nfs", "csi", "cephfs", "glusterfs", "iscsi", "fc", "azureFile")
+
+
+@dataclass(frozen=True)
+class ReaderMounts:
+    volumes: list[dict]
+    mounts: list[dict]
+    volume: str  # "pvc/ckpt-store (subPath ai-platform/llm-finetune-8b)" — what the reading was taken from
+    problem: str | None = None
+
+
+def reader_mounts(pod: dict, container: str | None, store_dir: str) -> ReaderMounts:
+    """The volume and mount a reader pod needs to see `store_dir` as the job's container sees it."""
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    box = next((c for c in containers if c.get("name") == container), containers[0] if containers else {})
+    target = "/" + store_dir.strip("/")
+    best = None
+    for m in box.get("volumeMounts") or []:
+        path = "/" + (m.get("mountPath") or "").strip("/")
+        if (target == path or target.startswith(path.rstrip("/") + "/")) and (best is None or len(path) > len(best[0])):
+            best = (path, m)
+    if best is None:
+        return ReaderMounts([], [], "", f"the checkpoint directory {store_dir} is on no volume of the job's pods "
+                                        "(the container's own file system): no other pod can read it, and it "
+                                        "does not outlive the pod")
+    mount = best[1]
+    volume = next((v for v in spec.get("volumes") or [] if v.get("name") == mount.get("name")), None)
+    if volume is None:
+        return ReaderMounts([], [], "", f"the job's pods mount a volume {mount.get('name')!r} they do not declare")
+    kind = next((k for k in volume if k != "name"), "?")
+    if kind not in _SHARED:
+        return ReaderMounts([], [], kind, f"the checkpoint directory {store_dir} is on a node-local {kind} volume "
+                                          f"({mount.get('name')}): no other pod reads it, and it is lost with the "
+                                          "node")
+    what = (f"pvc/{volume[kind].get('claimName')}" if kind == "persistentVolumeClaim" else f"{kind} volume "
+            f"{mount.get('name')}") + (f" (subPath {mount['subPath']})" if mount.get("subPath") else "")
+    keep = {k: mount[k] for k in ("name", "mountPath", "subPath", "subPathExpr") if k in mount}
+    return ReaderMounts([volume], [keep], what)
+
+
+def read_through_pod(cluster: Cluster, namespace: str, pod: str, store_dir: str, framework: str,
+                     volume: str) -> StoreReading:
+    """List `store_dir` in the reader pod and judge it; a failed exec is a reading with its `problem`."""
+    root = "/" + store_dir.strip("/")
+    at = cluster.clock.iso(cluster.clock.now())
+    source = f"store listing of {root} on {volume}, read by pod {namespace}/{pod} @ {at}"
+    outputs = []
+    for kind in ("d", "f"):
+        code, out, err = _exec(cluster, namespace, pod, ["find", root, "-maxdepth", str(MAX_DEPTH), "-type", kind])
+        if code != 0:
+            return StoreReading(None, (), source, f"`find {root}` in the reader pod failed (exit {code}): "
+                                                  f"{(err or out).strip()[:200] or 'no output'}")
+        outputs.append(out)
+    entries = parse_find(root, *outputs)
+    contents = {}
+    for name in pointer_files(entries):
+        code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
+        if code == 0:
+            contents[name] = out
+    return read_store(entries, contents, framework, source)
+
+
+def read_local(path: str, framework: str, at: str) -> StoreReading:
+    """The same reading of a directory this machine mounts."""
+    source = f"store listing of {path} (mounted here) @ {at}"
+    if not os.path.isdir(path):
+        return StoreReading(None, (), source, f"{path} is not a directory here")
+    entries: list[Entry] = []
+    for dirpath, dirs, files in os.walk(path):
+        rel = os.path.relpath(dirpath, path)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        if depth >= MAX_DEPTH:
+            dirs[:] = []
+            continue
+        entries += [Entry(os.path.normpath(os.path.join(rel, d)), True) for d in dirs]
+        entries += [Entry(os.path.normpath(os.path.join(rel, f)), False) for f in files]
+    contents = {}
+    for name in pointer_files(entries):
+        try:
+            with open(os.path.join(path, name), encoding="utf-8", errors="replace") as fh:
+                contents[name] = fh.read(4096)
+        except OSError:
+            pass
+    return read_store(entries, contents, framework, source)
+
+
+def _exec(cluster: Cluster, namespace: str, pod: str, command: list[str]) -> tuple[int, str, str]:
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    try:
+        run = stream(cluster.core.connect_get_namespaced_pod_exec, pod, namespace, command=command, stderr=True,
+                     stdin=False, stdout=True, tty=False, _preload_content=False)
+        run.run_forever(timeout=60)
+        out, err = run.read_stdout() or "", run.read_stderr() or ""
+        code = run.returncode
+        run.close()
+    except (ApiException, OSError, ValueError) as err:  # the exec never ran: say so, never guess
+        return 255, "", f"exec failed: {err}"
+    return (255 if code is None else code), out, err

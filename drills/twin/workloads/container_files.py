@@ -1,0 +1,90 @@
+"""Files a simulated container sees on its volumes: `find` and `cat FILE` over the volumes the twin backs with a
+directory (a PersistentVolumeClaim: the twin's checkpoint store, as for the fio pods), each at its `mountPath`
+(with its `subPath`). The image's own file system is not modelled: a path on no such volume does not exist.
+
+Output as busybox prints it: `find PATH [-maxdepth N] [-type d|f]` one path a line, the start first, a directory
+before what it holds; a missing path `find: PATH: No such file or directory`, exit 1. `cat FILE…` the files' bytes;
+a missing one `cat: can't open 'FILE': No such file or directory`, exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from drills.twin.workloads.container_shell import Output
+
+__all__ = ["mounts", "find", "cat", "VolumeDir"]
+
+VolumeDir = Callable[[dict], "Path | None"]  # a pod volume → the host directory backing it (None: not backed)
+
+
+def mounts(pod: dict, spec: dict, volume_dir: VolumeDir | None) -> dict[str, Path]:
+    """mountPath → host directory, for the container's mounts of volumes the twin backs."""
+    if volume_dir is None:
+        return {}
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    out = {}
+    for m in spec.get("volumeMounts") or []:
+        host = volume_dir(volumes.get(m.get("name"), {}))
+        if host is not None and m.get("mountPath"):
+            out[m["mountPath"].rstrip("/") or "/"] = host / (m.get("subPath") or "")
+    return out
+
+
+def find(where: dict[str, Path], args: list[str]) -> Output:
+    start, depth, kind = (args[0] if args and not args[0].startswith("-") else "."), None, None
+    rest = args[1:] if args and not args[0].startswith("-") else args
+    i = 0
+    while i < len(rest):
+        if rest[i] == "-maxdepth" and i + 1 < len(rest) and rest[i + 1].isdigit():
+            depth, i = int(rest[i + 1]), i + 2
+        elif rest[i] == "-type" and i + 1 < len(rest) and rest[i + 1] in ("d", "f"):
+            kind, i = rest[i + 1], i + 2
+        else:
+            return Output(b"", f"find: unrecognized: {rest[i]}\n".encode(), 1)
+    host = _host(where, start)
+    if host is None or not host.exists():
+        return Output(b"", f"find: {start}: No such file or directory\n".encode(), 1)
+    lines = []
+    for path, is_dir, level in _walk(host, start.rstrip("/") or "/", 0, depth):
+        if kind is None or (kind == "d") == is_dir:
+            lines.append(path)
+    return Output("".join(f"{p}\n" for p in lines).encode())
+
+
+def cat(where: dict[str, Path], args: list[str]) -> Output:
+    out, err, code = b"", b"", 0
+    for path in args:
+        host = _host(where, path)
+        try:
+            if host is None:
+                raise FileNotFoundError
+            out += host.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            err += f"cat: can't open '{path}': No such file or directory\n".encode()
+            code = 1
+    return Output(out, err, code)
+
+
+def _host(where: dict[str, Path], path: str) -> Path | None:
+    """The host path of `path` in the container, on the deepest mount it lies under."""
+    path = "/" + path.strip("/")
+    for mount in sorted(where, key=len, reverse=True):
+        if path == mount or path.startswith(mount.rstrip("/") + "/"):
+            return where[mount] / path[len(mount):].lstrip("/")
+    return None
+
+
+def _walk(host: Path, shown: str, level: int, depth: int | None):
+    is_dir = host.is_dir()
+    yield shown, is_dir, level
+    if not is_dir or (depth is not None and level >= depth):
+        return
+    try:
+        names = sorted(os.listdir(host))
+    except OSError:
+        return
+    for name in names:
+        yield from _walk(host / name, f"{shown.rstrip('/')}/{name}", level + 1, depth)

@@ -1,0 +1,67 @@
+"""The resume judged against the store's latest complete checkpoint, the log's claim cross-checked
+(drills/verdicts/training.py judge_resumed): each way the two keys can disagree, and a store that cannot be read."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from drills.measure.checkpoint import TrainingRecovery
+from drills.measure.ckpt_store import Entry, StoreReading, read_store
+from drills.verdicts.timeline import Timeline
+from drills.verdicts.training import judge_resumed
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def _megatron(tracker: int, *iters: int) -> StoreReading:
+    entries = [Entry(f"iter_{i:07d}", True) for i in iters] + [Entry(TRACKER, False)]
+    return read_store(entries, {TRACKER: str(tracker)}, source="store listing of /ckpt/job by pod ai/ckpt-reader-1")
+
+
+def _rec(resumed, log_latest, store=None, read="pod", step_at_fault=7610, **kw) -> TrainingRecovery:
+    return TrainingRecovery(timeline=Timeline(injected=T0), step_at_fault=step_at_fault, latest_checkpoint=log_latest,
+                            resumed_step=resumed, first_step=None, new_nodes=(), ended=None, job_phase="Running",
+                            retry_count=0, store=store, store_read=read, **kw)
+
+
+def test_store_and_log_agree_and_the_job_resumed_from_it_passes_citing_the_store():
+    v = judge_resumed(_rec(6000, 6000, _megatron(6000, 4500, 6000)))
+    assert v.passed and "the store's latest complete checkpoint is 6000 (iter_0006000" in v.reason
+    assert "ckpt-reader-1" in v.reason and "as the log says" in v.reason
+
+
+def test_a_log_that_misses_a_newer_complete_save_cannot_make_a_stale_resume_pass():
+    v = judge_resumed(_rec(6000, 6000, _megatron(7500, 4500, 6000, 7500)))  # the log saw only 6000
+    assert not v.passed and not v.inconclusive and v.target == 7500.0
+    assert "stale checkpoint" in v.reason and "newer than the latest save its log shows (6000)" in v.reason
+
+
+def test_a_save_the_log_reports_but_the_store_does_not_hold_complete_fails_judged_against_the_store():
+    v = judge_resumed(_rec(6000, 7500, _megatron(6000, 6000, 7500)))  # tracker never moved on to 7500
+    assert not v.passed and not v.inconclusive
+    assert "reports checkpoint 7500 saved but the store holds it incomplete (iter_0007500" in v.reason
+    assert "the job resumed from 6000" in v.reason
+
+
+def test_an_unreadable_store_makes_a_log_pass_inconclusive_naming_why():
+    store = StoreReading(None, (), "pod spec of w-0", "the checkpoint directory /ckpt/x is on a node-local emptyDir volume")
+    v = judge_resumed(_rec(6000, 6000, store))
+    assert v.inconclusive and not v.passed and "node-local emptyDir" in v.reason
+
+
+def test_an_unreadable_store_never_turns_a_failure_into_anything_else():
+    store = StoreReading(None, (), "", "the store reader pod could not run: x")
+    v = judge_resumed(_rec(None, 6000, store, restarted_from=1))
+    assert not v.passed and not v.inconclusive and v.reason.startswith("restarted from step 0")
+    assert "could not be read" in v.reason
+
+
+def test_a_profile_that_says_the_store_is_not_readable_is_judged_on_the_log_and_says_so():
+    v = judge_resumed(_rec(6000, 6000, None, read="none"))
+    assert v.passed and "judged on the log alone" in v.reason
+
+
+def test_a_checkpoint_past_the_step_at_the_fault_was_saved_after_the_resume_and_is_not_the_truth():
+    v = judge_resumed(_rec(6000, 6000, _megatron(7500, 4500, 6000, 7500), step_at_fault=6210))
+    assert v.passed and "latest complete checkpoint is 6000" in v.reason
