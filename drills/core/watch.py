@@ -73,8 +73,11 @@ class EventMerger:
         self._watches[source] = WatchSource(list_fn, args, kwargs)
         self._start(source, self._run_watch, source, list_fn, args, kwargs)
 
-    def follow_log(self, source: str, core, name: str, namespace: str, container: str | None = None) -> bool:
-        """Follow a pod's log with timestamps (LOG events, one per line); once per source. True if started."""
+    def follow_log(self, source: str, core, name: str, namespace: str, container: str | None = None,
+                   previous_first: bool = False) -> bool:
+        """Follow a pod's log with timestamps (LOG events, one per line); once per source. True if started.
+        `previous_first`: the container has restarted before the follow began — what its previous instance wrote
+        (`previous=true`, kept by the kubelet) is delivered first, or it would never be read."""
         if source in self._logs:
             return False
         kwargs = {"container": container} if container else {}
@@ -84,7 +87,7 @@ class EventMerger:
                                                 **kwargs, **more)
 
         self._logs[source] = LogSource(read)
-        self._start(source, self._run_follow, source)
+        self._start(source, self._run_follow, source, read if previous_first else None)
         return True
 
     def events(self, deadline_ts: float, tick_wall_s: float = 1.0) -> Iterator[WatchEvent | None]:
@@ -231,9 +234,11 @@ class EventMerger:
                 self._queue.put(WatchEvent(name, "LOG", line, now))
             source.took(lines)
 
-    def _run_follow(self, source: str) -> None:
+    def _run_follow(self, source: str, previous: Callable | None = None) -> None:
         follow = self._logs[source]
         try:
+            if previous is not None:
+                self._deliver_previous(source, previous)
             resp = follow.read(follow=True)
             index = 0
             try:
@@ -251,6 +256,26 @@ class EventMerger:
                 self._queue.put(WatchEvent(source, "END", None, time.monotonic()))
         finally:
             follow.finished.set()
+
+
+    def _deliver_previous(self, source: str, read: Callable) -> None:
+        """The previous container instance's log, once, before the current one's (not counted by the source's
+        catch-up: that reads the current instance)."""
+        try:
+            resp = read(previous=True)
+            try:
+                text = resp.data.decode("utf-8", "replace")
+            finally:
+                resp.release_conn()
+        except Exception as err:  # no previous instance (400), or the pod is gone: nothing to add
+            log.debug("previous log of %s: %s", source, short_reason(err))
+            return
+        lines = text.split("\n")
+        lines.pop()
+        with self._lock:
+            now = time.monotonic()
+            for line in lines:
+                self._queue.put(WatchEvent(source, "LOG", line, now))
 
 
 def retry_at(clock: Clock, deadline_ts: float) -> float:

@@ -145,6 +145,8 @@ class TrainingMonitor:
         self._state = JobState()
         self._merger: EventMerger | None = None
         self._readers: dict[str, LogReader] = {}  # pod uid → its log's reader (state across lines)
+        self._followed: dict[str, int] = {}  # "log:<uid>" → the restart count of the instance followed last
+        self._lines_seen: dict[str, set[str]] = {}  # pod uid → the raw lines (with their timestamps) taken
         self._nccl: list[tuple[str, TrainingEvent]] = []  # (pod uid, event): transport lines and warnings
         self._samples: list[tp.Sample] = []  # step lines with their throughput
         self.pods_seen: dict[str, dict] = {}  # pod name → its latest object (the reader mounts what they mount)
@@ -340,7 +342,7 @@ class TrainingMonitor:
         elif event.source == "killing" and event.type != "DELETED" and isinstance(event.obj, dict):
             self._state.take_killing(event.obj)
         elif event.source.startswith("log:") and event.type == "LOG":
-            self._take_line(event.source[4:], event.obj)
+            self._take_line(event.source[4:].split("#", 1)[0], event.obj)  # every instance's lines, one reader
         elif event.type == "ERROR":
             log.warning("training monitor stream %s failed: %s", event.source, event.obj)
 
@@ -349,10 +351,30 @@ class TrainingMonitor:
         if isinstance(event.obj, dict) and event.type != "DELETED":
             self.pods_seen[obj_get(event.obj, "metadata", "name", default="?")] = event.obj
         if worker is not None and worker.phase == "Running" and not worker.gone and self._merger is not None:
-            self._merger.follow_log(f"log:{worker.uid}", self.cluster.core, worker.name, self.workload.namespace,
-                                    self.workload.container)
+            self._follow(worker, event.obj if isinstance(event.obj, dict) else {})
+
+    def _follow(self, worker, pod: dict) -> None:
+        """Follow each container instance of a worker: a container restarted in place (OOMKilled, restartPolicy
+        OnFailure) ends its log follow, so its next instance is followed anew, and the instance that ended is read
+        once more (`previous`, which the kubelet keeps): a follow that began late — the monitor is behind its
+        events, or the restart came between two of them — would otherwise never read what it printed. Lines read
+        twice are taken once (`_take_line`); an instance between two restarts seen as one is not read."""
+        statuses = obj_get(pod, "status", "containerStatuses", default=None) or []
+        mine = next((c for c in statuses if c.get("name") == self.workload.container), statuses[0] if statuses else {})
+        restarts = int(mine.get("restartCount") or 0)
+        first = f"log:{worker.uid}" not in self._followed
+        source = f"log:{worker.uid}" if first else f"log:{worker.uid}#{restarts}"
+        if not first and self._followed[f"log:{worker.uid}"] >= restarts:
+            return
+        self._followed[f"log:{worker.uid}"] = restarts
+        self._merger.follow_log(source, self.cluster.core, worker.name, self.workload.namespace,
+                                self.workload.container, previous_first=restarts > 0)
 
     def _take_line(self, uid: str, line: str) -> None:
+        seen = self._lines_seen.setdefault(uid, set())
+        if line in seen:  # an instance's log read twice (its follow and, after a restart, `previous`): once
+            return
+        seen.add(line)
         reader = self._readers.get(uid)
         if reader is None:
             reader = self._readers[uid] = LogReader(self.format)

@@ -46,7 +46,8 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
         assert {c["name"]: c["verdict"] for c in rec["details"]["checks"]} == {
             "fault effect": "pass", "rescheduled": "pass", "resumed checkpoint": "pass", "lost steps": "pass",
             "transport": "pass", "throughput": "pass", "recovery": "pass",
-            "learning": "pass", "worker containers": "pass", "log health": "pass"}  # the job's health, 3 ways
+            "learning": "pass", "worker containers": "pass", "log errors": "pass",
+            "log health": "pass"}  # the job's health, 4 ways
         assert rec["details"]["loss_readings_after"] > 0 and not rec["details"]["container_exits"]
         caught_up = _ts(rec["phases"]["caught_up"]) - _ts(rec["phases"]["injected"])
         assert caught_up <= TARGET_S and rec["details"]["stable_for_s"] >= rec["details"]["stability_s"]

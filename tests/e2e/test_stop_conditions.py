@@ -40,11 +40,15 @@ def test_unschedulable_beyond_the_guard_aborts_and_reverts(twin_factory, tmp_pat
     assert {"kind": "node", "target": LOST, "ok": True, "error": None} in reverts, reverts
     assert all(r["ok"] for r in reverts) and {r["kind"] for r in reverts} <= {"node", "store-reader"}, reverts
     assert schedulable(node(twin, LOST))
-    journal = [json.loads(line) for line in (tmp_path / "r" / "abort" / "journal.jsonl").read_text().splitlines()]
-    at = {(e["op"], e["id"].split("-")[0]): datetime.fromisoformat(e["at"].replace("Z", "+00:00"))
-          for e in journal if "at" in e}
-    reverted_after_s = (at[("close", "node")] - at[("injected", "node")]).total_seconds()
-    assert reverted_after_s < 2.0, reverted_after_s  # at once (a drill that runs its course takes far longer)
+    # at once, in cluster time (the twin's audit of the node's patches: the cordon, then the uncordon) — a drill
+    # that runs its course keeps the node cordoned for many minutes; the journal entry itself closes only after
+    # the revert's settle period and read-back (fixtures/guard.py)
+    audit = [json.loads(line) for line in (Path(twin.state_dir) / "audit.jsonl").read_text().splitlines()]
+    patches = [a["twinTime"] for a in audit if a["resource"] == "nodes" and a["name"] == LOST
+               and a["verb"] == "patch" and not a["subresource"] and a["code"] == 200]
+    assert len(patches) >= 2, patches
+    reverted_after_s = patches[1] - patches[0]
+    assert reverted_after_s < 120.0, reverted_after_s
 
 
 def test_a_guard_that_holds_changes_nothing(twin_factory, tmp_path):
