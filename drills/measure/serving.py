@@ -150,6 +150,16 @@ class ServingMonitor:
                          lambda e: ready_addresses(e) > len(serving),
                          deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.service}")
 
+    def readiness(self) -> tuple[int, int, int]:
+        """Now, read once: (the Deployment's desired replicas, pods Ready, pods Ready and in the Service's
+        endpoints) — the steady-state reading of the serving side (drills/measure/steady.py)."""
+        dep = self._deployment()
+        desired = int(obj_get(dep, "spec", "replicas", default=1))
+        pods = [p for p in self._pods() if _ready(p) and not obj_get(p, "metadata", "deletionTimestamp")]
+        listed = endpoint_pods(self._endpoints())
+        serving = [p for p in pods if _name(p) in listed or obj_get(p, "status", "podIP") in listed]
+        return desired, len(pods), len(serving)
+
     def recovery(self, baseline: ServingBaseline, record: dict, buckets: Callable[[], list[Bucket]], *,
                  deadline_ts: float, settle_s: float, window_s: float,
                  on_phase: Callable[[str, datetime], None] | None = None,
