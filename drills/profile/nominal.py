@@ -48,7 +48,7 @@ class NominalThroughput(Strict):
     history: int | None = Field(None, ge=1, le=100)
     unit: Literal["samples/s", "steps/s"] = "samples/s"
     min_ratio: Ratio = 0.8  # (0, 1]: a job at 19 % of nominal is not nominal; 0.8 leaves room for noise
-    window_s: _bounded(10.0, 3600.0) = 60.0  # cluster seconds of recent step lines the reading is the median of
+    window_s: _bounded(10.0, 3600.0) = 120.0  # cluster seconds of recent step lines the reading is the median of
 
     @model_validator(mode="after")
     def _one_source(self) -> "NominalThroughput":

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from drills.core.clock import Clock
+
 __all__ = ["Reading", "Hypothesis", "throughput_reading", "restart_reading", "replicas_reading", "uplink_reading",
            "store_reading", "unobserved"]
 
@@ -77,7 +79,7 @@ class Hypothesis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"when": self.when, "drill": self.drill, "nominal": self.nominal,
-                "at": self.at and self.at.isoformat(), "readings": [r.to_dict() for r in self.readings]}
+                "at": self.at and Clock.iso(self.at), "readings": [r.to_dict() for r in self.readings]}
 
 
 def throughput_reading(measured: float | None, unit: str, source: str, nominal: float | None, nominal_source: str,
