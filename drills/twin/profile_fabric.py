@@ -89,6 +89,9 @@ class PortFaults(Strict):
     answer_after: Duration = 0.0  # a line that changed a port is answered this long after the change
     idle_uplinks: int = Field(default=0, ge=0)  # each leaf's first N uplinks are up but outside ECMP: no traffic
     lossy_nodes: list[str] = []  # the leaf ports facing these nodes run without PFC and ECN (a missed RoCE config)
+    # leaf → indexes of its uplinks that are admin down when the twin starts (shut for maintenance and never
+    # brought back): the fabric is degraded before any drill (defect uplink-down-before-drill)
+    down_at_start: dict[str, list[int]] = {}
 
 
 class Fabric(Strict):

@@ -48,6 +48,13 @@ class FabricComponent:
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy))
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
+        for leaf, indexes in faults.down_at_start.items():  # a port left down before any drill (a defect)
+            if leaf not in self.handle.fabric.switch_names:
+                continue  # a leaf of another twin profile's fabric
+            ups = self.handle.fabric.spec(leaf).uplinks
+            for i in indexes:
+                if i < len(ups):
+                    self.handle.fabric.set_admin(leaf, ups[i].iface, False, source="left down before the drill")
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),
                 "switch_key": str(h.key_file)}
