@@ -40,6 +40,7 @@ class SteadyContext:
     twin_info: dict | None = None
     reports_dir: Path | None = None  # this run's directory; its parent holds the earlier runs
     store_dir: Callable[[], str] | None = None
+    write_probe: bool = True  # False (`drills validate`: writes nothing): the store is not probed, and says so
 
 
 def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime | None = None) -> Hypothesis | None:
@@ -225,6 +226,9 @@ def _store(ctx: SteadyContext, nominal_mb_s: float, ratio: float) -> Reading:
     from drills.measure.storage_io import probe_series
 
     st = ctx.profile.storage
+    if not ctx.write_probe:
+        return store_reading(None, "not probed: `drills validate` writes nothing (the drill probes the store before "
+                             "its fault)", nominal_mb_s, ratio, withheld=True)
     try:
         directory = ctx.store_dir() if ctx.store_dir else None
     except Exception as err:  # noqa: BLE001

@@ -36,6 +36,7 @@ class Reading:
     source: str  # where the value was read: "pods/log ai-platform/llm-finetune-8b-worker-0 (12 step lines …)"
     ok: bool | None
     detail: str = ""  # what the value means, when a number alone does not say it
+    withheld: bool = False  # deliberately not read (`drills validate` writes no store probe): unknown, not failed
 
     @property
     def observed(self) -> bool:
@@ -49,7 +50,7 @@ class Reading:
 
     def to_dict(self) -> dict[str, Any]:
         return {"facet": self.facet, "value": self.value, "unit": self.unit, "expected": self.expected,
-                "source": self.source, "ok": self.ok, "detail": self.detail}
+                "source": self.source, "ok": self.ok, "detail": self.detail, "withheld": self.withheld}
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,17 @@ class Hypothesis:
     def off(self) -> tuple[Reading, ...]:
         return tuple(r for r in self.readings if r.ok is not True)
 
+    def off_sentence(self) -> str:
+        """Every reading that is not nominal, one clause each (value, source, expected)."""
+        return "; ".join(r.sentence() for r in self.off)
+
     def reason(self) -> str:
         """One sentence naming every reading that is not nominal (value, source, expected)."""
         if self.nominal:
             return f"steady state {self.when} the drill: nominal ({len(self.readings)} reading(s))"
         head = ("the platform was not nominal before the fault, so nothing was injected"
                 if self.when == "before" else "the platform was not back to nominal after the revert")
-        return f"{head}: " + "; ".join(r.sentence() for r in self.off)
+        return f"{head}: {self.off_sentence()}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"when": self.when, "drill": self.drill, "nominal": self.nominal,
@@ -136,12 +141,13 @@ def uplink_reading(switch: str, interface: str, admin_up: bool | None, oper_up: 
                    admin_up and oper_up, detail=state)
 
 
-def store_reading(measured_mb_s: float | None, source: str, nominal_mb_s: float, min_ratio: float) -> Reading:
+def store_reading(measured_mb_s: float | None, source: str, nominal_mb_s: float, min_ratio: float,
+                  withheld: bool = False) -> Reading:
     """The store's write bandwidth as a checkpoint-shaped probe measures it, against its nominal."""
     floor = min_ratio * nominal_mb_s
     expected = f"≥ {_num(floor)} MB/s ({min_ratio:g} × nominal {_num(nominal_mb_s)} MB/s)"
     if measured_mb_s is None:
-        return Reading("store bandwidth", None, "MB/s", expected, source, None)
+        return Reading("store bandwidth", None, "MB/s", expected, source, None, withheld=withheld)
     return Reading("store bandwidth", round(measured_mb_s, 1), "MB/s", expected, source, measured_mb_s >= floor)
 
 

@@ -60,6 +60,12 @@ EFFECTS = {
     "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
+    # broken before the fault (issue 30): the steady state is not nominal when the drill begins
+    "degraded-before-drill": lambda p: _job(p).first_run.throughput_factor == 0.2,
+    "restarted-before-drill": lambda p: _job(p).first_run.crash_after == 0,
+    "scaled-down-deployment": lambda p: _infer(p).replicas == 1,
+    "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
+    "store-no-headroom": lambda p: p.storage.contention_slowdown == 8 and p.storage.io_bandwidth_mb_s == 100,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)
