@@ -118,10 +118,17 @@ def read_last_restart(cluster, workload) -> tuple[datetime | None, str, str]:
     except ApiException as err:
         return None, "", f"jobs.batch.volcano.sh {subject}: not readable ({err.status})"
     status = job.get("status") or {}
-    for cond in status.get("conditions") or ():
-        if cond.get("status") == "Restarting" and cond.get("lastTransitionTime"):
-            found.append((parse_iso(cond["lastTransitionTime"]), f"the job restarted (retryCount "
-                          f"{status.get('retryCount', '?')})", f"jobs.batch.volcano.sh {subject} status.conditions"))
+    conditions = sorted((parse_iso(c["lastTransitionTime"]), c.get("status")) for c in status.get("conditions") or ()
+                        if c.get("lastTransitionTime"))
+    restarts = [i for i, (_, phase) in enumerate(conditions) if phase == "Restarting"]
+    if restarts:  # a restart ends when the job runs again: "steady for M minutes" counts from then
+        last = restarts[-1]
+        back = next((at for at, phase in conditions[last:] if phase == "Running"), None)
+        at = back or conditions[last][0]
+        what = (f"the job restarted (retryCount {status.get('retryCount', '?')}) and has run again since "
+                f"{at.isoformat()}," if back else f"the job restarted (retryCount {status.get('retryCount', '?')}) and "
+                "is not Running again yet; it began restarting")
+        found.append((at, what, f"jobs.batch.volcano.sh {subject} status.conditions"))
     for pod in _job_pods(cluster, workload):
         for cs in (pod.get("status") or {}).get("containerStatuses") or ():
             ended = ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt")

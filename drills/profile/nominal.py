@@ -16,6 +16,9 @@ or a promise; the readings come from the cluster in this run.
         inference-pod-kill: {inference_replicas: 2}   # every one Ready and in the Service's endpoints
         switch-uplink: {uplinks_up: true} # every uplink of the job's leaves admin and oper up
         storage-saturation: {store_bandwidth_mb_s: 40, store_min_ratio: 0.8}
+
+A drill the profile does not list gets the facets that need no site figure (no worker restart in the last
+10 minutes; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}` opts out.
 """
 
 from __future__ import annotations
@@ -103,5 +106,18 @@ class NominalConfig(Strict):
         return drills
 
     def of(self, drill: str) -> NominalState | None:
-        return self.drills.get(drill)
+        """The drill's declared nominal state; undeclared, the facets that need no site figure (no worker
+        restart in the last 10 minutes, the job's uplinks up) — a site opts out with an empty mapping."""
+        if drill in self.drills:
+            return self.drills[drill]
+        return _DEFAULTS.get(drill)
+
+
+# What nominal means when a profile declares nothing for a drill: only facets with no number to assume (a
+# throughput, a replica count or a bandwidth is the site's to declare, never guessed here).
+_DEFAULTS = {
+    "gpu-node-loss": NominalState(no_worker_restart_s=600.0),
+    "switch-uplink": NominalState(no_worker_restart_s=600.0, uplinks_up=True),
+    "storage-saturation": NominalState(no_worker_restart_s=600.0),
+}
 

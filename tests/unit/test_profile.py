@@ -65,7 +65,8 @@ EFFECTS = {
     "restarted-before-drill": lambda p: _job(p).first_run.crash_after == 0,
     "scaled-down-deployment": lambda p: _infer(p).replicas == 1,
     "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
-    "store-no-headroom": lambda p: p.storage.contention_slowdown == 8 and p.storage.io_bandwidth_mb_s == 100,
+    "late-crash-after-resume": lambda p: _job(p).after_resume.crash_after == 330,
+    "store-no-headroom": lambda p: p.storage.io_bandwidth_mb_s == 50 and p.storage.client_bandwidth_mb_s == 40,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)
