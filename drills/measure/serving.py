@@ -55,6 +55,7 @@ class ServingBaseline:
     desired: int
     ready: int
     pods: dict[str, str]
+    in_service: tuple[str, ...] = ()  # the Ready pods the Service's endpoints listed (the load reaches these)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ class ServingMonitor:
             if desired and len(serving) >= desired and \
                     int(obj_get(dep, "status", "readyReplicas", default=0) or 0) >= desired:
                 return ServingBaseline(self.workload.deployment, self.workload.namespace, desired, len(pods),
-                                       {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods})
+                                       {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods},
+                                       tuple(sorted(_name(p) for p in serving)))
             if clock.timestamp() >= deadline:
                 outside = "" if len(serving) == len(pods) else \
                     f" and only {len(serving)} in service {self.workload.service}'s endpoints"

@@ -12,13 +12,13 @@ or a promise; the readings come from the cluster in this run.
       drills:
         gpu-node-loss:
           training_throughput: {value: 256, unit: samples/s, min_ratio: 0.8}   # or {history: 5}
-          no_worker_restart_s: 10m        # no worker restart in the last 10 minutes (1 s … 24 h)
+          no_worker_restart_s: 30m        # no worker restart in the last 30 minutes (1 s … 24 h)
         inference-pod-kill: {inference_replicas: 2}   # every one Ready and in the Service's endpoints
         switch-uplink: {uplinks_up: true} # every uplink of the job's leaves admin and oper up
         storage-saturation: {store_bandwidth_mb_s: 40, store_min_ratio: 0.8}
 
 A drill the profile does not list gets the facets that need no site figure (no worker restart in the last
-10 minutes; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}` opts out.
+30 minutes; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}` opts out.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class NominalConfig(Strict):
 
     def of(self, drill: str) -> NominalState | None:
         """The drill's declared nominal state; undeclared, the facets that need no site figure (no worker
-        restart in the last 10 minutes, the job's uplinks up) — a site opts out with an empty mapping."""
+        restart in the last 30 minutes, the job's uplinks up) — a site opts out with an empty mapping."""
         if drill in self.drills:
             return self.drills[drill]
         return _DEFAULTS.get(drill)
@@ -116,8 +116,8 @@ class NominalConfig(Strict):
 # What nominal means when a profile declares nothing for a drill: only facets with no number to assume (a
 # throughput, a replica count or a bandwidth is the site's to declare, never guessed here).
 _DEFAULTS = {
-    "gpu-node-loss": NominalState(no_worker_restart_s=600.0),
-    "switch-uplink": NominalState(no_worker_restart_s=600.0, uplinks_up=True),
-    "storage-saturation": NominalState(no_worker_restart_s=600.0),
+    "gpu-node-loss": NominalState(no_worker_restart_s=1800.0),
+    "switch-uplink": NominalState(no_worker_restart_s=1800.0, uplinks_up=True),
+    "storage-saturation": NominalState(no_worker_restart_s=1800.0),
 }
 
