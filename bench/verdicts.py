@@ -88,7 +88,7 @@ def main() -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="verdicts-") as tmp:
         for row in chosen:
-            run_id = row.defect
+            run_id = f"{row.defect}-{row.drill}"  # a defect may break several drills
             done = subprocess.run([sys.executable, "-m", "drills.cli", "run", *row.args(), "--no-html",
                                    "--reports", tmp, "--run-id", run_id], cwd=REPO, capture_output=True, text=True)
             path = Path(tmp) / run_id / "records.jsonl"
