@@ -36,7 +36,7 @@ def steady_checks(cluster, profile, drills, twin_info: dict | None, store_dir: s
         if not off:
             out.append(Check(name, True, "nominal: " + "; ".join(r.sentence() for r in hypothesis.readings)))
         elif all(r.withheld for r in off):  # only what validate does not read (the store probe): a warning
-            out.append(Check(name, True, "; ".join(r.sentence() for r in hypothesis.readings), warn=True))
+            out.append(Check(name, False, "; ".join(r.sentence() for r in hypothesis.readings), warn=True))
         else:
             out.append(Check(name, False, f"not nominal, the drill would inject nothing: {hypothesis.off_sentence()}",
                              transient=True))
