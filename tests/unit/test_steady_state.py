@@ -119,3 +119,6 @@ def test_lost_progress_with_no_observed_interval_is_inconclusive_not_a_fail_nor_
                            checkpoint_interval=None, interval_source="not observed: the log shows only step 6000 saved")
     verdict = judge_lost_progress(rec, 2000)
     assert verdict.inconclusive and "checkpoint interval was not observed (not observed: the log shows" in verdict.reason
+    over = judge_lost_progress(TrainingRecovery(Timeline(), 204150, 200000, 200000, 200001, (), None, None, None,
+                                                checkpoint_interval=None, interval_source="not observed"), 2000)
+    assert not over.passed and not over.inconclusive and "4150 steps lost" in over.reason  # observed: that fails it
