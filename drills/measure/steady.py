@@ -146,12 +146,24 @@ def read_last_restart(cluster, workload) -> tuple[datetime | None, str, str]:
 def history_nominal(reports_dir: Path | None, job: str, last: int) -> tuple[float | None, str]:
     """The median of the baseline throughput the last `last` passed runs recorded for `job` ("ns/name"),
     from the reports folder's records; (None, why) when fewer than `last` runs recorded one."""
-    from drills.report.records import run_history
+    from drills.report.records import load_run
 
     if reports_dir is None or not Path(reports_dir).parent.is_dir():
         return None, "no reports folder to read the history from"
+    this = Path(reports_dir).resolve()
+    runs = []
+    for child in sorted(this.parent.iterdir()):  # the earlier runs (this one may have no record yet)
+        if child.is_symlink() or not child.is_dir() or child.resolve() == this or not (child / "records.jsonl").exists():
+            continue
+        try:
+            run = load_run(child)
+        except Exception as err:  # noqa: BLE001 — an unreadable run is no history, named in the log
+            log.warning("history: %s not read: %s", child, err)
+            continue
+        if not run.dry_run and run.started is not None:
+            runs.append(run)
     figures: list[tuple[str, float]] = []
-    for run in run_history(Path(reports_dir)):
+    for run in sorted(runs, key=lambda r: (r.started, r.run_id)):
         for rec in run.records:
             base = rec.details.get("baseline_throughput")
             if rec.passed and rec.details.get("job") == job and isinstance(base, (int, float)) and base > 0:

@@ -122,3 +122,26 @@ def test_lost_progress_with_no_observed_interval_is_inconclusive_not_a_fail_nor_
     over = judge_lost_progress(TrainingRecovery(Timeline(), 204150, 200000, 200000, 200001, (), None, None, None,
                                                 checkpoint_interval=None, interval_source="not observed"), 2000)
     assert not over.passed and not over.inconclusive and "4150 steps lost" in over.reason  # observed: that fails it
+
+
+def test_a_history_nominal_is_the_median_of_the_last_passed_runs_baselines(tmp_path):
+    import json
+
+    from drills.measure.steady import history_nominal
+
+    def run(name: str, hour: int, base: float, verdict: str = "pass") -> None:
+        (tmp_path / name).mkdir()
+        rec = {"drill": "gpu-node-loss", "verdict": verdict, "run_id": name, "wall_started": f"2026-01-01T{hour:02d}:00:00Z",
+               "category": None if verdict == "pass" else "slo_breach",
+               "details": {"job": "ai-platform/llm-8b", "baseline_throughput": base}}
+        (tmp_path / name / "records.jsonl").write_text(json.dumps(rec) + "\n")
+
+    run("r1", 1, 250.0)
+    run("r2", 2, 51.0, verdict="fail")  # a degraded run's baseline never becomes nominal
+    run("r3", 3, 256.0)
+    run("r4", 4, 260.0)
+    (tmp_path / "now").mkdir()
+    value, source = history_nominal(tmp_path / "now", "ai-platform/llm-8b", 3)
+    assert value == 256.0 and "median of the last 3 passed runs' baselines (r1, r3, r4)" in source
+    missing, why = history_nominal(tmp_path / "now", "ai-platform/llm-8b", 5)
+    assert missing is None and "only 3 passed run(s)" in why
