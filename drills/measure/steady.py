@@ -242,7 +242,8 @@ def _uplinks(ctx: SteadyContext) -> list[Reading]:
 
 
 def _store(ctx: SteadyContext, nominal_mb_s: float, ratio: float) -> Reading:
-    from drills.measure.storage_io import probe_series
+    from drills.measure.checkpoint_io import probe_write_s
+    from drills.measure.storage_io import MB
 
     st = ctx.profile.storage
     if not ctx.write_probe:
@@ -254,13 +255,14 @@ def _store(ctx: SteadyContext, nominal_mb_s: float, ratio: float) -> Reading:
         return store_reading(None, f"the checkpoint store: {str(err).splitlines()[0]}", nominal_mb_s, ratio)
     if not directory:
         return store_reading(None, "the checkpoint store: not known", nominal_mb_s, ratio)
-    try:
-        series = probe_series(directory, st.probe_size_mb, st.probe_shards, repeats=3)
+    try:  # write-only: the drill's own probe must be the first to read back (a store may corrupt its first read)
+        runs = [probe_write_s(directory, st.probe_size_mb * MB, st.probe_shards) for _ in range(3)]
     except Exception as err:  # noqa: BLE001
-        return store_reading(None, f"checkpoint probe of {directory}: {str(err).splitlines()[0]}", nominal_mb_s, ratio)
-    source = (f"checkpoint probe of {directory} ({st.probe_size_mb} MB in {st.probe_shards} shards, median write of "
-              f"{len(series.runs)})")
-    return store_reading(series.write_mb_s, source, nominal_mb_s, ratio)
+        return store_reading(None, f"write probe of {directory}: {str(err).splitlines()[0]}", nominal_mb_s, ratio)
+    mb_s = st.probe_size_mb * MB / statistics.median(runs) / MB if statistics.median(runs) > 0 else None
+    source = (f"write probe of {directory} ({st.probe_size_mb} MB in {st.probe_shards} shards, fsync, median of "
+              f"{len(runs)})")
+    return store_reading(mb_s, source, nominal_mb_s, ratio)
 
 
 def _job_pods(cluster, workload) -> list[dict]:
