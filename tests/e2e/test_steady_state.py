@@ -69,6 +69,27 @@ def test_a_platform_broken_before_the_fault_gets_nothing_injected(broken_before)
     assert not journal.exists() or '"op":"open"' not in journal.read_text().replace(" ", "")
 
 
+def test_a_job_that_restarted_just_before_the_drill_gets_nothing_injected(tmp_path):
+    """Its workers crashed as the twin started and Volcano restarted it; the drill begins some 15 minutes later."""
+    (row,) = [r for r in rows("training") if r.defect == "restarted-before-drill"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "restarted")
+    (rec,) = records(tmp_path / "restarted")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    restart = _reading(rec, "worker restarts")
+    assert restart["ok"] is False and restart["value"] < 1800 and "status.conditions" in restart["source"]
+    assert _reading(rec, "training throughput")["ok"] is True  # the job trains normally again: only the restart tells
+
+
+def test_a_store_with_no_headroom_is_rehearsed_and_fails_under_saturation(tmp_path):
+    """The counterpart of slow-store (broken before the fault, refused above): nominal at rest, it breaks only
+    under the fault, so the drill runs and fails it."""
+    (row,) = [r for r in rows("storage") if r.defect == "store-no-headroom"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "headroom")
+    (rec,) = records(tmp_path / "headroom")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    assert rec["details"]["steady_state"]["before"]["nominal"] is True and rec["phases"]["injected"]
+
+
 def test_a_platform_not_restored_after_the_revert_fails(tmp_path):
     """The resumed job passes the drill's 5-minute stability window, then crashes 5½ minutes in: the re-check
     after the revert and the settle period sees the restart."""
