@@ -21,7 +21,8 @@ from drills.core.clock import parse_iso
 from drills.verdicts.steady import (Hypothesis, Reading, replicas_reading, restart_reading, store_reading,
                                     throughput_reading, unobserved, uplink_reading)
 
-__all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal"]
+__all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal",
+           "last_restored", "cluster_key"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
         readings.append(_throughput(ctx, nominal.training_throughput))
     if nominal.no_worker_restart_s is not None:
         at, what, source = read_last_restart(ctx.cluster, training)
-        readings.append(restart_reading(at, what, source, now, nominal.no_worker_restart_s, since))
+        readings.append(restart_reading(at, what, source, now, nominal.no_worker_restart_s, since,
+                                        verified=last_restored(ctx.reports_dir, ctx.twin_info)))
     if nominal.inference_replicas is not None:
         readings.append(_replicas(ctx, nominal.inference_replicas))
     if nominal.uplinks_up:
@@ -142,6 +144,33 @@ def read_last_restart(cluster, workload) -> tuple[datetime | None, str, str]:
                           "condition) and its pods' containerStatuses (no restart)")
     at, what, source = max(found, key=lambda f: f[0])
     return at, what, source
+
+
+def last_restored(run_dir: Path | None, twin_info: dict | None = None) -> datetime | None:
+    """When an earlier drill of this run, on this very cluster, last found the platform back to nominal after its
+    revert (cluster time, from this run's records.jsonl); None when none did. A fresh twin per scenario is another
+    cluster with its own clock: its records never excuse this one's restarts."""
+    cluster = cluster_key(twin_info)
+    path = Path(run_dir) / "records.jsonl" if run_dir else None
+    if path is None or not path.exists():
+        return None
+    found = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            details = json.loads(line).get("details") or {}
+        except ValueError:
+            continue
+        after = (details.get("steady_state") or {}).get("after") or {}
+        if details.get("twin_state") == cluster and after.get("nominal") is True and after.get("at"):
+            found.append(parse_iso(after["at"]))
+    return max(found) if found else None
+
+
+def cluster_key(twin_info: dict | None) -> str | None:
+    """Which twin a record drilled, as the recorder notes it (`details.twin_state`); None on a real cluster."""
+    if not twin_info:
+        return None
+    return twin_info.get("report_dir") or str(twin_info.get("kubeconfig", "")).rsplit("/", 1)[0]
 
 
 def history_nominal(reports_dir: Path | None, job: str, last: int) -> tuple[float | None, str]:

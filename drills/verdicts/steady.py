@@ -104,8 +104,10 @@ def throughput_reading(measured: float | None, unit: str, source: str, nominal: 
 
 
 def restart_reading(last_restart: datetime | None, what: str, source: str, now: datetime, window_s: float,
-                    since: datetime | None = None) -> Reading:
-    """No worker restart in the last `window_s` (and none after `since`, the revert, when given)."""
+                    since: datetime | None = None, verified: datetime | None = None) -> Reading:
+    """No worker restart in the last `window_s` (and none after `since`, the revert, when given). `verified`: when
+    an earlier drill of this run last found the platform back to nominal after its revert — a restart before
+    that was that drill's own, already checked restored (drills run one after another on one cluster)."""
     expected = f"no worker restart in the last {_dur(window_s)}"
     if since is not None:
         expected += " nor after the revert"
@@ -114,8 +116,10 @@ def restart_reading(last_restart: datetime | None, what: str, source: str, now: 
     ago = (now - last_restart).total_seconds()
     # after the revert the drill's own restart is expected: only one after the revert counts
     recent = ago < window_s if since is None else last_restart > since
-    return Reading("worker restarts", round(ago, 1), "s ago", expected, source, not recent,
-                   detail=f"{what} {_dur(ago)} ago")
+    detail = f"{what} {_dur(ago)} ago"
+    if recent and since is None and verified is not None and last_restart <= verified:
+        recent, detail = False, f"{detail}, by an earlier drill of this run, found back to nominal after it"
+    return Reading("worker restarts", round(ago, 1), "s ago", expected, source, not recent, detail=detail)
 
 
 def replicas_reading(ready_serving: int | None, ready: int | None, desired: int | None, expected_n: int,

@@ -45,6 +45,11 @@ def test_a_recent_restart_breaks_the_hypothesis_before_and_only_a_later_one_afte
     reverted = NOW - timedelta(minutes=1)
     assert restart_reading(ten_min_ago, "the drill's own", "job", NOW, 1800.0, since=reverted).ok is True
     assert restart_reading(NOW - timedelta(seconds=20), "a crash", "job", NOW, 1800.0, since=reverted).ok is False
+    # drills one after another on one cluster: the earlier drill's own restart, verified restored after it
+    earlier = restart_reading(ten_min_ago, "the job restarted", "job", NOW, 1800.0, verified=NOW - timedelta(minutes=2))
+    assert earlier.ok is True and "by an earlier drill of this run" in earlier.sentence()
+    later = restart_reading(ten_min_ago, "the job restarted", "job", NOW, 1800.0, verified=NOW - timedelta(minutes=20))
+    assert later.ok is False  # a restart after the last verified restore is not excused
 
 
 def test_replicas_uplinks_and_the_store_each_judged_against_their_nominal():
