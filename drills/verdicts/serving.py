@@ -47,7 +47,12 @@ def judge_fault_target(killed: Sequence[str], served_before: Mapping[str, int] |
             said = ", ".join(f"{p} answered {n}" for p, n in sorted(answered.items()))
             return Verdict("fault target", True, float(len(answered)), 1.0, "pods",
                            f"fault target: the load measured the killed pods ({said} request(s) before the kill)")
-        others = ", ".join(f"{p} ({n})" for p, n in sorted(served_before.items())) or "no replica named"
+        if not served_before:
+            return Verdict("fault target", False, 0.0, 1.0, "pods", inconclusive=True, reason=
+                           f"inconclusive: the load's answers before the kill named no replica (the endpoint's replica "
+                           f"header was absent), so nothing ties the killed pods ({', '.join(killed)}) to what the load "
+                           "measured; check workloads.inference.replica_header")
+        others = ", ".join(f"{p} ({n})" for p, n in sorted(served_before.items()))
         return Verdict("fault target", False, 0.0, 1.0, "pods", inconclusive=True, reason=
                        f"inconclusive: none of the killed pods ({', '.join(killed)}) answered the load before the "
                        f"kill (the answers named: {others}), so the fault did not reach what the load measures")

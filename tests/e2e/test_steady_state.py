@@ -125,3 +125,17 @@ def test_a_flood_of_a_store_the_job_does_not_write_to_proves_nothing(tmp_path):
 
 def _reading(rec: dict, facet: str) -> dict:
     return next(r for r in rec["details"]["steady_state"]["before"]["readings"] if r["facet"] == facet)
+
+
+def test_a_kill_the_load_cannot_be_tied_to_proves_nothing(tmp_path):
+    """Class 3, inference: the site names a replica header the endpoint never sends, so no answer says which pod
+    served it; the killed pod cannot be shown to be one the load measured (it got PASS before issue 30)."""
+    profile = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    profile["workloads"]["inference"]["replica_header"] = "x-served-by"
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    done = drills("run", "-m", "inference", "-k", "kill_one", "--profile", str(path), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "header")
+    (rec,) = records(tmp_path / "header")
+    assert (rec["verdict"], rec["category"]) == ("inconclusive", "no_effect"), (rec["reason"], done.stdout)
+    assert "named no replica" in rec["reason"] and rec["details"]["served_before_kill"] == {}

@@ -86,6 +86,8 @@ def test_the_killed_pods_must_be_what_the_load_measured():
     assert hit.passed and "p-1 answered 12" in hit.reason
     miss = judge_fault_target(["decoy-1"], {"p-1": 12}, ("p-1",), "svc")
     assert miss.inconclusive and "none of the killed pods (decoy-1) answered the load" in miss.reason
+    unnamed = judge_fault_target(["p-1"], {}, ("p-1", "p-2"), "svc")  # a header configured, never answered
+    assert unnamed.inconclusive and "named no replica" in unnamed.reason
     no_header = judge_fault_target(["p-1"], None, ("p-1", "p-2"), "svc")
     assert no_header.passed and "which pod answered is not observed" in no_header.reason
     outside = judge_fault_target(["x-1"], None, ("p-1",), "svc")
