@@ -111,6 +111,9 @@ def _against(prof, drills: set[str], twin_info: dict | None, *, context: str | N
     try:
         if cluster is not None:
             out += settle(lambda: cluster_checks(cluster, prof, drills, twin_info), settle_s)
+            from drills.validate.steady import steady_checks  # the drills' steady-state hypotheses, read only
+
+            out += steady_checks(cluster, prof, drills, twin_info)  # once the cluster checks settled
         if "switch-uplink" in drills:
             out += switch_checks(prof, twin_info)
         if "storage-saturation" in drills:

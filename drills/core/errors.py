@@ -46,6 +46,11 @@ class CheckFailed(DrillError):
     """A check could not measure what it was asked to (not a verdict: see SloViolated)."""
 
 
+class NotNominal(CheckFailed):
+    """The platform was not in its nominal steady state (the profile's `nominal:`) before the first fault:
+    nothing was injected (drills.measure.steady; the record says each reading)."""
+
+
 class ToolOutputError(CheckFailed):
     """A tool's output (nvidia-smi, dcgmi, nccl-tests, perftest, ibstat, gpu-burn) is not what that tool
     prints, or stops before the figures a check needs: an acceptance check reads it as a no-go."""

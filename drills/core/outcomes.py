@@ -82,6 +82,7 @@ TABLE: Mapping[tuple[Outcome, Category | None], Presentation] = {
     (V.FAIL, C.STORAGE_IO):                   Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.DIVERGED):                     Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.WORKER_FAILED):                Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.NOT_RESTORED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.REVERT_FAILED):                Presentation(1, _F, _FAILURE, "revert_failed", False),
     (V.FAIL, C.CHECK_FAILED):                 Presentation(1, _B, _ERROR, "fail", False),
     (V.FAIL, C.INJECTOR_FAILED):              Presentation(2, _B, _ERROR, "fail", False),

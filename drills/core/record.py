@@ -62,6 +62,7 @@ class Category(str, enum.Enum):
     INJECTOR_FAILED = "injector_failed"  # InjectionFailed
     BAD_INPUT = "bad_input"  # InvalidProfile, UnsafeTarget: refused before any change
     REVERT_FAILED = "revert_failed"  # RevertFailed, or a revert the guard reported as failed
+    NOT_RESTORED = "not_restored"  # reverted, but the steady state was not back to nominal after the settle period
     CHECK_FAILED = "check_failed"  # after injecting: a check could not measure, or failed outside a judged verdict
     INTERRUPTED = "interrupted"  # SIGINT / SIGTERM (KeyboardInterrupt)
     ABORTED = "aborted"  # StopConditionBreached: a stop condition over the steady state tripped

@@ -95,6 +95,27 @@ def probe_checkpoint(directory: str | Path, total_bytes: int, shards: int, fsync
     return result
 
 
+def probe_write_s(directory: str | Path, total_bytes: int, shards: int) -> float:
+    """Seconds to write and fsync `total_bytes` in `shards` files under `directory`, deleted after: the
+    steady-state reading of the store's bandwidth (drills/measure/steady.py). It reads nothing back, so it never
+    consumes what the drill's own probe must verify (a store that corrupts its first read)."""
+    if shards < 1 or total_bytes < shards:
+        raise CheckFailed(f"store write probe needs shards ≥ 1 and total_bytes ≥ shards (got {total_bytes} bytes in "
+                          f"{shards} shards)")
+    probe_dir = Path(directory) / f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
+    try:
+        probe_dir.mkdir(parents=True)
+        sizes = [total_bytes // shards] * shards
+        sizes[-1] += total_bytes % shards
+        write_s, _dropped, _expected = _save(probe_dir, [probe_dir / shard_name(i, shards) for i in range(shards)],
+                                             sizes, True)
+    except OSError as err:
+        raise CheckFailed(f"store write probe failed under {directory}: {err.strerror or err}") from None
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    return write_s
+
+
 def shard_name(index: int, shards: int) -> str:
     """Shard file names the way sharded checkpoints name them (`…-00001-of-00004`)."""
     return f"shard-{index:05d}-of-{shards:05d}.bin"

@@ -208,13 +208,14 @@ class JobState:
         return step + int(ahead)
 
     def interval(self, before: datetime, declared: int | None) -> tuple[int | None, str | None]:
-        """The job's real checkpoint interval: the steps between its last two saves in the log; else the
-        profile's declared one."""
+        """The job's real checkpoint interval: the steps between its last two saves in the log; else None,
+        naming what the log showed — the profile's `declared` interval is a promise, never a reading (issue 30)."""
         saved = sorted({s for _, at, s in self.checkpoints if at <= before})
         if len(saved) >= 2:
             return saved[-1] - saved[-2], f"log (saves at steps {saved[-2]} and {saved[-1]})"
         seen = f"only step {saved[-1]} saved" if saved else "no save"
-        return declared, f"profile (the log shows {seen}: one interval cannot be read)" if declared else None
+        promise = f"; the profile declares {declared}, a promise, not a reading" if declared else ""
+        return None, f"not observed: the log before the fault shows {seen}, so one interval cannot be read{promise}"
 
     def save_steps(self, before: datetime) -> int | None:
         """Steps the job trains while its longest save before `before` is in flight: a node lost then loses

@@ -55,6 +55,7 @@ class ServingBaseline:
     desired: int
     ready: int
     pods: dict[str, str]
+    in_service: tuple[str, ...] = ()  # the Ready pods the Service's endpoints listed (the load reaches these)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ class ServingMonitor:
             if desired and len(serving) >= desired and \
                     int(obj_get(dep, "status", "readyReplicas", default=0) or 0) >= desired:
                 return ServingBaseline(self.workload.deployment, self.workload.namespace, desired, len(pods),
-                                       {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods})
+                                       {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods},
+                                       tuple(sorted(_name(p) for p in serving)))
             if clock.timestamp() >= deadline:
                 outside = "" if len(serving) == len(pods) else \
                     f" and only {len(serving)} in service {self.workload.service}'s endpoints"
@@ -149,6 +151,16 @@ class ServingMonitor:
                 wait_for(self.cluster, self.cluster.core.list_namespaced_endpoints,
                          lambda e: ready_addresses(e) > len(serving),
                          deadline, self.workload.namespace, field_selector=f"metadata.name={self.workload.service}")
+
+    def readiness(self) -> tuple[int, int, int]:
+        """Now, read once: (the Deployment's desired replicas, pods Ready, pods Ready and in the Service's
+        endpoints) — the steady-state reading of the serving side (drills/measure/steady.py)."""
+        dep = self._deployment()
+        desired = int(obj_get(dep, "spec", "replicas", default=1))
+        pods = [p for p in self._pods() if _ready(p) and not obj_get(p, "metadata", "deletionTimestamp")]
+        listed = endpoint_pods(self._endpoints())
+        serving = [p for p in pods if _name(p) in listed or obj_get(p, "status", "podIP") in listed]
+        return desired, len(pods), len(serving)
 
     def recovery(self, baseline: ServingBaseline, record: dict, buckets: Callable[[], list[Bucket]], *,
                  deadline_ts: float, settle_s: float, window_s: float,

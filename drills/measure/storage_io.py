@@ -195,9 +195,9 @@ class TrainingSaves:
 
 def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, declared: int | None
                             ) -> tuple[int | None, str]:
-    """The job's real checkpoint interval, from its logs: the smallest gap between two saves it logged;
-    with one save, the declared interval unless the job has already gone further than that without saving
-    (then unknown: None). Returns (interval, where it came from)."""
+    """The job's real checkpoint interval, from its logs: the smallest gap between two saves it logged; with
+    fewer, None (not observed) — the profile's `declared` interval is a promise, never a reading (issue 30).
+    Returns (interval, where it came from or what was missing)."""
     steps = sorted(set(saved_steps))
     gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
     if gaps:
@@ -205,7 +205,11 @@ def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, decla
     if steps and last_step is not None and declared and last_step - steps[-1] > declared:
         return None, (f"the job's logs: its only save was at step {steps[-1]} and it reached step {last_step} without "
                       f"another, longer than the declared {declared}")
-    return declared, "the profile (one save logged, consistent with it)"
+    if steps and last_step is not None and declared and last_step - steps[-1] > declared:
+        return None, (f"the job's logs: its only save was at step {steps[-1]} and it reached step {last_step} without "
+                      f"another, longer than the declared {declared}")
+    seen = f"one save (step {steps[-1]})" if steps else "no save"
+    return None, f"not observed: the job's logs show {seen}, so its interval cannot be read"
 
 
 def training_saves(monitor, window_start: datetime, declared_interval: int | None, ratio: float,
@@ -320,9 +324,9 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
     if worst is None:
         if saves.interval_steps is None:
             return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
-                           f"inconclusive: no training checkpoint save fell inside the saturation window; the job's "
-                           f"checkpoint interval is longer than declared ({saves.interval_source}), so no save was "
-                           "due: the store is not judged — fix the job's checkpoint interval or drill when it saves")
+                           f"inconclusive: no training checkpoint save fell inside the saturation window, and the job's "
+                           f"checkpoint interval is unknown ({saves.interval_source}), so no save could be expected: the "
+                           "store is not judged — fix the job's checkpoint interval or drill when it saves")
         if not saves.expected and saves.window_end is None:
             return Verdict(name, False, None, budget, "s", baseline=base, inconclusive=True, reason=
                            f"inconclusive: no training checkpoint save fell inside the saturation window: the job's "

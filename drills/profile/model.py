@@ -31,6 +31,7 @@ from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
 from drills.profile.explain import explain_validation_error
 from drills.profile.load import LoadGenerator
+from drills.profile.nominal import NominalConfig
 
 __all__ = [
     "TargetProfile",
@@ -52,6 +53,7 @@ __all__ = [
     "BlastRadius",
     "SafetyConfig",
     "StopCondition",
+    "NominalConfig",
     "load_target",
     "parse_profile",
     "parse_duration",
@@ -333,6 +335,7 @@ class TargetProfile(Strict):
     faults: FaultsConfig = FaultsConfig()
     safety: SafetyConfig = SafetyConfig()
     acceptance: AcceptanceConfig = AcceptanceConfig()  # `drills accept` (drills/profile/acceptance.py)
+    nominal: NominalConfig = NominalConfig()  # the steady state each drill rehearses on (drills/profile/nominal.py)
 
     @model_validator(mode="after")
     def _switch_sources(self) -> "TargetProfile":

@@ -92,6 +92,9 @@ class PortFaults(Strict):
     reshut_after: Duration | None = None  # an uplink brought up over SSH is shut again this long after (reshut.py)
     reshut_end: Literal["near", "far"] = "near"  # ... on the switch that brought it up, or on the cable's far end
     isolated_leaves: list[str] = []  # these leaves' uplinks are down from the start: cut off from the spines
+    # leaf → indexes of its uplinks that are admin down when the twin starts (shut for maintenance and never
+    # brought back): the fabric is degraded before any drill (defect uplink-down-before-drill)
+    down_at_start: dict[str, list[int]] = {}
 
 
 class Fabric(Strict):

@@ -176,6 +176,17 @@ class AfterResume(Strict):
     error_line: Literal["unclassified", "xid"] = "unclassified"
 
 
+class FirstRun(Strict):
+    """How the run the twin starts with behaves (defects; healthy: as any run). `throughput_factor`: the job is
+    already degraded when the drill begins — it came back from an earlier worker crash on a straggler
+    (defect degraded-before-drill) — and a later restart trains at full speed again."""
+
+    throughput_factor: Fraction = 1.0
+    # the first run's workers crash this long after it starts (an XID error) and Volcano restarts the job, which
+    # then resumes healthy: the job restarted just before the drill (defect restarted-before-drill)
+    crash_after: Duration | None = None
+
+
 class TrainingJob(Strict):
     """A multi-node Volcano training job and the progress it has already made when the twin starts."""
 
@@ -206,6 +217,7 @@ class TrainingJob(Strict):
     total_steps: int = Field(default=100000, ge=1)
     nccl: NcclSpec = NcclSpec()
     after_resume: AfterResume = AfterResume()
+    first_run: FirstRun = FirstRun()
     # the framework whose log lines the workers print (drills.twin.workloads.trainlogs); `twin` is the legacy
     # private format, kept for old profiles only
     log_format: Literal["megatron", "hf-trainer", "deepspeed", "lightning", "twin"] = "megatron"

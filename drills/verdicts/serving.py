@@ -14,7 +14,7 @@ from drills.load.outcome import ERROR_200, INVALID, TIMEOUT
 from drills.measure.replicas import Replacement
 from drills.verdicts.timeline import Verdict, format_duration, judge_min
 
-__all__ = ["judge_fault_effect", "judge_load_coverage", "judge_replacements", "judge_visible_failures",
+__all__ = ["judge_fault_effect", "judge_fault_target", "judge_load_coverage", "judge_replacements", "judge_visible_failures",
            "masked_failures"]
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,39 @@ def judge_fault_effect(unaffected: Sequence[str], killed: int, restart_mode: boo
     return Verdict("fault effect", False, float(killed - len(unaffected)), float(killed), "pods",
                    f"inconclusive: the fault had no effect on {len(unaffected)} of {killed} killed pods "
                    f"({pods}: {state}), so there is no recovery to judge", inconclusive=True)
+
+
+def judge_fault_target(killed: Sequence[str], served_before: Mapping[str, int] | None, in_service: Sequence[str],
+                       service: str) -> Verdict:
+    """The fault reached what the load measures (issue 30, evidence of effect): with a replica header, a killed
+    pod answered the load before the kill; without one, every killed pod was in the Service's endpoints before
+    the kill (the weaker key, said so). Otherwise inconclusive, naming what is missing: users never saw the
+    pods that were killed, so their recovery proves nothing."""
+    killed = sorted(killed)
+    if served_before is not None:
+        answered = {p: served_before.get(p, 0) for p in killed if served_before.get(p, 0) > 0}
+        if answered:
+            said = ", ".join(f"{p} answered {n}" for p, n in sorted(answered.items()))
+            return Verdict("fault target", True, float(len(answered)), 1.0, "pods",
+                           f"fault target: the load measured the killed pods ({said} request(s) before the kill)")
+        if not served_before:
+            return Verdict("fault target", False, 0.0, 1.0, "pods", inconclusive=True, reason=
+                           f"inconclusive: the load's answers before the kill named no replica (the endpoint's replica "
+                           f"header was absent), so nothing ties the killed pods ({', '.join(killed)}) to what the load "
+                           "measured; check workloads.inference.replica_header")
+        others = ", ".join(f"{p} ({n})" for p, n in sorted(served_before.items()))
+        return Verdict("fault target", False, 0.0, 1.0, "pods", inconclusive=True, reason=
+                       f"inconclusive: none of the killed pods ({', '.join(killed)}) answered the load before the "
+                       f"kill (the answers named: {others}), so the fault did not reach what the load measures")
+    outside = [p for p in killed if p not in set(in_service)]
+    if killed and not outside:
+        return Verdict("fault target", True, float(len(killed)), float(len(killed)), "pods",
+                       f"fault target: every killed pod was in service {service}'s endpoints before the kill (the "
+                       "load's answers name no replica, so which pod answered is not observed)")
+    return Verdict("fault target", False, float(len(killed) - len(outside)), float(len(killed)), "pods",
+                   inconclusive=True, reason=f"inconclusive: killed pod(s) {', '.join(outside) or '(none)'} were not in "
+                   f"service {service}'s endpoints before the kill, and the load's answers name no replica: nothing "
+                   "ties the fault to what the load measures")
 
 
 def judge_load_coverage(gap_s: float) -> Verdict:

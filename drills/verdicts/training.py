@@ -46,10 +46,14 @@ def judge_lost_progress(rec: "TrainingRecovery", budget: float) -> Verdict:
     plus = f" + {in_flight} steps while a save is in flight" if in_flight else ""
     realised = (f"{lost} steps lost (step {rec.step_at_fault} when the job lost the node, resumed from "
                 f"{rec.resumed_step})" if lost is not None else "the realised loss was not measured")
-    if interval is None:
+    if interval is None:  # the profile's interval is a promise, not a reading: only the realised loss is judged
+        if lost is not None and not within(lost, budget):  # observed over the budget: that alone fails it
+            return Verdict("lost steps", False, float(lost), float(budget), "steps",
+                           f"lost steps: {realised}, over the limit of {budget:g} steps (the job's checkpoint "
+                           f"interval was not observed: {source})")
         return Verdict("lost steps", False, None if lost is None else float(lost), float(budget), "steps",
-                       f"lost steps: the job's checkpoint interval is unknown (no saves in its log and none in "
-                       f"the profile), so the worst case cannot be judged; {realised}")
+                       f"inconclusive: the job's checkpoint interval was not observed ({source}), so the worst case "
+                       f"cannot be judged; {realised}", inconclusive=True)
     if not within(worst, budget):
         return Verdict("lost steps", False, float(worst), float(budget), "steps",
                        f"lost steps: the job checkpoints every {interval} steps ({source}), so a node loss just "

@@ -85,7 +85,8 @@ def test_healthy_twin_passes_both_scenarios(healthy_run):
         assert load["requests"] > 100 and load["budget_error_rate"] <= 0.01
         assert load["baseline_p99_ms"] > 0 and load["after_p99_ms"] > 0
         assert rec["details"]["replaced"] == len(rec["details"]["killed_pods"])
-        assert {c["name"] for c in rec["details"]["checks"]} == {"fault effect", "recovery", "visible failures",
+        assert {c["name"] for c in rec["details"]["checks"]} == {"fault effect", "fault target", "recovery",
+                                                                   "visible failures",
                                                                    "replaced pods", "ready replicas",
                                                                    "error budget", "p99 latency"}
         assert not locust_processes(str(run_dir))

@@ -226,12 +226,17 @@ def _ts(iso: str) -> float:
 
 
 def test_a_port_already_down_is_refused_closed_as_not_injected_and_left_down(twin_factory, tmp_path):
-    """Someone else shut the uplink the drill would pick: the drill refuses it, and never brings it up."""
+    """Someone else shut the uplink the drill would pick: the drill refuses it, and never brings it up. The
+    injector's own refusal is what is tested here, so the site opts out of the steady-state facet that would
+    refuse it first (every uplink of the job's leaves up: tests/e2e/test_steady_state.py)."""
     twin = twin_factory(scale=float(SCALE))
     entry = SwitchConfig.model_validate(next(s for s in twin.info["switches"] if s["name"] == "leaf-1"))
     switch.inject_port(entry, "Ethernet240")  # the other person's change
+    site = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    site["nominal"]["drills"]["switch-uplink"] = {}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
-                  "--reports", str(tmp_path), "--run-id", "down")
+                  "--profile", str(tmp_path / "site.yaml"), "--reports", str(tmp_path), "--run-id", "down")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Ethernet240 is already admin down" in done.stderr
     journal = (tmp_path / "down" / "journal.jsonl").read_text()

@@ -32,7 +32,8 @@ def _check(rec: dict, name: str) -> dict:
 
 
 # 1, 2 and 9: each row of bench/verdicts.yaml for this drill (the table `make verdicts` runs too)
-@pytest.mark.parametrize("row", [r for r in rows("training") if r.exit == 1 and not r.test], ids=lambda r: r.defect)
+@pytest.mark.parametrize("row", [r for r in rows("training") if r.exit == 1 and r.check and not r.test],
+                         ids=lambda r: r.defect)
 def test_a_broken_recovery_fails_for_its_reason(row, twin_factory, tmp_path):
     twin = twin_factory(defects=[row.defect], scale=row.scale)
     done, rec = _run(tmp_path, row.defect, "--twin-state", str(twin.state_dir))

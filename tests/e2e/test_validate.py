@@ -108,7 +108,7 @@ def test_wrong_known_hosts_is_a_failed_switch_line(healthy_twin, tmp_path):
     profile = _profile(tmp_path, switches__devices=[leaf])
     done = _validate("--twin-state", str(healthy_twin.state_dir), "--profile", profile, "-m", "network")
     assert done.returncode == 2, done.stdout + done.stderr
-    (line,) = [ln for ln in _check_lines(done.stdout) if f"switch {leaf['name']}:" in ln]
+    (line,) = [ln for ln in _check_lines(done.stdout) if ln[2:].startswith(f"switch {leaf['name']}:")]
     assert line.startswith("✗") and "does not match known_hosts" in line, line
     assert "✓ training job" in done.stdout  # only the switch is wrong
 

@@ -70,6 +70,13 @@ EFFECTS = {
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,
+    # broken before the fault (issue 30): the steady state is not nominal when the drill begins
+    "degraded-before-drill": lambda p: _job(p).first_run.throughput_factor == 0.2,
+    "restarted-before-drill": lambda p: _job(p).first_run.crash_after == 0,
+    "scaled-down-deployment": lambda p: _infer(p).replicas == 1,
+    "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
+    "late-crash-after-resume": lambda p: _job(p).after_resume.crash_after == 330,
+    "store-no-headroom": lambda p: p.storage.io_bandwidth_mb_s == 50 and p.storage.client_bandwidth_mb_s == 40,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

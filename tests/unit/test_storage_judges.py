@@ -35,8 +35,10 @@ def test_one_save_and_far_past_the_declared_interval_means_unknown():
     assert interval is None and "only save was at step 20000" in source
 
 
-def test_one_save_consistent_with_the_declared_interval_keeps_it():
-    assert job_checkpoint_interval([6000], 6150, 2000)[0] == 2000
+def test_one_save_is_no_interval_the_declared_one_is_a_promise_not_a_reading():
+    """Issue 30 (no assumed values): one save gives no interval; the profile's 2000 is never used as the reading."""
+    interval, source = job_checkpoint_interval([6000], 6150, 2000)
+    assert interval is None and source.startswith("not observed") and "one save (step 6000)" in source
 
 
 def test_no_save_inside_the_window_is_never_a_pass():

@@ -52,6 +52,13 @@ class FabricComponent:
             for uplink in profile.fabric.switches[leaf].uplinks:
                 self.handle.fabric.set_admin(leaf, uplink.iface, False, source="twin profile: isolated leaf")
         self._unsubscribe = hub_for(twin).attach_fabric(self.handle, loop)
+        for leaf, indexes in faults.down_at_start.items():  # a port left down before any drill (a defect)
+            if leaf not in self.handle.fabric.switch_names:
+                continue  # a leaf of another twin profile's fabric
+            ups = self.handle.fabric.spec(leaf).uplinks
+            for i in indexes:
+                if i < len(ups):
+                    self.handle.fabric.set_admin(leaf, ups[i].iface, False, source="left down before the drill")
         h = self.handle
         return {"switches": h.inventory, "switch_inventory": str(h.inventory_file), "known_hosts": str(h.known_hosts),
                 "switch_key": str(h.key_file)}

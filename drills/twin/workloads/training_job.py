@@ -111,7 +111,8 @@ class JobSim(FabricEffects):
         run = self.run
         if run is None or t < run.compute_from or (self.blocked_until is not None and t < self.blocked_until):
             return 0.0
-        after = self.spec.after_resume.throughput_factor if run.resumed else 1.0
+        after = self.spec.after_resume.throughput_factor if run.resumed else (
+            self.spec.first_run.throughput_factor if run.rid == 1 else 1.0)
         return self.phase_at(t).factor * self.transport_factor(run.transport) * after
 
     def progress_pods(self) -> list[str]:
@@ -139,8 +140,7 @@ class JobSim(FabricEffects):
         transport = "Socket" if not first and after.transport == "socket" else self.configured_transport
         self.run = Run(self.runs, {p["metadata"]["name"]: p["metadata"].get("uid", "") for p in pods}, workers, nodes,
                        leaves, now, compute_from, transport, NetPhase("healthy", 1.0, now), resumed=not first,
-                       crash_at=None if first or after.crash_after is None else compute_from + after.crash_after,
-                       after_from=None if first else compute_from)
+                       crash_at=self._crash_at(first, compute_from), after_from=None if first else compute_from)
         # the first advance announces whatever the fabric is doing to this new communicator
         nranks = len(pods) * max(1, self.spec.gpus_per_worker)
         if first:
@@ -264,6 +264,12 @@ class JobSim(FabricEffects):
         self.awaiting_resume = True
         self._update_truth()
 
+    def _crash_at(self, first: bool, compute_from: float) -> float | None:
+        """When this run's workers crash by a defect: a resumed run `after_resume.crash_after` into it, the first
+        run `first_run.crash_after` into it; None: it does not."""
+        crash_after = self.spec.first_run.crash_after if first else self.spec.after_resume.crash_after
+        return None if crash_after is None else compute_from + crash_after
+
     # -- time passes -----------------------------------------------------------------------------
     def advance(self, now: float, out: Output) -> None:
         """Steps, checkpoints and network phases up to `now`."""
@@ -293,10 +299,12 @@ class JobSim(FabricEffects):
             if not blocked:
                 break
         self._after_disruption(now, out)
-        if crash:  # defect crash-after-resume: the resumed run dies on its own, every time
+        if crash:  # defect crash-after-resume: the resumed run dies on its own, every time (restarted-before-drill:
+            # the first run does, once)
             texts = {pod: L.gpu_xid(w, 31) for pod, w in run.workers.items()}
-            self.truth.record("training", self.subject, "crash_after_resume", at=now, run=run.rid)
-            self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause="crash-after-resume")
+            cause = "crash-after-resume" if run.resumed else "crash-before-drill"
+            self.truth.record("training", self.subject, cause.replace("-", "_"), at=now, run=run.rid)
+            self.crash_workers(now, list(run.workers), 1, "Error", texts, out, cause=cause)
             return
         self._check_stall(now, out)
         self._late_fallback(now, out)

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 TRAINING_KINDS = (
     "job_started", "fault", "job_resumed", "resumed_from_checkpoint", "first_step_after_resume", "caught_up",
     "checkpoint_saved", "nccl_transport", "fabric_fault", "nccl_warn", "rerouted", "throughput_degraded",
-    "throughput_restored", "nccl_timeout", "worker_crashed", "crash_after_resume",
+    "throughput_restored", "nccl_timeout", "worker_crashed", "crash_after_resume", "crash_before_drill",
 )
 INFERENCE_KINDS = ("all_ready", "not_all_ready", "gateway_outage_started", "gateway_serving",
                    "first_answer_after_outage")

@@ -1,0 +1,141 @@
+"""The steady-state hypothesis end to end (issue 30): a platform broken BEFORE the fault gets nothing injected
+(inconclusive, precondition_not_met, each reading named with its value, source and expectation); a platform
+not back to nominal AFTER the revert fails (not_restored); a flood of a store the job does not write to proves
+nothing (inconclusive). Without the hypothesis each of these constructions got PASS (bench/verdicts.yaml, the
+README's table); the healthy twin still passes every drill (test_drill_*.py, `make drill`).
+
+One twin carries four "broken before" defects at once — nothing is injected on it, so every drill can be
+refused on it in turn — to keep the added wall time small."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.verdicts import mismatches, rows
+from tests.e2e.drill_helpers import REPO, drills, records
+
+pytestmark = pytest.mark.slow
+
+BROKEN_BEFORE = ["degraded-before-drill", "scaled-down-deployment", "uplink-down-before-drill", "slow-store"]
+
+
+@pytest.fixture(scope="module")
+def broken_before(tmp_path_factory):
+    """Every drill run once against one twin that was broken before any fault; (exit code, records by drill)."""
+    from drills.twin.launcher import start_twin
+
+    state = tmp_path_factory.mktemp("twin")
+    handle = start_twin(str(state), profile="minimal", defects=BROKEN_BEFORE, scale=600.0)
+    reports = tmp_path_factory.mktemp("reports")
+    try:
+        done = drills("run", "-m", "training or inference or network or storage",
+                      "-k", "cordon_drain or kill_all or (carrying and not sonic and not nxos) or Saturate",
+                      "--twin-state", str(state), "--no-html", "--reports", str(reports), "--run-id", "before")
+    finally:
+        handle.stop()
+    recs = records(reports / "before")
+    return done, {r["drill"]: r for r in recs}, reports / "before"
+
+
+def test_a_platform_broken_before_the_fault_gets_nothing_injected(broken_before):
+    done, recs, run_dir = broken_before
+    assert set(recs) == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation"}, \
+        done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr  # nothing was injected anywhere
+    for rec in recs.values():
+        assert (rec["verdict"], rec["category"]) == ("inconclusive", "precondition_not_met"), (rec["drill"], rec["reason"])
+        assert "injected" not in rec["phases"] and not rec["details"]["faults"], rec["drill"]
+        before = rec["details"]["steady_state"]["before"]
+        assert before["nominal"] is False and "after" not in rec["details"]["steady_state"]
+        for reading in before["readings"]:  # every reading says what it was, where it came from, what was expected
+            assert reading["source"] and reading["expected"], reading
+    reasons = {d: r["reason"] for d, r in recs.items()}
+    for drill in ("gpu-node-loss", "switch-uplink", "storage-saturation"):  # the job at a fifth of its nominal
+        throughput = _reading(recs[drill], "training throughput")
+        assert throughput["ok"] is False and throughput["value"] < 0.25 * 256, throughput
+        assert "training throughput:" in reasons[drill] and "% of nominal)" in reasons[drill]
+    assert "pods/log ai-platform/llm-finetune-8b-worker-0" in reasons["gpu-node-loss"]
+    assert "inference replicas: 1 Ready and in the endpoints" in reasons["inference-pod-kill"]
+    assert "expected 2 replica(s)" in reasons["inference-pod-kill"]
+    assert "uplink leaf-2:Ethernet1/31: admin down, oper down" in reasons["switch-uplink"]
+    store = _reading(recs["storage-saturation"], "store bandwidth")
+    assert store["ok"] is False and store["value"] < 20, store  # slow-store: ~9 MB/s, nominal ≥ 20
+    journal = run_dir / "journal.jsonl"  # not even the load or fio was journaled: the guard refused first
+    assert not journal.exists() or '"op":"open"' not in journal.read_text().replace(" ", "")
+
+
+def test_a_job_that_restarted_just_before_the_drill_gets_nothing_injected(tmp_path):
+    """Its workers crashed as the twin started and Volcano restarted it; the drill begins some 15 minutes later."""
+    (row,) = [r for r in rows("training") if r.defect == "restarted-before-drill"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "restarted")
+    (rec,) = records(tmp_path / "restarted")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    restart = _reading(rec, "worker restarts")
+    assert restart["ok"] is False and restart["value"] < 1800 and "status.conditions" in restart["source"]
+    assert _reading(rec, "training throughput")["ok"] is True  # the job trains normally again: only the restart tells
+
+
+def test_a_store_with_no_headroom_is_rehearsed_and_fails_under_saturation(tmp_path):
+    """The counterpart of slow-store (broken before the fault, refused above): nominal at rest, it breaks only
+    under the fault, so the drill runs and fails it."""
+    (row,) = [r for r in rows("storage") if r.defect == "store-no-headroom"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "headroom")
+    (rec,) = records(tmp_path / "headroom")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    assert rec["details"]["steady_state"]["before"]["nominal"] is True and rec["phases"]["injected"]
+
+
+def test_a_platform_not_restored_after_the_revert_fails(tmp_path):
+    """The resumed job passes the drill's 5-minute stability window, then crashes 5½ minutes in: the re-check
+    after the revert and the settle period sees the restart."""
+    (row,) = [r for r in rows("training") if r.defect == "late-crash-after-resume"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "late")
+    (rec,) = records(tmp_path / "late")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    assert all(c["verdict"] == "pass" for c in rec["details"]["checks"]), rec["details"]["checks"]  # every check passed
+    steady = rec["details"]["steady_state"]
+    assert steady["before"]["nominal"] is True and steady["after"]["nominal"] is False
+    restart = next(r for r in steady["after"]["readings"] if r["facet"] == "worker restarts")
+    assert restart["ok"] is False and "jobs.batch.volcano.sh ai-platform/llm-finetune-8b" in restart["source"]
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_a_flood_of_a_store_the_job_does_not_write_to_proves_nothing(tmp_path):
+    """Class 3: the profile names a checkpoint store the job does not write to; fio floods it, the job's saves
+    are untouched. The store's listing holds none of the job's checkpoints: inconclusive, not a pass."""
+    other = tmp_path / "other-store"
+    other.mkdir()
+    profile = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    profile["storage"]["checkpoint_store"] = str(other)
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    done = drills("run", "-m", "storage", "--profile", str(path), "--scale", "600", "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "other")
+    (rec,) = records(tmp_path / "other")
+    assert (rec["verdict"], rec["category"]) == ("inconclusive", "no_effect"), (rec["reason"], done.stdout)
+    target = next(c for c in rec["details"]["checks"] if c["name"] == "fault target")
+    assert target["verdict"] == "inconclusive" and f"the flooded store {other} holds no checkpoint" in target["reason"]
+    assert json.dumps(rec["details"]["faults"]).count(str(other)) >= 1  # fio did flood it: the fault was real
+
+
+def _reading(rec: dict, facet: str) -> dict:
+    return next(r for r in rec["details"]["steady_state"]["before"]["readings"] if r["facet"] == facet)
+
+
+def test_a_kill_the_load_cannot_be_tied_to_proves_nothing(tmp_path):
+    """Class 3, inference: the site names a replica header the endpoint never sends, so no answer says which pod
+    served it; the killed pod cannot be shown to be one the load measured (it got PASS before issue 30)."""
+    profile = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    profile["workloads"]["inference"]["replica_header"] = "x-served-by"
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    done = drills("run", "-m", "inference", "-k", "kill_one", "--profile", str(path), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "header")
+    (rec,) = records(tmp_path / "header")
+    assert (rec["verdict"], rec["category"]) == ("inconclusive", "no_effect"), (rec["reason"], done.stdout)
+    assert "named no replica" in rec["reason"] and rec["details"]["served_before_kill"] == {}
