@@ -23,7 +23,7 @@ from pydantic import AfterValidator
 from drills.core.errors import DrillError
 
 __all__ = ["Grammar", "GrammarError", "KINDS", "check", "check_flag", "valid", "number_ranges",
-           "DnsLabel", "DnsSubdomain", "LabelKey", "LabelValue", "RemotePath", "LocalPath", "Text", "HostName",
+           "DnsLabel", "DnsSubdomain", "LabelKey", "LabelValue", "RemotePath", "LocalPath", "NameOrYaml", "Text", "HostName",
            "Selector", "EnvName", "Glob", "FioOptionName", "UserName", "KubeContext", "HttpHeader", "Interface", "SwitchName",
            "CONTROL"]
 
@@ -76,6 +76,9 @@ KINDS: dict[str, Grammar] = {g.kind: g for g in (
             "an absolute path of letters, digits and . _ @ + , = ~ - (no ':', '$', space or '..')", "/mnt/ckpt"),
     Grammar("local_path", re.compile(r"[^\x00]+"), 4096, "a file path on this machine (no control character)",
             "profiles/site.yaml"),
+    # a built-in name, or a YAML file of one's own (a twin profile, a switch dialect): `minimal`, `site/lying.yaml`
+    Grammar("name_or_yaml", re.compile(rf"{_LABEL}|[^\x00]+\.ya?ml"), 4096,
+            "a built-in name (a lowercase DNS label) or the path of a .yaml file", "minimal"),
     Grammar("text", re.compile(r"[^\x00]+"), 1024, "printable text on one line", "llama-7b"),
     Grammar("host", re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
                                r"[A-Za-z0-9])?)*|\[?[0-9A-Fa-f:.]+\]?)"), 253,
@@ -191,6 +194,7 @@ LabelKey = Annotated[str, _kind("label_key")]
 LabelValue = Annotated[str, _kind("label_value")]
 RemotePath = Annotated[str, _kind("remote_path")]
 LocalPath = Annotated[str, _kind("local_path")]
+NameOrYaml = Annotated[str, _kind("name_or_yaml")]
 Text = Annotated[str, _kind("text")]
 HostName = Annotated[str, _kind("host")]
 Selector = Annotated[str, _kind("selector")]

@@ -25,7 +25,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from drills.core.errors import InvalidProfile
 from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHeader, Interface, KubeContext,
-                                  LabelKey, LocalPath, RemotePath, Selector, SwitchName, Text, UserName)
+                                  LabelKey, LocalPath, NameOrYaml, RemotePath, Selector, SwitchName, Text, UserName)
 from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
@@ -66,7 +66,7 @@ BUILTIN_TWIN_PROFILE = "built-in twin profile"
 
 
 class TwinConfig(Strict):
-    profile: DnsLabel = "minimal"
+    profile: NameOrYaml = "minimal"
     defects: list[DnsLabel] = []
     scale: float = Field(60.0, gt=0, le=10_000, allow_inf_nan=False)  # twin seconds per wall second
 
@@ -207,7 +207,7 @@ class SwitchConfig(Strict):
     key_file: LocalPath | None = None
     password_env: str | None = None  # the NAME of an environment variable holding the password
     known_hosts: LocalPath | None = None
-    dialect: DnsLabel = "sonic"
+    dialect: NameOrYaml = "sonic"
     uplinks: list[str] = []
     # the far end of each uplink's cable: uplink → "switch:interface" (the twin's inventory writes it; LLDP on a
     # site): a revert of that uplink is verified on both ends when the far switch is in the inventory too

@@ -77,7 +77,8 @@ def test_a_job_that_restarted_just_before_the_drill_gets_nothing_injected(tmp_pa
     assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
     restart = _reading(rec, "worker restarts")
     assert restart["ok"] is False and restart["value"] < 1800 and "status.conditions" in restart["source"]
-    assert _reading(rec, "training throughput")["ok"] is True  # the job trains normally again: only the restart tells
+    # the job trains normally again (a reading right after its restart may still lack step lines): only the restart tells
+    assert _reading(rec, "training throughput")["ok"] is not False, _reading(rec, "training throughput")
 
 
 def test_a_store_with_no_headroom_is_rehearsed_and_fails_under_saturation(tmp_path):
@@ -139,3 +140,28 @@ def test_a_kill_the_load_cannot_be_tied_to_proves_nothing(tmp_path):
     (rec,) = records(tmp_path / "header")
     assert (rec["verdict"], rec["category"]) == ("inconclusive", "no_effect"), (rec["reason"], done.stdout)
     assert "named no replica" in rec["reason"] and rec["details"]["served_before_kill"] == {}
+
+
+def test_a_checkpoint_interval_the_run_did_not_observe_is_not_taken_from_the_profile(tmp_path):
+    """Class 4, a value assumed: the job checkpoints every 20 000 steps and its log shows one save before the
+    fault; the site profile declares 1500. The interval was not observed in this run, so "lost steps" cannot be
+    judged on the profile's word (it PASSed on 1500 before issue 30): inconclusive, naming what is missing."""
+    from drills.twin.launcher import start_twin
+
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    job = profile["workloads"]["training"]["llm-finetune-8b"]
+    job.update(checkpoint={**job["checkpoint"], "interval_steps": 20000}, initial_step=20150,
+               initial_checkpoint=20000, step_time="500ms")
+    twin_profile = tmp_path / "sparse.yaml"
+    twin_profile.write_text(yaml.safe_dump(profile))
+    state = tmp_path / "twin"
+    handle = start_twin(str(state), profile=str(twin_profile), scale=60.0)
+    try:
+        drills("run", "-m", "training", "-k", "cordon", "--twin-state", str(state), "--no-html",
+               "--reports", str(tmp_path), "--run-id", "interval")
+    finally:
+        handle.stop()
+    (rec,) = records(tmp_path / "interval")
+    lost = next(c for c in rec["details"]["checks"] if c["name"] == "lost steps")
+    assert lost["verdict"] == "inconclusive" and "not observed" in lost["reason"], lost
+    assert rec["verdict"] != "pass" and rec["details"].get("checkpoint_interval") in (None, 0), rec["reason"]

@@ -72,5 +72,9 @@ def test_a_job_that_restarted_and_has_not_saved_since_is_a_warning_not_a_failure
               "the restarted job's workers")
         done = drills("validate", "--twin-state", str(twin.state_dir), "-m", "training", timeout=120)
     (line,) = [ln for ln in _lines(done.stdout) if "training log format" in ln]
-    assert done.returncode == 0, done.stdout
     assert line.startswith("⚠ training log format") and "no checkpoint saved since it restarted" in line, line
+    # the log format is only a warning; the restart itself makes the platform not nominal for the drill (issue 30:
+    # a job that restarted minutes ago is not the steady state a node-loss drill rehearses on) — that line is the ✗
+    (steady,) = [ln for ln in _lines(done.stdout) if ln.startswith(("✓ steady state", "✗ steady state"))]
+    assert done.returncode == 2 and steady.startswith("✗ steady state") and "worker restarts" in steady, done.stdout
+    assert [ln for ln in _lines(done.stdout) if ln.startswith("✗")] == [steady], done.stdout
