@@ -40,27 +40,7 @@ CONSTRUCTIONS = [
 ]
 
 
-# node → the twin defect it carries (each defect file's fault for gpu-new-02, moved onto its node)
-DEFECTS = {"gpu-new-02": "gpu-lost-everywhere", "gpu-new-05": "rdma-loopback", "gpu-new-06": "store-not-mounted",
-           "gpu-iso-02": "nic-down"}
-ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
-
-
-def twin_profile() -> dict:
-    raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
-    pools = raw["node_pools"]
-    pools["new"].update(count=6, leaves=["leaf-4"])
-    pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
-    raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
-    overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
-    raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
-    faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
-              ["faults"]["gpu-new-02"] for node, name in DEFECTS.items()}
-    cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
-    assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
-    faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
-    raw["new_nodes"]["faults"] = faults
-    return raw
+from tests.e2e.test_accept_evidence import DEFECTS, ISOLATED, twin_profile  # noqa: E402,F401 (the e2e module's twin)
 
 
 def main(argv: list[str] | None = None) -> int:
