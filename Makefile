@@ -7,8 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 # Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
-# twins are set up once). More workers than cores starve the 600× twins (a 1 s stall is 10 cluster minutes).
-TEST_WORKERS ?= 2
+# twins are set up once). Measured on 2 cores: with 2 workers the suite kept ~1.0 core busy (10.2 min of CPU in
+# 9m54s of wall), with 3 ~1.4 (11.1 min in 7m43s), all green; many more starve the 600× twins (a 1 s stall is 10
+# cluster minutes).
+TEST_WORKERS ?= 3
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
