@@ -39,7 +39,9 @@ def test_a_healthy_twin_passes_with_its_streams_half_an_hour_late(tmp_path):
     # eviction by the kubelet's reaction, seconds at 600× on a busy machine), not when the late stream showed
     # the pod gone (30 twin minutes later)
     (eviction,) = [w for w in drill_mutations(audit_file(state)) if w.get("subresource") == "eviction"]
-    assert -1.0 <= _at(details["lost_at"]) - eviction["twinTime"] < 30.0, (details["lost_at"], eviction)
+    # (an event's second precision floors its time by up to 1 s, and the audit stamps the eviction when its answer
+    # is written, a little after the kubelet reacted: at 600× a few wall milliseconds are another cluster second)
+    assert -2.0 <= _at(details["lost_at"]) - eviction["twinTime"] < 30.0, (details["lost_at"], eviction)
     assert _at(phases["detected"]) <= _at(phases["rescheduled"]), phases
     assert details["resumed_step"] == details["latest_checkpoint"] == truth["resumed_from_checkpoint"]["step"]
     assert abs(_at(phases["recovered"]) - truth["first_step_after_resume"]["at"]) < 1.0
