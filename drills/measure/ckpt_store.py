@@ -199,7 +199,7 @@ def _pointed(entries, contents, pointer_name, dirs, parse):
                                                           "never completed"))
     problem = None
     if pointed is not None and not any(step == pointed for step, _ in dirs):
-        problem = f"{pointer_name} names {value} but the store holds no such checkpoint directory"
+        problem = f"{pointer_name} names {value} but the store holds no such checkpoint"
     return out, value, problem
 
 
@@ -269,25 +269,12 @@ def _lightning(entries, contents):
 def _mmengine(entries, contents):
     files = [(int(m.group(1)), e.path) for e in entries
              if not e.is_dir and len(e.parts) == 1 and (m := _MM_ITER.match(e.path))]
-    text = contents.get(MMENGINE_LAST)
-    named = text.strip().rsplit("/", 1)[-1] if text else None
-    m = _MM_ITER.match(named or "")
-    pointed = int(m.group(1)) if m else None
-    out = []
-    for step, name in files:
-        if pointed is None:
-            why = (f"{MMENGINE_LAST} names {named!r}, no iteration checkpoint" if named
-                   else f"no {MMENGINE_LAST}: the CheckpointHook writes it only after a save returned")
-            out.append(StoreCheckpoint(step, name, False, why))
-        elif step <= pointed:
-            out.append(StoreCheckpoint(step, name, True, f"at or before the one {MMENGINE_LAST} names ({named})"))
-        else:
-            out.append(StoreCheckpoint(step, name, False, f"after the one {MMENGINE_LAST} names ({named}): its save "
-                                                          "never completed"))
-    problem = None
-    if pointed is not None and not any(step == pointed for step, _ in files):
-        problem = f"{MMENGINE_LAST} names {named} but the store holds no such file"
-    return out, named, problem
+
+    def parse(value):  # `last_checkpoint` holds the path of the iteration file the CheckpointHook saved last
+        m = _MM_ITER.match(value.rsplit("/", 1)[-1])
+        return int(m.group(1)) if m else None
+
+    return _pointed(entries, contents, MMENGINE_LAST, files, parse)
 
 
 def _dcp(entries, contents):
