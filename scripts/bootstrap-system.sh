@@ -9,6 +9,8 @@ needs=(
   "chromium:chromium"
   "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc:fonts-wqy-microhei"
   "libfuse.so.2:libfuse2"  # the twin's checkpoint store (fusepy loads it; FUSE needs /dev/fuse and root)
+  "prometheus:prometheus"  # detection: Prometheus + promtool (the rule pack's tests; a managed stack)
+  "prometheus-alertmanager:prometheus-alertmanager"
 )
 
 missing=()

@@ -25,7 +25,7 @@ from drills.core.errors import DrillError
 __all__ = ["Grammar", "GrammarError", "KINDS", "check", "check_flag", "valid", "number_ranges",
            "DnsLabel", "DnsSubdomain", "LabelKey", "LabelValue", "RemotePath", "LocalPath", "NameOrYaml", "Text", "HostName",
            "Selector", "EnvName", "Glob", "FioOptionName", "UserName", "KubeContext", "HttpHeader", "Interface", "SwitchName",
-           "CONTROL"]
+           "HttpUrl", "HostPort", "CONTROL"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,12 @@ KINDS: dict[str, Grammar] = {g.kind: g for g in (
                                 r"(?:@sha256:[0-9a-f]{64})?"), 512, "an image reference (registry/repository[:tag][@digest])",
             "registry.example.com/gpu-drills:0.1.0"),
     Grammar("config_key", re.compile(r"[-._a-zA-Z0-9]+"), 253, "a ConfigMap or Secret key", "api-key"),
+    # a monitoring endpoint the drills only read (Prometheus, Alertmanager): scheme, host, optional port and path
+    Grammar("http_url", re.compile(r"https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~%/-]*)?"), 2048,
+            "an http(s) URL (scheme, host, optional port and path; no query, no credentials)",
+            "http://prometheus.monitoring:9090"),
+    Grammar("host_port", re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})?:\d{1,5}"), 260,
+            "a scrape target host:port", "10.0.0.5:9400"),
 )}
 
 
@@ -206,3 +212,5 @@ Interface = Annotated[str, _kind("interface")]
 SwitchName = Annotated[str, _kind("switch_name")]
 KubeContext = Annotated[str, _kind("context")]
 HttpHeader = Annotated[str, _kind("http_header")]
+HttpUrl = Annotated[str, _kind("http_url")]
+HostPort = Annotated[str, _kind("host_port")]

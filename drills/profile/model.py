@@ -31,6 +31,7 @@ from drills.profile.base import Ratio, Seconds, Strict, parse_duration
 from drills.profile.storage import Saturation, StorageConfig
 from drills.profile.explain import explain_validation_error
 from drills.profile.load import LoadGenerator
+from drills.profile.monitoring import MonitoringConfig
 from drills.profile.nominal import NominalConfig
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "SafetyConfig",
     "StopCondition",
     "NominalConfig",
+    "MonitoringConfig",
     "load_target",
     "parse_profile",
     "parse_duration",
@@ -336,6 +338,7 @@ class TargetProfile(Strict):
     safety: SafetyConfig = SafetyConfig()
     acceptance: AcceptanceConfig = AcceptanceConfig()  # `drills accept` (drills/profile/acceptance.py)
     nominal: NominalConfig = NominalConfig()  # the steady state each drill rehearses on (drills/profile/nominal.py)
+    monitoring: MonitoringConfig | None = None  # who judges detection (drills/profile/monitoring.py); None: nobody
 
     @model_validator(mode="after")
     def _switch_sources(self) -> "TargetProfile":

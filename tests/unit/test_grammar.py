@@ -41,6 +41,9 @@ def test_no_kind_takes_a_control_character_or_an_overlong_value(kind, value):
     ("image", "registry.example.com/fio:3.36", "Registry/Fio"),
     ("run_id", "nightly-42", "../x"),
     ("time_zone", "Europe/Berlin", "Europe/Berlin; rm"),
+    ("http_url", "http://prometheus.monitoring:9090", "http://user:pw@prometheus:9090"),
+    ("http_url", "https://am.example.com/alertmanager", "file:///etc/passwd"),
+    ("host_port", "10.0.0.5:9400", "10.0.0.5"),
 ])
 def test_each_kind_takes_its_grammar_and_refuses_its_neighbour(kind, good, bad):
     assert check(kind, good) == good

@@ -1,0 +1,163 @@
+"""What the platform's on-call would see: the alerts Alertmanager holds, read over its API v2 (read-only).
+
+`read_alerts` is one GET of `/api/v2/alerts` (the same call for a managed Alertmanager and a site's own).
+`AlertWatch` polls it from the moment a fault is injected and stamps, in cluster time (the drill's Clock), when
+each alert was first seen firing and when it was first seen gone; a drill's steps then wait on it until a
+condition or a deadline. A stamp is the poll that saw the change, so it can be late by one poll period, never
+early; the period is recorded with the stamps. Silenced or inhibited alerts count for the storm (they fired)
+but not as a detection: nobody was told.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from drills.core.clock import Clock
+from drills.core.errors import CheckFailed
+
+__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert as Alertmanager holds it."""
+
+    name: str
+    fingerprint: str
+    labels: Mapping[str, str]
+    state: str  # active | suppressed | unprocessed
+    starts_at: str = ""  # as Alertmanager wrote it (the wall clock of the Prometheus that fired it)
+
+    @property
+    def notifies(self) -> bool:
+        """Someone is told: not silenced, not inhibited."""
+        return self.state != "suppressed"
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> "Alert":
+        labels = dict(data.get("labels") or {})
+        return cls(name=str(labels.get("alertname", "?")), fingerprint=str(data.get("fingerprint", "")),
+                   labels=labels, state=str((data.get("status") or {}).get("state", "unprocessed")),
+                   starts_at=str(data.get("startsAt", "")))
+
+
+def read_alerts(alertmanager_url: str, timeout_s: float = 5.0) -> list[Alert]:
+    """The alerts Alertmanager holds as active now (firing, whether or not silenced); CheckFailed when it does
+    not answer or answers something else than its API's JSON list."""
+    url = f"{alertmanager_url.rstrip('/')}/api/v2/alerts?active=true&silenced=true&inhibited=true&unprocessed=true"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            body = json.load(answer)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise CheckFailed(f"Alertmanager {alertmanager_url}: cannot read /api/v2/alerts ({err})") from None
+    if not isinstance(body, list):
+        raise CheckFailed(f"Alertmanager {alertmanager_url}: /api/v2/alerts answered {type(body).__name__}, not a list")
+    return [Alert.from_api(a) for a in body if isinstance(a, dict)]
+
+
+@dataclass
+class Seen:
+    """One alert (by fingerprint) over the watch: first and last poll that saw it, and the poll that saw it gone."""
+
+    alert: Alert
+    first: datetime
+    last: datetime
+    gone: datetime | None = None
+    notified: bool = False  # seen at least once not suppressed
+
+
+@dataclass
+class AlertWatch:
+    """Polls Alertmanager every `period_s` wall seconds in a thread; `baseline` holds the alerts already active
+    when it started (before the fault), which neither detect it nor count in its storm."""
+
+    alertmanager_url: str
+    clock: Clock
+    period_s: float = 0.2
+    seen: dict[str, Seen] = field(default_factory=dict)
+    baseline: dict[str, Alert] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    polls: int = 0
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "AlertWatch":
+        """Read the baseline now (CheckFailed if Alertmanager does not answer), then poll in the background."""
+        self.baseline = {a.fingerprint: a for a in read_alerts(self.alertmanager_url)}
+        self._thread = threading.Thread(target=self._run, name="alert-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def raised(self, name: str) -> datetime | None:
+        """When alert `name` was first seen firing and notifying (cluster time), outside the baseline."""
+        with self._cond:
+            times = [s.first for s in self.seen.values() if s.alert.name == name and s.notified]
+        return min(times) if times else None
+
+    def resolved(self, name: str) -> datetime | None:
+        """When the last firing instance of `name` was seen gone; None while one still fires (or none fired)."""
+        with self._cond:
+            mine = [s for s in self.seen.values() if s.alert.name == name]
+        if not mine or any(s.gone is None for s in mine):
+            return None
+        return max(s.gone for s in mine)
+
+    def distinct(self) -> list[Alert]:
+        """Every alert (by fingerprint) that fired during the watch and was not firing before it."""
+        with self._cond:
+            return [s.alert for s in self.seen.values()]
+
+    def wait(self, condition, deadline_ts: float) -> bool:
+        """Wait (polls wake it) until `condition()` is true or the cluster clock passes `deadline_ts`."""
+        with self._cond:
+            while True:
+                if condition():
+                    return True
+                if self.clock.timestamp() >= deadline_ts or self._stop.is_set():
+                    return bool(condition())
+                self._cond.wait(timeout=self.period_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                alerts = read_alerts(self.alertmanager_url)
+            except CheckFailed as err:
+                self.errors.append(str(err))
+                log.warning("%s", err)
+                alerts = None
+            now = self.clock.now()
+            with self._cond:
+                self.polls += 1
+                if alerts is not None:
+                    self._update(alerts, now)
+                self._cond.notify_all()
+            self._stop.wait(self.period_s)
+
+    def _update(self, alerts: list[Alert], now: datetime) -> None:
+        current = {a.fingerprint: a for a in alerts if a.fingerprint not in self.baseline}
+        for fp, alert in current.items():
+            seen = self.seen.get(fp)
+            if seen is None:
+                seen = self.seen[fp] = Seen(alert, now, now)
+            seen.last, seen.alert, seen.gone = now, alert, None  # back after it went: firing again
+            seen.notified = seen.notified or alert.notifies
+        for fp, seen in self.seen.items():
+            if fp not in current and seen.gone is None:
+                seen.gone = now
