@@ -1,0 +1,160 @@
+"""Detection against a real Prometheus and Alertmanager (drills/detect): the runner starts both, scraping a small
+static target served here in the Prometheus text format with dcgm-exporter's own metric name and labels
+(NVIDIA/dcgm-exporter etc/default-counters.csv @d5e5f51: DCGM_FI_DEV_XID_ERRORS, gpu/UUID/modelName/Hostname),
+on a clock 60× faster than the wall, as the twin's. One stack for the module; each construction is one fault
+on the target (a GPU reporting XID 79), judged as a drill judges it:
+
+| construction                                         | judge            | verdict                       |
+|------------------------------------------------------|------------------|-------------------------------|
+| XID 79 on one GPU, the pack's GpuXidError            | detection ≤ 1 m  | pass (measured, cluster s)    |
+| the same fault, the seed's NvidiaXidError (a metric   | detection ≤ 1 m  | FAIL not_detected             |
+|   name dcgm-exporter does not export: blind)          |                  |                               |
+| the XID cleared (recovery)                           | resolution       | pass                          |
+| XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
+
+Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from drills.core.catalog import drill_for_tags
+from drills.core.clock import DilatedClock
+from drills.core.record import Category
+from drills.detect.judge import judge_detection, judge_resolution, judge_storm
+from drills.detect.runner import open_monitoring
+from drills.detect.stack import missing_tools
+from drills.profile.monitoring import MonitoringConfig
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(missing_tools()), reason=f"{' and '.join(missing_tools())} not installed "
+                                                               f"(Debian packages; `make bootstrap` installs them as root)")]
+
+SCALE = 60.0
+GPUS = 8
+MINUTE = 60.0
+
+
+class DcgmTarget:
+    """A stand-in for one node's dcgm-exporter: DCGM_FI_DEV_XID_ERRORS per GPU (the last XID, 0 when none)."""
+
+    def __init__(self) -> None:
+        self.xid = {gpu: 0 for gpu in range(GPUS)}
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = target.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server.server_port}"
+
+    def exposition(self) -> str:
+        lines = ["# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.",
+                 "# TYPE DCGM_FI_DEV_XID_ERRORS gauge"]
+        lines += [f'DCGM_FI_DEV_XID_ERRORS{{gpu="{g}",UUID="GPU-{g:04d}",pci_bus_id="00000000:{g + 16:02X}:00.0",'
+                  f'device="nvidia{g}",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-01",'
+                  f'DCGM_FI_DRIVER_VERSION="550.54.15"}} {v}' for g, v in self.xid.items()]
+        return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def target():
+    served = DcgmTarget()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def monitoring(target, tmp_path_factory):
+    clock = DilatedClock(scale=SCALE)
+    config = MonitoringConfig(rules=["gpu", "seed"], alert_budget=3)
+    scrape = [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [target.address],
+                                                               "labels": {"node": "gpu-node-01"}}]}]
+    mon = open_monitoring(config, clock, tmp_path_factory.mktemp("monitoring"), scrape)
+    yield mon
+    mon.close()
+
+
+@pytest.fixture(scope="module")
+def xid_fault(monitoring, target):
+    """XID 79 on GPU 3, then cleared: the watch saw it from injection to well after the recovery."""
+    clock = monitoring.clock
+    watch = monitoring.watch()
+    injected = clock.now()
+    target.xid[3] = 79
+    # the deadline is the budget: the blind seed rule is still watched this long
+    watch.wait(lambda: watch.raised("GpuXidError") and watch.raised("NvidiaXidError"), clock.timestamp() + MINUTE)
+    recovered = clock.now()
+    target.xid[3] = 0
+    watch.wait(lambda: watch.resolved("GpuXidError") is not None, clock.timestamp() + 10 * MINUTE)
+    watch.stop()
+    return watch, injected, recovered
+
+
+def test_the_stack_runs_at_the_sites_cadence_in_cluster_time(monitoring):
+    described = monitoring.describe()
+    assert described["managed"] and described["scale"] == SCALE and not described["slowed"]
+    assert described["resolution_s"] == pytest.approx(30.0)  # one 15 s scrape + one 15 s evaluation
+    assert (monitoring.stack.workdir / "rules" / "00-gpu.yaml").read_text().count("ms") >= 3  # dilated
+
+
+def test_an_xid_is_detected_by_the_packs_rule_within_a_minute(monitoring, xid_fault):
+    watch, injected, _ = xid_fault
+    verdict = judge_detection("GpuXidError", injected, watch.raised("GpuXidError"), MINUTE,
+                              slowed=monitoring.timing.slowed, resolution_s=monitoring.timing.resolution_s)
+    assert verdict.passed, verdict.reason
+    assert 0 < verdict.measured <= MINUTE
+    raised = [s.alert for s in watch.seen.values() if s.alert.name == "GpuXidError"]
+    assert [(a.labels["gpu"], a.labels["UUID"], a.labels["Hostname"]) for a in raised] == [("3", "GPU-0003", "gpu-node-01")]
+
+
+def test_the_seeds_rule_on_a_metric_dcgm_exporter_does_not_export_never_fires(monitoring, xid_fault):
+    watch, injected, _ = xid_fault
+    verdict = judge_detection("NvidiaXidError", injected, watch.raised("NvidiaXidError"), MINUTE,
+                              slowed=monitoring.timing.slowed)
+    assert not verdict.passed and not verdict.inconclusive
+    assert verdict.measured is None and not verdict.never_reached  # its own category, not an SLO breach
+    assert verdict.reason.startswith("no alert NvidiaXidError within 1m")
+    assert drill_for_tags(["gpu_node_loss"]).category(verdict.name) is Category.NOT_DETECTED
+
+
+def test_the_alert_resolves_after_the_recovery(xid_fault):
+    watch, _, recovered = xid_fault
+    verdict = judge_resolution("GpuXidError", recovered, watch.resolved("GpuXidError"), 10 * MINUTE)
+    assert verdict.passed, verdict.reason
+    assert 0 < verdict.measured <= 2 * MINUTE  # a scrape, an evaluation, a poll: not the whole budget
+
+
+def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_storm(monitoring, target, xid_fault):
+    clock = monitoring.clock
+    watch = monitoring.watch()
+    for gpu in range(GPUS):
+        target.xid[gpu] = 79
+    try:
+        watch.wait(lambda: len(watch.distinct()) >= GPUS, clock.timestamp() + MINUTE)
+    finally:
+        for gpu in range(GPUS):
+            target.xid[gpu] = 0
+        watch.stop()
+    verdict = judge_storm([a.name for a in watch.distinct()], monitoring.config.alert_budget)
+    assert not verdict.passed and verdict.measured == GPUS and verdict.target == 3
+    assert drill_for_tags(["gpu_node_loss"]).category(verdict.name) is Category.ALERT_STORM
+    # the single-GPU fault stayed within it
+    assert judge_storm([a.name for a in xid_fault[0].distinct()], 3).passed
