@@ -34,7 +34,8 @@ __all__ = ["PHASES", "Outcome", "Category", "Check", "Record", "category_of_erro
 
 log = logging.getLogger(__name__)
 
-PHASES: tuple[str, ...] = ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
+# alerted: the platform's own monitoring raised the drill's alert (drills/detect; "detected" is the workload noticing)
+PHASES: tuple[str, ...] = ("injected", "detected", "alerted", "rescheduled", "ready", "recovered", "caught_up")
 
 
 class Outcome(str, enum.Enum):

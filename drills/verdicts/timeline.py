@@ -42,6 +42,7 @@ class Timeline:
 
     injected: datetime | None = None
     detected: datetime | None = None
+    alerted: datetime | None = None  # the monitoring's alert fired (drills/detect/alerts.py)
     rescheduled: datetime | None = None
     ready: datetime | None = None
     recovered: datetime | None = None

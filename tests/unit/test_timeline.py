@@ -159,5 +159,5 @@ def test_format_duration(seconds, text):
 
 
 def test_phases_are_in_drill_order_and_defined_once():
-    assert PHASES == ("injected", "detected", "rescheduled", "ready", "recovered", "caught_up")
+    assert PHASES == ("injected", "detected", "alerted", "rescheduled", "ready", "recovered", "caught_up")
     assert PHASES is drills.core.record.PHASES
