@@ -18,6 +18,7 @@ Feature: Inference survives the loss of serving replicas
     And the Deployment is back to its desired Ready replicas
     And no more than 1% of requests fail while a replica serves
     And p99 latency stays within 2x the baseline while a replica serves
+    And the monitoring raises no more distinct alerts than its budget
 
     # Tagged by size (`-m kill_one`). A size beyond the site's faults.inference.max_kill is skipped, naming it:
     # killing every replica is a full outage, a site's decision.

@@ -18,6 +18,7 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises no more distinct alerts than its budget
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
     Given the switch inventory has a <dialect> leaf
@@ -29,6 +30,7 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises no more distinct alerts than its budget
 
     # One block per switch OS, tagged with it (`-m eos`). An Example whose OS no switch in the inventory
     # speaks is skipped, naming it; the twin's `fabric-dialects` profile has a leaf of each under the job.

@@ -16,3 +16,4 @@ Feature: Checkpoint I/O holds while the checkpoint store is saturated
     And its save time stays within 2x its baseline
     And the training job's checkpoint saves stay within 2x their baseline
     And the store delivers its declared bandwidth under fio and the probe
+    And the monitoring raises no more distinct alerts than its budget

@@ -19,6 +19,9 @@ Feature: Training survives the loss of a GPU node
     And it trains at no less than 90 % of its baseline throughput
     And training recovers within 15 minutes
     And the job stays healthy after it resumes: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises TrainingNodeLost within 1 minute
+    And it resolves after recovery
+    And the monitoring raises no more distinct alerts than its budget
 
     # One block per way of losing a node, tagged with it (`-m cordon_drain`). A mode the site does not run —
     # not in its faults.node_modes, or twin-only (gpu-unhealthy) on a real cluster — is skipped, naming why.
