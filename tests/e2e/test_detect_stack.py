@@ -11,6 +11,7 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 |   name dcgm-exporter does not export: blind)          |                  |                               |
 | the XID cleared (recovery)                           | resolution       | pass                          |
 | XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
+| `drills run` node loss, monitoring managed but blind  | detection ≤ 1 m  | FAIL not_detected (the drill) |
 
 Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
 """
@@ -18,6 +19,7 @@ Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -28,7 +30,9 @@ from drills.core.record import Category
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
 from drills.detect.runner import open_monitoring
 from drills.detect.stack import missing_tools
+import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
+from tests.e2e.drill_helpers import drills, records
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(bool(missing_tools()), reason=f"{' and '.join(missing_tools())} not installed "
@@ -158,3 +162,27 @@ def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_stor
     assert drill_for_tags(["gpu_node_loss"]).category(verdict.name) is Category.ALERT_STORM
     # the single-GPU fault stayed within it
     assert judge_storm([a.name for a in xid_fault[0].distinct()], 3).passed
+
+
+def test_a_drill_whose_monitoring_scrapes_nothing_fails_not_detected(tmp_path):
+    """The whole chain in a real `drills run` on the twin (60×, so the stack keeps the site's cadence): the profile
+    turns detection on with a managed stack that scrapes no exporter (the twin's are not wired to it here) — a
+    blind monitoring stack — so the node-loss drill recovers but FAILS not_detected, and the record says what
+    judged and that nothing fired."""
+    reports = tmp_path / "reports"
+    profile = tmp_path / "monitored.yaml"
+    builtin = (Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text()  # the built-in twin profile …
+    profile.write_text(builtin + "\nmonitoring:\n  prometheus: managed\n  alert_budget: 3\n")  # … + detection
+    done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
+                  "--no-html", "--reports", str(reports), "--run-id", "blind")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [rec] = records(reports / "blind")
+    assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]
+    assert rec["reason"].startswith("no alert TrainingNodeLost within 1m")
+    checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
+    assert checks["recovery"] == "pass" and checks["detection"] == "fail"  # recovered; nobody was told
+    detection = rec["details"]["detection"]
+    assert detection["judged"] and detection["monitoring"]["managed"] and detection["alerts"] == []
+    assert detection["polls"] > 0 and not detection["errors"]
+    assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
+    assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence

@@ -95,7 +95,8 @@ def test_allure_shows_steps_parameters_attachments_and_labels(healthy_run):
         assert {("epic", "Training resilience"), ("feature", "GPU node loss"), ("severity", "critical")} <= labels
         assert ("story", result["name"]) in labels
         assert [s["name"].split(" ", 1)[0] for s in result["steps"]] == ["Given", "And", "When", "Then", "And", "And",
-                                                                        "And", "And", "And", "And"]
+                                                                        "And", "And", "And", "And",
+                                                                        "And", "And", "And"]  # + detection
         params = {p["name"] for p in result["parameters"]}
         assert {"measured recovery", "target", "verdict", "recovery", "lost steps"} <= params
         attachments = {a["name"] for a in result["attachments"]}
