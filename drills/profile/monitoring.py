@@ -21,11 +21,9 @@ monitoring:
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from pydantic import Field, field_validator, model_validator
 
-from pydantic import Field, model_validator
-
-from drills.core.grammar import HostPort, HttpUrl, NameOrYaml
+from drills.core.grammar import HostPort, HttpUrl, NameOrYaml, check
 from drills.profile.base import Seconds, Strict
 
 __all__ = ["MonitoringConfig", "DEFAULT_RULES"]
@@ -36,7 +34,7 @@ DEFAULT_RULES = ("gpu", "training", "inference", "storage")  # the pack's own; `
 
 
 class MonitoringConfig(Strict):
-    prometheus: Literal["managed"] | HttpUrl = "managed"
+    prometheus: str = "managed"  # "managed", or the site's URL (the http_url grammar)
     alertmanager: HttpUrl | None = None  # required with a site's Prometheus; managed: the run starts one
     alert_budget: int = Field(3, ge=1, le=1000)
     rules: list[NameOrYaml] = list(DEFAULT_RULES)
@@ -49,6 +47,11 @@ class MonitoringConfig(Strict):
     @property
     def managed(self) -> bool:
         return self.prometheus == "managed"
+
+    @field_validator("prometheus")
+    @classmethod
+    def _managed_or_url(cls, value: str) -> str:
+        return value if value == "managed" else check("http_url", value, "'managed' or")
 
     @model_validator(mode="after")
     def _site_needs_alertmanager(self) -> "MonitoringConfig":

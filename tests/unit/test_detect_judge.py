@@ -1,0 +1,102 @@
+"""Detection judges (drills/detect/judge.py), the stack's timing in cluster time (drills/detect/stack.py) and the
+profile's `monitoring:` section (drills/profile/monitoring.py): small literal inputs, expectations by hand."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from drills.core.catalog import drill_for_tags
+from drills.core.errors import InvalidProfile
+from drills.core.record import Category
+from drills.detect.judge import judge_detection, judge_resolution, judge_storm
+from drills.detect.stack import Timing
+from drills.profile.model import parse_profile
+
+T0 = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_an_alert_raised_within_the_budget_passes_with_its_delay_measured():
+    verdict = judge_detection("GpuXidError", T0, at(35), 60)
+    assert verdict.passed and verdict.measured == 35 and verdict.target == 60
+    assert verdict.reason == "the monitoring raised GpuXidError 35s after the fault, within 1m"
+
+
+@pytest.mark.parametrize("raised, measured, says", [
+    (None, None, "no alert TrainingNodeLost within 1m: the platform's on-call would not have known"),
+    (at(75), 75, "the monitoring raised TrainingNodeLost only 1m15s after the fault, over 1m: the platform's on-call "
+                 "would not have known"),
+])
+def test_a_missing_or_late_alert_fails_in_its_own_category(raised, measured, says):
+    verdict = judge_detection("TrainingNodeLost", T0, raised, 60)
+    assert not verdict.passed and not verdict.inconclusive and not verdict.never_reached
+    assert verdict.measured == measured and verdict.reason == says
+    for tag in ("gpu_node_loss", "inference_pod_kill", "switch_uplink", "storage_saturation"):
+        assert drill_for_tags([tag]).category(verdict.name) is Category.NOT_DETECTED
+
+
+def test_a_twin_too_fast_for_the_sites_cadence_makes_a_missing_alert_inconclusive_not_a_fail():
+    verdict = judge_detection("TrainingNodeLost", T0, None, 60, slowed=True, resolution_s=120)
+    assert verdict.inconclusive and not verdict.passed
+    assert "one scrape + evaluation = 2m of cluster time" in verdict.reason
+    assert judge_detection("TrainingNodeLost", T0, at(20), 60, slowed=True).passed  # in time is in time
+
+
+def test_nothing_injected_is_nothing_to_detect():
+    assert judge_detection("GpuXidError", None, None, 60).inconclusive
+
+
+def test_resolution_is_judged_from_the_recovery():
+    assert judge_resolution("TrainingNodeLost", T0, at(40), 600).passed
+    stuck = judge_resolution("TrainingNodeLost", T0, None, 600)
+    assert not stuck.passed and stuck.reason.startswith("TrainingNodeLost still firing 10m after the recovery")
+    assert drill_for_tags(["gpu_node_loss"]).category(stuck.name) is Category.NOT_RESTORED
+    assert judge_resolution("TrainingNodeLost", None, None, 600).inconclusive
+
+
+def test_more_distinct_alerts_than_the_budget_is_a_storm():
+    assert judge_storm(["TrainingNodeLost", "GpuXidError"], 3).passed
+    storm = judge_storm(["GpuXidError"] * 8, 3)  # one per GPU: 8 label sets, 8 pages
+    assert not storm.passed and (storm.measured, storm.target) == (8, 3)
+    assert storm.reason.startswith("alert storm: 8 distinct alerts for one fault (GpuXidError), over the budget of 3")
+    assert drill_for_tags(["gpu_node_loss"]).category(storm.name) is Category.ALERT_STORM
+
+
+@pytest.mark.parametrize("scale, scrape_wall, resolution, slowed", [
+    (1, 15, 30, False),  # a site's own: wall time is cluster time
+    (60, 0.25, 30, False),  # the twin's default: the site's cadence, dilated
+    (150, 0.1, 30, False),  # the fastest twin that keeps a 15 s cadence
+    (600, 0.1, 120, True),  # 0.1 s wall floor: 60 cluster s per scrape — too coarse to time a 1 minute budget
+])
+def test_the_stacks_cadence_is_the_sites_in_cluster_time_down_to_a_wall_floor(scale, scrape_wall, resolution, slowed):
+    timing = Timing(scale=scale, scrape_s=15, evaluation_s=15)
+    assert timing.wall(15) == pytest.approx(scrape_wall)
+    assert timing.resolution_s == pytest.approx(resolution) and timing.slowed is slowed
+
+
+def test_the_profiles_monitoring_section():
+    assert parse_profile("name: x").monitoring is None  # no section: detection off
+    managed = parse_profile("monitoring: {prometheus: managed, targets: ['10.0.0.5:9400'], scrape_interval: 30s}")
+    assert managed.monitoring.managed and managed.monitoring.scrape_interval == 30
+    assert managed.monitoring.rules == ["gpu", "training", "inference", "storage"]
+    site = parse_profile("monitoring: {prometheus: 'http://prometheus.monitoring:9090', "
+                         "alertmanager: 'http://alertmanager.monitoring:9093', alert_budget: 5}")
+    assert not site.monitoring.managed and site.monitoring.alert_budget == 5
+
+
+@pytest.mark.parametrize("text, says", [
+    ("monitoring: {prometheus: 'http://prometheus:9090'}", "needs its Alertmanager too"),
+    ("monitoring: {prometheus: 'http://user:pw@prometheus:9090', alertmanager: 'http://am:9093'}", "http(s) URL"),
+    ("monitoring: {alert_budget: 0}", "monitoring.alert_budget"),
+    ("monitoring: {targets: ['10.0.0.5']}", "host:port"),
+    ("monitoring: {prometheus: managed, alertmanagr: 'http://am:9093'}", "alertmanagr"),
+])
+def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
+    with pytest.raises(InvalidProfile, match=None) as err:
+        parse_profile(text)
+    assert says in str(err.value)
