@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from drills.core.clock import Clock
 from drills.core.errors import CheckFailed
 
-__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts"]
+__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts", "read_alert_rules"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,19 @@ def read_alerts(alertmanager_url: str, timeout_s: float = 5.0) -> list[Alert]:
     if not isinstance(body, list):
         raise CheckFailed(f"Alertmanager {alertmanager_url}: /api/v2/alerts answered {type(body).__name__}, not a list")
     return [Alert.from_api(a) for a in body if isinstance(a, dict)]
+
+
+def read_alert_rules(prometheus_url: str, timeout_s: float = 5.0) -> list[str] | None:
+    """The names of the alerting rules Prometheus evaluates (GET /api/v1/rules?type=alert, read-only); None when it
+    cannot be read (a site may expose only Alertmanager to the drills: then nothing is said about rules)."""
+    url = f"{prometheus_url.rstrip('/')}/api/v1/rules?type=alert"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            groups = json.load(answer).get("data", {}).get("groups", [])
+    except (urllib.error.URLError, OSError, ValueError, AttributeError) as err:
+        log.warning("Prometheus %s: cannot read its alerting rules (%s)", prometheus_url, err)
+        return None
+    return [r.get("name", "?") for g in groups for r in g.get("rules", []) if r.get("type") == "alerting"]
 
 
 @dataclass

@@ -25,8 +25,9 @@ DETECTION, RESOLUTION, STORM = "detection", "alert resolution", "alert storm"
 
 
 def judge_detection(alert: str, injected: datetime | None, raised: datetime | None, budget_s: float, *,
-                    slowed: bool = False, resolution_s: float = 0.0) -> Verdict:
-    """Pass iff `alert` was raised (firing, notifying) at most `budget_s` cluster seconds after the injection."""
+                    slowed: bool = False, resolution_s: float = 0.0, rules: Sequence[str] | None = None) -> Verdict:
+    """Pass iff `alert` was raised (firing, notifying) at most `budget_s` cluster seconds after the injection.
+    `rules`: the alerting rules the Prometheus evaluates, when read (a missing one is named in the sentence)."""
     budget = format_duration(budget_s)
     if injected is None:
         return Verdict(DETECTION, False, None, budget_s, "s", f"{alert}: no fault was injected, nothing to detect",
@@ -37,6 +38,8 @@ def judge_detection(alert: str, injected: datetime | None, raised: datetime | No
                        f"the monitoring raised {alert} {format_duration(measured)} after the fault, within {budget}")
     said = (f"no alert {alert} within {budget}" if measured is None else
             f"the monitoring raised {alert} only {format_duration(measured)} after the fault, over {budget}")
+    if measured is None and rules is not None and alert not in rules:
+        said += f" (its Prometheus has no alerting rule named {alert})"
     if slowed:
         return Verdict(DETECTION, False, measured, budget_s, "s",
                        f"{said}, but the twin's clock ran too fast for Prometheus to scrape and evaluate at the "

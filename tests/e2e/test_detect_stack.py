@@ -27,6 +27,8 @@ import pytest
 from drills.core.catalog import drill_for_tags
 from drills.core.clock import DilatedClock
 from drills.core.record import Category
+from drills.detect.alerts import read_alert_rules
+from drills.detect.pack import alert_names, pack_files
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
 from drills.detect.runner import open_monitoring
 from drills.detect.stack import missing_tools
@@ -112,6 +114,10 @@ def xid_fault(monitoring, target):
     return watch, injected, recovered
 
 
+def test_the_stack_evaluates_the_pack_it_was_given(monitoring):
+    assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed"])))
+
+
 def test_the_stack_runs_at_the_sites_cadence_in_cluster_time(monitoring):
     described = monitoring.describe()
     assert described["managed"] and described["scale"] == SCALE and not described["slowed"]
@@ -184,5 +190,6 @@ def test_a_drill_whose_monitoring_scrapes_nothing_fails_not_detected(tmp_path):
     detection = rec["details"]["detection"]
     assert detection["judged"] and detection["monitoring"]["managed"] and detection["alerts"] == []
     assert detection["polls"] > 0 and not detection["errors"]
+    assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
     assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence

@@ -40,6 +40,13 @@ def test_a_missing_or_late_alert_fails_in_its_own_category(raised, measured, say
         assert drill_for_tags([tag]).category(verdict.name) is Category.NOT_DETECTED
 
 
+def test_a_missing_alert_names_a_rule_its_prometheus_does_not_have():
+    verdict = judge_detection("TrainingNodeLost", T0, None, 60, rules=["GpuXidError"])
+    assert verdict.reason == ("no alert TrainingNodeLost within 1m (its Prometheus has no alerting rule named "
+                              "TrainingNodeLost): the platform's on-call would not have known")
+    assert "no alerting rule" not in judge_detection("GpuXidError", T0, None, 60, rules=["GpuXidError"]).reason
+
+
 def test_a_twin_too_fast_for_the_sites_cadence_makes_a_missing_alert_inconclusive_not_a_fail():
     verdict = judge_detection("TrainingNodeLost", T0, None, 60, slowed=True, resolution_s=120)
     assert verdict.inconclusive and not verdict.passed
