@@ -79,6 +79,8 @@ INJECTIONS = {
     "workloads.inference.load_generator.resources.cpu_limit": "$(id)",
     "workloads.inference.load_generator.resources.memory": "512 Mi",
     "workloads.inference.load_generator.resources.memory_limit": "1Gi;",
+    "monitoring.prometheus": "http://prometheus:9090/api?query=$(id)",  # read by the drills: a URL, never more
+    "monitoring.alertmanager": "http://admin:secret@alertmanager:9093",
 }
 
 
@@ -97,5 +99,6 @@ NUMBERS = [  # (field path, case, value): every numeric profile value has a docu
         ("workloads.training.checkpoint_interval_steps", "zero", 0),
         ("acceptance.thresholds.gemm_gflops_min", "inf", float("inf")), ("acceptance.thresholds.max_temp_c", "hot", 500),
         ("acceptance.thresholds.port_mtu", "tiny", 10), ("acceptance.max_nodes", "huge", 100000),
+        ("monitoring.alert_budget", "zero", 0), ("monitoring.scrape_interval", "inf", ".inf"),
     )
 ]
