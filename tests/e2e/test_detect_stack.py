@@ -27,7 +27,7 @@ import pytest
 from drills.core.catalog import drill_for_tags
 from drills.core.clock import DilatedClock
 from drills.core.record import Category
-from drills.detect.alerts import read_alert_rules
+from drills.detect.alerts import read_alert_rules, read_alerts
 from drills.detect.pack import alert_names, pack_files
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
 from drills.detect.runner import open_monitoring
@@ -116,6 +116,15 @@ def xid_fault(monitoring, target):
 
 def test_the_stack_evaluates_the_pack_it_was_given(monitoring):
     assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed"])))
+
+
+def test_a_sites_own_stack_is_read_where_it_is_and_on_the_wall_clock(monitoring, xid_fault):
+    """prometheus: <url>, alertmanager: <url> — nothing started, nothing rewritten, only GETs."""
+    site = open_monitoring(MonitoringConfig(prometheus=monitoring.prometheus_url,
+                                            alertmanager=monitoring.alertmanager_url), monitoring.clock, Path("unused"))
+    assert site.stack is None and site.timing.scale == 1 and not site.describe()["managed"]
+    assert "GpuXidError" in read_alert_rules(site.prometheus_url)
+    assert {a.name for a in read_alerts(site.alertmanager_url)} <= {"GpuXidError"}  # what the module's faults left
 
 
 def test_the_stack_runs_at_the_sites_cadence_in_cluster_time(monitoring):
