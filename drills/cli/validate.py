@@ -122,6 +122,9 @@ def _against(prof, drills: set[str], twin_info: dict | None, *, context: str | N
             else:
                 out += storage_checks(cluster, prof, twin_info)
         out += tool_checks(drills)
+        from drills.validate.monitoring import monitoring_checks  # detection: the managed stack's tools, or the site's
+
+        out += monitoring_checks(prof)
     finally:
         if cluster is not None:
             cluster.close()

@@ -11,7 +11,8 @@ from drills.core.catalog import drill_for_tags
 from drills.core.errors import InvalidProfile
 from drills.core.record import Category
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
-from drills.detect.stack import Timing
+from drills.detect.pack import RULES_DIR
+from drills.detect.stack import Timing, missing_tools
 from drills.profile.model import parse_profile
 
 T0 = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
@@ -107,3 +108,23 @@ def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
     with pytest.raises(InvalidProfile, match=None) as err:
         parse_profile(text)
     assert says in str(err.value)
+
+
+def test_validate_names_what_detection_needs(tmp_path):
+    from drills.validate.monitoring import expected_alerts, monitoring_checks
+
+    assert expected_alerts() == ["TrainingNodeLost"]  # what the features' detection steps expect today
+    [off] = monitoring_checks(parse_profile("name: x"))
+    assert off.ok and "not judged" in off.detail
+    lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
+    if missing_tools():
+        assert not lines[0].ok and "not installed" in lines[0].detail
+    else:
+        assert all(c.ok for c in lines), [c.line() for c in lines]
+        bad = tmp_path / "seed-only.yaml"
+        bad.write_text((RULES_DIR / "seed.yaml").read_text())
+        lines = monitoring_checks(parse_profile(f"monitoring: {{prometheus: managed, rules: ['{bad}']}}"))
+        assert [c.ok for c in lines] == [True, False] and "TrainingNodeLost" in lines[1].detail
+    [am, rules] = monitoring_checks(parse_profile("monitoring: {prometheus: 'http://127.0.0.1:9', "
+                                                  "alertmanager: 'http://127.0.0.1:9'}"))  # nothing listens on 9
+    assert not am.ok and "does not answer" in am.detail and not rules.ok and "cannot be read" in rules.detail
