@@ -10,8 +10,11 @@ looks back and resends at the site's cadence divided by the scale, and its rules
 (drills/detect/pack.py), so a rule means in cluster time what it means on a real cluster; every stamp the drill
 keeps (injected, alerted, resolved) is the drill's cluster clock read by the poll that saw the change. Where
 the wall floor (0.1 s) made scrapes or evaluations rarer in cluster time than the site's, `timing.slowed` is
-true and a late or missing alert is inconclusive, never a FAIL blamed on the platform. A site's stack runs on
-the wall clock: scale 1, nothing rewritten.
+true and a late or missing alert is inconclusive, never a FAIL blamed on the platform. The dilation assumes the
+twin's nominal scale: when the twin's clock waits for its controllers (a busy machine), its cluster time runs
+slower than that, the stack's wall durations then last fewer cluster seconds than the rules say and detection
+can only look earlier than on a real cluster — the record keeps the watch's measured `effective_scale` so a
+reviewer sees it. A site's stack runs on the wall clock: scale 1, nothing rewritten.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def test_a_drill_whose_monitoring_scrapes_nothing_fails_not_detected(tmp_path):
     assert checks["recovery"] == "pass" and checks["detection"] == "fail"  # recovered; nobody was told
     detection = rec["details"]["detection"]
     assert detection["judged"] and detection["monitoring"]["managed"] and detection["alerts"] == []
-    assert detection["polls"] > 0 and not detection["errors"]
+    assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 61
     assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
     assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
