@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -110,7 +109,6 @@ class AlertWatch:
     def start(self) -> "AlertWatch":
         """Read the baseline now (CheckFailed if Alertmanager does not answer), then poll in the background."""
         self.baseline = {a.fingerprint: a for a in read_alerts(self.alertmanager_url)}
-        self._started = (time.monotonic(), self.clock.timestamp())
         self._thread = threading.Thread(target=self._run, name="alert-watch", daemon=True)
         self._thread.start()
         return self
@@ -119,14 +117,6 @@ class AlertWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-
-    def effective_scale(self) -> float | None:
-        """Cluster seconds per wall second since the start: below the clock's scale when the twin's clock waited for
-        its controllers — then the stack's wall-time durations were shorter in cluster time than the rules say."""
-        wall0, cluster0 = getattr(self, "_started", (None, None))
-        if wall0 is None or time.monotonic() - wall0 <= 0:
-            return None
-        return (self.clock.timestamp() - cluster0) / (time.monotonic() - wall0)
 
     def raised(self, name: str) -> datetime | None:
         """When alert `name` was first seen firing and notifying (cluster time), outside the baseline."""
