@@ -100,6 +100,7 @@ class AlertWatch:
     baseline: dict[str, Alert] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     polls: int = 0
+    last_read: datetime | None = None  # cluster time of the last poll Alertmanager answered
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
@@ -160,6 +161,7 @@ class AlertWatch:
                 self.polls += 1
                 if alerts is not None:
                     self._update(alerts, now)
+                    self.last_read = now
                 self._cond.notify_all()
             self._stop.wait(self.period_s)
 
