@@ -65,6 +65,7 @@ class AcceptResult:
     lines: list[str] = field(default_factory=list)  # the dry run's plan
     policy: Any = None  # the profile's acceptance section (required checks, waivers)
     raw: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (node, check, peer) → tool output
+    runbook: dict[tuple[str, str], list[dict]] = field(default_factory=dict)  # (node, check) → its row's steps
 
     def node_verdicts(self) -> dict[str, list[CheckResult]]:
         """node → its failed checks that are not waived (empty: go)."""

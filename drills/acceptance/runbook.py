@@ -95,6 +95,26 @@ class _Context(RunWatch):
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[RUNBOOK_DIR] = self.rendered
 
+    def pytest_bdd_before_scenario(self, request, feature, scenario) -> None:
+        request.node.stash[_STEPS] = {}
+
+    def pytest_bdd_after_step(self, request, feature, scenario, step, step_func, step_func_args) -> None:
+        request.node.stash[_STEPS][id(step)] = ("passed", step_func_args.get("check"))
+
+    def pytest_bdd_step_error(self, request, feature, scenario, step, step_func, step_func_args, exception) -> None:
+        status = "failed" if isinstance(exception, NoGo) else "skipped" if isinstance(exception, pytest.xfail.Exception) \
+            else "broken"
+        request.node.stash[_STEPS][id(step)] = (status, step_func_args.get("check"))
+
+    def pytest_bdd_after_scenario(self, request, feature, scenario) -> None:
+        """The row's steps as the report shows them under its node × check (Allure steps): the runbook read."""
+        seen = request.node.stash.get(_STEPS, {})
+        node = (getattr(getattr(request.node, "callspec", None), "params", {}).get("_pytest_bdd_example") or {}).get("node")
+        check = next((c for _, c in seen.values() if c), None)
+        if node and check:
+            self.checks.result.runbook[(node, check)] = [
+                {"name": f"{s.keyword} {s.name}", "status": seen.get(id(s), ("skipped", None))[0]} for s in scenario.steps]
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call) -> None:
         error = call.excinfo.value if call.excinfo is not None else None
@@ -110,6 +130,7 @@ class _Context(RunWatch):
 
 
 RUNBOOK_DIR = pytest.StashKey[Path]()
+_STEPS = pytest.StashKey[dict]()  # id(step) → (status, the step's check argument)
 
 
 def run_runbook(checks: AcceptChecks, run_dir: Path, debug: bool = False) -> None:
@@ -139,5 +160,5 @@ def run_runbook(checks: AcceptChecks, run_dir: Path, debug: bool = False) -> Non
     if ctx.errors:
         raise DrillError(f"the acceptance runbook did not run: {'; '.join(ctx.errors)}")
     if rc not in (0, 1):
-        raise DrillError(f"the acceptance runbook did not run (pytest exit {rc}); `drills accept --debug` shows why")
+        raise DrillError(f"the acceptance runbook did not run (pytest exit {rc})")
     checks.finish()
