@@ -123,3 +123,12 @@ def test_a_check_asked_for_after_the_verdicts_were_settled_is_refused(tmp_path):
         checks.run("gpu")
     checks.finish()
     assert checks.done == ["identity", "required", "aggregate"]
+
+
+def test_an_error_that_is_no_verdict_stops_the_runbook_and_is_raised_as_before(tmp_path):
+    """A step that fails for another reason than a no-go (here: no cluster to create the gpu Jobs on) stops
+    the runbook at once and reaches the caller as itself — `drills accept` then reverts as it always did."""
+    checks = _checks(tmp_path, checks=["gpu", "dcgm"])
+    with pytest.raises(AttributeError, match="api"):
+        run_runbook(checks, tmp_path)
+    assert checks.done == ["gpu"]  # nothing after the failing step ran, no batch verdict was settled
