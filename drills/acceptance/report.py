@@ -45,7 +45,7 @@ def records(run_id: str, profile_name: str, result) -> list[Record]:
 
 def write_report(run_dir: Path, run_id: str, profile, result, html_report: bool = False) -> None:
     recs = records(run_id, profile.name, result)
-    allure_results(run_dir / "allure-results", recs, getattr(result, "raw", None))
+    allure_results(run_dir / "allure-results", recs, getattr(result, "raw", None), getattr(result, "runbook", None))
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r.to_json(), ensure_ascii=False, default=str) + "\n"
                                                    for r in recs), encoding="utf-8")
     data = {"run_id": run_id, "nodes": list(result.plan.nodes), "reference": result.plan.reference,
@@ -74,10 +74,12 @@ def write_report(run_dir: Path, run_id: str, profile, result, html_report: bool 
             log.warning("Allure report not built: %s", err)
 
 
-def allure_results(folder: Path, recs: list[Record], raw: dict | None = None) -> list[Path]:
+def allure_results(folder: Path, recs: list[Record], raw: dict | None = None,
+                   runbook: dict | None = None) -> list[Path]:
     """One Allure 2 result per node × check (and per measured pair): suite `Pre-expansion acceptance`,
     sub-suite the node, parameters the measured values, their thresholds, each expectation with its source
-    and the evidence's identity (pod, spec.nodeName); the tool's raw output attached; the reason as message."""
+    and the evidence's identity (pod, spec.nodeName); the tool's raw output attached; the reason as message;
+    as steps, the Gherkin steps of the runbook row that judged it (features/acceptance) with their outcome."""
     import hashlib
     import uuid
 
@@ -105,6 +107,7 @@ def allure_results(folder: Path, recs: list[Record], raw: dict | None = None) ->
             attachments.append({"name": f"{TOOLS.get(str(d.get('check')), 'tool')} output ({d.get('node')})",
                                 "source": name, "type": "text/plain"})
         ms = int((rec.wall_started or datetime.now(timezone.utc)).timestamp() * 1000)
+        steps = [] if d.get("decides") is False else (runbook or {}).get((d.get("node"), d.get("check")), [])
         body = {"uuid": str(uuid.uuid4()), "historyId": hashlib.md5(f"{DRILL}/{rec.scenario}".encode()).hexdigest(),
                 "name": rec.scenario, "fullName": f"acceptance.{d.get('node')}.{d.get('check')}.{d.get('peer') or ''}",
                 "status": status, "stage": "finished", "start": ms, "stop": ms,
@@ -113,7 +116,9 @@ def allure_results(folder: Path, recs: list[Record], raw: dict | None = None) ->
                 "labels": [{"name": "suite", "value": SUITE}, {"name": "subSuite", "value": str(d.get("node"))},
                            {"name": "feature", "value": SUITE}, {"name": "story", "value": str(d.get("check"))},
                            {"name": "tag", "value": "acceptance"}, {"name": "framework", "value": "gpu-drills"}],
-                "parameters": params, "attachments": attachments}
+                "parameters": params, "attachments": attachments,
+                "steps": [{"name": s["name"], "status": s["status"], "stage": "finished", "start": ms, "stop": ms}
+                          for s in steps]}
         path = folder / f"{body['uuid']}-result.json"
         path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
         out.append(path)

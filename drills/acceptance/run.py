@@ -1,8 +1,9 @@
-"""One acceptance run: connect → plan (read-only, refused if unsafe) → journal + gate taint → the checks'
-Jobs phase by phase → judges → settle the gate → delete the Jobs → records and report.
+"""One acceptance run: connect → plan (read-only, refused if unsafe) → journal + gate taint → the runbook
+(features/acceptance/, drills/acceptance/runbook.py: the checks' Jobs phase by phase, judged) → settle the
+gate → delete the Jobs → records and report.
 
 Phases run one after the other (each check wants the node's GPUs to itself); inside a phase every node
-runs its Job at once. The Jobs' journal entry is opened before the first Job and reverted (every Job of
+runs its Job at once (drills/acceptance/checks.py). The Jobs' journal entry is opened before the first Job and reverted (every Job of
 the run deleted) whatever happens; the gate's entry is settled at the end — passing nodes untainted,
 failing ones keep the taint with the reason as annotation and event — or, when the run did not finish
 (exception, SIGINT, SIGTERM), reverted: no taint of this run is left. Signals are deferred while an
@@ -18,22 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from drills.acceptance import coverage, identity, plausible, policy
-from drills.acceptance.judge import CheckResult, judge, not_run
-from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
+from drills.acceptance import identity, policy
+from drills.acceptance.checks import JOB_PHASES, AcceptChecks
+from drills.acceptance.judge import CheckResult
 from drills.acceptance.plan import AcceptPlan, make_plan
+from drills.acceptance.runbook import run_runbook
 from drills.core.errors import DrillError
 from drills.core.journal import Journal
-from drills.core.kube import EventMerger, obj_get
 from drills.core.signals import deferred_signals, stop_on_signal
 from drills.faults import Target, fault_module, revert_entry
-from drills.faults.accept_jobs import selector
 
 __all__ = ["AcceptOptions", "AcceptResult", "run_acceptance", "check_options", "JOB_PHASES"]
 
 log = logging.getLogger(__name__)
-
-JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
 
 
 @dataclass
@@ -67,6 +65,7 @@ class AcceptResult:
     lines: list[str] = field(default_factory=list)  # the dry run's plan
     policy: Any = None  # the profile's acceptance section (required checks, waivers)
     raw: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (node, check, peer) → tool output
+    runbook: dict[tuple[str, str], list[dict]] = field(default_factory=dict)  # (node, check) → its row's steps
 
     def node_verdicts(self) -> dict[str, list[CheckResult]]:
         """node → its failed checks that are not waived (empty: go)."""
@@ -114,7 +113,7 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 if opts.gate:
                     entries.open("accept-gate", nodes=list(plan.nodes))
                 entries.open("accept-jobs", namespace=profile.acceptance.namespace, run_id=run_id, nodes=list(plan.nodes))
-                _checks(cluster, profile, plan, run_id, twin_info, result, opts.progress)
+                run_runbook(AcceptChecks(cluster, profile, plan, run_id, twin_info, result, opts.progress), run_dir)
                 finished = True
             except KeyboardInterrupt:
                 result.interrupted = interrupts.first or "SIGINT"
@@ -188,106 +187,6 @@ def check_options(opts: AcceptOptions, profile) -> None:
         raise DrillError(f"--defect, --scale and --twin-profile apply to the twin only, but the target is {opts.target} "
                          f"(cluster.mode {profile.cluster.mode}); drop them or accept nodes of the twin")
     check_reports_writable(Path(opts.reports_root))
-
-
-def _checks(cluster, profile, plan: AcceptPlan, run_id: str, twin_info: dict | None, result: AcceptResult,
-            progress: Callable[[str], None]) -> None:
-    cfg = profile.acceptance
-    t = cfg.thresholds
-    for check in [c for c in JOB_PHASES if c in plan.checks]:
-        rounds = [[(n, plan.reference) for n in plan.nodes]] if check == "nccl-pair" else [[(n, None) for n in plan.nodes]]
-        if check == "nccl-pair" and len(plan.nodes) > 1:  # the heat map's new ↔ new cells: a ring over the batch
-            ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
-            rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
-        for k, pairs in enumerate(rounds):
-            if check == "nccl-pair" and k == 0 and (plan.reference is None or plan.reference_problem):
-                why = (f"the reference node cannot prove the path: {plan.reference_problem}" if plan.reference
-                       else "no known-good node to pair with (acceptance.reference_node)")
-                result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
-                continue
-            progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
-            outputs = _run_phase(cluster, cfg, plan, run_id, check, pairs)
-            for (node, peer), (text, why, pod) in outputs.items():
-                if text is None:
-                    r = not_run(node, check, why, peer)
-                else:
-                    result.raw[(node, check, peer)] = text
-                    r = judge(check, node, text, t, capacity=plan.capacity.get(node, 0), expect=plan.expect.get(node),
-                              peer=peer, need=cfg.required.get(check))
-                    r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
-                    r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, t)
-                (result.pairs if k == 1 else result.results).append(r)
-    if "switch-port" in plan.checks:
-        from drills.acceptance.switch import check_ports
-        from drills.faults.switch.target import switch_inventory
-
-        progress("switch-port: the leaf ports facing the nodes")
-        try:
-            inventory = switch_inventory(profile, twin_info)
-        except DrillError as err:
-            result.results += [not_run(n, "switch-port", str(err)) for n in plan.nodes]
-        else:
-            result.results += check_ports(profile, inventory, plan.ports, t, result.raw)
-    result.results = identity.cross_check(result.results, plan.known)
-    result.results += policy.missing_required(cfg, plan.nodes, result.results)
-    if "storage" in plan.checks and t.store_aggregate_read_mb_s_min is not None:
-        total = sum(r.measured.get("read_mb_s", 0.0) for r in result.results if r.check == "storage")
-        result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
-                            "go": total >= t.store_aggregate_read_mb_s_min}
-
-
-def _run_phase(cluster, cfg, plan: AcceptPlan, run_id: str, check: str,
-               pairs: list[tuple[str, str | None]]) -> dict[tuple[str, str | None], tuple[str | None, str, dict | None]]:
-    """Create the phase's Jobs, wait until each pod ended (or the deadline), return each one's log and pod."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    batch = client.BatchV1Api(cluster.api)
-    ns = cfg.namespace
-    t = cfg.thresholds
-    for node, peer in pairs:
-        env = {"ACCEPT_LEVEL": str(t.dcgm_level), "ACCEPT_SECONDS": str(t.burn_seconds),
-               "ACCEPT_GPUS": str(plan.capacity.get(node, 0)), "ACCEPT_RAILS": " ".join(plan.rails.get(node, ())),
-               "ACCEPT_DIR": "/store"}
-        if peer:
-            env.update(ACCEPT_PEER=peer, ACCEPT_HOSTS=f"{plan.ips.get(node, node)},{plan.ips.get(peer, peer)}",
-                       ACCEPT_RANKS="2")
-        elif check == "rdma" and plan.reference:
-            env["ACCEPT_PEER"] = plan.ips.get(plan.reference, plan.reference)
-        body = render_job(cfg, run_id, check, node, gpus=plan.capacity.get(node, 0), env=env, peer=peer)
-        try:
-            batch.create_namespaced_job(ns, body)
-        except ApiException as err:
-            raise DrillError(f"could not create the {check} Job for {node}: {err.status} {err.reason}") from None
-    sel = f"{selector(run_id)},{CHECK_LABEL}={check}"
-    deadline = cluster.clock.timestamp() + cfg.job(check).timeout_s
-    want = {(n, p) for n, p in pairs}
-    ended: dict[tuple[str, str | None], dict] = {}
-    with EventMerger(cluster.clock) as merger:
-        merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
-        for event in merger.events(deadline):
-            if event is None or event.obj is None or not isinstance(event.obj, dict):
-                continue
-            pod = event.obj
-            labels = obj_get(pod, "metadata", "labels", default=None) or {}
-            key = (labels.get(NODE_LABEL), labels.get(PEER_LABEL))
-            if key in want and obj_get(pod, "status", "phase") in ("Succeeded", "Failed"):
-                ended[key] = pod
-            if len(ended) == len(want):
-                break
-    out: dict[tuple[str, str | None], tuple[str | None, str, dict | None]] = {}
-    for key in sorted(want, key=lambda k: (k[0], k[1] or "")):
-        pod = ended.get(key)
-        if pod is None:
-            out[key] = (None, f"the {check} Job on {key[0]} did not finish within {cfg.job(check).timeout_s:.0f} s", None)
-            continue
-        try:
-            text = cluster.core.read_namespaced_pod_log(pod["metadata"]["name"], ns)
-        except ApiException as err:
-            out[key] = (None, f"the {check} Job's log on {key[0]} is unreadable: {err.status} {err.reason}", pod)
-            continue
-        out[key] = (text, "", pod)
-    return out
 
 
 class _Entries:

@@ -18,6 +18,7 @@ from typing import Iterable
 
 from drills.core.errors import DrillError, InvalidProfile
 from drills.core.grammar import check_flag, valid
+from drills.core.selection import ACCEPTANCE_FOLDER
 from drills.profile.safety import check_target
 
 __all__ = ["check_run", "check_target", "check_run_id", "feature_selection", "check_reports_writable", "check_utf8",
@@ -70,6 +71,10 @@ def feature_selection(paths: Iterable[str], default: Path) -> tuple[list[str], l
             raise DrillError(f"feature path {raw}: no such file or folder; pass a .feature file or a folder of "
                              f"them (e.g. features/network)")
         path = path.resolve()
+        runbook = (default / ACCEPTANCE_FOLDER).resolve()
+        if path == runbook or runbook in path.parents:
+            raise DrillError(f"feature path {raw}: the acceptance runbook is no drill; `drills accept --nodes NODES` "
+                             f"runs it")
         if path.is_file() and path.suffix not in (".feature", ".py"):
             raise DrillError(f"feature path {raw}: not a .feature file (nor a test module); pass a .feature file "
                              f"or a folder of them")

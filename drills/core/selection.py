@@ -17,9 +17,19 @@ from pathlib import Path
 
 from drills.core.errors import DrillError
 
-__all__ = ["Candidate", "check_selection", "candidates", "select"]
+__all__ = ["Candidate", "check_selection", "candidates", "select", "ACCEPTANCE_FOLDER", "drill_feature_files"]
 
 log = logging.getLogger(__name__)
+
+ACCEPTANCE_FOLDER = "acceptance"  # features/acceptance: the acceptance runbook, run by `drills accept` only
+
+
+def drill_feature_files(root: Path) -> list[str]:
+    """The drills' `.feature` files under `root`: all of them but the acceptance runbook's folder (its
+    scenarios are checks of new nodes, run by `drills accept` on its plan — never drills)."""
+    root = Path(root)
+    return [str(p) for p in sorted(root.rglob("*.feature"))
+            if ACCEPTANCE_FOLDER not in p.relative_to(root).parts[:-1]]
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ def candidates(features_dir: Path) -> list[Candidate]:
 
     root = Path(features_dir).resolve()
     out = []
-    for feature in get_features([str(root)]):
+    for feature in get_features(drill_feature_files(root)):
         rel = str(Path(feature.filename).resolve().relative_to(root))
         for template in feature.scenarios.values():
             base = f"test_{make_python_name(template.name)}"

@@ -174,7 +174,10 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise DrillError(f"--features {folder}: not a folder; pass a folder of .feature files")
-    files = sorted(p for p in root.rglob("*.feature") if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    from drills.core.selection import drill_feature_files
+
+    files = [p for p in map(Path, drill_feature_files(root))  # the acceptance runbook is no nightly drill
+             if not any(part.startswith(".") for part in p.relative_to(root).parts)]
     if not files:
         raise DrillError(f"--features {folder}: no .feature file in it; pass a folder of drills")
     out: dict[str, tuple[str, str]] = {FEATURES_BINDER: (FEATURES_BINDER, _BINDER_TEXT)}

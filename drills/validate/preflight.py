@@ -56,7 +56,9 @@ def selected_drills(markexpr: str | None, features: Path | None = None) -> list[
 
     drill_tags = {d.id: d.tag for d in catalog().values()}
     tags = {d: {tag, _AREA.get(d, tag)} for d, tag in drill_tags.items()}
-    for path in sorted((features or Path(__file__).resolve().parents[2] / "features").glob("**/*.feature")):
+    from drills.core.selection import drill_feature_files
+
+    for path in map(Path, drill_feature_files(features or Path(__file__).resolve().parents[2] / "features")):
         first = next((ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()), "")
         names = {t.lstrip("@") for t in first.split() if t.startswith("@")}
         for drill_id, known in tags.items():

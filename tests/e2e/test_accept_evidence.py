@@ -17,6 +17,7 @@ the reference's taint named). The verdicts before the change are in bench/accept
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,16 @@ def _nogo(run_dir: Path, node: str) -> dict[str, dict]:
             if r["details"]["node"] == node and r["details"]["decides"] and r["verdict"] == "fail"}
 
 
+def _runbook(run_dir: Path) -> dict[tuple[str, str], str]:
+    """(scenario's test name up to its first `__`, node) → its row's JUnit outcome in the run's runbook."""
+    out = {}
+    for case in ET.parse(run_dir / "runbook" / "junit.xml").iter("testcase"):
+        name, _, node = case.get("name").partition("[")
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        out[(name.split("__")[0], node.rstrip("]"))] = kinds[0] if kinds else "passed"
+    return out
+
+
 def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp_path):
     proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-02,gpu-new-03,gpu-new-04,gpu-new-05,gpu-new-06", "ev")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -121,6 +132,13 @@ def test_expectation_identity_and_plausibility_constructions_are_no_go(twin, tmp
     assert params["evidence: spec.nodeName"] == "gpu-new-02"
     attached = [a for a in gpu.get("attachments", []) if a["name"] == "nvidia-smi output (gpu-new-02)"]
     assert attached and "GPU 6: NVIDIA H100" in (run_dir / "allure-results" / attached[0]["source"]).read_text()
+    assert gpu["steps"][-1] == {**gpu["steps"][-1], "name": "Then the gpu check of gpu-new-02 is a go", "status": "failed"}
+    # the runbook that judged them (features/acceptance, its rows the planned nodes): the same go/no-go, row by row
+    rows = _runbook(run_dir)
+    assert {v for k, v in rows.items() if k[1] == "gpu-new-01"} == {"passed"} and len(rows) == 6 * 10 + 2
+    assert rows[("test_gpus", "gpu-new-02")] == rows[("test_signoff", "gpu-new-02")] == "failure"
+    assert rows[("test_identity", "")] == "failure" and rows[("test_rdma", "gpu-new-05")] == "failure"
+    assert rows[("test_signoff", "gpu-new-04")] == "failure"  # 03 printed 04's identities: neither is accepted
 
 
 def test_a_required_check_left_out_of_the_profile_is_a_not_run_no_go(twin, tmp_path):
@@ -142,6 +160,9 @@ def test_a_required_check_left_out_of_the_profile_is_a_not_run_no_go(twin, tmp_p
     signoff = (run_dir / "summary.md").read_text().split("## Sign-off", 1)[1]
     assert "dcgm" in signoff and "j.doe" in signoff and "DCGM image not mirrored yet" in signoff
     assert "Required checks: dcgm (level ≥ 2), gpu." in signoff and "Not required by this profile" in signoff
+    rows = _runbook(run_dir)  # the runbook: dcgm's rows skipped (not in the checks), its required row waived (xfail)
+    assert rows[("test_dcgm_diagnostic", "gpu-new-01")] == rows[("test_required_checks", "gpu-new-01")] == "skipped"
+    assert rows[("test_signoff", "gpu-new-01")] == "passed"
 
 
 def test_a_reference_that_is_a_failing_tainted_node_on_the_same_isolated_leaf_proves_nothing(twin, tmp_path):

@@ -88,6 +88,15 @@ def test_nxos_pfc_oper_column_and_ecn_in_the_queuing_policy():
     assert _facts("nxos", 2, "policy-map type queuing default-8q-out-policy\n", "Ethernet1/48").ecn is False  # default
 
 
+def test_nxos_pfc_from_a_real_priority_flow_control_table():
+    # a UCS fabric interconnect's NX-OS (tests/data/real/switch_port): On (8) on one backplane port, Off elsewhere
+    table = _body("switch_port/nxos-show_interface_priority-flow-control-1.txt")
+    got = {iface: _facts("nxos", 1, table, iface).pfc
+           for iface in ("Ethernet1/1/1", "Ethernet1/1", "Ethernet1/1/2", "Ethernet1/3", "Ethernet1/48")}
+    assert got == {"Ethernet1/1/1": True, "Ethernet1/1": False, "Ethernet1/1/2": False, "Ethernet1/3": False,
+                   "Ethernet1/48": None}  # a port the table does not list: unknown, never healthy
+
+
 def test_eos_running_config_defaults_pfc_and_ecn_off():
     assert (_facts("eos", 1, "interface Ethernet1\n   mtu 9214\n", "Ethernet1").pfc, False) == (False, False)
     cfg = ("interface Ethernet1\n   priority-flow-control on\n   priority-flow-control priority 3 no-drop\n"

@@ -1,0 +1,187 @@
+"""What the acceptance runbook's steps call (features/acceptance/, fixtures/acceptance.py): one acceptance
+run's checks, each one step of the runbook, over the planned nodes.
+
+`AcceptChecks` holds a run's cluster, profile, plan and result, and does each step once whatever number of
+Examples rows ask for it (every node's row of a check's Scenario Outline reads the one phase that ran the
+check's Jobs on every new node at once: each check wants the nodes' GPUs to itself, and the nodes run it
+side by side). The batch-wide steps come in a fixed order — the identity cross-check, then the policy's
+required checks, then the shared store's aggregate — and `finish()` runs whichever of them the runbook did
+not, so a runbook that lost a scenario loses no guarantee: a required check without a result is still a
+`not_run` no-go, the same UUID on two nodes still `wrong_node`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from drills.acceptance import coverage, identity, plausible, policy
+from drills.acceptance.judge import CheckResult, judge, not_run
+from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
+from drills.acceptance.plan import AcceptPlan
+from drills.core.errors import DrillError
+from drills.core.kube import EventMerger, obj_get
+from drills.faults.accept_jobs import selector
+
+__all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS"]
+
+log = logging.getLogger(__name__)
+
+JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
+BATCH_STEPS = ("identity", "required", "aggregate")  # after every check, in this order
+
+
+@dataclass
+class AcceptChecks:
+    cluster: Any
+    profile: Any
+    plan: AcceptPlan
+    run_id: str
+    twin_info: dict | None
+    result: Any  # drills.acceptance.run.AcceptResult: results, pairs, raw outputs, aggregate
+    progress: Callable[[str], None] = lambda line: None
+    done: list[str] = field(default_factory=list)  # the checks and batch steps that ran, in order
+
+    def planned(self, check: str) -> bool:
+        """Whether the profile's acceptance.checks asks for `check` (a required one left out is `not_run`)."""
+        return check in self.plan.checks
+
+    def run(self, check: str) -> None:
+        """The check on every new node (once); a batch step once the checks are judged."""
+        if check in self.done:
+            return
+        if check in BATCH_STEPS:
+            for step in BATCH_STEPS[:BATCH_STEPS.index(check)]:  # the order the verdicts depend on
+                self.run(step)
+        elif any(step in self.done for step in BATCH_STEPS):
+            raise DrillError(f"the runbook asks for the {check} check after the batch's verdicts were settled "
+                             f"({', '.join(s for s in BATCH_STEPS if s in self.done)}): list every check first")
+        self.done.append(check)
+        {"switch-port": self._ports, "identity": self._identity, "required": self._required,
+         "aggregate": self._aggregate}.get(check, lambda: self._phase(check))()
+
+    def finish(self) -> None:
+        """The batch steps the runbook did not run (a scenario deselected or removed): never skipped."""
+        for step in BATCH_STEPS:
+            self.run(step)
+
+    def outcome(self, node: str, check: str) -> CheckResult | None:
+        """The result that decides `node`'s `check` (pairs of the new ↔ new ring only draw the heat map)."""
+        return next((r for r in self.result.results if r.node == node and r.check == check), None)
+
+    def blocking(self, node: str) -> list[CheckResult]:
+        """`node`'s failed checks that no waiver covers (empty: GO)."""
+        return self.result.node_verdicts().get(node) or []
+
+    def _phase(self, check: str) -> None:
+        if check not in JOB_PHASES:
+            raise DrillError(f"the runbook asks for an unknown acceptance check {check!r} (known: "
+                             f"{', '.join(JOB_PHASES)}, switch-port)")
+        if not self.planned(check):
+            return
+        plan, cfg = self.plan, self.profile.acceptance
+        rounds = [[(n, plan.reference) for n in plan.nodes]] if check == "nccl-pair" else [[(n, None) for n in plan.nodes]]
+        if check == "nccl-pair" and len(plan.nodes) > 1:  # the heat map's new ↔ new cells: a ring over the batch
+            ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
+            rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
+        for k, pairs in enumerate(rounds):
+            if check == "nccl-pair" and k == 0 and (plan.reference is None or plan.reference_problem):
+                why = (f"the reference node cannot prove the path: {plan.reference_problem}" if plan.reference
+                       else "no known-good node to pair with (acceptance.reference_node)")
+                self.result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
+                continue
+            self.progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
+            for (node, peer), (text, why, pod) in self._jobs(check, pairs).items():
+                if text is None:
+                    r = not_run(node, check, why, peer)
+                else:
+                    self.result.raw[(node, check, peer)] = text
+                    r = judge(check, node, text, cfg.thresholds, capacity=plan.capacity.get(node, 0),
+                              expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
+                    r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
+                    r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
+                (self.result.pairs if k == 1 else self.result.results).append(r)
+
+    def _ports(self) -> None:
+        if not self.planned("switch-port"):
+            return
+        from drills.acceptance.switch import check_ports
+        from drills.faults.switch.target import switch_inventory
+
+        self.progress("switch-port: the leaf ports facing the nodes")
+        try:
+            inventory = switch_inventory(self.profile, self.twin_info)
+        except DrillError as err:
+            self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
+        else:
+            self.result.results += check_ports(self.profile, inventory, self.plan.ports,
+                                               self.profile.acceptance.thresholds, self.result.raw)
+
+    def _identity(self) -> None:
+        self.result.results = identity.cross_check(self.result.results, self.plan.known)
+
+    def _required(self) -> None:
+        self.result.results += policy.missing_required(self.profile.acceptance, self.plan.nodes, self.result.results)
+
+    def _aggregate(self) -> None:
+        t = self.profile.acceptance.thresholds
+        if "storage" in self.plan.checks and t.store_aggregate_read_mb_s_min is not None:
+            total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results if r.check == "storage")
+            self.result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
+                                     "go": total >= t.store_aggregate_read_mb_s_min}
+
+    def _jobs(self, check: str, pairs: list[tuple[str, str | None]]
+              ) -> dict[tuple[str, str | None], tuple[str | None, str, dict | None]]:
+        """Create the phase's Jobs, wait until each pod ended (or the deadline), return each one's log and pod."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        cluster, cfg, plan = self.cluster, self.profile.acceptance, self.plan
+        batch = client.BatchV1Api(cluster.api)
+        ns = cfg.namespace
+        t = cfg.thresholds
+        for node, peer in pairs:
+            env = {"ACCEPT_LEVEL": str(t.dcgm_level), "ACCEPT_SECONDS": str(t.burn_seconds),
+                   "ACCEPT_GPUS": str(plan.capacity.get(node, 0)), "ACCEPT_RAILS": " ".join(plan.rails.get(node, ())),
+                   "ACCEPT_DIR": "/store"}
+            if peer:
+                env.update(ACCEPT_PEER=peer, ACCEPT_HOSTS=f"{plan.ips.get(node, node)},{plan.ips.get(peer, peer)}",
+                           ACCEPT_RANKS="2")
+            elif check == "rdma" and plan.reference:
+                env["ACCEPT_PEER"] = plan.ips.get(plan.reference, plan.reference)
+            body = render_job(cfg, self.run_id, check, node, gpus=plan.capacity.get(node, 0), env=env, peer=peer)
+            try:
+                batch.create_namespaced_job(ns, body)
+            except ApiException as err:
+                raise DrillError(f"could not create the {check} Job for {node}: {err.status} {err.reason}") from None
+        sel = f"{selector(self.run_id)},{CHECK_LABEL}={check}"
+        deadline = cluster.clock.timestamp() + cfg.job(check).timeout_s
+        want = {(n, p) for n, p in pairs}
+        ended: dict[tuple[str, str | None], dict] = {}
+        with EventMerger(cluster.clock) as merger:
+            merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
+            for event in merger.events(deadline):
+                if event is None or event.obj is None or not isinstance(event.obj, dict):
+                    continue
+                pod = event.obj
+                labels = obj_get(pod, "metadata", "labels", default=None) or {}
+                key = (labels.get(NODE_LABEL), labels.get(PEER_LABEL))
+                if key in want and obj_get(pod, "status", "phase") in ("Succeeded", "Failed"):
+                    ended[key] = pod
+                if len(ended) == len(want):
+                    break
+        out: dict[tuple[str, str | None], tuple[str | None, str, dict | None]] = {}
+        for key in sorted(want, key=lambda k: (k[0], k[1] or "")):
+            pod = ended.get(key)
+            if pod is None:
+                out[key] = (None, f"the {check} Job on {key[0]} did not finish within {cfg.job(check).timeout_s:.0f} s",
+                            None)
+                continue
+            try:
+                text = cluster.core.read_namespaced_pod_log(pod["metadata"]["name"], ns)
+            except ApiException as err:
+                out[key] = (None, f"the {check} Job's log on {key[0]} is unreadable: {err.status} {err.reason}", pod)
+                continue
+            out[key] = (text, "", pod)
+        return out
