@@ -31,6 +31,12 @@ def run(
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     lanes: Optional[int] = typer.Option(None, "--lanes", min=1, envvar="DRILLS_LANES",
                                         help="Scenarios at once, each on a fresh twin (default 3, 1 above 120×; 1: one by one)."),
+    random: Optional[str] = typer.Option(
+        None, "--random", flag_value="auto", is_flag=False, metavar="[SEED]",
+        help="Pick each drill's node, uplink or replica at random within the allowlist; the seed (a fresh one "
+             "when none is given) and the choices are recorded."),
+    replay: Optional[str] = typer.Option(None, "--replay", metavar="RUN",
+                                         help="Repeat the targets run RUN picked (a run id under --reports)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""
@@ -44,7 +50,7 @@ def run(
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
                                    reports_root=reports, html=not no_html, twin_state=twin_state,
-                                   lanes=lanes))
+                                   lanes=lanes, random=random, replay=replay))
     with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
         _say(result, reports)
     raise typer.Exit(result.exit_code)
@@ -65,6 +71,10 @@ def _say(result, reports: Path) -> None:
         console.print(final_table(result.records, width=console.width))
     if result.skipped:  # not failed, not hidden: what this site does not run, in one line; why, in the run folder
         print(skip_summary(result.skipped, result.run_dir))
+    seeds = sorted({str(r.details["random"].get("seed")) for r in result.records if r.details.get("random")})
+    if seeds:  # what was hit is in the record; how to hit it again is one line here
+        print(f"targets picked at random (seed {', '.join(seeds)}): `drills run --replay {result.run_dir.name}` "
+              "repeats them")
     print(f"report: {result.run_dir}")
     last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)
     if last:

@@ -105,6 +105,9 @@ KINDS: dict[str, Grammar] = {g.kind: g for g in (
                                 r"(?:@sha256:[0-9a-f]{64})?"), 512, "an image reference (registry/repository[:tag][@digest])",
             "registry.example.com/gpu-drills:0.1.0"),
     Grammar("config_key", re.compile(r"[-._a-zA-Z0-9]+"), 253, "a ConfigMap or Secret key", "api-key"),
+    # `drills run --random SEED`: a non-negative integer that fits in 63 bits (or `auto`, handled by drills.core.picks)
+    Grammar("seed", re.compile(r"0|[1-9][0-9]{0,17}|[1-8][0-9]{18}"), 19,
+            "a non-negative whole number below 9×10^18, or auto (a fresh seed, recorded)", "42"),
 )}
 
 
