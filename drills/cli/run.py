@@ -9,9 +9,28 @@ from typing import List, Optional
 
 import typer
 
-__all__ = ["run", "revert", "last_line"]
+__all__ = ["run", "revert", "last_line", "optional_values"]
 
 log = logging.getLogger(__name__)
+
+
+_RANDOM = typer.Option(
+    None, "--random", metavar="[SEED]",
+    help="Pick each drill's node, uplink or replica at random within the allowlist; the seed (a fresh one when none "
+         "is given, or `auto`) and the choices are recorded. Put it after the feature paths.")
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """`--random` with its value left out (last, or followed by another option) is `--random auto`: typer has no
+    option whose value may be omitted, so the argument list says it explicitly before typer reads it."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--random" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out.insert(i + 1, "auto")
+            break
+    return out
 
 
 def run(
@@ -31,10 +50,7 @@ def run(
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     lanes: Optional[int] = typer.Option(None, "--lanes", min=1, envvar="DRILLS_LANES",
                                         help="Scenarios at once, each on a fresh twin (default 3, 1 above 120×; 1: one by one)."),
-    random: Optional[str] = typer.Option(
-        None, "--random", flag_value="auto", is_flag=False, metavar="[SEED]",
-        help="Pick each drill's node, uplink or replica at random within the allowlist; the seed (a fresh one "
-             "when none is given) and the choices are recorded."),
+    random: Optional[str] = _RANDOM,
     replay: Optional[str] = typer.Option(None, "--replay", metavar="RUN",
                                          help="Repeat the targets run RUN picked (a run id under --reports)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),

@@ -28,7 +28,9 @@ __all__ = ["KINDS", "RandomPlan", "Picker", "choose", "new_seed", "parse_seed", 
 
 log = logging.getLogger(__name__)
 
-KINDS = ("node", "uplink", "replica")  # what a drill may pick at random (a GPU is picked with its node)
+# What a drill may pick at random: a node (a GPU fault marks the node's GPUs: the GPU is picked with its node), an
+# uplink "switch:interface", a replica by where it runs "<node>/<i>" (drills.faults.pods: its name dies with it).
+KINDS = ("node", "uplink", "replica")
 MAX_SEED = 2**63 - 1
 
 

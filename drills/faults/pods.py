@@ -91,8 +91,10 @@ def kill_count(running: int, count: int | None, percent: float | None) -> int:
 
 
 def select_pods(cluster: Cluster, spec: PodKillSpec, pick=None) -> tuple[list[dict], int]:
-    """(the pods to kill, how many were running); raises InjectionFailed before any change. `pick(names, n)`
-    chooses which n (drills.core.picks: at random with `--random`); without it, the first n by name."""
+    """(the pods to kill, how many were running); raises InjectionFailed before any change. `pick(slots, n)`
+    chooses which n (drills.core.picks: at random with `--random`); without it, the first n by name. A slot is
+    where a replica runs, "<node>/<i>" (its i-th pod there by name): a pod's own name is random and dies with
+    it, so a replayed run can only hit the same place again, never the same pod."""
     if spec.mode not in MODES:
         raise InjectionFailed(f"unknown pod kill mode {spec.mode!r} (modes: {', '.join(MODES)}); nothing injected")
     if spec.mode == "kill-container" and not cluster.is_twin:
@@ -112,8 +114,9 @@ def select_pods(cluster: Cluster, spec: PodKillSpec, pick=None) -> tuple[list[di
     n = kill_count(len(pods), spec.count, spec.percent)
     if pick is None:
         return pods[:n], len(pods)
-    chosen = set(pick([p["metadata"]["name"] for p in pods], n))
-    return [p for p in pods if p["metadata"]["name"] in chosen], len(pods)
+    slots = _slots(pods)
+    chosen = set(pick(list(slots.values()), n))
+    return [p for p in pods if slots[p["metadata"]["name"]] in chosen], len(pods)
 
 
 def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
@@ -280,3 +283,14 @@ def verify(target, undo: dict, record: dict | None = None) -> Reading:
     is the drill's own judged check, not the revert's): the read-back says so."""
     return nothing_to_undo(KIND, f"{undo.get('namespace')}/{undo.get('selector')}",
                            "a pod kill leaves nothing to undo: the ReplicaSet or the kubelet replaces what was killed")
+
+
+def _slots(pods: list[dict]) -> dict[str, str]:
+    """Each pod's slot, "<node>/<i>": the i-th of the pods on its node, in name order (pods come sorted by name)."""
+    seen: dict[str, int] = {}
+    out = {}
+    for pod in pods:
+        node = obj_get(pod, "spec", "nodeName", default="") or "unscheduled"
+        out[pod["metadata"]["name"]] = f"{node}/{seen.get(node, 0)}"
+        seen[node] = seen.get(node, 0) + 1
+    return out

@@ -71,6 +71,7 @@ class ScheduleOptions:
     checkpoint_pvc: str | None = None  # mounted at storage.checkpoint_store for the storage drill
     time_zone: str | None = None  # CronJob spec.timeZone (None: the controller manager's zone)
     html: bool = True  # build the Allure HTML in the pod (needs the image's Java)
+    random: bool = False  # `drills run --random auto`: each night a fresh seed, so targets rotate (recorded)
     create_namespace: bool = False
     deadline_s: int = 4 * 3600  # the Job's activeDeadlineSeconds: SIGTERM, then every fault is reverted
     # placement of the run's pod: e.g. a system node pool, its taint tolerated, a PriorityClass that keeps it
@@ -352,6 +353,8 @@ def _command(opts: ScheduleOptions, site_features: bool = False) -> str:
         run += ["-k", opts.keyword]
     if not opts.html:
         run.append("--no-html")
+    if opts.random:
+        run += ["--random", "auto"]
     if site_features:
         run.append(FEATURES_DIR)
     return f"drills revert --reports {REPORTS_DIR} && {shlex.join(validate)} && exec {shlex.join(run)}"

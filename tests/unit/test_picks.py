@@ -23,7 +23,7 @@ def inventory():
     specs = fabric_specs([{**s.model_dump(), "name": n} for n, s in twin.fabric.switches.items()])
     return {"node": [n.name for n in twin.nodes() if n.role == "training"],
             "uplink": [f"{s.name}:{u.iface}" for s in specs if s.role == "leaf" for u in s.uplinks],
-            "replica": ["llama-7b-infer-0", "llama-7b-infer-1", "llama-7b-infer-2"]}
+            "replica": ["gpu-infer-01/0", "gpu-infer-01/1", "gpu-infer-02/0"]}
 
 
 @pytest.mark.parametrize("kind", ["node", "uplink", "replica"])
