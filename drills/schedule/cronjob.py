@@ -195,7 +195,8 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
 
 
 def rbac_rules() -> dict[str, list[dict]]:
-    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, load_pods, lock, home, switch_secret."""
+    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, gpu_use, load_pods, lock, home,
+    switch_secret."""
     text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -233,7 +234,12 @@ class _Meta:
         return {"name": self.cluster_name, "labels": dict(self.labels)}
 
 
+TRAINING_DRILLS = ("gpu-node-loss", "switch-uplink", "storage-saturation")  # their steady state reads the job
+
+
 def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[dict]:
+    from drills.profile.nominal import NominalState
+
     rules = rbac_rules()
     subject = [{"kind": "ServiceAccount", "name": opts.name, "namespace": opts.namespace}]
     group = "rbac.authorization.k8s.io"
@@ -248,6 +254,8 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
     if profile.workloads.training.checkpoint_store.read == "pod":
         _merge(per_ns.setdefault(profile.workloads.training.namespace, []), rules["store_reader"])
+    if any((profile.nominal.of(d) or NominalState()).gpus_in_use for d in TRAINING_DRILLS):
+        _merge(per_ns.setdefault(profile.workloads.training.namespace, []), rules["gpu_use"])
     gen = profile.workloads.inference.load_generator
     if gen.mode == "pods":
         _merge(per_ns.setdefault(gen.namespace or profile.workloads.inference.namespace, []), rules["load_pods"])

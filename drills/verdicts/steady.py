@@ -166,7 +166,7 @@ def gpu_use_reading(pod: str, gpus: int, utilization: tuple[int, ...] | None, ap
     facet = f"GPUs in use by {pod}"
     expected = (f"its {gpus} GPU(s) held by compute processes and busy (mean utilisation > {GPU_IDLE_PCT:g} %), "
                 "no \"CUDA initialization\" warning in its log")
-    said = f"; its log: \"CUDA initialization: {cuda_line}\"" if cuda_line else ""
+    said = f"; its log: \"CUDA initialization: {cuda_line.split('. ', 1)[0].rstrip('.')}.\"" if cuda_line else ""
     if utilization is None or apps is None:
         return Reading(facet, None, "%", expected, f"{source}: {why_unread or 'nvidia-smi not read'}",
                        False if cuda_line else None, detail=f"nvidia-smi not read ({why_unread}){said}" if said else "")
