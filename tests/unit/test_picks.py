@@ -123,3 +123,35 @@ def test_replay_refuses_a_target_no_longer_allowed():
     check_replay_allowed(RandomPlan(1, {"s": {"node": ("gpu-train-02",)}}, "r"), profile)
     with pytest.raises(UnsafeTarget, match="--replay r: scenario 's': node gpu-train-03 is not in the profile's allowlist"):
         check_replay_allowed(RandomPlan(1, {"s": {"node": ("gpu-train-03",)}}, "r"), profile)
+
+
+def test_a_random_uplink_is_one_of_the_job_leaves_uplinks_and_a_named_one_still_wins():
+    """The uplink drill's pick goes through leaf_uplink: the job's leaves (of the scenario's dialect) only."""
+    from drills.faults.switch.target import leaf_uplink, switch_inventory
+    from drills.profile.model import parse_profile
+
+    text = """
+faults: {leaf_label: topo/leaf}
+switches:
+  devices:
+    - {name: leaf-a, host: 10.0.0.1, dialect: sonic, uplinks: [Ethernet240, Ethernet248]}
+    - {name: leaf-b, host: 10.0.0.2, dialect: nxos, uplinks: [Ethernet1/31, Ethernet1/32]}
+    - {name: leaf-c, host: 10.0.0.3, dialect: sonic, uplinks: [Ethernet0]}
+"""
+    profile = parse_profile(text)
+    inv = switch_inventory(profile)
+    labels = {"n1": {"topo/leaf": "leaf-a"}, "n2": {"topo/leaf": "leaf-b"}}
+    seen = set()
+    for seed in range(40):
+        picker = Picker(RandomPlan(seed=seed), "s")
+        sw, iface = leaf_uplink(profile, inv, labels, pick=lambda names: picker.pick("uplink", names)[0])
+        seen.add(f"{sw.name}:{iface}")
+    assert seen == {"leaf-a:Ethernet240", "leaf-a:Ethernet248", "leaf-b:Ethernet1/31", "leaf-b:Ethernet1/32"}
+    sonic = {f"{s.name}:{i}" for seed in range(20) for s, i in [leaf_uplink(
+        profile, inv, labels, "sonic", pick=lambda names, seed=seed: Picker(RandomPlan(seed=seed), "s").pick(
+            "uplink", names)[0])]}
+    assert sonic == {"leaf-a:Ethernet240", "leaf-a:Ethernet248"}  # leaf-c carries no worker of the job
+    named = parse_profile(text.replace("faults: {leaf_label: topo/leaf}",
+                                       "faults: {leaf_label: topo/leaf, switch: leaf-b, uplink: Ethernet1/32}"))
+    sw, iface = leaf_uplink(named, switch_inventory(named), labels, pick=lambda names: names[0])
+    assert (sw.name, iface) == ("leaf-b", "Ethernet1/32")
