@@ -24,14 +24,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from drills.core.errors import CheckFailed, DrillError
 
-__all__ = ["KINDS", "RandomPlan", "Picker", "choose", "new_seed", "parse_seed", "recorded_choices", "MAX_SEED"]
+__all__ = ["KINDS", "RandomPlan", "Picker", "choose", "new_seed", "parse_seed", "recorded_choices", "load_replay"]
 
 log = logging.getLogger(__name__)
 
 # What a drill may pick at random: a node (a GPU fault marks the node's GPUs: the GPU is picked with its node), an
 # uplink "switch:interface", a replica by where it runs "<node>/<i>" (drills.faults.pods: its name dies with it).
 KINDS = ("node", "uplink", "replica")
-MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -164,5 +163,3 @@ def load_replay(reports_root: Path, run_id: str) -> RandomPlan:
                          "replay a run made with --random")
     return RandomPlan(seed, choices, run_id)
 
-
-__all__ += ["load_replay"]
