@@ -90,3 +90,26 @@ def test_gpus_in_use_is_a_default_facet_of_the_training_drills_only():
     assert all("GPUs in use" in config.of(d).facets for d in ("gpu-node-loss", "switch-uplink", "storage-saturation"))
     assert config.of("inference-pod-kill") is None
     assert NominalConfig(drills={"gpu-node-loss": {}}).of("gpu-node-loss").facets == ()  # a site opts out
+
+
+def test_the_twin_answers_both_queries_as_the_driver_prints_them():
+    """What the twin's worker container answers (drills/twin/workloads/container_exec.py), read by the same parsers:
+    busy while it runs, idle with no compute process when its process could not initialise CUDA (gpus-unseen)."""
+    from drills.twin.workloads.container_exec import run
+
+    def pod(annotations=None, phase="Running"):
+        return {"metadata": {"name": "llm-finetune-8b-worker-0", "annotations": annotations or {}},
+                "spec": {"containers": [{"name": "trainer", "image": "trainer:1",
+                                         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                "status": {"phase": phase}}
+
+    node = {"metadata": {"name": "gpu-train-01", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}
+    util = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv"]
+    apps = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv"]
+    busy = pod()
+    assert min(parse_utilization(run(util, busy, "trainer", node, 0.0).stdout.decode())) > 90
+    assert len(parse_compute_apps(run(apps, busy, "trainer", node, 0.0).stdout.decode())) == 8
+    unseen = pod({"twin.gpu-drills.io/cuda": "driver-too-old"})
+    assert parse_utilization(run(util, unseen, "trainer", node, 0.0).stdout.decode()) == (0,) * 8
+    assert parse_compute_apps(run(apps, unseen, "trainer", node, 0.0).stdout.decode()) == ()
+    assert run(["nvidia-smi", "--query-gpu=name"], busy, "trainer", node, 0.0).code == 2  # not modelled: says so
