@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
-                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target"]
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -171,6 +171,12 @@ def judge_burn(node: str, text: str, t: Thresholds, min_seconds: int | None = No
         bad = [i for i, e in enumerate(errors) if e]
         return _nogo(node, "burn", "diag_failed", f"gpu-burn on {node}: computation errors on GPU "
                      f"{', '.join(map(str, bad))}", measured, limits)
+    idle = [i for i, g in enumerate(gflops) if g == 0.0]
+    if result.init_error is not None or (idle and len(idle) == n):  # the seed's §5.1: given, held, never computed on
+        said = f" (`Couldn't init a GPU test: {result.init_error}`)" if result.init_error else ""
+        return _nogo(node, "burn", "gpu_unusable", f"gpu-burn on {node} could not compute on its GPUs{said}: "
+                     f"{len(idle)} of {n} sat idle at 0 Gflop/s while it ran — CUDA cannot use the GPUs the pod was "
+                     "given (driver/CUDA mismatch, a missing fabric manager, devices hidden)", measured, limits)
     hot = [i for i, c in enumerate(temps) if c >= t.max_temp_c]
     if hot:
         i = hot[0]

@@ -74,7 +74,9 @@ def _main(argv: list[str] | None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         _register()
-        rc = app(args=argv, standalone_mode=False)
+        from drills.cli.run import optional_values
+
+        rc = app(args=optional_values(argv if argv is not None else sys.argv[1:]), standalone_mode=False)
         if isinstance(rc, int):  # standalone_mode=False: click returns typer.Exit(code)'s code
             return rc
     except DrillError as err:

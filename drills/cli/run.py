@@ -9,9 +9,28 @@ from typing import List, Optional
 
 import typer
 
-__all__ = ["run", "revert", "last_line"]
+__all__ = ["run", "revert", "last_line", "optional_values"]
 
 log = logging.getLogger(__name__)
+
+
+_RANDOM = typer.Option(
+    None, "--random", metavar="[SEED]",
+    help="Pick each drill's node, uplink or replica at random within the allowlist; the seed (a fresh one when none "
+         "is given, or `auto`) and the choices are recorded. Put it after the feature paths.")
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """`--random` with its value left out (last, or followed by another option) is `--random auto`: typer has no
+    option whose value may be omitted, so the argument list says it explicitly before typer reads it."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--random" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out.insert(i + 1, "auto")
+            break
+    return out
 
 
 def run(
@@ -31,6 +50,9 @@ def run(
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     lanes: Optional[int] = typer.Option(None, "--lanes", min=1, envvar="DRILLS_LANES",
                                         help="Scenarios at once, each on a fresh twin (default 3, 1 above 120×; 1: one by one)."),
+    random: Optional[str] = _RANDOM,
+    replay: Optional[str] = typer.Option(None, "--replay", metavar="RUN",
+                                         help="Repeat the targets run RUN picked (a run id under --reports)."),
     debug: bool = typer.Option(False, "--debug", help="pytest's own output and tracebacks."),
 ) -> None:
     """Run drills against a target and report; exit 0 iff every drill passed."""
@@ -44,7 +66,7 @@ def run(
                                    dry_run=dry_run, lang=lang, load_workers=load_workers, debug=debug,
                                    markexpr=markexpr, keyword=keyword, features=list(features or []),
                                    reports_root=reports, html=not no_html, twin_state=twin_state,
-                                   lanes=lanes))
+                                   lanes=lanes, random=random, replay=replay))
     with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
         _say(result, reports)
     raise typer.Exit(result.exit_code)
@@ -65,6 +87,10 @@ def _say(result, reports: Path) -> None:
         console.print(final_table(result.records, width=console.width))
     if result.skipped:  # not failed, not hidden: what this site does not run, in one line; why, in the run folder
         print(skip_summary(result.skipped, result.run_dir))
+    seeds = sorted({str(r.details["random"].get("seed")) for r in result.records if r.details.get("random")})
+    if seeds:  # what was hit is in the record; how to hit it again is one line here
+        print(f"targets picked at random (seed {', '.join(seeds)}): `drills run --replay {result.run_dir.name}` "
+              "repeats them")
     print(f"report: {result.run_dir}")
     last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)
     if last:

@@ -58,6 +58,8 @@ def schedule(
                                                                                 "mounted at storage.checkpoint_store."),
     time_zone: Optional[str] = typer.Option(None, "--time-zone", help="CronJob time zone, e.g. Europe/Berlin."),
     no_html: bool = typer.Option(False, "--no-html", help="Skip the Allure HTML in the pod (image without Java)."),
+    random: bool = typer.Option(False, "--random", help="Each run picks its node, uplink or replica at random "
+                                "within the allowlist (a fresh seed each night, recorded): targets rotate."),
     create_namespace: bool = typer.Option(False, "--create-namespace", help="Render the Namespace too."),
     node_selector: list[str] = typer.Option([], "--node-selector", help="KEY=VALUE the run's node must carry "
                                                                           "(repeatable)."),
@@ -77,7 +79,7 @@ def schedule(
     opts = ScheduleOptions(profile=profile, image=image, cron=cron, namespace=namespace, name=name,
                            markexpr=markexpr, keyword=keyword, features=features, reports_pvc=reports_pvc, switch_secret=switch_secret,
                            load_secret=load_secret, checkpoint_pvc=checkpoint_pvc, time_zone=time_zone,
-                           html=not no_html, create_namespace=create_namespace,
+                           html=not no_html, random=random, create_namespace=create_namespace,
                            node_selector=parse_node_selector(node_selector),
                            tolerations=tuple(parse_toleration(t) for t in toleration), priority_class_name=priority_class)
     docs = render(opts)

@@ -111,6 +111,9 @@ KINDS: dict[str, Grammar] = {g.kind: g for g in (
             "http://prometheus.monitoring:9090"),
     Grammar("host_port", re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})?:\d{1,5}"), 260,
             "a scrape target host:port", "10.0.0.5:9400"),
+    # `drills run --random SEED`: a non-negative integer that fits in 63 bits (or `auto`, handled by drills.core.picks)
+    Grammar("seed", re.compile(r"0|[1-9][0-9]{0,17}|[1-8][0-9]{18}"), 19,
+            "a non-negative whole number below 9×10^18, or auto (a fresh seed, recorded)", "42"),
 )}
 
 

@@ -21,7 +21,7 @@ from drills.core.grammar import check_flag, valid
 from drills.core.selection import ACCEPTANCE_FOLDER
 from drills.profile.safety import check_target
 
-__all__ = ["check_run", "check_target", "check_run_id", "feature_selection", "check_reports_writable", "check_utf8",
+__all__ = ["check_run", "check_target", "check_run_id", "random_plan", "check_replay_allowed", "feature_selection", "check_reports_writable", "check_utf8",
            "check_scale", "check_twin", "check_twin_state", "MAX_SCALE",
            "MAX_LOAD_WORKERS", "MIN_FREE_MB"]
 
@@ -58,6 +58,48 @@ def check_run(opts, profile) -> None:
         raise DrillError(f"{flag} applies to the twin only, but the target is {opts.target} (cluster.mode "
                          f"{profile.cluster.mode}); drop {flag} or drill the twin")
     check_reports_writable(Path(opts.reports_root))
+    random_plan(opts, profile)
+
+
+def random_plan(opts, profile):
+    """How the run picks its targets (drills.core.picks): `--random SEED|auto`, `--replay RUN`, or neither (None).
+    A replayed run that is unknown, chose nothing, or chose a target the profile no longer allows is one line."""
+    from drills.core.picks import load_replay, parse_seed
+
+    given, replay = getattr(opts, "random", None), getattr(opts, "replay", None)
+    if given is not None and replay is not None:
+        raise DrillError("--random and --replay both given: --replay repeats a run's recorded choices (and seed); "
+                         "drop one of them")
+    if replay is not None:
+        check_run_id(replay, Path(opts.reports_root), "--replay")
+        plan = load_replay(Path(opts.reports_root), replay)
+        check_replay_allowed(plan, profile)
+        return plan
+    seed = parse_seed(given)
+    if seed is None:
+        return None
+    from drills.core.picks import RandomPlan
+
+    return RandomPlan(seed)
+
+
+def check_replay_allowed(plan, profile) -> None:
+    """Every target a replayed run chose is still in the profile's allowlist (node names, switches and their
+    interfaces, the serving namespace); UnsafeTarget, one line, names the first that is not."""
+    from drills.profile.safety import check_namespace_allowed, check_node_allowed, check_switch_allowed
+    from drills.core.errors import UnsafeTarget
+
+    for scenario, choices in plan.replay.items():
+        try:
+            for node in choices.get("node", ()):
+                check_node_allowed(profile, node)
+            for uplink in choices.get("uplink", ()):
+                switch, _, interface = uplink.partition(":")
+                check_switch_allowed(profile, switch, interface or None)
+            if choices.get("replica"):
+                check_namespace_allowed(profile, profile.workloads.inference.namespace)
+        except UnsafeTarget as err:
+            raise UnsafeTarget(f"--replay {plan.replayed_from}: scenario {scenario!r}: {err}") from None
 
 
 def feature_selection(paths: Iterable[str], default: Path) -> tuple[list[str], list[str]]:

@@ -33,7 +33,7 @@ from drills.core.journal import JOURNAL_NAME, Entry, Journal, open_entries, reve
 from drills.core import outcomes
 from drills.core.outcomes import EXIT_INTERRUPTED, EXIT_NOT_STARTED, AllureStatus, exit_code_of, run_exit_code
 from drills.core.record import Record
-from drills.core.preflight import check_run, feature_selection
+from drills.core.preflight import check_run, feature_selection, random_plan
 from drills.core.runwatch import RunWatch
 from drills.core.scoped import no_bytecode_written, working_dir
 from drills.core.selection import check_selection
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 _PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (also what it returns for collection errors: RunWatch tells)
-PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.variants", "fixtures.guard", "fixtures.targets", "fixtures.recorder",
+PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.variants", "fixtures.guard", "fixtures.targets", "fixtures.recorder", "fixtures.picks",
            "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
            "fixtures.detection", "fixtures.steps")
 # What a prefork server imports once for the processes a run starts (drills.core.prefork): the CLI, the twin,
@@ -66,6 +66,8 @@ PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.acce
            "xml.etree.ElementTree",
            *PLUGINS, "~fixtures", "~drills.core.lanes")
 
+
+RANDOM_PLAN = "random.json"  # the run's RandomPlan (drills.core.picks), read by fixtures/picks.py
 
 # Scenarios at once on fresh twins: a drill mostly waits on its twin's clock; bench/suite.py measures the wall
 # time and the error against the twins' truth for each choice on 2 cores.
@@ -94,6 +96,8 @@ class RunOptions:
     html: bool = True
     twin_state: str | None = None  # drill this running twin (`drills twin up --state-dir`) instead of fresh ones
     lanes: int | None = None  # scenarios at once on fresh twins (None: DEFAULT_LANES); 1 runs them one by one
+    random: str | None = None  # `--random SEED|auto`: targets drawn at random (drills.core.picks)
+    replay: str | None = None  # `--replay RUN`: the targets RUN recorded
 
 
 @dataclass
@@ -120,8 +124,11 @@ def run_drills(opts: RunOptions) -> RunResult:
         raise DrillError(f"run {run_id} already exists in {reports_root}; pass another --run-id")
     if not opts.twin_state and not (opts.target == "twin" and profile.cluster.mode == "twin"):
         _preflight(profile, None if opts.target == "twin" else opts.target)
+    picks = random_plan(opts, profile)  # checked by check_run already: the same answer, now kept for the run
     _make_run_dir(run_dir)
     _mark_run(run_dir, dry_run=bool(opts.dry_run or profile.safety.dry_run))
+    if picks is not None:
+        (run_dir / RANDOM_PLAN).write_text(picks.to_json(), encoding="utf-8")
     watch = RunWatch()
     lanes = _lanes(opts, profile)
     with stop_on_signal() as interrupts:
@@ -272,6 +279,8 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
         args += ["--drills-load-workers", str(opts.load_workers)]
     for path in named:  # a folder of .feature files or one file: its binder is collected, filtered to these
         args += ["--drills-feature", path]
+    if (run_dir / RANDOM_PLAN).exists():  # --random / --replay: how the scenarios pick their targets
+        args += ["--drills-random-plan", str(run_dir / RANDOM_PLAN)]
     log.debug("pytest %s", " ".join(args))
     with working_dir(REPO), no_bytecode_written():
         return int(pytest.main(args, plugins=[watch]))

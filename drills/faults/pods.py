@@ -90,8 +90,11 @@ def kill_count(running: int, count: int | None, percent: float | None) -> int:
     return min(running, count if count is not None else 1)
 
 
-def select_pods(cluster: Cluster, spec: PodKillSpec) -> tuple[list[dict], int]:
-    """(the pods to kill, how many were running); raises InjectionFailed before any change."""
+def select_pods(cluster: Cluster, spec: PodKillSpec, pick=None) -> tuple[list[dict], int]:
+    """(the pods to kill, how many were running); raises InjectionFailed before any change. `pick(slots, n)`
+    chooses which n (drills.core.picks: at random with `--random`); without it, the first n by name. A slot is
+    where a replica runs, "<node>/<i>" (its i-th pod there by name): a pod's own name is random and dies with
+    it, so a replayed run can only hit the same place again, never the same pod."""
     if spec.mode not in MODES:
         raise InjectionFailed(f"unknown pod kill mode {spec.mode!r} (modes: {', '.join(MODES)}); nothing injected")
     if spec.mode == "kill-container" and not cluster.is_twin:
@@ -108,7 +111,12 @@ def select_pods(cluster: Cluster, spec: PodKillSpec) -> tuple[list[dict], int]:
     if not pods:
         raise InjectionFailed(f"no running pod matches {spec.selector} in namespace {spec.namespace}; check "
                               "workloads.inference.label_selector; nothing injected")
-    return pods[:kill_count(len(pods), spec.count, spec.percent)], len(pods)
+    n = kill_count(len(pods), spec.count, spec.percent)
+    if pick is None:
+        return pods[:n], len(pods)
+    slots = _slots(pods)
+    chosen = set(pick(list(slots.values()), n))
+    return [p for p in pods if slots[p["metadata"]["name"]] in chosen], len(pods)
 
 
 def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
@@ -118,14 +126,14 @@ def revert_spec(cluster: Cluster, spec: PodKillSpec, pods: list[dict]) -> dict:
 
 
 def plan(target, profile, *, count: int | None = None, percent: float | None = None, mode: str | None = None,
-         paced: bool = False) -> Plan:
+         paced: bool = False, pick=None) -> Plan:
     """Read-only: which running pods of the profile's inference workload to kill, and how. `paced`: evict,
-    waiting for the disruption budget up to `faults.eviction_timeout_s` (a drain's pace)."""
+    waiting for the disruption budget up to `faults.eviction_timeout_s` (a drain's pace). `pick`: see select_pods."""
     cluster, workload = target.cluster, profile.workloads.inference
     spec = PodKillSpec(namespace=workload.namespace, selector=workload.label_selector,
                        mode="evict" if paced else (mode or profile.faults.pod_kill_mode), count=count, percent=percent,
                        budget_wait_s=profile.faults.eviction_timeout_s if paced else 0.0)
-    pods, running = select_pods(cluster, spec)
+    pods, running = select_pods(cluster, spec, pick)
     names = ", ".join(p["metadata"]["name"] for p in pods)
     return Plan(KIND, f"{spec.namespace}/{spec.selector}",
                 f"{spec.mode} {len(pods)} of {running} pods ({names}) on {cluster.name}",
@@ -275,3 +283,14 @@ def verify(target, undo: dict, record: dict | None = None) -> Reading:
     is the drill's own judged check, not the revert's): the read-back says so."""
     return nothing_to_undo(KIND, f"{undo.get('namespace')}/{undo.get('selector')}",
                            "a pod kill leaves nothing to undo: the ReplicaSet or the kubelet replaces what was killed")
+
+
+def _slots(pods: list[dict]) -> dict[str, str]:
+    """Each pod's slot, "<node>/<i>": the i-th of the pods on its node, in name order (pods come sorted by name)."""
+    seen: dict[str, int] = {}
+    out = {}
+    for pod in pods:
+        node = obj_get(pod, "spec", "nodeName", default="") or "unscheduled"
+        out[pod["metadata"]["name"]] = f"{node}/{seen.get(node, 0)}"
+        seen[node] = seen.get(node, 0) + 1
+    return out

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from drills.core.clock import parse_iso
-from drills.verdicts.steady import (Hypothesis, Reading, replicas_reading, restart_reading, store_reading,
-                                    throughput_reading, unobserved, uplink_reading)
+from drills.verdicts.steady import (Hypothesis, Reading, gpu_use_reading, replicas_reading, restart_reading,
+                                    store_reading, throughput_reading, unobserved, uplink_reading)
 
 __all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal",
            "last_restored", "cluster_key"]
@@ -60,6 +60,8 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
         at, what, source = read_last_restart(ctx.cluster, training)
         readings.append(restart_reading(at, what, source, now, nominal.no_worker_restart_s, since,
                                         verified=last_restored(ctx.reports_dir, ctx.twin_info)))
+    if nominal.gpus_in_use:
+        readings.extend(_gpus_in_use(ctx))
     if nominal.inference_replicas is not None:
         readings.append(_replicas(ctx, nominal.inference_replicas))
     if nominal.uplinks_up:
@@ -218,6 +220,22 @@ def _throughput(ctx: SteadyContext, spec) -> Reading:
         return unobserved("training throughput", f"a throughput in {spec.unit}",
                           f"{source}: the job logs {unit}, the profile's nominal is in {spec.unit}")
     return throughput_reading(measured, spec.unit, source, nominal, nominal_source, spec.min_ratio)
+
+
+def _gpus_in_use(ctx: SteadyContext) -> list[Reading]:
+    from drills.measure.gpu_use import read_gpu_use
+
+    workload = ctx.profile.workloads.training
+    expected = "every Running worker's GPUs held by compute processes and busy"
+    try:
+        workers, listed = read_gpu_use(ctx.cluster, workload)
+    except Exception as err:  # noqa: BLE001 — named as the reading's source
+        return [unobserved("GPUs in use", expected, f"pods of {workload.namespace}/{workload.job}: "
+                                                    f"{str(err).splitlines()[0] if str(err) else err}")]
+    if not workers:
+        return [unobserved("GPUs in use", expected, listed)]
+    return [gpu_use_reading(w.pod, w.gpus, w.utilization, w.apps, w.cuda_line, w.source,
+                            "; ".join(e for e in (w.smi_error, w.log_error) if e)) for w in workers]
 
 
 def _replicas(ctx: SteadyContext, expected: int) -> Reading:

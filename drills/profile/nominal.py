@@ -15,10 +15,12 @@ or a promise; the readings come from the cluster in this run.
           no_worker_restart_s: 30m        # no worker restart in the last 30 minutes (1 s … 24 h)
         inference-pod-kill: {inference_replicas: 2}   # every one Ready and in the Service's endpoints
         switch-uplink: {uplinks_up: true} # every uplink of the job's leaves admin and oper up
+        gpu-node-loss: {gpus_in_use: true}  # every worker's GPUs held by compute processes and busy (§5.1)
         storage-saturation: {store_bandwidth_mb_s: 40, store_min_ratio: 0.8}
 
 A drill the profile does not list gets the facets that need no site figure (no worker restart in the last
-30 minutes; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}` opts out.
+30 minutes; the job's GPUs in use; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}`
+opts out.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class NominalState(Strict):
     no_worker_restart_s: _bounded(1.0, MAX_RESTART_WINDOW_S) | None = None  # no worker restart in the last M s
     inference_replicas: int | None = Field(None, ge=1, le=10_000)  # all of them Ready and in the endpoints
     uplinks_up: bool = False  # every uplink of the training job's leaves admin and oper up
+    # every Running worker's GPUs held by compute processes and busy (nvidia-smi in its container), and no torch
+    # "CUDA initialization" warning in its log: a job that "runs" on the CPU is not nominal (the seed's §5.1)
+    gpus_in_use: bool = False
     store_bandwidth_mb_s: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False)  # the probe's write MB/s
     store_min_ratio: Ratio = 0.8
 
@@ -81,6 +86,8 @@ class NominalState(Strict):
             out.append("worker restarts")
         if self.inference_replicas is not None:
             out.append("inference replicas")
+        if self.gpus_in_use:
+            out.append("GPUs in use")
         if self.uplinks_up:
             out.append("uplinks")
         if self.store_bandwidth_mb_s is not None:
@@ -116,8 +123,8 @@ class NominalConfig(Strict):
 # What nominal means when a profile declares nothing for a drill: only facets with no number to assume (a
 # throughput, a replica count or a bandwidth is the site's to declare, never guessed here).
 _DEFAULTS = {
-    "gpu-node-loss": NominalState(no_worker_restart_s=1800.0),
-    "switch-uplink": NominalState(no_worker_restart_s=1800.0, uplinks_up=True),
-    "storage-saturation": NominalState(no_worker_restart_s=1800.0),
+    "gpu-node-loss": NominalState(no_worker_restart_s=1800.0, gpus_in_use=True),
+    "switch-uplink": NominalState(no_worker_restart_s=1800.0, uplinks_up=True, gpus_in_use=True),
+    "storage-saturation": NominalState(no_worker_restart_s=1800.0, gpus_in_use=True),
 }
 

@@ -62,6 +62,7 @@ def summary_sections(runs: list[Run], lang: str = "en") -> list[dict]:
         {"title": w["score"], "level": 2, "score": "—" if score is None else f"{score:.1f} / 100",
          "text": w["dry_run_not_scored"] if this.dry_run else f"{w['score_formula']}: {FORMULA}"},
         {"title": w["drills"], "level": 2, "table": _drill_table(this.records, w)},
+        *_random_section(this.records, w),
         {"title": w["last_runs"], "level": 2, "table": _runs_table([r for r in runs if not r.dry_run] or runs, w)},
         {"title": w["trend"], "level": 2, "image": "trend.png"},
         {"title": w["postmortems"], "level": 2, "links": [
@@ -81,6 +82,21 @@ def _drill_table(records: list[Record], w: dict) -> dict:
         target, measured = headline_figures(r)
         rows.append([r.drill, r.scenario, r.severity, target, measured, _verdict(r, w), reason])
     return {"header": header, "rows": rows}
+
+
+def _random_section(records: list[Record], w: dict) -> list[dict]:
+    """The targets drawn at random (`drills run --random`/`--replay`), with the seed: what to pass to repeat them."""
+    picked = [(r, r.details["random"]) for r in records if (r.details.get("random") or {}).get("choices")]
+    if not picked:
+        return []
+    seeds = sorted({str(rnd.get("seed")) for _, rnd in picked})
+    replayed = sorted({rnd["replayed_from"] for _, rnd in picked if rnd.get("replayed_from")})
+    text = f"{w['random_seed']}: {', '.join(seeds)}" + (f"; {w['replayed_from']} {', '.join(replayed)}"
+                                                         if replayed else "")
+    rows = [[r.drill, r.scenario, "; ".join(f"{k}: {', '.join(v)}" for k, v in rnd["choices"].items())]
+            for r, rnd in picked]
+    return [{"title": w["random_targets"], "level": 2, "text": text,
+             "table": {"header": [w["drill"], w["scenario"], w["random_choices"]], "rows": rows}}]
 
 
 def _runs_table(runs: list[Run], w: dict) -> dict:

@@ -71,6 +71,7 @@ class ScheduleOptions:
     checkpoint_pvc: str | None = None  # mounted at storage.checkpoint_store for the storage drill
     time_zone: str | None = None  # CronJob spec.timeZone (None: the controller manager's zone)
     html: bool = True  # build the Allure HTML in the pod (needs the image's Java)
+    random: bool = False  # `drills run --random auto`: each night a fresh seed, so targets rotate (recorded)
     create_namespace: bool = False
     deadline_s: int = 4 * 3600  # the Job's activeDeadlineSeconds: SIGTERM, then every fault is reverted
     # placement of the run's pod: e.g. a system node pool, its taint tolerated, a PriorityClass that keeps it
@@ -197,7 +198,8 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
 
 
 def rbac_rules() -> dict[str, list[dict]]:
-    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, load_pods, lock, home, switch_secret."""
+    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, gpu_use, load_pods, lock, home,
+    switch_secret."""
     text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -235,7 +237,12 @@ class _Meta:
         return {"name": self.cluster_name, "labels": dict(self.labels)}
 
 
+TRAINING_DRILLS = ("gpu-node-loss", "switch-uplink", "storage-saturation")  # their steady state reads the job
+
+
 def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[dict]:
+    from drills.profile.nominal import NominalState
+
     rules = rbac_rules()
     subject = [{"kind": "ServiceAccount", "name": opts.name, "namespace": opts.namespace}]
     group = "rbac.authorization.k8s.io"
@@ -250,6 +257,8 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
     if profile.workloads.training.checkpoint_store.read == "pod":
         _merge(per_ns.setdefault(profile.workloads.training.namespace, []), rules["store_reader"])
+    if any((profile.nominal.of(d) or NominalState()).gpus_in_use for d in TRAINING_DRILLS):
+        _merge(per_ns.setdefault(profile.workloads.training.namespace, []), rules["gpu_use"])
     gen = profile.workloads.inference.load_generator
     if gen.mode == "pods":
         _merge(per_ns.setdefault(gen.namespace or profile.workloads.inference.namespace, []), rules["load_pods"])
@@ -355,6 +364,8 @@ def _command(opts: ScheduleOptions, site_features: bool = False) -> str:
         run += ["-k", opts.keyword]
     if not opts.html:
         run.append("--no-html")
+    if opts.random:
+        run += ["--random", "auto"]
     if site_features:
         run.append(FEATURES_DIR)
     return f"drills revert --reports {REPORTS_DIR} && {shlex.join(validate)} && exec {shlex.join(run)}"

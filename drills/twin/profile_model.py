@@ -224,6 +224,10 @@ class TrainingJob(Strict):
     # the worker pods' restartPolicy: Never (Volcano's policies restart the job), or OnFailure (the kubelet restarts
     # a failed container in place: the pod, its name and uid stay)
     restart_policy: Literal["Never", "OnFailure"] = "Never"
+    # `driver-too-old` (defect gpus-unseen, the seed's §5.1): the image's CUDA runtime is newer than the nodes'
+    # driver; torch's CUDA initialisation fails with its warning, the script falls back to the CPU and "runs": the
+    # pod holds its GPUs, nvidia-smi shows them idle with no compute process, throughput is a few % of nominal
+    cuda: Literal["ok", "driver-too-old"] = "ok"
 
     @property
     def effective_min_available(self) -> int:

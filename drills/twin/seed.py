@@ -205,8 +205,11 @@ def training_job_object(profile: TwinProfile, job: TrainingJob) -> dict:
     }
     if job.priority_class:
         pod_spec["priorityClassName"] = job.priority_class
+    meta: dict = {"labels": labels}
+    if job.cuda != "ok":  # twin-private, like startup-s: what the worker's process meets (container_exec's nvidia-smi)
+        meta["annotations"] = {"twin.gpu-drills.io/cuda": job.cuda}
     task = {"name": job.task, "replicas": job.replicas,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec}}
+            "template": {"metadata": meta, "spec": pod_spec}}
     if job.task_policies:
         task["policies"] = [p.to_k8s() for p in job.task_policies]
     spec: dict = {

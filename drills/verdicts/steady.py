@@ -18,7 +18,7 @@ from typing import Any, Literal
 from drills.core.clock import Clock
 
 __all__ = ["Reading", "Hypothesis", "throughput_reading", "restart_reading", "replicas_reading", "uplink_reading",
-           "store_reading", "unobserved"]
+           "store_reading", "gpu_use_reading", "unobserved", "GPU_IDLE_PCT"]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,28 @@ def store_reading(measured_mb_s: float | None, source: str, nominal_mb_s: float,
     if measured_mb_s is None:
         return Reading("store bandwidth", None, "MB/s", expected, source, None, withheld=withheld)
     return Reading("store bandwidth", round(measured_mb_s, 1), "MB/s", expected, source, measured_mb_s >= floor)
+
+
+GPU_IDLE_PCT = 5.0  # a GPU job's GPUs average well above this; a process on the CPU leaves them at 0 %
+
+
+def gpu_use_reading(pod: str, gpus: int, utilization: tuple[int, ...] | None, apps: tuple | None, cuda_line: str | None,
+                    source: str, why_unread: str = "") -> Reading:
+    """A worker's GPUs in use (the seed's §5.1): nvidia-smi shows compute processes holding them and an average
+    utilisation above GPU_IDLE_PCT, and the job's log has no torch "CUDA initialization" warning. Either key saying
+    idle or CPU is not nominal; the log alone never makes it nominal: nvidia-smi not read is not observed."""
+    facet = f"GPUs in use by {pod}"
+    expected = (f"its {gpus} GPU(s) held by compute processes and busy (mean utilisation > {GPU_IDLE_PCT:g} %), "
+                "no \"CUDA initialization\" warning in its log")
+    said = f"; its log: \"CUDA initialization: {cuda_line.split('. ', 1)[0].rstrip('.')}.\"" if cuda_line else ""
+    if utilization is None or apps is None:
+        return Reading(facet, None, "%", expected, f"{source}: {why_unread or 'nvidia-smi not read'}",
+                       False if cuda_line else None, detail=f"nvidia-smi not read ({why_unread}){said}" if said else "")
+    mean = sum(utilization) / len(utilization) if utilization else 0.0
+    busy = bool(apps) and mean > GPU_IDLE_PCT
+    detail = (f"{len(utilization)} GPU(s) at {_num(mean)} % mean utilisation, {len(apps)} compute process(es)"
+              f"{' holding them' if apps else ' (none holds a GPU: the process runs on the CPU)'}{said}")
+    return Reading(facet, round(mean, 1), "%", expected, source, busy and not cuda_line, detail=detail)
 
 
 def unobserved(facet: str, expected: str, why: str) -> Reading:

@@ -68,6 +68,10 @@ STEP_FEATURE = textwrap.dedent("""\
     """)
 
 
+RANDOM_RECORD = json.dumps({"scenario": "test_drain[cordon-drain]", "details": {"random": {
+    "seed": 7, "replayed_from": None, "choices": {"node": ["gpu-train-03"]}}}}) + "\n"  # a --random run's record
+
+
 def _full_disk(monkeypatch) -> None:
     import shutil
 
@@ -87,6 +91,20 @@ CLI = [
     Case("scale-negative", ["--scale", "-1"], "--scale -1"),
     Case("scale-absurd", ["--scale", "1e12"], "--scale 1e+12"),
     Case("scale-not-a-number", ["--scale", "fast"], "Invalid value for '--scale'"),
+    Case("random-negative", ["--random=-3"], "--random '-3' must be a non-negative whole number"),
+    Case("random-float", ["--random", "4.2"], "--random '4.2' must be a non-negative whole number"),
+    Case("random-huge", ["--random", "99999999999999999999"], "must be a non-negative whole number below"),
+    Case("random-word", ["--random", "tomorrow"], "fix --random"),
+    Case("random-and-replay", ["--random", "1", "--replay", "old"], "--random and --replay both given",
+         files={"reports/old/records.jsonl": RANDOM_RECORD}),
+    Case("replay-unknown", ["--replay", "nope"], "--replay nope: no such run"),
+    Case("replay-escapes", ["--replay", "../x"], "--replay '../x': must be one folder name"),
+    Case("replay-not-random", ["--replay", "old"], "recorded no target choice",
+         files={"reports/old/records.jsonl": '{"scenario": "s", "details": {}}\n'}),
+    Case("replay-target-not-allowed", ["--replay", "old", "--profile", "{tmp}/p.yaml"],
+         "node gpu-train-03 is not in the profile's allowlist",
+         files={"reports/old/records.jsonl": RANDOM_RECORD,
+                "p.yaml": "safety: {allow: {nodes: ['gpu-train-0[12]'], namespaces: [ai-platform]}}\n"}),
     Case("twin-state-missing", ["--twin-state", "{tmp}/nothing"], "no running twin there"),
     Case("twin-state-dead-pid", ["--twin-state", "{tmp}/dead"], "is no longer running",
          files={"dead/twin.json": json.dumps({"pid": 999_999_999, "url": "http://127.0.0.1:9"})}),

@@ -81,6 +81,24 @@ def test_a_job_that_restarted_just_before_the_drill_gets_nothing_injected(tmp_pa
     assert _reading(rec, "training throughput")["ok"] is not False, _reading(rec, "training throughput")
 
 
+def test_a_job_whose_gpus_sit_idle_gets_nothing_injected(tmp_path):
+    """The seed's §5.1: the pods hold their GPUs, Volcano says Running, but CUDA never initialised (the image's CUDA
+    is newer than the driver) and the loop runs on the CPU. Both keys name it — nvidia-smi in each worker (0 %, no
+    compute process) and torch's warning in its log — before any fault (it FAILed on a missing NCCL line before)."""
+    (row,) = [r for r in rows("training") if r.defect == "gpus-unseen"]
+    done = drills("run", *row.args(), "--no-html", "--reports", str(tmp_path), "--run-id", "unseen")
+    (rec,) = records(tmp_path / "unseen")
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+    assert "injected" not in rec["phases"] and not rec["details"]["faults"]
+    gpus = [r for r in rec["details"]["steady_state"]["before"]["readings"] if r["facet"].startswith("GPUs in use by")]
+    assert {r["facet"] for r in gpus} == {"GPUs in use by llm-finetune-8b-worker-0", "GPUs in use by llm-finetune-8b-worker-1"}
+    for reading in gpus:  # the non-text key read in the pod itself, and the log's own line, each named
+        assert reading["ok"] is False and reading["value"] == 0, reading
+        assert "nvidia-smi --query-compute-apps=pid,used_memory --format=csv" in reading["source"]
+        assert reading["source"].startswith(f"pods/exec {reading['facet'].rsplit(' ', 1)[1]} on gpu-train-")
+        assert 'CUDA initialization: The NVIDIA driver on your system is too old (found version 12020)."' in reading["detail"]
+
+
 def test_a_store_with_no_headroom_is_rehearsed_and_fails_under_saturation(tmp_path):
     """The counterpart of slow-store (broken before the fault, refused above): nominal at rest, it breaks only
     under the fault, so the drill runs and fails it."""

@@ -239,6 +239,7 @@ def test_gpu_burn_whose_init_failed_reports_zero_gflops():
     assert [result.peak_gflops(i) for i in range(8)] == [0.0] * 8
     assert [result.errors(i) for i in range(8)] == [0] * 8
     assert result.max_temp_c(4) == 34 and result.verdicts == {}
+    assert result.init_error == 'Error in "init": CUBLAS_STATUS_NOT_INITIALIZED'
 
 
 # -- the judges on those outputs ------------------------------------------------------------------------
@@ -258,8 +259,11 @@ def test_judge_burn_fails_every_faulty_gpu():
 
 
 def test_judge_burn_of_a_run_that_never_started_is_a_no_go():
+    """The seed's §5.1 in acceptance: the pod got its 8 GPUs, gpu-burn "ran", CUDA never computed on them."""
     got = judge_burn("gpu-new-01", real("gpu-burn-8gpu-init-fail-zero-gflops.txt"), Thresholds())
-    assert not got.go and got.failure == "slow" and got.measured["gflops_min"] == 0.0
+    assert not got.go and got.failure == "gpu_unusable" and got.measured["gflops_min"] == 0.0
+    assert got.reason.startswith('gpu-burn on gpu-new-01 could not compute on its GPUs (`Couldn\'t init a GPU test: '
+                                 'Error in "init": CUBLAS_STATUS_NOT_INITIALIZED`): 8 of 8 sat idle at 0 Gflop/s')
 
 
 # -- outputs committed to public repositories (round 6; expectations written from reading each file) ----

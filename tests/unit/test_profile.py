@@ -72,6 +72,7 @@ EFFECTS = {
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,
     # broken before the fault (issue 30): the steady state is not nominal when the drill begins
     "degraded-before-drill": lambda p: _job(p).first_run.throughput_factor == 0.2,
+    "gpus-unseen": lambda p: _job(p).cuda == "driver-too-old",
     "restarted-before-drill": lambda p: _job(p).first_run.crash_after == 0,
     "scaled-down-deployment": lambda p: _infer(p).replicas == 1,
     "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},

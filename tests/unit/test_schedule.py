@@ -308,3 +308,13 @@ def profile_path(tmp_path):
     path = tmp_path / "plain.yaml"
     path.write_text(PROFILE)
     return str(path)
+
+
+def test_a_nightly_run_can_rotate_its_targets(profile):
+    """`drills schedule --random`: the scheduled run draws a fresh seed each night (recorded in its records), so
+    the node, uplink and replica it hits rotate over the allowlist; without it the run hits the same ones."""
+    def command(**kw):
+        return cronjob(render(ScheduleOptions(profile=profile, image="img", **kw)))["spec"]["jobTemplate"]["spec"][
+            "template"]["spec"]["containers"][0]["args"][2]
+
+    assert command(random=True).endswith("--random auto") and "--random" not in command()

@@ -35,9 +35,11 @@ def switch_inventory(profile: TargetProfile, twin_info: dict | None = None) -> l
 
 
 def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labels: dict[str, dict[str, str]],
-                dialect: str | None = None) -> tuple[SwitchConfig, str]:
+                dialect: str | None = None, pick=None) -> tuple[SwitchConfig, str]:
     """(switch, uplink) for the drill: the named ones, else the first uplink of the leaf of a node running
-    the job (of `dialect` when given). `node_labels` maps each job node to its labels."""
+    the job (of `dialect` when given). `node_labels` maps each job node to its labels. `pick(["leaf:iface", …])`
+    chooses among every uplink of those leaves (drills.core.picks: at random with `--random`) when the profile
+    names no uplink."""
     faults = profile.faults
     by_name = {s.name: s for s in inventory}
     if faults.switch:
@@ -59,6 +61,10 @@ def leaf_uplink(profile: TargetProfile, inventory: list[SwitchConfig], node_labe
             raise CheckFailed(f"precondition not met: no leaf carrying the job speaks {dialect} (the job's leaves: "
                               f"{have}); drop this example or pick a job that runs through a {dialect} leaf")
         candidates = speaking
+    if pick is not None and not faults.uplink and all(s.uplinks for s in candidates):
+        chosen = pick([f"{s.name}:{u}" for s in candidates for u in s.uplinks])
+        name, _, interface = chosen.partition(":")
+        return by_name[name], interface
     switch = candidates[0]
     if faults.uplink:
         if switch.uplinks and faults.uplink not in switch.uplinks:

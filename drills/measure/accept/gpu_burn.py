@@ -19,6 +19,8 @@ _VERDICT = re.compile(r"^GPU (?P<gpu>\d+): (?P<word>OK|FAULTY)\s*$")
 
 
 _BURNING = re.compile(r"^Burning for (?P<s>\d+) seconds\.")
+# gpu_burn-drv.cpp when a GPU's CUDA/cuBLAS context cannot be made: `Couldn't init a GPU test: Error in "init": …`
+_INIT_FAILED = re.compile(r"^Couldn't init a GPU test: (?P<why>.+)$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class BurnResult:
     snapshots: tuple[BurnSnapshot, ...]
     verdicts: dict[int, str]  # the final "Tested N GPUs" lines, when the run got there: gpu → OK | FAULTY
     seconds: int | None = None  # `Burning for N seconds.`: the run length gpu-burn itself announced
+    init_error: str | None = None  # `Couldn't init a GPU test: …`: CUDA could not be used on a GPU it was given
 
     @property
     def gpus(self) -> int:
@@ -58,11 +61,13 @@ def parse_burn(text: str) -> BurnResult:
     """Every progress line in order; ToolOutputError when there is none (the burn never reported)."""
     snaps = []
     verdicts: dict[int, str] = {}
-    seconds = None
+    seconds = init_error = None
     for raw in text.splitlines():
         line = raw.strip()
         if seconds is None and (b := _BURNING.match(line)):
             seconds = int(b["s"])
+        elif init_error is None and (f := _INIT_FAILED.match(line)):
+            init_error = f["why"].strip()
         elif (m := _LINE.match(line)):
             errors = [(int(e["n"]), e["flag"] == "DIED!") for e in _ERRORS.finditer(m["errors"])]
             snaps.append(BurnSnapshot(float(m["pct"]), tuple(float(g["g"]) for g in _GFLOPS.finditer(m["procd"])),
@@ -72,4 +77,4 @@ def parse_burn(text: str) -> BurnResult:
             verdicts[int(v["gpu"])] = v["word"]
     if not snaps:
         raise ToolOutputError("no gpu-burn progress line (`N%  proc'd: … Gflop/s … temps: … C`): the burn never ran")
-    return BurnResult(tuple(snaps), verdicts, seconds)
+    return BurnResult(tuple(snaps), verdicts, seconds, init_error)

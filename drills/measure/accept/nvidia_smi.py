@@ -1,5 +1,7 @@
-"""`nvidia-smi -L` (which GPUs a pod sees) and the default `nvidia-smi` table (driver, CUDA, per-GPU
-temperature and power), as printed by the NVIDIA driver's tool."""
+"""`nvidia-smi -L` (which GPUs a pod sees), the default `nvidia-smi` table (driver, CUDA, per-GPU
+temperature and power) and the CSV queries (`--query-gpu=utilization.gpu`, `--query-compute-apps=pid,used_memory`,
+`--format=csv`: a header naming each field with its unit, then one row per GPU or per compute process — no row
+at all when no process holds a GPU), as printed by the NVIDIA driver's tool."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ from dataclasses import dataclass
 
 from drills.core.errors import ToolOutputError
 
-__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig"]
+__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig", "parse_utilization",
+           "parse_compute_apps", "UTILIZATION_QUERY", "COMPUTE_APPS_QUERY"]
+
+UTILIZATION_QUERY = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv"]
+COMPUTE_APPS_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv"]
 
 _LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # drivers before 410 print no `CUDA Version`
@@ -85,3 +91,33 @@ def parse_table(text: str) -> SmiTable:
                                    int(state["cap"]), int(mem["total"]) if mem else None))
             pending = None
     return SmiTable(header["driver"], header["cuda"], tuple(gpus), tuple(errored))
+
+
+def parse_utilization(text: str) -> tuple[int, ...]:
+    """`--query-gpu=utilization.gpu --format=csv`: each GPU's utilisation in % (header `utilization.gpu [%]`,
+    rows `97 %`); ToolOutputError without that header or with a row that is not a percentage (`[N/A]`, an error)."""
+    rows = _csv(text, "utilization.gpu [%]")
+    try:
+        return tuple(int(row[0].removesuffix("%").strip()) for row in rows)
+    except ValueError:
+        raise ToolOutputError(f"utilization.gpu: a row is not a percentage ({rows!r})") from None
+
+
+def parse_compute_apps(text: str) -> tuple[tuple[int, int | None], ...]:
+    """`--query-compute-apps=pid,used_memory --format=csv`: (pid, MiB) per compute process holding a GPU (header
+    `pid, used_gpu_memory [MiB]`; MiB None where the driver prints `[N/A]`); empty when none does."""
+    out = []
+    for row in _csv(text, "pid, used_gpu_memory [MiB]"):
+        if len(row) != 2 or not row[0].isdigit():
+            raise ToolOutputError(f"compute apps: not a `pid, used_gpu_memory` row: {', '.join(row)!r}")
+        mib = row[1].removesuffix("MiB").strip()
+        out.append((int(row[0]), int(mib) if mib.isdigit() else None))
+    return tuple(out)
+
+
+def _csv(text: str, header: str) -> list[list[str]]:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines or lines[0] != header:
+        raise ToolOutputError(f"no `{header}` header: not nvidia-smi's --format=csv answer "
+                              f"({lines[0][:80] if lines else 'empty'!r})")
+    return [[cell.strip() for cell in line.split(",")] for line in lines[1:]]

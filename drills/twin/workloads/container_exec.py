@@ -7,6 +7,10 @@ Programs (`_PROGRAMS`, by executable name; every image has them):
   (NVML_ERROR_NOT_FOUND). The name is the node's GPU feature discovery label `nvidia.com/gpu.product`
   with GFD's dashes read back as spaces (exact for the twin's H100 pools; a product whose real name has
   dashes, e.g. "A100-SXM4-80GB", would be spelled with spaces).
+- `nvidia-smi --query-gpu=utilization.gpu --format=csv` / `nvidia-smi --query-compute-apps=pid,used_memory
+  --format=csv`: the given GPUs busy (≈ 97 %, one compute process each holding ≈ 62 GiB) while the pod runs,
+  idle (0 %, no process) when its process cannot initialise CUDA (pod annotation `twin.gpu-drills.io/cuda`,
+  defect gpus-unseen: the image's CUDA runtime is newer than the node's driver, torch falls back to the CPU).
 - `env` / `printenv [NAME]`: the container's literal env plus what the kubelet adds (HOSTNAME, the API
   service's KUBERNETES_* variables, PATH, HOME).
 - `hostname`, `true`, `false`, `echo [-n]`, `seq [FIRST [INC]] LAST`, `date` (the twin's clock, busybox's
@@ -25,6 +29,7 @@ runs at once and does not read stdin.
 from __future__ import annotations
 
 import gzip
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -38,6 +43,9 @@ from drills.twin.workloads.container_shell import Output, Program, Shell
 __all__ = ["NotFound", "Output", "Session", "run", "start"]
 
 GPU = "nvidia.com/gpu"
+CUDA_ANNOTATION = "twin.gpu-drills.io/cuda"  # the process cannot initialise CUDA (defect gpus-unseen): GPUs idle
+UTILIZATION = ["--query-gpu=utilization.gpu", "--format=csv"]
+COMPUTE_APPS = ["--query-compute-apps=pid,used_memory", "--format=csv"]
 _PATH = "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SERVICE_HOST, _SERVICE_PORT = "10.96.0.1", "443"  # the default `kubernetes` Service a pod sees
 _ROOTS = {"busybox": "bin dev etc home lib lib64 proc root sys tmp usr var",
@@ -226,12 +234,21 @@ def _env_program(box: _Container, args: list[str], stdin: bytes) -> Output:
 
 
 def _nvidia_smi(box: _Container, args: list[str], stdin: bytes) -> Output:
-    if args != ["-L"]:
-        return Output(b"", b"nvidia-smi: only -L is modelled by the twin\n", 2)
+    if args not in (["-L"], UTILIZATION, COMPUTE_APPS):
+        return Output(b"", b"nvidia-smi: only -L and the utilization / compute-apps CSV queries are modelled by the "
+                      b"twin\n", 2)
     limits = (box.spec.get("resources") or {}).get("limits") or {}
     given = int(parse_quantity(limits.get(GPU)))
     if box.node is None or given == 0:
         return _text("No devices were found\n", 6)
+    busy = ((box.pod.get("status") or {}).get("phase") == "Running"
+            and not ((box.pod.get("metadata") or {}).get("annotations") or {}).get(CUDA_ANNOTATION))
+    if args == UTILIZATION:  # shape: `utilization.gpu [%]` then `97 %` per GPU (nvidia-smi --format=csv)
+        return _text("utilization.gpu [%]\n" + "".join(f"{96 + i % 3 if busy else 0} %\n" for i in range(given)))
+    if args == COMPUTE_APPS:  # shape: `pid, used_gpu_memory [MiB]` then `4860, 2437 MiB` per process; none: header only
+        base = 1000 + zlib.crc32(box.pod["metadata"]["name"].encode()) % 60000
+        return _text("pid, used_gpu_memory [MiB]\n" +
+                     "".join(f"{base + i}, {63488 + 128 * i} MiB\n" for i in range(given) if busy))
     product = (box.node["metadata"].get("labels") or {}).get(f"{GPU}.product", "NVIDIA-GPU")
     return _text("".join(f"{line}\n" for line in nvidia_smi_list(box.node["metadata"]["name"],
                                                                   product.replace("-", " "), given)))

@@ -17,7 +17,7 @@ import zlib
 
 __all__ = [
     "Worker", "nccl_init", "async_event", "retry_exceeded", "watchdog_timeout", "socket_fallback", "peer_lost_warn",
-    "gpu_xid", "driver_xid",
+    "gpu_xid", "driver_xid", "torch_cuda_warning",
 ]
 
 log = logging.getLogger(__name__)
@@ -187,3 +187,17 @@ _XID = {  # NVIDIA's XID catalogue: driver message, what CUDA reports to the pro
 
 def _vtuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def torch_cuda_warning(cause: str) -> list[str]:
+    """What torch prints when CUDA cannot initialise and `torch.cuda.is_available()` answers False: Python's
+    warning line for c10's `TORCH_WARN("CUDA initialization: ", …)`, then the source line it points at (shape:
+    tests/data/real/cuda/torch-cuda-init-driver-too-old.log, pytorch/pytorch#162531). `cause` driver-too-old:
+    the image's CUDA 12.x runtime on a node whose driver speaks CUDA 12.2 (found version 12020)."""
+    assert cause == "driver-too-old", cause
+    return ["/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:182: UserWarning: CUDA initialization: "
+            "The NVIDIA driver on your system is too old (found version 12020). Please update your GPU driver by "
+            "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+            "Alternatively, go to: https://pytorch.org/ to install a PyTorch version that has been compiled with your "
+            "version of the CUDA driver. (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:119.)",
+            "  return torch._C._cuda_getDeviceCount() > 0"]

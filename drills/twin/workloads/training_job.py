@@ -26,6 +26,7 @@ __all__ = ["JobSim", "Run", "Output", "ALL_RANKS_LOG_MAX"]
 
 log = logging.getLogger(__name__)
 
+CPU_FACTOR = 0.05  # a training loop that fell back to the CPU: a few % of its GPU throughput (defect gpus-unseen)
 ALL_RANKS_LOG_MAX = 8  # jobs up to this many workers print progress lines on every rank; larger: rank 0 only
 
 
@@ -113,7 +114,8 @@ class JobSim(FabricEffects):
             return 0.0
         after = self.spec.after_resume.throughput_factor if run.resumed else (
             self.spec.first_run.throughput_factor if run.rid == 1 else 1.0)
-        return self.phase_at(t).factor * self.transport_factor(run.transport) * after
+        on_cpu = CPU_FACTOR if self.spec.cuda != "ok" else 1.0  # gpus-unseen: the loop runs on the CPU
+        return self.phase_at(t).factor * self.transport_factor(run.transport) * after * on_cpu
 
     def progress_pods(self) -> list[str]:
         names = sorted(self.run.pods) if self.run else []
@@ -429,6 +431,8 @@ class JobSim(FabricEffects):
         return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps)
 
     def _init_lines(self, w: L.Worker, transport: str, nranks: int) -> list[str]:
+        if self.spec.cuda != "ok":  # CUDA never initialised: torch warns, the job runs on gloo over the CPU (no NCCL)
+            return L.torch_cuda_warning(self.spec.cuda)
         n = self.spec.nccl
         return L.nccl_init(w, transport, n.hcas, n.socket_ifname, nranks, n.version, self.rdma_kind)
 
