@@ -353,6 +353,7 @@ class TwinProfile(Strict):
     gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
+    dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
     timings: Timings = Timings()
     fabric: Fabric = Fabric()
     queues: Named(Queue) = {}
