@@ -49,6 +49,7 @@ KINDS: dict[str, str] = {
     "accept-gate": "drills.faults.accept_gate",
     "accept-jobs": "drills.faults.accept_jobs",
     "store-reader": "drills.faults.store_reader",
+    "gpu-xid": "drills.faults.gpu_xid",
 }
 
 
