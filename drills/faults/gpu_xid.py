@@ -8,7 +8,8 @@ chooses the GPU (`pick_gpu`: the profile's, else at random with a recorded seed)
 `dcgmi test --inject` there (drills/faults/dcgm.py) and reads the value back with `dcgmi dmon` — a value that does
 not read back is InjectionFailed, not a fault in place; `revert` injects the healthy value (0: no XID, no
 error) into the same GPU of whichever DCGM pod runs on the node now (a restarted host engine starts with an
-empty cache: nothing of ours is left); `verify` reads it back. The fault is one field of one GPU: the GPU
+empty cache, and is cleared all the same); no DCGM pod on a node that still exists is RevertFailed (what
+cannot be read is not healthy); `verify` reads it back. The fault is one field of one GPU: the GPU
 itself keeps working, so what happens next is the platform's doing (drills/measure/gpu_chain.py).
 
 DCGM's health system keeps a devastating XID it saw in its history until nv-hostengine restarts (NVIDIA/DCGM
@@ -127,11 +128,22 @@ def inject(target, plan: Plan) -> GpuXidRecord:
 
 def revert(target, undo: dict, record: dict | None = None) -> str:
     """Inject the healthy value into the same GPU of the node's DCGM pod (found again: it may have restarted)."""
+    from kubernetes.client.exceptions import ApiException
+
     cluster = target.cluster
     pod = _pod_now(cluster, undo)
-    if pod is None:  # no host engine on the node: its cache, and our value, went with it
-        log.warning("no DCGM pod on node %s: nothing to undo", undo["node"])
-        return NOTHING_TO_UNDO
+    if pod is None:
+        try:
+            read_node(cluster, undo["node"])
+        except ApiException as err:
+            if err.status == 404:  # the node is gone, and its host engine with its cache: nothing of ours is left
+                log.warning("node %s is gone: nothing to undo", undo["node"])
+                return NOTHING_TO_UNDO
+            raise RevertFailed(f"cannot read node {undo['node']}: {err.status} {err.reason}; run `drills revert` "
+                               "again once the API answers") from None
+        raise RevertFailed(f"no DCGM pod ({undo['selector']} in {undo['namespace']}) runs on node {undo['node']} now: "
+                           f"the value injected into GPU {undo['gpu']} cannot be cleared or read; run `drills revert` "
+                           "again once it runs")
     code, out, err = run(cluster, pod, inject_command(undo["gpu"], undo["field"], undo["healthy"]))
     if code != 0 or INJECTED not in out:
         raise RevertFailed(f"dcgmi test --inject of the healthy value in {pod.namespace}/{pod.name} exited {code}: "
@@ -166,7 +178,8 @@ def _read_back(cluster, undo: dict) -> tuple[list[Observation], tuple[str, ...]]
     pod = _pod_now(cluster, undo)
     what = f"node {undo['node']} GPU {undo['gpu']}"
     if pod is None:
-        return [Observation(what, "no DCGM pod on the node (its cache is gone)", f"pods {undo['selector']}")], ()
+        return [Observation(what, "no DCGM pod on the node: its cache cannot be read",
+                            f"pods -n {undo['namespace']} -l {undo['selector']} on {undo['node']}", False)], ()
     seen = _read(cluster, pod, undo["gpu"], undo["field"])
     healthy = seen.found and seen.value in (None, undo["healthy"])
     return [Observation(what, seen.sentence, f"{pod.namespace}/{pod.name}", healthy)], ()
