@@ -3,7 +3,8 @@
 Each link is a check of the GPU-node-loss drill with its own report category (drills/core/catalog.yaml):
 `xid exported` (not_exported), `gpu marked unhealthy` (gpu_not_isolated), `node remediated` (not_remediated).
 A broken link fails the drill even if the job later recovers some other way: a platform whose monitoring never
-saw the fault, or that kept a broken GPU in service, did not recover from it — it got lucky.
+saw the fault, or that kept a broken GPU in service, did not recover from it — it got lucky. A link that never
+came is that link's failure (its category), not an SLO breach: no `never_reached` here.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node
         return Verdict("gpu marked unhealthy", False, None, limit_s, "s",
                        f"GPU {gpu} of node {node} was never marked unhealthy within {format_duration(limit_s)} of the "
                        "XID DCGM reported: allocatable nvidia.com/gpu did not drop and no health taint or condition "
-                       "appeared", never_reached=True)
+                       "appeared")
     took = marked.at.timestamp() - injected_ts
     ok = within(took, limit_s)
     return Verdict("gpu marked unhealthy", ok, round(took, 3), limit_s, "s",
@@ -58,7 +59,7 @@ def judge_remediated(cordoned: Marked | None, marked_ts: float, limit_s: float, 
         return Verdict("node remediated", False, None, limit_s, "s",
                        f"node {node} with an unhealthy GPU was not cordoned by the site's remediation within "
                        f"{format_duration(limit_s)} (the profile says the site remediates: "
-                       "faults.gpu_fault.remediation: site)", never_reached=True)
+                       "faults.gpu_fault.remediation: site)")
     took = cordoned.at.timestamp() - marked_ts
     ok = within(took, limit_s)
     return Verdict("node remediated", ok, round(took, 3), limit_s, "s",

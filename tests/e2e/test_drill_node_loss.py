@@ -23,9 +23,11 @@ STAMP_S = 0.002  # the records' ISO stamps have milliseconds
 
 @pytest.fixture(scope="module")
 def healthy_run(tmp_path_factory) -> tuple:
-    """One `drills run -m training` on healthy twins (one per fault mode), report built: shared by the tests below."""
+    """One `drills run -m training` on healthy twins (one per fault mode), report built: shared by the tests below.
+    gpu-unhealthy (the DCGM fault chain) has its own module at its own scale: tests/e2e/test_gpu_fault_chain.py."""
     reports = tmp_path_factory.mktemp("reports")
-    done = drills("run", "-m", "training", "--scale", SCALE, "--reports", str(reports), "--run-id", "healthy")
+    done = drills("run", "-m", "training", "-k", "not unhealthy", "--scale", SCALE, "--reports", str(reports),
+                  "--run-id", "healthy")
     return done, reports / "healthy", reports
 
 
@@ -33,7 +35,7 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
     done, run_dir, reports = healthy_run
     assert done.returncode == 0, done.stdout + done.stderr
     recs = records(reports / "latest")
-    assert {r["details"]["fault_mode"] for r in recs} == {"cordon-drain", "taint-noexecute", "gpu-unhealthy"}
+    assert {r["details"]["fault_mode"] for r in recs} == {"cordon-drain", "taint-noexecute"}
     for rec in recs:
         assert rec["verdict"] == "pass", rec["reason"]
         assert 0 < rec["recovery_s"] <= TARGET_S and rec["target_s"] == TARGET_S
@@ -54,7 +56,7 @@ def test_healthy_twin_passes_every_fault_mode(healthy_run):
         # the built-in profile sets no SLO: the feature's numbers are judged (the one rule for targets)
         assert {t["source"] for t in rec["details"]["targets"].values()} == {"feature"}
         assert rec["details"]["target"]["feature"] == TARGET_S and rec["details"]["target"]["profile"] is None
-    assert "Drill results" in done.stdout and done.stdout.count("PASS") >= 3
+    assert "Drill results" in done.stdout and done.stdout.count("PASS") >= 2
     assert "waiting for" in done.stdout or "✓ recovered" in done.stdout  # progress while the drill ran
     for name in ("junit.xml", "summary.md", "journal.jsonl", "report/index.html"):
         assert (run_dir / name).exists(), name

@@ -4,8 +4,9 @@ A site-like run (kubeconfig, so the target is a real cluster to every decision: 
 `faults.gpu_fault` in its profile: the drill execs `dcgmi test --inject` in the node's DCGM pod, reads it back
 with `dcgmi dmon`, the platform marks the GPU unhealthy, the drill (the site has no remediation) drains the node,
 the job resumes — PASS — and the revert injects the healthy value and uncordons. On the same twin, a profile
-claiming the site remediates gets FAIL not_remediated (the twin has none). On twins with a defect: no GPU health
-check → FAIL gpu_not_isolated; no exporter on the node → FAIL not_exported (bench/verdicts.yaml rows)."""
+claiming the site remediates gets FAIL not_remediated (the twin has none), and with the exporter's DaemonSet
+selecting no node, FAIL not_exported. On a twin with the defect no-gpu-health-check (nothing marks a GPU DCGM
+reports faulted): FAIL gpu_not_isolated (bench/verdicts.yaml rows)."""
 
 from __future__ import annotations
 
@@ -115,6 +116,34 @@ def test_a_site_said_to_remediate_that_never_cordons_fails_not_remediated(twin, 
     assert _check(rec, "gpu marked unhealthy")["verdict"] == "pass" and _check(rec, "node remediated")["verdict"] == "fail"
     assert [f["kind"] for f in rec["details"]["faults"]] == ["gpu-xid"]  # the drill did not drain: the site was to
     assert "was not cordoned by the site's remediation within 10m" in rec["reason"]
+
+
+def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_path):
+    """The exporter's DaemonSet selects a label no node has (a GPU Operator deploy label left unset): DCGM records the
+    XID, no exporter runs on the node to report it — FAIL not_exported, whatever happens after (the row of the defect
+    no-dcgm-exporter, built here on the shared twin). The DaemonSet is put back."""
+    ds = f"{twin.url}/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    selector = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.dcgm-exporter": "true"}
+    requests.patch(ds, json={"spec": {"template": {"spec": {"nodeSelector": selector}}}}, headers=merge,
+                   timeout=5).raise_for_status()
+    try:
+        pods = f"{twin.url}/api/v1/namespaces/gpu-operator/pods?labelSelector=app%3Dnvidia-dcgm-exporter"
+        deadline = time.monotonic() + 30
+        while requests.get(pods, timeout=5).json()["items"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        row = next(r for r in rows("training") if r.defect == "no-dcgm-exporter")
+        done = drills("run", "-m", "training", "-k", row.keyword, "--profile", str(site_profile(tmp_path, twin)),
+                      "--no-html", "--reports", str(tmp_path), "--run-id", "blind")
+        (rec,) = records(tmp_path / "blind")
+        assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
+        assert _check(rec, "xid exported")["verdict"] == "fail" and "gpu marked unhealthy" not in {
+            c["name"] for c in rec["details"]["checks"]}  # the chain stops at its first broken link
+        assert all(r["ok"] for r in rec["details"]["reverts"])
+    finally:
+        selector["nvidia.com/gpu.deploy.dcgm-exporter"] = None
+        requests.patch(ds, json={"spec": {"template": {"spec": {"nodeSelector": selector}}}}, headers=merge,
+                       timeout=5).raise_for_status()
 
 
 @pytest.mark.parametrize("row", [r for r in rows("training") if r.test and r.test.endswith("test_gpu_fault_chain.py")],
