@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from drills.core.kube import Cluster, obj_get, wait_for
+from drills.core.watch import retry_at
 from drills.faults.dcgm import pod_on_node
+from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
 __all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "wait_cordoned", "exported_value"]
@@ -51,8 +53,11 @@ class Marked:
     source: str
 
 
-def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: int) -> ExporterView:
-    """The exporter pod on `node` (by label and spec.nodeName) and, if its metrics can be read, the GPU's value."""
+def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: int, value: int,
+                  deadline_ts: float) -> ExporterView:
+    """The exporter pod on `node` (by label and spec.nodeName) and, if its metrics can be read, the GPU's value:
+    read again (every RETRY_S cluster seconds) until it shows `value` or the deadline passes — an exporter reports
+    what DCGM had at its last collection, not at once."""
     pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
     source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
     if pod is None:
@@ -60,7 +65,11 @@ def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: i
     name = pod["metadata"]["name"]
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in obj_get(pod, "status", "conditions", default=None) or [])
-    value, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
+    seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
+    while seen is not None and seen != value and cluster.clock.timestamp() < deadline_ts:
+        wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
+        seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
+    value = seen
     return ExporterView(node, name, ready, value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
                         f"{obj_get(pod, 'metadata', 'resourceVersion')}", problem)
 

@@ -42,6 +42,8 @@ class GpuFault(Strict):
     # what "marked unhealthy" reads as on this site, besides allocatable nvidia.com/gpu dropping below capacity
     unhealthy_taints: list[LabelKey] = ["nvidia.com/gpu.unhealthy"]
     unhealthy_conditions: list[Text] = ["GPUHealthy=False"]  # TYPE=STATUS of a node condition a health agent sets
+    # an exporter that serves the GPU's metric must show the value within this (dcgm-exporter collects every 30 s)
+    export_within_s: Seconds = 90.0
     mark_within_s: Seconds = 300.0  # cluster seconds from the injection to the GPU marked unhealthy (a health agent polls)
     remediation: Literal["site", "drill"] = "drill"  # who cordons and drains the node once its GPU is unhealthy
     remediate_within_s: Seconds = 600.0  # cluster seconds from the mark to the node cordoned and its job pods gone
