@@ -126,3 +126,20 @@ def test_a_site_that_never_cordons_fails_not_remediated():
     done = judge_remediated(Marked("spec.unschedulable=true", datetime(2026, 12, 5, 12, 2, tzinfo=timezone.utc),
                                    "nodes/gpu-train-01"), T0.timestamp(), 600.0, "gpu-train-01")
     assert done.passed and done.measured == 120.0
+
+
+def test_the_scheduled_run_may_exec_in_the_dcgm_namespace_only_when_the_site_runs_the_gpu_fault(tmp_path):
+    from drills.schedule.cronjob import ScheduleOptions, render
+
+    def roles(extra: str) -> dict:
+        path = tmp_path / "p.yaml"
+        path.write_text("cluster: {mode: in-cluster}\nsafety: {allow: {nodes: [gpu-*], namespaces: [ai-platform]}}\n"
+                        + extra)
+        return {d["metadata"]["namespace"]: d["rules"] for d in render(ScheduleOptions(profile=str(path), image="i"))
+                if d["kind"] == "Role"}
+
+    assert "gpu-operator" not in roles("")
+    assert roles("faults: {gpu_fault: {}}\n")["gpu-operator"] == [
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]}]
+    assert "gpu-operator" not in roles("faults: {gpu_fault: {}, node_modes: [cordon-drain]}\n")
