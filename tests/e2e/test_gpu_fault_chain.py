@@ -20,6 +20,7 @@ import yaml
 
 from bench.verdicts import mismatches, rows
 from drills.twin.launcher import start_twin
+from drills.twin.profile import PROFILES_DIR
 from tests.e2e.drill_helpers import drills, drills_popen, records, schedulable, wait_for_injection
 
 pytestmark = pytest.mark.slow
@@ -144,6 +145,27 @@ def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_pat
         selector["nvidia.com/gpu.deploy.dcgm-exporter"] = None
         requests.patch(ds, json={"spec": {"template": {"spec": {"nodeSelector": selector}}}}, headers=merge,
                        timeout=5).raise_for_status()
+
+
+def test_a_site_whose_remediation_drains_the_node_passes_and_the_drill_drains_nothing(tmp_path_factory, tmp_path):
+    """The twin runs a remediation (NVSentinel-like: cordon and drain 30 s after the GPU is marked): the drill
+    waits for it (remediation: site), judges it, and drains nothing itself; the revert uncordons nothing either —
+    the node stays cordoned by the site, as a site's quarantine does until an operator clears it."""
+    raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    raw.update(name="site-remediates", gpu_remediation={"after": "30s"})
+    folder = tmp_path_factory.mktemp("remediating")
+    (folder / "p.yaml").write_text(yaml.safe_dump(raw))
+    handle = start_twin(folder / "state", scale=SCALE, profile=str(folder / "p.yaml"))
+    try:
+        done = drills("run", "-m", "training", "-k", "unhealthy", "--no-html", "--reports", str(tmp_path),
+                      "--run-id", "site", "--profile", str(site_profile(tmp_path, handle, remediation="site")))
+        (rec,) = records(tmp_path / "site")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _check(rec, "node remediated")["verdict"] == "pass" and "cordoned node" in _check(rec, "node remediated")["reason"]
+        assert [f["kind"] for f in rec["details"]["faults"]][0] == "gpu-xid"
+        assert "node" not in [f["kind"] for f in rec["details"]["faults"]]  # the site drained, not the drill
+    finally:
+        handle.stop()
 
 
 @pytest.mark.parametrize("row", [r for r in rows("training") if r.test and r.test.endswith("test_gpu_fault_chain.py")],
