@@ -53,12 +53,10 @@ class GpuXidRecord:
     pod: str
     injected_at: str  # cluster time, ISO: the middle of the injecting exec
     seed: int | None  # the random choice's seed (None: the profile named the GPU)
-    read_back: str  # "GPU 3 XID field 230 = 79 (dcgmi dmon in gpu-operator/nvidia-dcgm-x @ …)"
-    mode: str = "gpu-unhealthy"
-    evicted: tuple[str, ...] = ()
+    read_back: str  # "GPU 3 field 230 = 79 (dcgmi dmon in gpu-operator/nvidia-dcgm-x @ …)"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "evicted": list(self.evicted)}
+        return asdict(self)
 
 
 def pick_gpu(count: int, seed: int) -> int:
