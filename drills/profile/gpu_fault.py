@@ -7,6 +7,10 @@ marked unhealthy (allocatable `nvidia.com/gpu` drops, or a health agent's taint 
 cordoned and drained — by the site's remediation (`remediation: site`) or, on a site that has none, by the drill
 (`remediation: drill`, journaled and reverted like any drain). A real target must set this section (the DCGM
 pod's namespace and labels are the site's); the twin uses the defaults (the GPU Operator's names).
+
+The XID field is event-driven (DCGM writes it when the driver reports an XID), so an injected value stays the latest
+until the revert; a polled field such as 311 (double-bit ECC, read from NVML every collection) can be overwritten by
+DCGM's next sample — injection tooling re-injects those every second — so 230 is the default.
 """
 
 from __future__ import annotations
