@@ -56,6 +56,9 @@ class Category(str, enum.Enum):
     STORAGE_IO = "storage_io"
     DIVERGED = "diverged"  # the job trains again but its loss (or grad norm) is NaN/inf: it learns nothing
     WORKER_FAILED = "worker_failed"  # a worker container exited non-zero / OOMKilled / restarted after the resume
+    NOT_EXPORTED = "not_exported"  # a GPU fault DCGM recorded reached no exporter on its node: monitoring is blind to it
+    GPU_NOT_ISOLATED = "gpu_not_isolated"  # a GPU DCGM reports faulted was never marked unhealthy (allocatable, taint)
+    NOT_REMEDIATED = "not_remediated"  # the site's remediation never cordoned the node of an unhealthy GPU
     UNCLASSIFIED_LOG = "unclassified_log"  # inconclusive: an error-like log line no reader classifies
     NOT_OBSERVED = "not_observed"  # inconclusive: a fact the verdict needs was not observed in this run
     NO_EFFECT = "no_effect"  # inconclusive: the fault changed nothing the drill could observe

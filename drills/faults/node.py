@@ -14,9 +14,10 @@ Modes:
 - `cordon-drain`: cordon, then evict every non-DaemonSet pod through the Eviction API; a PDB's 429 is
   retried (on the next PDB/pod change) until `eviction_timeout_s` cluster seconds, then InjectionFailed.
 - `taint-noexecute`: add the taint `gpu-drills.io/node-loss=drill:NoExecute`; the taint manager evicts.
-- `gpu-unhealthy`: the twin's device-plugin view (`POST /twin/v1/nodes/{name}/gpu` `{"state": "unhealthy",
-  "xid": 79}`): allocatable GPUs drop and the workload on the node sees the XID. On a real cluster there is no API for
-  it: use a hook (drain + a DaemonSet that fails the device plugin health check) — refused here.
+- `gpu-unhealthy` is not a node fault: it is the GPU fault chain (fault kind `gpu-xid`, DCGM field injection in
+  the node's DCGM pod, then the platform's own marking and remediation: drills/faults/gpu_xid.py,
+  drills/measure/gpu_chain.py), the same on the twin and on a real cluster; `plan` refuses it here. `revert`
+  still heals a journal entry of the twin's older GPU endpoint (`"gpu": true`).
 - `kubelet-stop` (twin only): `POST /twin/v1/nodes/{name}/kubelet` `{"action": "stop"}`: heartbeats stop,
   the node goes NotReady and the node lifecycle controller evicts after tolerationSeconds.
 """
@@ -34,13 +35,14 @@ from drills.faults import Plan, Reach
 from drills.faults.node_taints import read_node, update_taints
 from drills.faults.readback import Observation, Reading, read
 
-__all__ = ["KIND", "MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert", "verify",
+__all__ = ["KIND", "MODES", "TWIN_ONLY", "CHAIN_MODES", "TAINT_KEY", "NodeFaultSpec", "NodeFaultRecord", "plan", "inject", "revert", "verify",
            "revert_spec", "check_node"]
 
 log = logging.getLogger(__name__)
 
 MODES = ("cordon-drain", "taint-noexecute", "gpu-unhealthy", "kubelet-stop")
-TWIN_ONLY = ("gpu-unhealthy", "kubelet-stop")
+TWIN_ONLY = ("kubelet-stop",)
+CHAIN_MODES = ("gpu-unhealthy",)  # modes that are not a node fault but a chain of faults (see the docstring)
 TAINT_KEY = "gpu-drills.io/node-loss"
 KIND = "node"
 MERGE = "application/merge-patch+json"
@@ -83,6 +85,9 @@ def check_node(cluster: Cluster, spec: NodeFaultSpec) -> dict:
 
     if spec.mode not in MODES:
         raise InjectionFailed(f"unknown node fault mode {spec.mode!r} (modes: {', '.join(MODES)}); nothing injected")
+    if spec.mode in CHAIN_MODES:
+        raise InjectionFailed(f"node fault mode {spec.mode} is the GPU fault chain (fault kind gpu-xid: DCGM field "
+                              "injection, then the platform's marking and remediation); nothing injected")
     if spec.mode in TWIN_ONLY and not cluster.is_twin:
         raise InjectionFailed(f"node fault mode {spec.mode} has no Kubernetes API on a real cluster; use cordon-drain "
                               "or taint-noexecute (or a site hook); nothing injected")
@@ -135,8 +140,6 @@ def inject(target, plan: Plan) -> NodeFaultRecord:
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
             before, after = _add_taint(cluster, spec.node, read_node(cluster, spec.node)) or (before, None)
-        elif spec.mode == "gpu-unhealthy":
-            twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/gpu", {"state": "unhealthy", "xid": 79}).get("at")
         elif spec.mode == "kubelet-stop":
             twin_at = _twin_post(cluster, f"/twin/v1/nodes/{spec.node}/kubelet", {"action": "stop"}).get("at")
         after = after if after is not None else cluster.clock.timestamp()

@@ -28,6 +28,7 @@ from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, HttpHea
                                   LabelKey, LocalPath, NameOrYaml, RemotePath, Selector, SwitchName, Text, UserName)
 from drills.profile.acceptance import AcceptanceConfig
 from drills.profile.base import Ratio, Seconds, Strict, parse_duration
+from drills.profile.gpu_fault import GpuFault
 from drills.profile.storage import Saturation, StorageConfig
 from drills.profile.explain import explain_validation_error
 from drills.profile.load import LoadGenerator
@@ -286,6 +287,9 @@ class FaultsConfig(Strict):
     uplink: Interface | None = None  # a named uplink of that switch; None: its first uplink in the inventory
     leaf_label: LabelKey = "network.gpu-drills.io/leaf"  # node label naming the node's leaf switch
     switch_transport: Literal["exec", "shell"] = "exec"
+    # gpu-unhealthy through DCGM field injection (drills/profile/gpu_fault.py); a real target must set it to run that
+    # mode (where its DCGM runs, who remediates); None on the twin: the GPU Operator's defaults
+    gpu_fault: GpuFault | None = None
 
 
 class Allowlist(Strict):

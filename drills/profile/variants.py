@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from drills.faults.node import MODES as NODE_MODES, TWIN_ONLY as TWIN_ONLY_NODE_MODES
+from drills.faults.node import CHAIN_MODES, MODES as NODE_MODES, TWIN_ONLY as TWIN_ONLY_NODE_MODES
 from drills.profile.model import TargetProfile
 
 __all__ = ["node_mode_refusal", "kill_refusal", "dialect_refusal", "supported_node_modes"]
@@ -22,15 +22,22 @@ log = logging.getLogger(__name__)
 
 def supported_node_modes(profile: TargetProfile, on_twin: bool) -> tuple[str, ...]:
     """The node-loss modes this site runs: the profile's `faults.node_modes` (None: all), less the twin-only
-    ones on a real target."""
+    ones on a real target, and less the GPU fault chain (gpu-unhealthy) on a real target whose profile does not
+    say where its DCGM runs and who remediates (`faults.gpu_fault`)."""
     enabled = profile.faults.node_modes
-    return tuple(m for m in NODE_MODES if (enabled is None or m in enabled) and (on_twin or m not in TWIN_ONLY_NODE_MODES))
+    return tuple(m for m in NODE_MODES if (enabled is None or m in enabled) and (on_twin or m not in TWIN_ONLY_NODE_MODES)
+                 and (on_twin or m not in CHAIN_MODES or profile.faults.gpu_fault is not None))
 
 
 def node_mode_refusal(mode: str, profile: TargetProfile, on_twin: bool) -> str | None:
     """Why this site does not lose a node by `mode`, or None (also None for an unknown mode: the fault refuses it)."""
     if mode not in NODE_MODES or mode in supported_node_modes(profile, on_twin):
         return None
+    if mode in CHAIN_MODES and not on_twin and profile.faults.gpu_fault is None and (
+            profile.faults.node_modes is None or mode in profile.faults.node_modes):
+        return (f"node-loss mode {mode} needs faults.gpu_fault in the profile on a real cluster: the namespace and "
+                "labels of its DCGM host engine and exporter pods, and who cordons and drains a node whose GPU is "
+                "unhealthy (remediation: site | drill)")
     if mode in TWIN_ONLY_NODE_MODES and not on_twin:
         return (f"node-loss mode {mode} runs only on the twin: a real cluster has no Kubernetes API for it "
                 "(use a site hook)")

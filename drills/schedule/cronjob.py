@@ -198,8 +198,8 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
 
 
 def rbac_rules() -> dict[str, list[dict]]:
-    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, gpu_use, load_pods, lock, home,
-    switch_secret."""
+    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, gpu_use, gpu_fault, gpu_exporter,
+    load_pods, lock, home, switch_secret."""
     text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -262,6 +262,10 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
     gen = profile.workloads.inference.load_generator
     if gen.mode == "pods":
         _merge(per_ns.setdefault(gen.namespace or profile.workloads.inference.namespace, []), rules["load_pods"])
+    gpu = profile.faults.gpu_fault
+    if gpu is not None and (profile.faults.node_modes is None or "gpu-unhealthy" in profile.faults.node_modes):
+        _merge(per_ns.setdefault(gpu.dcgm_namespace, []), rules["gpu_fault"])
+        _merge(per_ns.setdefault(gpu.exporter_namespace, []), rules["gpu_exporter"])
     lock_ns = profile.safety.lock_namespace or profile.workloads.training.namespace
     _merge(per_ns.setdefault(lock_ns, []), rules["lock"])
     home = per_ns.setdefault(opts.namespace, [])

@@ -22,7 +22,7 @@ from drills.twin.stages import Stage
 __all__ = [
     "NodeInfo", "NodePool", "NodeSpec", "Timings",
     "Policy", "NcclSpec", "CheckpointSpec", "AfterResume", "TrainingJob", "InferenceDeployment", "Queue",
-    "PriorityClass", "Storage", "Workloads", "HealthAgent", "TwinProfile",
+    "PriorityClass", "Storage", "Workloads", "HealthAgent", "GpuRemediation", "TwinProfile",
 ]
 
 log = logging.getLogger(__name__)
@@ -341,6 +341,12 @@ class HealthAgent(Strict):
     recordon_after: Duration = 15.0
 
 
+class GpuRemediation(Strict):
+    """A site's GPU remediation (NVSentinel-like): cordon and drain a node `after` its GPU is marked unhealthy."""
+
+    after: Duration = 30.0
+
+
 class TwinProfile(Strict):
     """A whole twin: cluster shape, timings, fabric, workloads, storage, stages and enabled defects."""
 
@@ -357,6 +363,8 @@ class TwinProfile(Strict):
     gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
+    gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
+    dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
     timings: Timings = Timings()
     fabric: Fabric = Fabric()
     queues: Named(Queue) = {}

@@ -57,7 +57,7 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
     for node in profile.nodes():
         out.append(_lease(node.name, profile.timings.lease_duration, now))
     if any(pool.gpus for pool in profile.node_pools.values()):
-        out.extend(_system_daemonsets(set(profile.namespaces)))
+        out.extend(_system_daemonsets(set(profile.namespaces), exporter=profile.dcgm_exporter))
     out.extend(copy.deepcopy(DEFAULT_POLICY))
     out.append({
         "apiVersion": "v1", "kind": "Service",
@@ -273,10 +273,12 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _system_daemonsets(namespaces: set[str]) -> list[dict]:
-    """The GPU node agents (device plugin, DCGM exporter, RDMA device plugin) and their namespaces."""
+def _system_daemonsets(namespaces: set[str], exporter: bool = True) -> list[dict]:
+    """The GPU node agents (device plugin, DCGM host engine, DCGM exporter, RDMA device plugin) and their
+    namespaces; without the exporter when the profile says none is deployed (defect no-dcgm-exporter)."""
     data = datafiles.load_file(SYSTEM_DAEMONSETS)
-    return [*(_namespace(ns) for ns in data["namespaces"] if ns not in namespaces), *data["daemonsets"]]
+    daemonsets = [d for d in data["daemonsets"] if exporter or d["metadata"]["name"] != "nvidia-dcgm-exporter"]
+    return [*(_namespace(ns) for ns in data["namespaces"] if ns not in namespaces), *daemonsets]
 
 
 def _namespace(name: str) -> dict:

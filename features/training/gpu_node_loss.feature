@@ -24,7 +24,10 @@ Feature: Training survives the loss of a GPU node
     And the monitoring raises no more distinct alerts than its budget
 
     # One block per way of losing a node, tagged with it (`-m cordon_drain`). A mode the site does not run —
-    # not in its faults.node_modes, or twin-only (gpu-unhealthy) on a real cluster — is skipped, naming why.
+    # not in its faults.node_modes, or gpu-unhealthy on a real cluster whose profile does not say where its DCGM
+    # runs and who drains (faults.gpu_fault) — is skipped, naming why. gpu-unhealthy is the seed's drill 1: an XID
+    # injected with DCGM's `dcgmi test --inject` in the node's DCGM pod; the exporter must report it, the GPU be
+    # marked unhealthy, the node drained (by the site, or by the drill), before the job's recovery is judged.
     @cordon_drain
     Examples: cordon and drain
       | fault           |
@@ -36,6 +39,6 @@ Feature: Training survives the loss of a GPU node
       | taint-noexecute |
 
     @gpu_unhealthy
-    Examples: unhealthy GPUs (twin only)
+    Examples: an unhealthy GPU (an XID DCGM reports)
       | fault           |
       | gpu-unhealthy   |

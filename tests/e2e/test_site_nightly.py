@@ -8,7 +8,7 @@ is dilated), a profile that kills at most one replica (`faults.inference.max_kil
 than 3 NotReady nodes (the node census of a stop condition is what watches nodes), and features read from
 the ConfigMap `drills schedule --features` renders, materialised as the kubelet mounts it (`..data` and
 symlinks). The CronJob's `drills validate` passes first. The run must exit 0, every drill it ran must pass,
-and every Example it did not run must be skipped with its reason — gpu-unhealthy (twin-only), every replica
+and every Example it did not run must be skipped with its reason — gpu-unhealthy (no faults.gpu_fault), every replica
 (beyond max_kill), the four switch OSes it does not have.
 """
 
@@ -161,7 +161,7 @@ def test_what_the_site_does_not_run_is_skipped_and_named(nightly):
     proc, run_dir = nightly
     skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
     reasons = {s["test"].split("[", 1)[1].rstrip("]"): s["reason"] for s in skipped}
-    assert reasons.pop("gpu-unhealthy").startswith("node-loss mode gpu-unhealthy runs only on the twin")
+    assert reasons.pop("gpu-unhealthy").startswith("node-loss mode gpu-unhealthy needs faults.gpu_fault in the profile")
     assert reasons.pop("all its replicas").startswith("killing 2 of 2 replicas: a full outage")
     assert set(reasons) == {f"{os_}-{t}" for os_ in OTHER_OSES for t in ("shell", "exec")} - {"onyx-exec"}
     assert all(r.startswith(f"no {k.split('-')[0]} switch in the inventory (this fabric runs: sonic)")

@@ -18,7 +18,7 @@ pytestmark = [
 ]
 
 AGENTS = {("gpu-operator", "nvidia-device-plugin-daemonset"), ("gpu-operator", "nvidia-dcgm-exporter"),
-          ("nvidia-network-operator", "rdma-shared-dp-ds")}
+          ("gpu-operator", "nvidia-dcgm"), ("nvidia-network-operator", "rdma-shared-dp-ds")}
 GPU_NODES = 6  # the minimal profile: 4 training + 2 inference nodes
 
 
@@ -83,7 +83,7 @@ def test_drain_refuses_without_ignore_daemonsets_and_keeps_them_with_it(kubectl)
     time.sleep(0.5)  # 30 twin seconds: a daemon on a cordoned node is not taken away
     on_node = kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}", "-o",
                       "jsonpath={.items[*].metadata.ownerReferences[0].kind}").split()
-    assert on_node == ["DaemonSet"] * 3
+    assert on_node == ["DaemonSet"] * len(AGENTS)
     kubectl("uncordon", node)
 
 

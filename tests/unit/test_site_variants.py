@@ -20,11 +20,24 @@ def test_the_twin_runs_every_node_mode():
 
 
 def test_a_real_target_never_runs_twin_only_modes_even_when_listed():
+    listed = parse_profile("faults: {node_modes: [cordon-drain, kubelet-stop]}\n")
+    assert supported_node_modes(listed, on_twin=False) == ("cordon-drain",)
+    reason = node_mode_refusal("kubelet-stop", listed, on_twin=False)
+    assert reason.startswith("node-loss mode kubelet-stop runs only on the twin")
+    assert node_mode_refusal("kubelet-stop", TWIN, on_twin=False).startswith("node-loss mode kubelet-stop runs only")
+
+
+def test_a_real_target_runs_the_gpu_fault_chain_only_when_its_profile_says_where_dcgm_runs():
     listed = parse_profile("faults: {node_modes: [cordon-drain, gpu-unhealthy]}\n")
     assert supported_node_modes(listed, on_twin=False) == ("cordon-drain",)
-    reason = node_mode_refusal("gpu-unhealthy", listed, on_twin=False)
-    assert reason.startswith("node-loss mode gpu-unhealthy runs only on the twin")
-    assert node_mode_refusal("gpu-unhealthy", TWIN, on_twin=False).startswith("node-loss mode gpu-unhealthy runs only")
+    assert node_mode_refusal("gpu-unhealthy", listed, on_twin=False).startswith(
+        "node-loss mode gpu-unhealthy needs faults.gpu_fault in the profile on a real cluster")
+    told = parse_profile("faults: {node_modes: [cordon-drain, gpu-unhealthy], gpu_fault: {remediation: site}}\n")
+    assert supported_node_modes(told, on_twin=False) == ("cordon-drain", "gpu-unhealthy")
+    assert node_mode_refusal("gpu-unhealthy", told, on_twin=False) is None
+    not_listed = parse_profile("faults: {node_modes: [cordon-drain], gpu_fault: {}}\n")  # enabled wins over configured
+    assert node_mode_refusal("gpu-unhealthy", not_listed, on_twin=False).startswith(
+        "node-loss mode gpu-unhealthy is not enabled for this site")
 
 
 def test_a_mode_the_profile_does_not_enable_is_refused_naming_the_field():

@@ -63,6 +63,8 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
             f'"{missing.executable}": executable file not found in $PATH: unknown', {})).encode())
         await ws.close()
         return ws
+    if session.output.node_annotations and node_name:  # the command changed its node's state (dcgmi test --inject)
+        _annotate(store, node_name, session.output.node_annotations)
     await _flush(ws, session, wanted, store)
     if not session.finished:
         async for msg in ws:
@@ -81,6 +83,15 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
     await _send(ws, ERROR, json.dumps(_exit_status(command, session.output.code)).encode())
     await ws.close()
     return ws
+
+
+def _annotate(store: Store, node: str, annotations: dict) -> None:
+    """Write what a command changed on its node, through the store like any API write (watches see it)."""
+    def change(obj: dict) -> dict:
+        obj["metadata"].setdefault("annotations", {}).update(annotations)
+        return obj
+
+    store.update(_NODES, None, node, change)
 
 
 async def upgrade(request: web.Request, protocols: tuple[str, ...]) -> web.WebSocketResponse:

@@ -3,7 +3,10 @@
 A node is eligible when the pod template's nodeSelector / required node affinity match it and its
 NoSchedule/NoExecute taints are tolerated — counting the tolerations the real controller adds to
 every daemon pod (not-ready, unreachable, disk/memory/pid pressure, unschedulable, and
-network-unavailable for hostNetwork pods), so a cordoned node keeps its daemons. Pods are created
+network-unavailable for hostNetwork pods), so a cordoned node keeps its daemons. A daemon already on a node
+stays there through a NoSchedule taint it does not tolerate (the real controller's shouldContinueRunning: only
+an untolerated NoExecute taint, or a selector that no longer matches, removes it), so a GPU health taint does
+not take the node's DCGM and exporter pods away. Pods are created
 with a required node affinity on `metadata.name` (the scheduler binds them, as since Kubernetes
 1.12) and the labels `controller-revision-hash` / `pod-template-generation`; a pod on a node that is
 no longer eligible, or gone, is deleted. Status carries the counts `kubectl get ds` prints.
@@ -54,13 +57,15 @@ def daemon_tolerations(pod_spec: dict) -> list[dict]:
     return out
 
 
-def eligible(ds: dict, node: dict) -> bool:
-    """Should this DaemonSet run a pod on this node (selector, affinity, taints)?"""
+def eligible(ds: dict, node: dict, running: bool = False) -> bool:
+    """Should this DaemonSet run a pod on this node (selector, affinity, taints)? `running`: may a pod already
+    there keep running (only NoExecute taints count then)?"""
     spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
     probe = {"spec": {**spec, "tolerations": daemon_tolerations(spec)}}
     if not matches_node_selector(probe, node):
         return False
-    return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"]) is None
+    effects = ("NoExecute",) if running else ("NoSchedule", "NoExecute")
+    return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"], effects) is None
 
 
 class DaemonSetController(Controller):
@@ -124,7 +129,8 @@ class DaemonSetController(Controller):
         wanted = set(self._nodes_wanted(key, ds))
         have = daemons.nodes()
         status = self._status(ds, daemons, wanted)
-        extra = list(daemons.extra(wanted))
+        keep = {n for n in have if (node := self.nodes.get("", n)) is not None and eligible(ds, node, running=True)}
+        extra = list(daemons.extra(wanted | keep))
         creating = self._creating.setdefault(key, set())
         missing = sorted(wanted - have - creating)
         batch, done = 1, 0

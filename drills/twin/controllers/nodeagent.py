@@ -2,6 +2,13 @@
 a stopped kubelet, and the NVIDIA device plugin's GPU health (allocatable `nvidia.com/gpu` drops, a
 `GPUHealthy=False` condition with the XID, the profile's unhealthy-GPU taint, a Warning event).
 
+A GPU is unhealthy when the driver broke it (the `/twin/v1/nodes/{name}/gpu` fault) or when DCGM's field cache
+holds a critical XID for it (`dcgmi test --inject … -f 230`, drills/twin/workloads/dcgmi.py): the twin's GPU
+health stands for the device plugin together with a DCGM health consumer (NVSentinel's GPU health monitor, a
+site's DCGM-policy agent). The real device plugin reads NVML events only (NVIDIA/k8s-device-plugin
+internal/rm/health.go), so on a site that runs no DCGM health consumer an injected XID marks nothing — which
+`no-gpu-health-check` models here.
+
 Heartbeat write load is bounded in wall time, not twin time: at scale 60 the real cadence (a Lease
 renew every 10 s per node) would be ~6,000 writes/s for 1,024 nodes. Renewals are staggered round-robin
 at `max(profile interval, nodes / budget)`: LEASE_WRITES_PER_S Lease writes and STATUS_WRITES_PER_S
@@ -23,7 +30,8 @@ from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.kubelet import KUBELET_AGENT
 from drills.twin.controllers.nodeutil import (
-    GPU, GPU_UNHEALTHY_AT, GPU_XID_ANNOTATION, condition, gpu_unhealthy, kubelet_stopped, parse_quantity,
+    DCGM_FIELDS_ANNOTATION, GPU, GPU_UNHEALTHY_AT, GPU_XID_ANNOTATION, condition, dcgm_critical_xids, gpu_unhealthy,
+    kubelet_stopped, parse_quantity,
 )
 
 __all__ = ["NodeAgent", "LEASE_WRITES_PER_S", "STATUS_WRITES_PER_S", "XID_MESSAGES"]
@@ -96,7 +104,7 @@ class NodeAgent(Controller):
             self._was_stopped.discard(name)
             self.enqueue(("started", name))
         if self.gpu_checks and _gpu_signature(node) != _gpu_signature(old or {}) or \
-                (self.gpu_checks and etype == "ADDED" and gpu_unhealthy(node)):
+                (self.gpu_checks and etype == "ADDED" and _broken(node)):
             self.enqueue(("gpu", name))
 
     # -- heartbeats -----------------------------------------------------------------------------
@@ -165,16 +173,19 @@ class NodeAgent(Controller):
         capacity = int(parse_quantity(((node.get("status") or {}).get("capacity") or {}).get(GPU)))
         if not capacity:
             return
-        broken = min(capacity, gpu_unhealthy(node))
+        broken = min(capacity, _broken(node))
         want = str(capacity - broken)
         have = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
         cond = condition(node, "GPUHealthy")
         now = to_iso(self.ctx.clock.now())
         ann = node["metadata"].get("annotations") or {}
-        xid = _int(ann.get(GPU_XID_ANNOTATION), 79)
+        dcgm = dcgm_critical_xids(node)
+        xid = _int(ann.get(GPU_XID_ANNOTATION), 79) if gpu_unhealthy(node) or not dcgm else next(iter(dcgm.values()))
+        index = capacity - 1 if gpu_unhealthy(node) or not dcgm else next(iter(dcgm))
         if broken:
+            seen = "nvidia-device-plugin" if gpu_unhealthy(node) else f"DCGM (GPU {index}: DCGM_FI_DEV_XID_ERRORS={xid})"
             message = (f"{broken}/{capacity} GPUs unhealthy: Xid {xid} ({XID_MESSAGES.get(xid, 'critical error')}) "
-                       f"on GPU 0000:{0x18 + 0x11 * (capacity - 1):02x}:00.0; nvidia-device-plugin marked it unhealthy")
+                       f"on GPU 0000:{0x18 + 0x11 * index:02x}:00.0; reported by {seen}, marked unhealthy")
             new_cond = {"type": "GPUHealthy", "status": "False", "reason": "XidCriticalError", "message": message,
                         "lastHeartbeatTime": ann.get(GPU_UNHEALTHY_AT) or now}
         else:
@@ -212,9 +223,14 @@ class NodeAgent(Controller):
             kind="merge")
 
 
+def _broken(node: dict) -> int:
+    """How many GPUs of the node are unhealthy: broken by the driver, or with a critical XID in DCGM's cache."""
+    return max(gpu_unhealthy(node), len(dcgm_critical_xids(node)))
+
+
 def _gpu_signature(node: dict) -> tuple:
     ann = (node.get("metadata") or {}).get("annotations") or {}
-    return (gpu_unhealthy(node) if node else 0, ann.get(GPU_XID_ANNOTATION))
+    return (gpu_unhealthy(node) if node else 0, ann.get(GPU_XID_ANNOTATION), ann.get(DCGM_FIELDS_ANNOTATION))
 
 
 def _int(text: str | None, default: int) -> int:

@@ -17,7 +17,8 @@ from drills.core.clock import parse_iso
 __all__ = [
     "KUBELET_ANNOTATION", "KUBELET_STOPPED_AT", "GPU_HEALTH_ANNOTATION", "GPU_XID_ANNOTATION",
     "GPU_UNHEALTHY_COUNT", "GPU_UNHEALTHY_AT", "EXIT_ANNOTATION", "STARTUP_ANNOTATION",
-    "STOP_ANNOTATION", "GROUP_ANNOTATION",
+    "STOP_ANNOTATION", "GROUP_ANNOTATION", "DCGM_FIELDS_ANNOTATION", "DCGM_FI_DEV_XID_ERRORS", "dcgm_fields",
+    "dcgm_critical_xids",
     "GPU", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "UNSCHEDULABLE_TAINT",
     "parse_quantity", "pod_requests", "tolerates", "toleration_seconds", "untolerated", "matches_node_selector",
     "kubelet_stopped", "stopped_at", "condition", "is_terminal", "node_ip", "pod_ip", "gpu_unhealthy",
@@ -37,6 +38,12 @@ EXIT_ANNOTATION = _P + "exit"                   # JSON {"code", "reason", "messa
 STARTUP_ANNOTATION = _P + "startup-s"           # readiness delay in twin seconds (model load)
 STOP_ANNOTATION = _P + "stop-s"                 # twin seconds the process takes to exit on SIGTERM
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# DCGM's field cache on the node as nv-hostengine holds it: JSON {"<gpu id>": {"<field id>": value}}, the values
+# `dcgmi test --inject` put there (drills/twin/workloads/dcgmi.py); a field never injected has no entry
+DCGM_FIELDS_ANNOTATION = _P + "dcgm-fields"
+DCGM_FI_DEV_XID_ERRORS = 230  # NVIDIA/DCGM dcgmlib/dcgm_fields.h: DCGM_FI_DEV_XID_ERROR 230 (the last XID seen)
+# XIDs the NVIDIA device plugin ignores as application errors (k8s-device-plugin internal/rm/health.go)
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 GPU = "nvidia.com/gpu"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -139,6 +146,24 @@ def gpu_unhealthy(node: dict) -> int:
         return max(1, int(ann.get(GPU_UNHEALTHY_COUNT) or 1))
     except ValueError:
         return 1
+
+
+def dcgm_fields(node: dict) -> dict[int, dict[int, int]]:
+    """DCGM's injected field values on the node: {gpu id: {field id: value}} (empty when none or unreadable)."""
+    import json
+
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(DCGM_FIELDS_ANNOTATION)
+    try:
+        raw = json.loads(text) if text else {}
+        return {int(g): {int(f): int(v) for f, v in fields.items()} for g, fields in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def dcgm_critical_xids(node: dict) -> dict[int, int]:
+    """{gpu id: XID} of the node's GPUs whose last XID in DCGM's cache is critical (not an application error)."""
+    return {gpu: fields[DCGM_FI_DEV_XID_ERRORS] for gpu, fields in sorted(dcgm_fields(node).items())
+            if fields.get(DCGM_FI_DEV_XID_ERRORS, 0) > 0 and fields[DCGM_FI_DEV_XID_ERRORS] not in APPLICATION_XIDS}
 
 
 def condition(obj: dict, ctype: str) -> dict | None:

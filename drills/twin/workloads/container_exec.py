@@ -19,6 +19,8 @@ Programs (`_PROGRAMS`, by executable name; every image has them):
   otherwise), `cat` (stdin; a file on a volume the twin backs — container_files.py —, else "No such file or
   directory", exit 1), `find` over those volumes.
 - `sh -c SCRIPT` and `sh` reading commands from stdin: container_shell.py's subset of sh.
+- `dcgmi` on DCGM's images only (`test --inject`, `dmon`: drills/twin/workloads/dcgmi.py); an injection's
+  change to the node's DCGM cache comes back as `Output.node_annotations` for the exec handler to write.
 - anything else: the container runtime's "executable file not found in $PATH" (`NotFound`).
 
 An exec with stdin attached (`start`): `sh` without `-c` runs each line it reads until `exit` (or the
@@ -39,6 +41,7 @@ from drills.twin.controllers.nodeutil import parse_quantity
 from drills.twin.workloads import container_files
 from drills.twin.workloads.accept_tools import nvidia_smi_list
 from drills.twin.workloads.container_shell import Output, Program, Shell
+from drills.twin.workloads.dcgmi import dcgmi, has_dcgmi
 
 __all__ = ["NotFound", "Output", "Session", "run", "start"]
 
@@ -157,6 +160,8 @@ def _base(path: str) -> str:
 
 
 def _program(box: _Container, name: str) -> Program | None:
+    if _base(name) == "dcgmi" and has_dcgmi(box.spec.get("image") or ""):
+        return lambda argv, stdin: dcgmi(argv[1:], box.node)
     make = _PROGRAMS.get(_base(name))
     return (lambda argv, stdin: make(box, argv[1:], stdin)) if make is not None else None
 

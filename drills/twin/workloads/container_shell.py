@@ -34,6 +34,9 @@ class Output:
     stderr: bytes = b""
     code: int = 0
     seconds: float = 0.0  # twin seconds the commands took (`sleep`)
+    # annotations the command sets on its node (a node agent's state: `dcgmi test --inject` writes DCGM's field
+    # cache); the exec handler writes them through the store once the command ran (drills/twin/api/remotecommand.py)
+    node_annotations: dict | None = None
 
 
 Program = Callable[[list[str], bytes], Output]  # (argv, stdin) → output

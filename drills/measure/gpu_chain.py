@@ -1,0 +1,140 @@
+"""What the platform did with a GPU fault DCGM reports, link by link (the seed's drill 1, issue 34).
+
+DCGM records the fault (drills/faults/gpu_xid.py) → the node's exporter reports it (`exporter_view`: a
+dcgm-exporter pod Running and Ready on that very node, and — where its `/metrics` can be read through the API
+server's pod proxy — `DCGM_FI_DEV_XID_ERRORS` of that GPU) → an alert fires (the detection steps' part:
+`Then the monitoring raises NvidiaXidError …`; this module leaves it to them) → the GPU is marked unhealthy
+(`wait_marked`: allocatable `nvidia.com/gpu` below capacity, or a health agent's taint or condition) → the node is
+cordoned (`wait_cordoned`, when the site remediates; else the drill drains it through the guard) → the job is
+rescheduled and resumes (the training monitor's checks). Each function measures; drills/verdicts/gpu_chain.py
+judges.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from drills.core.kube import Cluster, obj_get, wait_for
+from drills.core.watch import retry_at
+from drills.faults.dcgm import pod_on_node
+from drills.faults.readback import wait_until_clock
+from drills.profile.gpu_fault import GpuFault
+
+__all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "wait_cordoned", "exported_value"]
+
+log = logging.getLogger(__name__)
+
+GPU = "nvidia.com/gpu"
+METRIC_PORT = 9400  # dcgm-exporter's default listen port (DCGM_EXPORTER_LISTEN=":9400")
+_METRIC = {230: "DCGM_FI_DEV_XID_ERRORS", 311: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
+
+
+@dataclass(frozen=True)
+class ExporterView:
+    """The node's exporter as read: its pod (None: none scheduled there), Ready, and the GPU's metric if read."""
+
+    node: str
+    pod: str | None
+    ready: bool
+    value: float | None  # the metric's value for the GPU (None: not read — `problem` says why)
+    source: str
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Marked:
+    """How the GPU was marked unhealthy, when, and where it was read."""
+
+    how: str  # "allocatable nvidia.com/gpu 7 of 8", "taint nvidia.com/gpu.unhealthy", "condition GPUHealthy=False"
+    at: datetime
+    source: str
+
+
+def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: int, value: int,
+                  deadline_ts: float) -> ExporterView:
+    """The exporter pod on `node` (by label and spec.nodeName) and, if its metrics can be read, the GPU's value:
+    read again (every RETRY_S cluster seconds) until it shows `value` or the deadline passes — an exporter reports
+    what DCGM had at its last collection, not at once."""
+    pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
+    source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
+    if pod is None:
+        return ExporterView(node, None, False, None, source, f"no {cfg.exporter_selector} pod is scheduled on {node}")
+    name = pod["metadata"]["name"]
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in obj_get(pod, "status", "conditions", default=None) or [])
+    seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
+    while seen is not None and seen != value and cluster.clock.timestamp() < deadline_ts:
+        wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
+        seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
+    value = seen
+    return ExporterView(node, name, ready, value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
+                        f"{obj_get(pod, 'metadata', 'resourceVersion')}", problem)
+
+
+def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> tuple[float | None, str | None]:
+    """The exporter's value of `field` for GPU `gpu` from its /metrics through the API server's pod proxy:
+    (value, None), or (None, why it was not read). The hook the twin's exporters (and a site's) answer."""
+    from kubernetes.client.exceptions import ApiException
+
+    metric = _METRIC[field]
+    try:
+        text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
+    except (ApiException, OSError, ValueError) as err:
+        return None, f"its /metrics was not read through the pod proxy ({getattr(err, 'status', '') or err})"
+    pattern = re.compile(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', re.M)
+    for labels, value in pattern.findall(str(text)):
+        if re.search(rf'(?:^|,)gpu="{gpu}"', labels):
+            try:
+                return float(value), None
+            except ValueError:
+                return None, f"{metric} for gpu {gpu} is not a number: {value!r}"
+    return None, f"its /metrics has no {metric} series for gpu {gpu}"
+
+
+def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float) -> Marked | None:
+    """Until the deadline (cluster time): the first moment the node shows the GPU unhealthy, else None."""
+    conditions = [tuple(c.split("=", 1)) for c in cfg.unhealthy_conditions if "=" in c]
+
+    def marked(obj: dict) -> str | None:
+        capacity = _gpus(obj_get(obj, "status", "capacity", GPU))
+        allocatable = _gpus(obj_get(obj, "status", "allocatable", GPU))
+        if capacity and allocatable is not None and allocatable < capacity:
+            return f"allocatable {GPU} {allocatable} of {capacity}"
+        for taint in obj_get(obj, "spec", "taints", default=None) or []:
+            if taint.get("key") in cfg.unhealthy_taints:
+                return f"taint {taint['key']}:{taint.get('effect')}"
+        for cond in obj_get(obj, "status", "conditions", default=None) or []:
+            if (cond.get("type"), cond.get("status")) in conditions:
+                return f"condition {cond['type']}={cond['status']}"
+        return None
+
+    return _wait_node(cluster, node, marked, deadline_ts)
+
+
+def wait_cordoned(cluster: Cluster, node: str, deadline_ts: float) -> Marked | None:
+    """Until the deadline: the first moment the node is cordoned (spec.unschedulable) or NoExecute-tainted."""
+    def cordoned(obj: dict) -> str | None:
+        if obj_get(obj, "spec", "unschedulable", default=False):
+            return "spec.unschedulable=true"
+        taint = next((t for t in obj_get(obj, "spec", "taints", default=None) or [] if t.get("effect") == "NoExecute"), None)
+        return f"taint {taint['key']}:NoExecute" if taint else None
+
+    return _wait_node(cluster, node, cordoned, deadline_ts)
+
+
+def _wait_node(cluster: Cluster, node: str, how, deadline_ts: float) -> Marked | None:
+    found = wait_for(cluster, cluster.core.list_node, how, deadline_ts, field_selector=f"metadata.name={node}")
+    if found is None:
+        return None
+    obj, at = found
+    return Marked(how(obj), at, f"nodes/{node} @ resourceVersion {obj_get(obj, 'metadata', 'resourceVersion')}")
+
+
+def _gpus(value) -> int | None:
+    try:
+        return int(float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None

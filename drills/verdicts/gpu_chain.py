@@ -1,0 +1,67 @@
+"""Judging the links of a GPU fault's chain (drills/measure/gpu_chain.py): exported, marked, remediated.
+
+Each link is a check of the GPU-node-loss drill with its own report category (drills/core/catalog.yaml):
+`xid exported` (not_exported), `gpu marked unhealthy` (gpu_not_isolated), `node remediated` (not_remediated).
+A broken link fails the drill even if the job later recovers some other way: a platform whose monitoring never
+saw the fault, or that kept a broken GPU in service, did not recover from it — it got lucky. A link that never
+came is that link's failure (its category), not an SLO breach: no `never_reached` here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drills.measure.gpu_chain import ExporterView, Marked
+from drills.verdicts.timeline import Verdict, format_duration, within
+
+__all__ = ["judge_exported", "judge_marked", "judge_remediated"]
+
+log = logging.getLogger(__name__)
+
+
+def judge_exported(view: ExporterView, gpu: int, value: int) -> Verdict:
+    """Pass iff an exporter pod runs and is Ready on the faulted node and, where its metric was read, the metric
+    shows the injected value for that GPU. No exporter there fails: DCGM's record reaches no metric, no alert."""
+    where = f"node {view.node} GPU {gpu}"
+    if view.pod is None:
+        return Verdict("xid exported", False, None, None, "",
+                       f"no exporter reports the fault on {where}: {view.problem} ({view.source}), so the XID DCGM "
+                       "recorded reaches no metric and no alert")
+    if not view.ready:
+        return Verdict("xid exported", False, None, None, "",
+                       f"the exporter on {view.node} ({view.source}) is not Ready: the fault on {where} is not scraped")
+    if view.value is not None and view.value != value:
+        return Verdict("xid exported", False, view.value, float(value), "",
+                       f"the exporter on {view.node} reports {view.value:g} for {where}, not the injected {value} "
+                       f"({view.source})")
+    shown = (f"reports {view.value:g} for GPU {gpu}" if view.value is not None
+             else f"is Ready on the node (metric not read: {view.problem})")
+    return Verdict("xid exported", True, view.value, float(value), "", f"the exporter {view.pod} {shown}")
+
+
+def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node: str, gpu: int) -> Verdict:
+    """Pass iff the node showed the GPU unhealthy within `limit_s` cluster seconds of the injection."""
+    if marked is None:
+        return Verdict("gpu marked unhealthy", False, None, limit_s, "s",
+                       f"GPU {gpu} of node {node} was never marked unhealthy within {format_duration(limit_s)} of the "
+                       "XID DCGM reported: allocatable nvidia.com/gpu did not drop and no health taint or condition "
+                       "appeared")
+    took = marked.at.timestamp() - injected_ts
+    ok = within(took, limit_s)
+    return Verdict("gpu marked unhealthy", ok, round(took, 3), limit_s, "s",
+                   f"GPU {gpu} of node {node} marked unhealthy ({marked.how}) {format_duration(took)} after the XID "
+                   f"({marked.source}){'' if ok else ', over the limit of ' + format_duration(limit_s)}")
+
+
+def judge_remediated(cordoned: Marked | None, marked_ts: float, limit_s: float, node: str) -> Verdict:
+    """Pass iff the site's remediation cordoned the node within `limit_s` cluster seconds of the GPU's mark."""
+    if cordoned is None:
+        return Verdict("node remediated", False, None, limit_s, "s",
+                       f"node {node} with an unhealthy GPU was not cordoned by the site's remediation within "
+                       f"{format_duration(limit_s)} (the profile says the site remediates: "
+                       "faults.gpu_fault.remediation: site)")
+    took = cordoned.at.timestamp() - marked_ts
+    ok = within(took, limit_s)
+    return Verdict("node remediated", ok, round(took, 3), limit_s, "s",
+                   f"the site's remediation cordoned node {node} ({cordoned.how}) {format_duration(took)} after its GPU "
+                   f"was marked unhealthy ({cordoned.source})")
