@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # What a drill may pick at random: a node (a GPU fault marks the node's GPUs: the GPU is picked with its node), an
 # uplink "switch:interface", a replica by where it runs "<node>/<i>" (drills.faults.pods: its name dies with it).
-KINDS = ("node", "uplink", "replica")
+KINDS = ("node", "uplink", "replica", "gpu")
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,9 @@ def gpu_fault_config(profile) -> GpuFault:
     return profile.faults.gpu_fault or GpuFault()
 
 
-def plan(target, profile, *, node: str) -> Plan:
-    """Read-only: the node exists, has GPUs and a DCGM pod; which GPU; what the journal keeps."""
+def plan(target, profile, *, node: str, gpu: int | None = None) -> Plan:
+    """Read-only: the node exists, has GPUs and a DCGM pod; which GPU (`gpu`: the run's own random pick, else the
+    profile's, else drawn here with a recorded seed); what the journal keeps."""
     from kubernetes.client.exceptions import ApiException
 
     cluster, cfg = target.cluster, gpu_fault_config(profile)
@@ -88,7 +89,10 @@ def plan(target, profile, *, node: str) -> Plan:
                               f"{', container ' + cfg.dcgm_container if cfg.dcgm_container else ''}) runs on node "
                               f"{node}: nothing to inject into (faults.gpu_fault names it); nothing injected")
     seed = None
-    if cfg.gpu is not None:
+    if gpu is not None:  # drills run --random/--replay chose it (fixtures/picks.py records the choice)
+        if not 0 <= gpu < count:
+            raise InjectionFailed(f"GPU {gpu} is not a GPU of node {node} (it has {count}); nothing injected")
+    elif cfg.gpu is not None:
         if cfg.gpu >= count:
             raise InjectionFailed(f"faults.gpu_fault.gpu {cfg.gpu} is not a GPU of node {node} (it has {count}); "
                                   "nothing injected")
