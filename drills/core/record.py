@@ -55,6 +55,8 @@ class Category(str, enum.Enum):
     STORAGE_IO = "storage_io"
     DIVERGED = "diverged"  # the job trains again but its loss (or grad norm) is NaN/inf: it learns nothing
     WORKER_FAILED = "worker_failed"  # a worker container exited non-zero / OOMKilled / restarted after the resume
+    UNSAFE_ROLLOUT = "unsafe_rollout"  # a rolling restart took more replicas down at once than the scenario allows
+    SERVING_EVICTED = "serving_evicted"  # a serving replica was evicted or preempted to make room for batch work
     UNCLASSIFIED_LOG = "unclassified_log"  # inconclusive: an error-like log line no reader classifies
     NOT_OBSERVED = "not_observed"  # inconclusive: a fact the verdict needs was not observed in this run
     NO_EFFECT = "no_effect"  # inconclusive: the fault changed nothing the drill could observe

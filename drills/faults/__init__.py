@@ -1,6 +1,6 @@
 """Faults: ONE contract (DESIGN §3) — `plan` → `inject` → `revert` — and one module per fault kind.
 
-A fault module (`node`, `pods`, `switch.uplink`, `storage.saturation`, `load`) has:
+A fault module (`node`, `pods`, `rollout`, `switch.uplink`, `storage.saturation`, `load`) has:
 
     KIND: str                                             the journal's name for it
     plan(target, profile, **params) -> Plan               read-only: validates and picks; changes nothing
@@ -49,6 +49,7 @@ KINDS: dict[str, str] = {
     "accept-gate": "drills.faults.accept_gate",
     "accept-jobs": "drills.faults.accept_jobs",
     "store-reader": "drills.faults.store_reader",
+    "rollout": "drills.faults.rollout",
 }
 
 

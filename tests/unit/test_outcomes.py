@@ -32,6 +32,8 @@ EXPECTED = {
     ("fail", "slo_breach"): (F, "failure", 1),
     ("fail", "diverged"): (F, "failure", 1),
     ("fail", "worker_failed"): (F, "failure", 1),
+    ("fail", "unsafe_rollout"): (F, "failure", 1),
+    ("fail", "serving_evicted"): (F, "failure", 1),
     ("fail", "not_restored"): (F, "failure", 1),
     ("fail", "stale_checkpoint"): (F, "failure", 1),
     ("fail", "socket_fallback"): (F, "failure", 1),
