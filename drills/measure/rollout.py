@@ -33,7 +33,7 @@ from drills.measure.replicas import endpoint_pods
 from drills.measure.serving import to_wall
 from drills.measure.serving_startup import cond_time, ready_now
 
-__all__ = ["rollout_status", "RolloutWatch", "RolloutOutcome", "RolloutLoad", "NewPod", "rollout_load"]
+__all__ = ["rollout_status", "RolloutWatch", "RolloutOutcome", "RolloutLoad", "NewPod", "rollout_load", "load_window"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,13 @@ class RolloutLoad:
 def rollout_load(buckets: list[Bucket], outcome: "RolloutOutcome", clock, baseline_s: float) -> RolloutLoad:
     """The load over the rollout — from the restart to its completion (else to the end of the watch) — and its
     p99 baseline: the `baseline_s` cluster seconds before the restart, stopping a bucket short of it."""
-    inj = outcome.wall["injected"]
-    end = outcome.wall.get("completed", outcome.wall["end"])
+    label = "during the rollout" if "completed" in outcome.wall else "from the restart on (the rollout never completed)"
+    return load_window(buckets, outcome.wall["injected"], outcome.wall.get("completed", outcome.wall["end"]), clock,
+                       baseline_s, label)
+
+
+def load_window(buckets: list[Bucket], inj: float, end: float, clock, baseline_s: float, label: str) -> RolloutLoad:
+    """The load between two wall moments (a fault and the end of its window) and its p99 baseline before the fault."""
     cut = (math.floor(inj / buckets[0].w) - 1) * buckets[0].w if buckets else inj
     base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
     during = window(buckets, inj, end)
@@ -95,7 +100,6 @@ def rollout_load(buckets: list[Bucket], outcome: "RolloutOutcome", clock, baseli
         if inj <= b.t < end:
             for message, n in b.errors.items():
                 errors[message] = errors.get(message, 0) + n
-    label = "during the rollout" if "completed" in outcome.wall else "from the restart on (the rollout never completed)"
     return RolloutLoad(requests=during.requests, failures=during.failures,
                        error_rate=_num(during.failure_rate) if during.requests else None,
                        baseline_p99_ms=_num(base.p99_ms) if base.requests else None,

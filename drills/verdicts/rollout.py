@@ -69,10 +69,10 @@ def judge_rollout_unavailable(outcome: RolloutOutcome, limit: int) -> Verdict:
                    f"{outcome.desired}{when})")
 
 
-def judge_rollout_errors(load: RolloutLoad, budget: float) -> Verdict:
-    """Pass iff the share of failed requests over the rollout is within `budget` (0..1; the goal is 0)."""
+def judge_rollout_errors(load: RolloutLoad, budget: float, name: str = "rollout errors") -> Verdict:
+    """Pass iff the share of failed requests over the load's window is within `budget` (0..1; a rollout's goal is 0)."""
     rate = None if load.error_rate is None else round(load.error_rate * 100.0, 2)
-    verdict = judge_max("rollout errors", rate, round(budget * 100.0, 6), "%")
+    verdict = judge_max(name, rate, round(budget * 100.0, 6), "%")
     top = "; ".join(f"{n}× {message}" for message, n in load.errors.items())
     counted = "" if load.error_rate is None else f" ({load.failures} of {load.requests} requests)"
     return Verdict(verdict.name, verdict.passed, verdict.measured, verdict.target, verdict.unit,
@@ -85,6 +85,6 @@ def judge_rollout_p99(load: RolloutLoad, factor: float) -> Verdict:
     ratio = load.p99_ms / load.baseline_p99_ms if load.p99_ms and load.baseline_p99_ms else None
     verdict = judge_max("p99 latency", None if ratio is None else round(ratio, 2), factor, "x baseline")
     return Verdict(verdict.name, verdict.passed, verdict.measured, verdict.target, verdict.unit,
-                   f"{verdict.reason} (p99 {load.baseline_p99_ms} ms before the restart, {load.p99_ms} ms "
+                   f"{verdict.reason} (p99 {load.baseline_p99_ms} ms before the fault, {load.p99_ms} ms "
                    f"{load.window})", baseline=load.baseline_p99_ms)
 
