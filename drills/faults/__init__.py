@@ -50,6 +50,7 @@ KINDS: dict[str, str] = {
     "accept-jobs": "drills.faults.accept_jobs",
     "store-reader": "drills.faults.store_reader",
     "rollout": "drills.faults.rollout",
+    "burst": "drills.faults.burst",
 }
 
 

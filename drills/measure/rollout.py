@@ -84,16 +84,17 @@ class RolloutLoad:
 
 def rollout_load(buckets: list[Bucket], outcome: "RolloutOutcome", clock, baseline_s: float) -> RolloutLoad:
     """The load over the rollout — from the restart to its completion (else to the end of the watch) — and its
-    p99 baseline: the `baseline_s` cluster seconds before the restart, stopping a bucket short of it."""
+    p99 baseline before the restart."""
     label = "during the rollout" if "completed" in outcome.wall else "from the restart on (the rollout never completed)"
     return load_window(buckets, outcome.wall["injected"], outcome.wall.get("completed", outcome.wall["end"]), clock,
                        baseline_s, label)
 
 
 def load_window(buckets: list[Bucket], inj: float, end: float, clock, baseline_s: float, label: str) -> RolloutLoad:
-    """The load between two wall moments (a fault and the end of its window) and its p99 baseline before the fault."""
+    """The load between two wall moments (a fault and the end of its window) and its p99 baseline: every request
+    before the fault (the load ran its `baseline_s` before it), stopping a bucket short of the fault's."""
     cut = (math.floor(inj / buckets[0].w) - 1) * buckets[0].w if buckets else inj
-    base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
+    base = window(buckets, None, cut)
     during = window(buckets, inj, end)
     errors: dict[str, int] = {}
     for b in buckets:

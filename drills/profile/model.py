@@ -266,6 +266,7 @@ class SloConfig(Strict):
     rollout_s: Seconds = 600.0  # "the rollout completes within …" (a rolling restart of the serving Deployment)
     rollout_error_budget: float = Field(0.0, ge=0, le=1)  # "no more than 0% of requests fail during the rollout"
     rollout_max_unavailable: int | None = Field(None, ge=0, le=10_000)  # "no more than 0 replicas are unavailable …"
+    burst_hold_s: Seconds = 300.0  # "no serving replica is evicted or preempted within …" (a training burst)
 
 
 class InferenceFaults(Strict):

@@ -81,6 +81,9 @@ EFFECTS = {
     "no-readiness-probe": lambda p: not _infer(p).readiness_probe,
     "no-prestop-drain": lambda p: _infer(p).pre_stop == 0 and _infer(p).endpoints_lag == 30,
     "rollout-all-at-once": lambda p: (_infer(p).max_surge, _infer(p).max_unavailable) == (0, "100%"),
+    # issue 35: a noisy neighbour's defects (each alone keeps serving; together a burst preempts the replicas)
+    "no-priority-class": lambda p: _infer(p).priority_class is None,
+    "shared-queue": lambda p: _infer(p).queue == _job(p).queue == "training",
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

@@ -12,7 +12,9 @@ from drills.twin.controllers.nodelifecycle import effective_tolerations, evictio
 from drills.twin.controllers.nodeutil import (
     matches_node_selector, parse_quantity, pod_requests, pre_stop_seconds, readiness_delay, startup_delay, toleration_seconds,
 )
-from drills.twin.controllers.schedfit import NodeState, failure_message, filter_node, preemption_message
+from drills.twin.controllers.schedfit import (
+    NodeState, failure_message, filter_node, may_preempt, preemption_message, queue_of,
+)
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -115,6 +117,21 @@ def test_a_pod_without_a_readiness_probe_is_ready_at_container_start_whatever_it
                "status": {"containerStatuses": [{"name": "vllm", "restartCount": 0}]}}
     assert 1.8 <= readiness_delay(replica, timings) <= 2.2
     assert 54 <= startup_delay(replica, timings) <= 66
+
+
+def test_volcano_preempts_within_a_queue_by_priority_and_reclaims_only_from_reclaimable_queues():
+    def pod(queue, scheduler="volcano"):
+        return {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue}},
+                "spec": {"schedulerName": scheduler}}
+
+    job_pod = {"metadata": {"labels": {"volcano.sh/queue-name": "training"}}, "spec": {"schedulerName": "volcano"}}
+    reclaimable = {"training": True, "default": True, "inference": False}.get
+    assert queue_of(job_pod) == "training" and queue_of({"metadata": {}}) == "default"
+    assert may_preempt(job_pod, 1000, pod("training"), 0, reclaimable)  # preempt: same queue, lower priority
+    assert not may_preempt(job_pod, 1000, pod("training"), 100000, reclaimable)  # a higher priority protects
+    assert not may_preempt(job_pod, 1000, pod("inference"), 0, reclaimable)  # another queue, not reclaimable
+    assert may_preempt(job_pod, 1000, pod("default"), 100000, reclaimable)  # reclaim: priority does not guard it
+    assert may_preempt(pod("x", "default-scheduler"), 1000, pod("inference"), 0, reclaimable)  # kube-scheduler
 
 
 def test_a_prestop_sleep_is_read_from_the_sleep_action_or_an_exec_of_sleep():

@@ -2,8 +2,9 @@
 taints/tolerations, nodeSelector/affinity, GPU/CPU/memory/pods vs allocatable minus bound pods),
 a score (GPU pods bin-pack, others spread), binding through `pods/binding`, gang scheduling for
 pods of a Volcano PodGroup (`scheduling.k8s.io/group-name`: bound only when `minMember` fit at
-once), and priority preemption (a pending pod evicts lower-priority pods unless its priority class
-says `preemptionPolicy: Never` — the `no-preemption` defect).
+once), and preemption (a pending pod evicts lower-priority pods unless its priority class says
+`preemptionPolicy: Never` — the `no-preemption` defect; a Volcano pod takes lower-priority pods of its own
+queue, and pods of another queue only when that queue is reclaimable: schedfit.may_preempt).
 
 Failures write what kube-scheduler writes: a `PodScheduled=False/Unschedulable` condition and a
 `FailedScheduling` Warning event ("0/6 nodes are available: 2 Insufficient nvidia.com/gpu, …").
@@ -27,7 +28,7 @@ from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
 from drills.twin.controllers.schedfit import (
     AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, place, pod_requests_cached,
-    preemption_message,
+    may_preempt, preemption_message,
 )
 from drills.twin.controllers.schedqueue import WaitQueue
 
@@ -39,6 +40,7 @@ PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
 PRIORITY_CLASSES = by_kind("scheduling.k8s.io/v1", "PriorityClass")
 POD_GROUPS = by_kind("scheduling.volcano.sh/v1beta1", "PodGroup")
+QUEUES = by_kind("scheduling.volcano.sh/v1beta1", "Queue")
 SCHEDULER_NAMES = ("default-scheduler", "volcano")
 RETRY_S = 60.0  # twin seconds between retries of unschedulable pods (and between repeated events)
 _CYCLE = "cycle"
@@ -53,6 +55,7 @@ class Scheduler(Controller):
         inf = self.ctx.informers
         self.pods, self.nodes = inf.informer(PODS), inf.informer(NODES)
         self.classes, self.groups = inf.informer(PRIORITY_CLASSES), inf.informer(POD_GROUPS)
+        self.queues = inf.informer(QUEUES)
         self._waiting = WaitQueue()  # pods waiting for a node, in scheduling order
         self._in_flight: dict[tuple, asyncio.Task] = {}  # binds under way (kube-scheduler binds asynchronously)
         self._bind_slots = asyncio.Semaphore(_BIND_CONCURRENCY)
@@ -184,7 +187,7 @@ class Scheduler(Controller):
                 victim = self.pods.get(*vkey)
                 if victim is not None and not victim["metadata"].get("deletionTimestamp"):
                     vprio = self._priority(victim)[0]
-                    if vprio < prio:
+                    if may_preempt(pod, prio, victim, vprio, self._reclaimable):
                         candidates.append((vprio, victim))
             candidates.sort(key=lambda c: (c[0], c[1]["metadata"].get("name", "")))
             trial = NodeState(st.name, st.node, st.allocatable, dict(st.used))
@@ -254,6 +257,13 @@ class Scheduler(Controller):
                 if await self._bind(pod, node):
                     states[node].add(pod_requests_cached(pod))
             return
+        if not placed and need == 1 and len(pending) == 1:  # a one-pod job: Volcano's preempt/reclaim act for it
+            prio, policy = self._priority(pending[0])
+            plan = None if policy == "Never" else \
+                self._plan_preemption(pending[0], pod_requests_cached(pending[0]), prio, states)[0]
+            if plan is not None:
+                await self._preempt(pending[0], *plan)
+                return
         unsched = len(pending) - len(placed)
         origin = failure_message(len(states), first_reasons or Counter())
         message = (f"{unsched}/{len(pending)} tasks in gang unschedulable: {head}; Pending: {unsched} "
@@ -357,6 +367,11 @@ class Scheduler(Controller):
 
     def _order(self, pod: dict) -> tuple:
         return (-self._priority(pod)[0], pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"])
+
+    def _reclaimable(self, queue: str) -> bool:
+        """Volcano's `reclaimable` of a queue (default true; a queue not found: its default, as Volcano's)."""
+        spec = (self.queues.get("", queue) or {}).get("spec") or {}
+        return spec.get("reclaimable", True) is not False
 
     def _priority(self, pod: dict) -> tuple[int, str]:
         """(priority value, preemption policy) from the pod, its PriorityClass, or the global default."""
