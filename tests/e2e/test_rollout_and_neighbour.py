@@ -8,13 +8,16 @@ evicts it), so the two drills share one twin and one run: four runs instead of e
 |---------------------------------------------------|-----------------------------|---------------------------------------|
 | healthy, 30 s endpoint propagation (profile edit) | pass                        | pass: 4 jobs run, 4 wait in the queue |
 | no-readiness-probe + no-priority-class            | fail slo_breach (502s)      | pass: its queue is not reclaimable    |
-| no-prestop-drain + shared-queue                   | fail slo_breach (502s)      | pass: its PriorityClass protects it   |
-| rollout-all-at-once + shared-queue + no-priority-class | fail unsafe_rollout    | fail serving_evicted (preempted)      |
+| no-prestop-drain + shared-queue + no-priority-class | fail slo_breach (502s)    | fail serving_evicted: 1 of 2 preempted (the PDB keeps one) |
+| rollout-all-at-once + shared-queue + no-priority-class + no-pdb | fail unsafe_rollout | fail serving_evicted: 2 of 2 preempted |
 
 The healthy twin carries the same 30 s endpoint propagation as no-prestop-drain: its 40 s preStop covers it, so the
-defect's FAIL comes from the missing drain. no-priority-class and shared-queue alone keep serving (Volcano preempts
-only within a queue, reclaims only from reclaimable queues): defence in depth, and the drill says so; together a
-burst preempts both replicas. The rows are bench/verdicts.yaml's, which `make verdicts` runs one defect at a time.
+defect's FAIL comes from the missing drain. The serving replicas have three lines of defence against a burst: a
+queue of their own (Volcano preempts only within a queue and reclaims only from reclaimable queues), a PriorityClass
+above the training jobs (what preempt compares within a queue) and a PodDisruptionBudget (Volcano's pdb plugin never
+takes a victim below it). One missing keeps serving (no-priority-class here; shared-queue and no-pdb alone are
+bench/verdicts.yaml rows, `make verdicts` runs them one defect at a time); with queue and priority gone the burst
+preempts a replica, and without the budget as well, both.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ MARKS = "inference_rolling_restart or inference_noisy_neighbour"
 SCALE = 60  # the load is sparse in cluster time at higher scales: a 30 s propagation window must see requests
 RESTART_ROWS = {r.defect: r for r in rows("inference_rolling_restart")}
 NEIGHBOUR_ROWS = {r.defect: r for r in rows("inference_noisy_neighbour")}
-TWINS = [("no-readiness-probe", ["no-priority-class"]), ("no-prestop-drain", ["shared-queue"]),
-         ("rollout-all-at-once", ["shared-queue", "no-priority-class"])]
+TWINS = [("no-readiness-probe", ["no-priority-class"]), ("no-prestop-drain", ["shared-queue", "no-priority-class"]),
+         ("rollout-all-at-once", ["shared-queue", "no-priority-class", "no-pdb"])]
 
 
 def _run(twin, tmp_path: Path, run_id: str) -> dict[str, dict]:
@@ -53,7 +56,7 @@ def _checks(rec: dict) -> dict:
 
 def test_the_constructions_are_the_tables():
     assert set(RESTART_ROWS) == {"no-readiness-probe", "no-prestop-drain", "rollout-all-at-once"}
-    assert set(NEIGHBOUR_ROWS) == {"no-priority-class", "shared-queue"}  # alone: pass (defence in depth)
+    assert set(NEIGHBOUR_ROWS) == {"no-priority-class", "shared-queue", "no-pdb"}  # alone: pass (defence in depth)
     assert {d for d, _ in TWINS} == set(RESTART_ROWS)
 
 
@@ -101,5 +104,7 @@ def test_each_construction_gets_its_verdict_for_its_own_reason(restart_defect, n
         return
     assert neighbour["verdict"] == "fail" and neighbour["category"] == "serving_evicted", neighbour["reason"]
     disrupted = neighbour["details"]["neighbour"]["disrupted"]
-    assert len(disrupted) == 2 and {d["reason"] for d in disrupted} == {"PreemptionByScheduler"}
-    assert neighbour["reason"].startswith("serving evictions: 2 of 2 serving replicas evicted or preempted")
+    lost = 1 if "no-pdb" not in neighbour_defects else 2  # the budget (minAvailable 1) keeps one replica serving
+    assert len(disrupted) == lost and {d["reason"] for d in disrupted} == {"PreemptionByScheduler"}
+    assert neighbour["reason"].startswith(f"serving evictions: {lost} of 2 serving replicas evicted or preempted")
+    assert neighbour["details"]["neighbour"]["min_available"] == 2 - lost

@@ -13,7 +13,7 @@ from drills.twin.controllers.nodeutil import (
     matches_node_selector, parse_quantity, pod_requests, pre_stop_seconds, readiness_delay, startup_delay, toleration_seconds,
 )
 from drills.twin.controllers.schedfit import (
-    NodeState, failure_message, filter_node, may_preempt, preemption_message, queue_of,
+    NodeState, failure_message, filter_node, may_preempt, preemption_message, queue_of, within_budgets,
 )
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -132,6 +132,14 @@ def test_volcano_preempts_within_a_queue_by_priority_and_reclaims_only_from_recl
     assert not may_preempt(job_pod, 1000, pod("inference"), 0, reclaimable)  # another queue, not reclaimable
     assert may_preempt(job_pod, 1000, pod("default"), 100000, reclaimable)  # reclaim: priority does not guard it
     assert may_preempt(pod("x", "default-scheduler"), 1000, pod("inference"), 0, reclaimable)  # kube-scheduler
+
+
+def test_volcano_never_takes_a_victim_below_its_disruption_budget():
+    replica = {"metadata": {"namespace": "ai", "labels": {"app": "llm"}}}
+    budgets = [["ai", {"matchLabels": {"app": "llm"}}, 1]]
+    assert within_budgets(replica, budgets) and not within_budgets(replica, budgets)  # one allowed, then none
+    assert within_budgets({"metadata": {"namespace": "ai", "labels": {"app": "batch"}}}, budgets)  # not selected
+    assert within_budgets(replica, None)  # kube-scheduler: best effort, not modelled as a filter
 
 
 def test_a_prestop_sleep_is_read_from_the_sleep_action_or_an_exec_of_sleep():

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from drills.twin.api.selectors import match_label_selector
 from drills.twin.controllers.nodeutil import (
     GPU, UNSCHEDULABLE_TAINT, matches_node_selector, parse_quantity, pod_requests, untolerated,
 )
 
 __all__ = ["NodeState", "AllocatableCache", "Snapshot", "filter_node", "fits_resources", "score", "place", "named_nodes",
-           "failure_message", "preemption_message", "queue_of", "may_preempt", "pod_requests_cached", "ANTI_AFFINITY_REASON"]
+           "failure_message", "preemption_message", "queue_of", "may_preempt", "within_budgets", "pod_requests_cached", "ANTI_AFFINITY_REASON"]
 
 log = logging.getLogger(__name__)
 
@@ -253,3 +254,16 @@ def may_preempt(preemptor: dict, prio: int, victim: dict, vprio: int, reclaimabl
     if queue == queue_of(preemptor):
         return vprio < prio
     return reclaimable(queue)
+
+
+def within_budgets(victim: dict, budgets: list[list] | None) -> bool:
+    """Whether taking `victim` keeps every budget that selects it (and counts it against them)."""
+    if budgets is None:
+        return True
+    meta = victim.get("metadata") or {}
+    mine = [b for b in budgets if b[0] == meta.get("namespace") and match_label_selector(b[1], meta.get("labels") or {})]
+    if any(b[2] <= 0 for b in mine):
+        return False
+    for b in mine:
+        b[2] -= 1
+    return True
