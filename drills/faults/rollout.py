@@ -68,8 +68,8 @@ def plan(target, profile) -> Plan:
         raise InjectionFailed(f"deployment {ns}/{name} has {replicas} replicas: nothing to restart; nothing injected")
     pods = _running(cluster, ns, workload.label_selector)
     previous = (obj_get(dep, "spec", "template", "metadata", "annotations", default=None) or {}).get(ANNOTATION)
-    return Plan(KIND, f"{ns}/{name}", f"rolling restart of deployment {ns}/{name} ({len(pods)} running pods) on "
-                                      f"{cluster.name}",
+    return Plan(KIND, f"{ns}/{name}", f"restart deployment {ns}/{name} as `kubectl rollout restart` does ({len(pods)} "
+                                      f"running pods) on {cluster.name}",
                 {"namespace": ns, "deployment": name, "previous": previous, "undo": "complete or roll back"},
                 Reach(namespaces=(ns,), pods=len(pods)), spec=(ns, name, workload.label_selector, previous))
 
