@@ -22,12 +22,17 @@ preempts a replica, and without the budget as well, both.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from bench.verdicts import mismatches, rows
+from drills.core.kube import connect_twin
+from drills.faults import Target, rollout
+from drills.profile.model import load_target
 from drills.twin.profile import PROFILES_DIR
 from tests.e2e.drill_helpers import drills, records, write_profile
 
@@ -108,3 +113,32 @@ def test_each_construction_gets_its_verdict_for_its_own_reason(restart_defect, n
     assert len(disrupted) == lost and {d["reason"] for d in disrupted} == {"PreemptionByScheduler"}
     assert neighbour["reason"].startswith(f"serving evictions: {lost} of 2 serving replicas evicted or preempted")
     assert neighbour["details"]["neighbour"]["min_available"] == 2 - lost
+
+
+def test_a_restart_reverted_mid_rollout_rolls_back_to_the_template_before_the_drill(twin_factory):
+    """What revert means for a restart: nothing to undo once the rollout completed; cut short (a Ctrl-C, new pods that
+    never become available) it rolls back as `kubectl rollout undo` does — the restartedAt of before — so the
+    ReplicaSet that served before the drill serves again; read back, and idempotent."""
+    twin = twin_factory(scale=SCALE)
+    cluster = connect_twin(twin.info["kubeconfig"], twin.info["url"], state_dir=str(twin.state_dir))
+    target, apps = Target(cluster), cluster.apps
+
+    def read(kind: str) -> dict:
+        if kind == "deployment":
+            return json.loads(apps.read_namespaced_deployment("llama-7b-infer", "ai-platform", _preload_content=False).data)
+        return json.loads(apps.list_namespaced_replica_set("ai-platform", _preload_content=False).data)
+
+    deadline = time.monotonic() + 30
+    while (read("deployment").get("status") or {}).get("readyReplicas") != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    serving = {r["metadata"]["name"] for r in read("rs")["items"] if r["spec"]["replicas"]}
+    plan = rollout.plan(target, load_target(None))
+    record = rollout.inject(target, plan).to_dict()
+    assert read("deployment")["spec"]["template"]["metadata"]["annotations"][rollout.ANNOTATION] == record["restarted_at"]
+    assert rollout.revert(target, dict(plan.undo), record) == "rolled back"  # the rollout has only begun
+    assert rollout.revert(target, dict(plan.undo), record) == "nothing to undo"  # the template is no longer ours
+    assert rollout.ANNOTATION not in read("deployment")["spec"]["template"]["metadata"]["annotations"]
+    while not (reading := rollout.verify(target, dict(plan.undo), record)).undone and time.monotonic() < deadline + 30:
+        time.sleep(0.1)
+    assert reading.undone, reading.sentence()
+    assert {r["metadata"]["name"] for r in read("rs")["items"] if r["spec"]["replicas"]} == serving
