@@ -9,8 +9,8 @@ decided again elsewhere. `passed` / `pass` appear in exactly one row: the verdic
 Why these statuses (Allure's own meanings: `failed` = the product failed an assertion, `broken` = the
 test could not reach a conclusion, `skipped` = it did not run):
 - `failed` / JUnit `failure`: the platform was judged and did not hold — a judged check missed its
-  target (slo_breach, stale_checkpoint, socket_fallback, storage_io), the platform's monitoring missed the fault or
-  buried it (not_detected, alert_storm), or a fault the drill injected could
+  target (slo_breach, stale_checkpoint, socket_fallback, storage_io, unsafe_rollout, serving_evicted), the
+  platform's monitoring missed the fault or buried it (not_detected, alert_storm), or a fault the drill injected could
   not be taken back (revert_failed): the platform is left broken, which is the worst finding a drill has.
 - `broken` / JUnit `error`: the drill reached no judgement on recovery — the fault had no effect or a
   precondition was not met (inconclusive), a stop condition aborted it, a check could not measure, the
@@ -86,6 +86,8 @@ TABLE: Mapping[tuple[Outcome, Category | None], Presentation] = {
     (V.FAIL, C.NOT_EXPORTED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.GPU_NOT_ISOLATED):             Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.NOT_REMEDIATED):               Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.UNSAFE_ROLLOUT):               Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.SERVING_EVICTED):              Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.NOT_RESTORED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.NOT_DETECTED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.ALERT_STORM):                  Presentation(1, _F, _FAILURE, "fail", False),

@@ -59,6 +59,8 @@ class Category(str, enum.Enum):
     NOT_EXPORTED = "not_exported"  # a GPU fault DCGM recorded reached no exporter on its node: monitoring is blind to it
     GPU_NOT_ISOLATED = "gpu_not_isolated"  # a GPU DCGM reports faulted was never marked unhealthy (allocatable, taint)
     NOT_REMEDIATED = "not_remediated"  # the site's remediation never cordoned the node of an unhealthy GPU
+    UNSAFE_ROLLOUT = "unsafe_rollout"  # a rolling restart took more replicas down at once than the scenario allows
+    SERVING_EVICTED = "serving_evicted"  # a serving replica was evicted or preempted to make room for batch work
     UNCLASSIFIED_LOG = "unclassified_log"  # inconclusive: an error-like log line no reader classifies
     NOT_OBSERVED = "not_observed"  # inconclusive: a fact the verdict needs was not observed in this run
     NO_EFFECT = "no_effect"  # inconclusive: the fault changed nothing the drill could observe

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 _PYTEST_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (also what it returns for collection errors: RunWatch tells)
 PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.selection", "fixtures.variants", "fixtures.guard", "fixtures.targets", "fixtures.recorder", "fixtures.picks",
-           "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.network", "fixtures.storage",
+           "fixtures.progress", "fixtures.training", "fixtures.inference", "fixtures.rollout", "fixtures.neighbour", "fixtures.network", "fixtures.storage",
            "fixtures.detection", "fixtures.steps")
 # What a prefork server imports once for the processes a run starts (drills.core.prefork): the CLI, the twin,
 # pytest and what the drills' plugins import, and what a run then imports on first use (measured: a forked

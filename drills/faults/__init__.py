@@ -1,6 +1,6 @@
 """Faults: ONE contract (DESIGN §3) — `plan` → `inject` → `revert` — and one module per fault kind.
 
-A fault module (`node`, `pods`, `switch.uplink`, `storage.saturation`, `load`, `gpu_xid`) has:
+A fault module (`node`, `pods`, `rollout`, `burst`, `switch.uplink`, `storage.saturation`, `load`, `gpu_xid`) has:
 
     KIND: str                                             the journal's name for it
     plan(target, profile, **params) -> Plan               read-only: validates and picks; changes nothing
@@ -50,6 +50,8 @@ KINDS: dict[str, str] = {
     "accept-jobs": "drills.faults.accept_jobs",
     "store-reader": "drills.faults.store_reader",
     "gpu-xid": "drills.faults.gpu_xid",
+    "rollout": "drills.faults.rollout",
+    "burst": "drills.faults.burst",
 }
 
 

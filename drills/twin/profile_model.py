@@ -279,6 +279,15 @@ class InferenceDeployment(Strict):
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
     readiness_path: str = "/health"
+    # How a rollout and a termination treat users (a rolling restart, drills/faults/rollout.py). Healthy: a
+    # readiness probe on /health (vLLM answers it once the model is loaded), one surge pod and none unavailable,
+    # and a preStop sleep (40 s) that outlasts the endpoint propagation and the requests in flight before SIGTERM (vLLM
+    # 0.6 exits at once on SIGTERM, aborting what is in flight: vllm-project/vllm#36666), within the grace period.
+    readiness_probe: bool = True
+    max_surge: int | str = 1
+    max_unavailable: int | str = 0
+    pre_stop: Duration = 40.0  # a preStop `sleep` (0: no hook): longer than the endpoint propagation
+    termination_grace: Duration = 60.0  # more than the preStop: SIGTERM still comes before SIGKILL
 
     @property
     def service_name(self) -> str:

@@ -250,16 +250,22 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
                                      "memory": f"{dep.memory_gib}Gi"},
                           "requests": {"nvidia.com/gpu": str(dep.gpus), "cpu": str(dep.cpu),
                                        "memory": f"{dep.memory_gib}Gi"}},
-            "readinessProbe": {"httpGet": {"path": dep.readiness_path, "port": dep.port},
-                               "periodSeconds": int(profile.timings.readiness_period), "failureThreshold": 3},
         }],
+        "terminationGracePeriodSeconds": int(dep.termination_grace),
     }
+    container = pod_spec["containers"][0]
+    if dep.readiness_probe:
+        container["readinessProbe"] = {"httpGet": {"path": dep.readiness_path, "port": dep.port},
+                                       "periodSeconds": int(profile.timings.readiness_period), "failureThreshold": 3}
+    if dep.pre_stop:  # the native sleep action (KEP-3960, on by default since 1.30)
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": int(dep.pre_stop)}}}
     if dep.priority_class:
         pod_spec["priorityClassName"] = dep.priority_class
     out = [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": dict(meta),
          "spec": {"replicas": dep.replicas, "selector": {"matchLabels": dict(labels)},
-                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                  "strategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxSurge": dep.max_surge, "maxUnavailable": dep.max_unavailable}},
                   "template": {"metadata": pod_meta, "spec": pod_spec}}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": {**meta, "name": dep.service_name},

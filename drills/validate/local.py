@@ -68,7 +68,7 @@ def tool_checks(drills: set[str]) -> list[Check]:
         out = [Check("Allure CLI", True, f"{allure_bin()} (Java found)")]
     except DrillError as err:
         out = [Check("Allure CLI", False, f"{err} (only the HTML report needs it; --no-html skips it)", warn=True)]
-    if "inference-pod-kill" in drills:
+    if {"inference-pod-kill", "inference-rolling-restart", "inference-noisy-neighbour"} & set(drills):
         proc = subprocess.run([sys.executable, "-c", "import locust; print(locust.__version__)"], capture_output=True,
                               text=True, timeout=120)
         if proc.returncode == 0:

@@ -24,10 +24,12 @@ __all__ = ["Check", "selected_drills", "profile_checks", "cluster_checks", "sett
 
 log = logging.getLogger(__name__)
 
-ALL_DRILLS = ("gpu-node-loss", "switch-uplink", "inference-pod-kill", "storage-saturation")
+ALL_DRILLS = ("gpu-node-loss", "switch-uplink", "inference-pod-kill", "storage-saturation", "inference-rolling-restart",
+              "inference-noisy-neighbour")
 _AREA = {"gpu-node-loss": "training", "switch-uplink": "network", "inference-pod-kill": "inference",
-         "storage-saturation": "storage"}
-_TRAINING_DRILLS = {"gpu-node-loss", "switch-uplink", "storage-saturation"}  # they watch the training job
+         "storage-saturation": "storage", "inference-rolling-restart": "inference", "inference-noisy-neighbour": "inference"}
+_SERVING_DRILLS = {"inference-pod-kill", "inference-rolling-restart", "inference-noisy-neighbour"}  # they load the endpoint
+_TRAINING_DRILLS = {"gpu-node-loss", "switch-uplink", "storage-saturation", "inference-noisy-neighbour"}  # they read the job
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,10 @@ def profile_checks(profile: TargetProfile, drills: Iterable[str]) -> list[Check]
         if not allow.nodes:
             problems.append("safety.allow.nodes is empty: add globs of the GPU nodes drills may cordon")
         problems += _namespace_problem(profile, w.training.namespace, "training")
-    if "inference-pod-kill" in drills:
+    if drills & _SERVING_DRILLS:
         problems += _namespace_problem(profile, w.inference.namespace, "inference")
+    if "inference-noisy-neighbour" in drills:  # the burst's jobs go where the training job runs
+        problems += _namespace_problem(profile, w.training.namespace, "training burst")
     if "switch-uplink" in drills:
         if not allow.switches:
             problems.append("safety.allow.switches is empty: add the leaf switches drills may touch")
@@ -126,7 +130,7 @@ def cluster_checks(cluster, profile: TargetProfile, drills: Iterable[str], twin_
             out.append(_leaves(cluster, profile, pods, twin_info))
         if pods:
             out.append(log_format_check(cluster, profile.workloads.training, pods, twin=twin_info is not None))
-    if "inference-pod-kill" in drills:
+    if drills & _SERVING_DRILLS:
         out += inference_checks(cluster, profile.workloads.inference, twin_info)
     return out
 

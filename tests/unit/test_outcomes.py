@@ -35,6 +35,8 @@ EXPECTED = {
     ("fail", "not_exported"): (F, "failure", 1),
     ("fail", "gpu_not_isolated"): (F, "failure", 1),
     ("fail", "not_remediated"): (F, "failure", 1),
+    ("fail", "unsafe_rollout"): (F, "failure", 1),
+    ("fail", "serving_evicted"): (F, "failure", 1),
     ("fail", "not_restored"): (F, "failure", 1),
     ("fail", "not_detected"): (F, "failure", 1),
     ("fail", "alert_storm"): (F, "failure", 1),

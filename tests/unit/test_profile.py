@@ -79,6 +79,13 @@ EFFECTS = {
     "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
     "late-crash-after-resume": lambda p: _job(p).after_resume.crash_after == 330,
     "store-no-headroom": lambda p: p.storage.io_bandwidth_mb_s == 50 and p.storage.client_bandwidth_mb_s == 40,
+    # issue 35: a rolling restart's defects
+    "no-readiness-probe": lambda p: not _infer(p).readiness_probe,
+    "no-prestop-drain": lambda p: _infer(p).pre_stop == 0 and _infer(p).endpoints_lag == 30,
+    "rollout-all-at-once": lambda p: (_infer(p).max_surge, _infer(p).max_unavailable) == (0, "100%"),
+    # issue 35: a noisy neighbour's defects (each alone keeps serving; together a burst preempts the replicas)
+    "no-priority-class": lambda p: _infer(p).priority_class is None,
+    "shared-queue": lambda p: _infer(p).queue == _job(p).queue == "training",
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

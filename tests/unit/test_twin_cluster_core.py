@@ -10,9 +10,11 @@ import pytest
 
 from drills.twin.controllers.nodelifecycle import effective_tolerations, eviction_time
 from drills.twin.controllers.nodeutil import (
-    matches_node_selector, parse_quantity, pod_requests, readiness_delay, toleration_seconds,
+    matches_node_selector, parse_quantity, pod_requests, pre_stop_seconds, readiness_delay, startup_delay, toleration_seconds,
 )
-from drills.twin.controllers.schedfit import NodeState, failure_message, filter_node, preemption_message
+from drills.twin.controllers.schedfit import (
+    NodeState, failure_message, filter_node, may_preempt, preemption_message, queue_of, within_budgets,
+)
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -94,12 +96,57 @@ def test_a_pods_readiness_delay_is_drawn_once_per_container_start():
     """The kubelet (when Ready comes) and the replica's vLLM log (what it prints before) read the same draw."""
     timings = SimpleNamespace(pod_startup=2.0, jitter=0.1)
     replica = {"metadata": {"uid": "u-1", "annotations": {"twin.gpu-drills.io/startup-s": "60"}},
-               "spec": {"containers": [{"name": "vllm"}]},
+               "spec": {"containers": [{"name": "vllm", "readinessProbe": {"httpGet": {"path": "/health"}}}]},
                "status": {"containerStatuses": [{"name": "vllm", "restartCount": 0}]}}
     first = readiness_delay(replica, timings)
     assert 54 <= first <= 66 and readiness_delay(replica, timings) == first
+    assert startup_delay(replica, timings) == first  # the gateway's "the server listens" is the same draw
     replica["status"]["containerStatuses"][0]["restartCount"] = 1
     assert readiness_delay(replica, timings) != first  # a restart loads the model again: a new draw
     draws = {readiness_delay({"metadata": {"uid": f"u-{i}"}}, timings) for i in range(50)}
     assert len(draws) == 50 and all(1.8 <= d <= 2.2 for d in draws)  # no annotation: the profile's pod startup
     assert readiness_delay(replica, SimpleNamespace(pod_startup=2.0, jitter=0.0)) == 60.0
+
+
+def test_a_pod_without_a_readiness_probe_is_ready_at_container_start_whatever_its_server_does():
+    """kube: no readiness probe, the default state is Success — Ready after pod_startup, not after the model load
+    (defect no-readiness-probe); the server still listens only once its model is loaded."""
+    timings = SimpleNamespace(pod_startup=2.0, jitter=0.1)
+    replica = {"metadata": {"uid": "u-1", "annotations": {"twin.gpu-drills.io/startup-s": "60"}},
+               "spec": {"containers": [{"name": "vllm"}]},
+               "status": {"containerStatuses": [{"name": "vllm", "restartCount": 0}]}}
+    assert 1.8 <= readiness_delay(replica, timings) <= 2.2
+    assert 54 <= startup_delay(replica, timings) <= 66
+
+
+def test_volcano_preempts_within_a_queue_by_priority_and_reclaims_only_from_reclaimable_queues():
+    def pod(queue, scheduler="volcano"):
+        return {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue}},
+                "spec": {"schedulerName": scheduler}}
+
+    job_pod = {"metadata": {"labels": {"volcano.sh/queue-name": "training"}}, "spec": {"schedulerName": "volcano"}}
+    reclaimable = {"training": True, "default": True, "inference": False}.get
+    assert queue_of(job_pod) == "training" and queue_of({"metadata": {}}) == "default"
+    assert may_preempt(job_pod, 1000, pod("training"), 0, reclaimable)  # preempt: same queue, lower priority
+    assert not may_preempt(job_pod, 1000, pod("training"), 100000, reclaimable)  # a higher priority protects
+    assert not may_preempt(job_pod, 1000, pod("inference"), 0, reclaimable)  # another queue, not reclaimable
+    assert may_preempt(job_pod, 1000, pod("default"), 100000, reclaimable)  # reclaim: priority does not guard it
+    assert may_preempt(pod("x", "default-scheduler"), 1000, pod("inference"), 0, reclaimable)  # kube-scheduler
+
+
+def test_volcano_never_takes_a_victim_below_its_disruption_budget():
+    replica = {"metadata": {"namespace": "ai", "labels": {"app": "llm"}}}
+    budgets = [["ai", {"matchLabels": {"app": "llm"}}, 1]]
+    assert within_budgets(replica, budgets) and not within_budgets(replica, budgets)  # one allowed, then none
+    assert within_budgets({"metadata": {"namespace": "ai", "labels": {"app": "batch"}}}, budgets)  # not selected
+    assert within_budgets(replica, None)  # kube-scheduler: best effort, not modelled as a filter
+
+
+def test_a_prestop_sleep_is_read_from_the_sleep_action_or_an_exec_of_sleep():
+    def pod(lifecycle):
+        return {"spec": {"containers": [{"name": "vllm", **({"lifecycle": lifecycle} if lifecycle else {})}]}}
+
+    assert pre_stop_seconds(pod({"preStop": {"sleep": {"seconds": 40}}})) == 40
+    assert pre_stop_seconds(pod({"preStop": {"exec": {"command": ["sleep", "15"]}}})) == 15
+    assert pre_stop_seconds(pod({"preStop": {"exec": {"command": ["/bin/sh", "-c", "nginx -s quit"]}}})) == 0
+    assert pre_stop_seconds(pod(None)) == 0

@@ -8,7 +8,8 @@ from drills.profile.model import parse_profile
 from drills.core.errors import DrillError
 from drills.validate.preflight import Check, profile_checks, selected_drills
 
-ALL = {"gpu-node-loss", "switch-uplink", "inference-pod-kill", "storage-saturation"}
+INFERENCE = {"inference-pod-kill", "inference-rolling-restart", "inference-noisy-neighbour"}
+ALL = {"gpu-node-loss", "switch-uplink", "storage-saturation", *INFERENCE}
 
 
 def test_selection_by_area_drill_tag_and_expression():
@@ -16,7 +17,8 @@ def test_selection_by_area_drill_tag_and_expression():
     assert selected_drills("training") == ["gpu-node-loss"]
     assert selected_drills("switch_uplink") == ["switch-uplink"]
     assert set(selected_drills("slo_15m")) == {"gpu-node-loss", "switch-uplink"}  # a feature file's own tag
-    assert set(selected_drills("not inference")) == ALL - {"inference-pod-kill"}
+    assert set(selected_drills("not inference")) == ALL - INFERENCE
+    assert selected_drills("inference_noisy_neighbour") == ["inference-noisy-neighbour"]
     with pytest.raises(DrillError, match="not a valid marker expression"):
         selected_drills("training and (")
 

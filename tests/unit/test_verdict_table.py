@@ -16,7 +16,8 @@ def test_every_row_names_a_real_defect_and_a_drill():
     table = rows()
     areas = ("training", "inference", "network", "storage")  # a drill's area, or its own marker (one scenario each)
     assert table and all(r.defect in known and r.drill in (*areas, "gpu_node_loss", "inference_pod_kill",
-                                                           "switch_uplink") for r in table)
+                                                           "switch_uplink", "inference_rolling_restart",
+                                                           "inference_noisy_neighbour") for r in table)
     assert len({(r.defect, r.drill, r.keyword) for r in table}) == len(table)  # one row per construction
     assert all(r.test.startswith("tests/e2e/") for r in table if r.test)
     assert all(t["test"].startswith("tests/e2e/") for t in built_by_tests())

@@ -37,7 +37,8 @@ from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError, key_of
 from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import (
-    EXIT_ANNOTATION, STOP_ANNOTATION, container_statuses, kubelet_stopped, node_ip, pod_ip, readiness_delay,
+    EXIT_ANNOTATION, STOP_ANNOTATION, container_statuses, kubelet_stopped, node_ip, pod_ip, pre_stop_seconds,
+    readiness_delay,
     stop_outcome,
 )
 from drills.twin.stages import Stage
@@ -224,6 +225,7 @@ class Kubelet(Controller):
             stop = float((meta.get("annotations") or {})[STOP_ANNOTATION])
         except (KeyError, ValueError):
             stop = float(getattr(self.timings, "container_stop", 2.0))
+        stop += pre_stop_seconds(pod)  # SIGTERM comes after the preStop hook, the grace period counts from the delete
         return stop, parse_iso(meta["deletionTimestamp"]).timestamp() - self.ctx.clock.timestamp()
 
     def _node_images(self, node: dict) -> set[str]:

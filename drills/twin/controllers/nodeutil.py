@@ -22,7 +22,7 @@ __all__ = [
     "GPU", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "UNSCHEDULABLE_TAINT",
     "parse_quantity", "pod_requests", "tolerates", "toleration_seconds", "untolerated", "matches_node_selector",
     "kubelet_stopped", "stopped_at", "condition", "is_terminal", "node_ip", "pod_ip", "gpu_unhealthy",
-    "stop_outcome", "container_statuses", "readiness_delay",
+    "stop_outcome", "container_statuses", "readiness_delay", "startup_delay", "pre_stop_seconds",
 ]
 
 log = logging.getLogger(__name__)
@@ -257,18 +257,49 @@ def container_statuses(pod: dict) -> list[dict]:
 
 
 def readiness_delay(pod: dict, timings) -> float:
-    """Twin seconds from a container start to Ready: the pod's startup annotation (an inference replica's
-    model load) or the profile's `pod_startup`, ± the profile's jitter. Drawn per container start (seeded by
-    the pod's uid and restart count), so the kubelet that sets Ready and the replica's own vLLM log
-    (drills.twin.workloads.serving) agree on when it comes: a log whose phases outlast the startup lies."""
+    """Twin seconds from a container start to Ready. With a readiness probe: when the process answers it
+    (`startup_delay`: an inference replica's model load). Without one the kubelet reports Ready as soon as the
+    container runs (kube: "If a container does not provide a readiness probe, the default state is Success"),
+    whatever the process is doing: the profile's `pod_startup`, ± jitter."""
+    first = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    if STARTUP_ANNOTATION in (pod["metadata"].get("annotations") or {}) and not first.get("readinessProbe"):
+        return _jittered(pod, float(getattr(timings, "pod_startup", 2.0)), timings)
+    return startup_delay(pod, timings)
+
+
+def startup_delay(pod: dict, timings) -> float:
+    """Twin seconds from a container start until its process serves: the pod's startup annotation (an inference
+    replica's model load) or the profile's `pod_startup`, ± the profile's jitter. Drawn per container start (seeded
+    by the pod's uid and restart count), so the kubelet that sets Ready, the replica's own vLLM log
+    (drills.twin.workloads.serving) and the gateway that routes to it agree on when it comes."""
     ann = pod["metadata"].get("annotations") or {}
     try:
         base = float(ann[STARTUP_ANNOTATION])
     except (KeyError, ValueError):
         base = float(getattr(timings, "pod_startup", 2.0))
+    return _jittered(pod, base, timings)
+
+
+def _jittered(pod: dict, base: float, timings) -> float:
     jitter = float(getattr(timings, "jitter", 0.0) or 0.0)
     if not jitter:
         return base
     restarts = sum(int(s.get("restartCount") or 0) for s in container_statuses(pod))
     draw = random.Random(f"{pod['metadata'].get('uid', '')}/{restarts}").uniform(-jitter, jitter)
     return max(0.0, base * (1 + draw))
+
+
+def pre_stop_seconds(pod: dict) -> float:
+    """Twin seconds the first container's preStop hook holds SIGTERM back: the `sleep` action
+    (`lifecycle.preStop.sleep.seconds`, KEP-3960) or an exec of `sleep N`; 0 without a hook."""
+    first = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    hook = ((first.get("lifecycle") or {}).get("preStop") or {})
+    try:
+        if "sleep" in hook:
+            return max(0.0, float((hook["sleep"] or {}).get("seconds") or 0))
+        command = ((hook.get("exec") or {}).get("command") or [])
+        if len(command) == 2 and command[0] in ("sleep", "/bin/sleep"):
+            return max(0.0, float(command[1]))
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0

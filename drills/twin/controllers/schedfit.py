@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from drills.twin.api.selectors import match_label_selector
 from drills.twin.controllers.nodeutil import (
     GPU, UNSCHEDULABLE_TAINT, matches_node_selector, parse_quantity, pod_requests, untolerated,
 )
 
 __all__ = ["NodeState", "AllocatableCache", "Snapshot", "filter_node", "fits_resources", "score", "place", "named_nodes",
-           "failure_message", "preemption_message", "pod_requests_cached", "ANTI_AFFINITY_REASON"]
+           "failure_message", "preemption_message", "queue_of", "may_preempt", "within_budgets", "pod_requests_cached", "ANTI_AFFINITY_REASON"]
 
 log = logging.getLogger(__name__)
 
@@ -226,3 +227,43 @@ def named_nodes(spec: dict) -> set[str] | None:
             return None
         names.update(fields[0].get("values") or ())
     return names
+
+
+QUEUE_ANNOTATIONS = ("scheduling.volcano.sh/queue-name", "volcano.sh/queue-name")  # a pod's own; a Volcano Job's pods
+
+
+def queue_of(pod: dict) -> str:
+    """The Volcano queue a pod is scheduled in (its annotation or its job's label; else Volcano's `default`)."""
+    meta = pod.get("metadata") or {}
+    for key in QUEUE_ANNOTATIONS:
+        value = (meta.get("annotations") or {}).get(key) or (meta.get("labels") or {}).get(key)
+        if value:
+            return value
+    return "default"
+
+
+def may_preempt(preemptor: dict, prio: int, victim: dict, vprio: int, reclaimable: Callable[[str], bool]) -> bool:
+    """Whether `preemptor` may take `victim`'s place. kube-scheduler: a lower priority. Volcano (schedulerName
+    volcano): within one queue its `preempt` action takes lower-priority pods; across queues only its `reclaim`
+    action takes pods, and only from a queue marked `reclaimable` — whatever their priority (the priority plugin
+    orders preempt, it does not guard reclaim). Queues' deserved shares (the proportion plugin) are not modelled:
+    a reclaimable queue is taken from whenever a pod of another queue needs room."""
+    if (preemptor.get("spec") or {}).get("schedulerName") != "volcano":
+        return vprio < prio
+    queue = queue_of(victim)
+    if queue == queue_of(preemptor):
+        return vprio < prio
+    return reclaimable(queue)
+
+
+def within_budgets(victim: dict, budgets: list[list] | None) -> bool:
+    """Whether taking `victim` keeps every budget that selects it (and counts it against them)."""
+    if budgets is None:
+        return True
+    meta = victim.get("metadata") or {}
+    mine = [b for b in budgets if b[0] == meta.get("namespace") and match_label_selector(b[1], meta.get("labels") or {})]
+    if any(b[2] <= 0 for b in mine):
+        return False
+    for b in mine:
+        b[2] -= 1
+    return True

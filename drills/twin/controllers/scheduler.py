@@ -2,8 +2,10 @@
 taints/tolerations, nodeSelector/affinity, GPU/CPU/memory/pods vs allocatable minus bound pods),
 a score (GPU pods bin-pack, others spread), binding through `pods/binding`, gang scheduling for
 pods of a Volcano PodGroup (`scheduling.k8s.io/group-name`: bound only when `minMember` fit at
-once), and priority preemption (a pending pod evicts lower-priority pods unless its priority class
-says `preemptionPolicy: Never` — the `no-preemption` defect).
+once), and preemption (a pending pod evicts lower-priority pods unless its priority class says
+`preemptionPolicy: Never` — the `no-preemption` defect; a Volcano pod takes lower-priority pods of its own
+queue, and pods of another queue only when that queue is reclaimable: schedfit.may_preempt; never a pod whose
+PodDisruptionBudget allows no more disruptions, as Volcano's pdb plugin).
 
 Failures write what kube-scheduler writes: a `PodScheduled=False/Unschedulable` condition and a
 `FailedScheduling` Warning event ("0/6 nodes are available: 2 Insufficient nvidia.com/gpu, …").
@@ -27,7 +29,7 @@ from drills.twin.controllers.events import record_event
 from drills.twin.controllers.nodeutil import GROUP_ANNOTATION, condition, is_terminal
 from drills.twin.controllers.schedfit import (
     AllocatableCache, NodeState, Snapshot, failure_message, filter_node, fits_resources, place, pod_requests_cached,
-    preemption_message,
+    may_preempt, preemption_message, within_budgets,
 )
 from drills.twin.controllers.schedqueue import WaitQueue
 
@@ -39,6 +41,8 @@ PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
 PRIORITY_CLASSES = by_kind("scheduling.k8s.io/v1", "PriorityClass")
 POD_GROUPS = by_kind("scheduling.volcano.sh/v1beta1", "PodGroup")
+QUEUES = by_kind("scheduling.volcano.sh/v1beta1", "Queue")
+PDBS = by_kind("policy/v1", "PodDisruptionBudget")
 SCHEDULER_NAMES = ("default-scheduler", "volcano")
 RETRY_S = 60.0  # twin seconds between retries of unschedulable pods (and between repeated events)
 _CYCLE = "cycle"
@@ -53,6 +57,7 @@ class Scheduler(Controller):
         inf = self.ctx.informers
         self.pods, self.nodes = inf.informer(PODS), inf.informer(NODES)
         self.classes, self.groups = inf.informer(PRIORITY_CLASSES), inf.informer(POD_GROUPS)
+        self.queues, self.pdbs = inf.informer(QUEUES), inf.informer(PDBS)
         self._waiting = WaitQueue()  # pods waiting for a node, in scheduling order
         self._in_flight: dict[tuple, asyncio.Task] = {}  # binds under way (kube-scheduler binds asynchronously)
         self._bind_slots = asyncio.Semaphore(_BIND_CONCURRENCY)
@@ -63,6 +68,7 @@ class Scheduler(Controller):
         self._node_sig: dict[str, tuple] = {}
         self._allocatable = AllocatableCache()
         self._last_event: dict[tuple, tuple[str, float]] = {}
+        self._victims: dict[tuple, str] = {}  # pods this scheduler preempted (key → uid), until they are gone
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node_event)
         self.groups.add_handler(lambda *_: self._kick())
@@ -184,14 +190,17 @@ class Scheduler(Controller):
                 victim = self.pods.get(*vkey)
                 if victim is not None and not victim["metadata"].get("deletionTimestamp"):
                     vprio = self._priority(victim)[0]
-                    if vprio < prio:
+                    if may_preempt(pod, prio, victim, vprio, self._reclaimable):
                         candidates.append((vprio, victim))
             candidates.sort(key=lambda c: (c[0], c[1]["metadata"].get("name", "")))
             trial = NodeState(st.name, st.node, st.allocatable, dict(st.used))
             victims: list[dict] = []
+            budgets = self._budgets(pod)
             for vprio, victim in candidates:
                 if not fits_resources(req, trial):
                     break
+                if not within_budgets(victim, budgets):  # Volcano's pdb plugin: never below a budget
+                    continue
                 trial.add(pod_requests_cached(victim), -1.0)
                 victims.append(victim)
             if not victims or fits_resources(req, trial):
@@ -209,6 +218,7 @@ class Scheduler(Controller):
         for victim in victims:
             vns, vname = key_of(victim)
             log.info("scheduler: preempting %s/%s on %s for %s/%s", vns, vname, node, ns, name)
+            self._victims[(vns, vname)] = victim["metadata"].get("uid", "")
             await client.patch(PODS, vns, vname, {"metadata": {"uid": victim["metadata"].get("uid")},
                                                   "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -254,6 +264,13 @@ class Scheduler(Controller):
                 if await self._bind(pod, node):
                     states[node].add(pod_requests_cached(pod))
             return
+        if not placed and need == 1 and len(pending) == 1:  # a one-pod job: Volcano's preempt/reclaim act for it
+            prio, policy = self._priority(pending[0])
+            plan = None if policy == "Never" else \
+                self._plan_preemption(pending[0], pod_requests_cached(pending[0]), prio, states)[0]
+            if plan is not None:
+                await self._preempt(pending[0], *plan)
+                return
         unsched = len(pending) - len(placed)
         origin = failure_message(len(states), first_reasons or Counter())
         message = (f"{unsched}/{len(pending)} tasks in gang unschedulable: {head}; Pending: {unsched} "
@@ -357,6 +374,27 @@ class Scheduler(Controller):
 
     def _order(self, pod: dict) -> tuple:
         return (-self._priority(pod)[0], pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"])
+
+    def _budgets(self, preemptor: dict) -> list[list] | None:
+        """[namespace, selector, disruptions still allowed] per PodDisruptionBudget, for a Volcano preemptor (its pdb
+        plugin filters preempt and reclaim victims); None for kube-scheduler, whose preemption treats budgets as best
+        effort."""
+        if (preemptor.get("spec") or {}).get("schedulerName") != "volcano":
+            return None
+        budgets = [[p["metadata"].get("namespace"), (p.get("spec") or {}).get("selector"),
+                    int((p.get("status") or {}).get("disruptionsAllowed") or 0)] for p in self.pdbs.items()]
+        for key, uid in list(self._victims.items()):  # its own evictions count before the budget's status shows them
+            victim = self.pods.get(*key)
+            if victim is None or victim["metadata"].get("uid") != uid:
+                del self._victims[key]
+            else:
+                within_budgets(victim, budgets)
+        return budgets
+
+    def _reclaimable(self, queue: str) -> bool:
+        """Volcano's `reclaimable` of a queue (default true; a queue not found: its default, as Volcano's)."""
+        spec = (self.queues.get("", queue) or {}).get("spec") or {}
+        return spec.get("reclaimable", True) is not False
 
     def _priority(self, pod: dict) -> tuple[int, str]:
         """(priority value, preemption policy) from the pod, its PriorityClass, or the global default."""

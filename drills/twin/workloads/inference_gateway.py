@@ -15,7 +15,10 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
   modelled latency in cluster milliseconds in `x-twin-latency-ms` (the load measures the cluster's
   latency from it, not this machine's HTTP overhead, which the dilated clock would magnify).
 - A replica that leaves the Endpoints stays in the routing table for `endpoints_lag` twin seconds (slow
-  endpoint propagation, no preStop drain): requests routed to it fail with 502, connection refused.
+  endpoint propagation). Whether a routed request is answered is the replica's server process's to say
+  (`replica_process.py`, read from its pod): nothing listens while the model loads or once SIGTERM came
+  (502, connection refused), and the requests in flight when SIGTERM comes are aborted (502, reset before
+  headers) — a pod Ready before its model is loaded, or deleted without a preStop drain, costs users requests.
 
 - Defects: `errors_as_200` answers the 502/503 above with HTTP 200 and the error body plus a `choices`
   list holding one empty choice (a proxy masking errors); `wedged_replacements` makes a replica that joins
@@ -42,12 +45,14 @@ from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
 from drills.twin.workloads.hub import hub_for
+from drills.twin.workloads.replica_process import GONE, LOADING, ReplicaProcesses
 
 __all__ = ["Gateway", "install_gateway", "MIN_WALL_LATENCY_S", "LATENCY_HEADER", "modelled_latency"]
 
 log = logging.getLogger(__name__)
 
 ENDPOINTS = by_kind("v1", "Endpoints")
+PODS = by_kind("v1", "Pod")
 MIN_WALL_LATENCY_S = 0.0005
 FAIL_LATENCY_S = 0.002  # twin seconds a refused connection or a 503 takes
 HANG_POLL_S = 0.01  # wall seconds between looks at a hung request's connection
@@ -82,6 +87,7 @@ class Gateway:
         self.inflight: dict[str, int] = {}
         self._rr = itertools.count()
         self.requests: collections.Counter[str] = collections.Counter()  # "METHOD path" → requests received
+        self.processes = ReplicaProcesses(twin.clock, getattr(profile, "timings", None))
         self._runner: web.AppRunner | None = None
         self._client: TwinClient | None = None
         self._informers: InformerFactory | None = None
@@ -94,6 +100,7 @@ class Gateway:
         self._informers = InformerFactory(self._client)
         for ns in sorted({m.spec.namespace for m in self.models.values()}):
             self._informers.informer(ENDPOINTS, ns).add_handler(self._on_endpoints)
+            self._informers.informer(PODS, ns).add_handler(self.processes.on_pod)
         self._informers.start()
         await self._informers.wait_synced()
         app = web.Application(middlewares=[self._count])
@@ -142,6 +149,8 @@ class Gateway:
             (a.get("targetRef") or {}).get("name") or a.get("ip", "")
             for subset in ep.get("subsets") or [] for a in subset.get("addresses") or []]
         lag, now = model.spec.endpoints_lag, self.twin.clock.timestamp()
+        for gone in set(model.replicas) - set(ready):
+            self.processes.unrouted(gone)
         if lag:
             for gone in set(model.replicas) - set(ready):
                 model.stale[gone] = now + lag
@@ -196,7 +205,8 @@ class Gateway:
         if not routable:
             return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError")
         replica = self._pick(routable)
-        if replica in model.stale:  # the pod is gone, the route not yet
+        process = self.processes.state(replica)
+        if process in (GONE, LOADING) or (process is None and replica in model.stale):  # nothing listens there
             return await self._fail(model, 502, f"upstream connect error: connection refused ({replica})",
                                     "BadGatewayError")
         if replica in model.wedged:
@@ -208,14 +218,29 @@ class Gateway:
         try:
             latency = modelled_latency(spec.base_latency + tokens / spec.tokens_per_second, self.inflight[replica],
                                        spec.max_concurrency)
-            await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+            aborted = await self._serve(replica, max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         finally:
             self.inflight[replica] -= 1
+        if aborted:  # SIGTERM reached the server while it generated: vLLM aborts what is in flight
+            return await self._fail(model, 502, f"upstream reset before headers: connection termination ({replica})",
+                                    "BadGatewayError")
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
         return web.json_response(self.completion_body(model, body, tokens, chat, latency),
                                  headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
+
+    async def _serve(self, replica: str, wall_s: float) -> bool:
+        """Generate for `wall_s` wall seconds; True when the replica's process got SIGTERM meanwhile."""
+        terminated = self.processes.terminated(replica)
+        if terminated is None:
+            await asyncio.sleep(wall_s)
+            return False
+        try:
+            await asyncio.wait_for(terminated.wait(), timeout=wall_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def _model(self, name: Any) -> _Model | None:
         if not name:

@@ -19,7 +19,7 @@ from drills.twin.api.resources import by_kind
 from drills.twin.api.selectors import match_label_selector
 from drills.twin.api.twin_routes import write_stdout
 from drills.twin.controllers.base import Controller
-from drills.twin.controllers.nodeutil import readiness_delay
+from drills.twin.controllers.nodeutil import startup_delay
 from drills.twin.workloads import vllm_log
 from drills.twin.workloads.hub import hub_for
 
@@ -97,12 +97,13 @@ class ServingTruthController(Controller):
             return
         container = pod["spec"]["containers"][0]
         if uid not in self.plans:  # planned for the Ready the kubelet will set (the same jittered delay)
-            expected = started + readiness_delay(pod, self.ctx.profile.timings)
+            expected = started + startup_delay(pod, self.ctx.profile.timings)
             self.plans[uid] = vllm_log.plan(spec, container.get("image", ""), started, expected, uid, spec.graph_capture)
             self.written[uid] = 0
         batches, done = self.plans[uid], self.written[uid]
-        ready_at = _ready_at(pod)
         now = self.ctx.clock.timestamp()
+        probed = bool(container.get("readinessProbe"))  # without a probe, Ready says nothing of the server
+        ready_at = _ready_at(pod) if probed else (batches[-1][0] if now >= batches[-1][0] else None)
         if ready_at is not None:
             due = [(min(at, ready_at), lines) for at, lines in batches[done:-1]] + [(ready_at, batches[-1][1])]
         else:
@@ -114,7 +115,7 @@ class ServingTruthController(Controller):
         if ready_at is not None:
             self.finished.add(uid)
             self.plans.pop(uid, None)
-        elif self.written[uid] < len(batches) - 1:
+        elif self.written[uid] < len(batches) - (1 if probed else 0):
             self.enqueue_after(("vllm-log", ns, name), batches[self.written[uid]][0] - now)
 
     def _append(self, ns: str, name: str, container: str, at: float, lines: list[str]) -> bool:

@@ -1,0 +1,137 @@
+"""The serving side under a training burst, measured from the objects: which serving pods were evicted or preempted
+(by uid, with the reason the pod's own DisruptionTarget condition or deletion gives), how few replicas were available
+at once, and where the burst's jobs ended up (running, or waiting in their queue).
+
+`NeighbourWatch.watch` follows the workload's pods from the burst on for `hold_s` cluster seconds: a pod of before
+the burst that is deleted, or marked DisruptionTarget (the scheduler's preemption, the Eviction API, Volcano's
+reclaim all mark it), is a disruption. The burst's jobs are read at the end (their Volcano phase and their pods'
+nodes). It only measures; drills/verdicts/neighbour.py judges.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from drills.core.clock import parse_iso
+from drills.core.errors import CheckFailed
+from drills.core.kube import Cluster, EventMerger, obj_get
+from drills.measure.serving import to_wall
+from drills.measure.serving_startup import ready_now
+
+__all__ = ["NeighbourWatch", "NeighbourOutcome", "Disruption", "BurstJob"]
+
+log = logging.getLogger(__name__)
+
+VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+@dataclass(frozen=True)
+class Disruption:
+    pod: str
+    uid: str
+    reason: str  # the DisruptionTarget condition's reason (PreemptionByScheduler, EvictionByEvictionAPI, …) or "Deleted"
+    message: str
+    after_s: float  # cluster seconds after the burst
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class BurstJob:
+    name: str
+    phase: str  # the Volcano Job's status.state.phase ("" when it has none yet)
+    nodes: tuple[str, ...]  # where its pods run
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "nodes": list(self.nodes)}
+
+
+@dataclass(frozen=True)
+class NeighbourOutcome:
+    desired: int
+    before: dict[str, str]  # serving pod name → uid at the burst
+    disrupted: tuple[Disruption, ...]
+    min_available: int
+    jobs: tuple[BurstJob, ...]
+    queue: str
+    wall: dict[str, float] = field(default_factory=dict)  # injected, end
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {"desired": self.desired, "pods_before": dict(self.before),
+                "disrupted": [d.to_dict() for d in self.disrupted], "min_available": self.min_available,
+                "burst_jobs": {j.name: j.to_dict() for j in self.jobs}, "queue": self.queue, "source": self.source}
+
+
+class NeighbourWatch:
+    def __init__(self, cluster: Cluster, namespace: str, selector: str) -> None:
+        self.cluster, self.ns, self.selector = cluster, namespace, selector
+
+    def watch(self, burst: dict, before: dict[str, str], desired: int, hold_s: float,
+              on_wait=None) -> NeighbourOutcome:
+        """From the burst (`burst`: drills.faults.burst's record) for `hold_s` cluster seconds."""
+        clock = self.cluster.clock
+        inj_ts = parse_iso(burst["injected_at"]).timestamp()
+        uids = set(before.values())
+        pods: dict[str, dict] = {}
+        disrupted: dict[str, Disruption] = {}
+        for pod in self._list_pods():
+            pods[pod["metadata"]["uid"]] = pod
+        low = sum(1 for p in pods.values() if ready_now(p))
+
+        def take(event) -> None:
+            nonlocal low
+            if event is None:
+                return
+            if event.type == "ERROR":
+                raise CheckFailed(f"watching the serving pods failed: {event.obj}")
+            pod, uid = event.obj, event.obj["metadata"]["uid"]
+            if event.type == "DELETED":
+                pods.pop(uid, None)
+            else:
+                pods[uid] = pod
+            if uid in uids and uid not in disrupted:
+                cond = next((c for c in obj_get(pod, "status", "conditions", default=None) or []
+                             if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+                if cond is not None or event.type == "DELETED" or obj_get(pod, "metadata", "deletionTimestamp"):
+                    disrupted[uid] = Disruption(pod["metadata"]["name"], uid, (cond or {}).get("reason") or "Deleted",
+                                                (cond or {}).get("message") or "", round(clock.timestamp() - inj_ts, 1))
+            low = min(low, sum(1 for p in pods.values() if ready_now(p)))
+
+        deadline = inj_ts + hold_s
+        with EventMerger(clock) as merger:
+            merger.watch("pods", self.cluster.core.list_namespaced_pod, self.ns, label_selector=self.selector)
+            for event in merger.events(deadline, tick_wall_s=0.05):
+                take(event)
+                if event is None and on_wait:
+                    on_wait("held", clock.timestamp() - inj_ts)
+            for event in merger.catch_up():
+                take(event)
+        jobs = self._jobs(burst)
+        return NeighbourOutcome(
+            desired=desired, before=dict(before), disrupted=tuple(disrupted.values()), min_available=low, jobs=jobs,
+            queue=burst.get("queue", ""), wall={"injected": to_wall(clock, inj_ts), "end": time.time()},
+            source=f"pods -l {self.selector} in {self.ns} (DisruptionTarget conditions, deletions), "
+                   f"jobs.batch.volcano.sh -l {burst['selector']} (status.state.phase): watched {hold_s:.0f}s from the burst")
+
+    def _list_pods(self) -> list[dict]:
+        return json.loads(self.cluster.core.list_namespaced_pod(self.ns, label_selector=self.selector,
+                                                                _preload_content=False).data).get("items", [])
+
+    def _jobs(self, burst: dict) -> tuple[BurstJob, ...]:
+        ns, sel = burst["namespace"], burst["selector"]
+        data = json.loads(self.cluster.custom.list_namespaced_custom_object(
+            *VOLCANO[:2], ns, VOLCANO[2], label_selector=sel, _preload_content=False).data)
+        pods = json.loads(self.cluster.core.list_namespaced_pod(ns, label_selector=sel, _preload_content=False).data)
+        nodes: dict[str, list[str]] = {}
+        for pod in pods.get("items", []):
+            job = (pod["metadata"].get("labels") or {}).get("volcano.sh/job-name", "")
+            if obj_get(pod, "spec", "nodeName"):
+                nodes.setdefault(job, []).append(pod["spec"]["nodeName"])
+        return tuple(BurstJob(j["metadata"]["name"], obj_get(j, "status", "state", "phase", default="") or "",
+                              tuple(sorted(nodes.get(j["metadata"]["name"], ()))))
+                     for j in sorted(data.get("items", []), key=lambda j: j["metadata"]["name"]))

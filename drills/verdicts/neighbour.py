@@ -1,0 +1,49 @@
+"""Judges of the noisy-neighbour drill (drills/measure/neighbour.py measures): no serving replica evicted or
+preempted while the burst ran, and the burst's jobs ran or waited in their queue (none failed). The users' figures
+(errors, p99) under the burst are judged by drills/verdicts/rollout.py's load judges over the burst's window."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from drills.measure.neighbour import NeighbourOutcome
+from drills.verdicts.timeline import Verdict, format_duration
+
+__all__ = ["judge_serving_kept", "judge_burst_jobs", "WAITING", "FAILED"]
+
+log = logging.getLogger(__name__)
+
+WAITING = ("Pending", "Inqueue", "")  # Volcano job phases of a job waiting for its resources
+FAILED = ("Failed", "Aborted", "Aborting", "Terminated", "Terminating")
+
+
+def judge_serving_kept(outcome: NeighbourOutcome, hold_s: float) -> Verdict:
+    """Pass iff no serving pod of before the burst was evicted, preempted or deleted within `hold_s`."""
+    gone = outcome.disrupted
+    if not gone:
+        return Verdict("serving evictions", True, 0.0, 0.0, "pods",
+                       f"serving evictions: none of the {len(outcome.before)} serving replicas was evicted or preempted "
+                       f"in the {format_duration(hold_s)} after the burst (fewest Ready at once: "
+                       f"{outcome.min_available} of {outcome.desired})")
+    each = "; ".join(f"{d.pod} {d.after_s:g}s after the burst ({d.reason}{': ' + d.message if d.message else ''})"
+                     for d in gone)
+    return Verdict("serving evictions", False, float(len(gone)), 0.0, "pods",
+                   f"serving evictions: {len(gone)} of {len(outcome.before)} serving replicas evicted or preempted for "
+                   f"the burst: {each}; fewest Ready at once: {outcome.min_available} of {outcome.desired}")
+
+
+def judge_burst_jobs(outcome: NeighbourOutcome) -> Verdict:
+    """Pass iff every burst job is running or waits in its queue (none failed); the sentence says which ran where."""
+    phases = Counter(j.phase or "Pending" for j in outcome.jobs)
+    failed = [j.name for j in outcome.jobs if j.phase in FAILED]
+    summary = ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items()))
+    if not outcome.jobs:
+        return Verdict("burst jobs", False, None, None, "jobs", "burst jobs: none of the burst's jobs was found",
+                       inconclusive=True)
+    if failed:
+        return Verdict("burst jobs", False, float(len(failed)), 0.0, "jobs",
+                       f"burst jobs: {', '.join(failed)} failed ({summary}) instead of waiting in queue {outcome.queue}")
+    on = sorted({n for j in outcome.jobs for n in j.nodes})
+    return Verdict("burst jobs", True, 0.0, 0.0, "jobs",
+                   f"burst jobs: {summary} in queue {outcome.queue} (none failed; running on {', '.join(on) or 'no node'})")

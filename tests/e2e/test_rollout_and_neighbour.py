@@ -1,0 +1,144 @@
+"""The rolling-restart and noisy-neighbour drills (issue 35, the seed §5.3 and §5.4) on the twin: the real `drills
+run` restarts the serving Deployment as `kubectl rollout restart` does, then submits a burst of low-priority Volcano
+training jobs, both under locust load. Each twin below carries one rolling-restart construction and one noisy-
+neighbour construction that do not touch each other (a rollout runs no burst; a burst replaces no pod unless it
+evicts it), so the two drills share one twin and one run: four runs instead of eight.
+
+| twin (defects)                                    | rolling restart             | noisy neighbour                       |
+|---------------------------------------------------|-----------------------------|---------------------------------------|
+| healthy, 30 s endpoint propagation (profile edit) | pass                        | pass: 4 jobs run, 4 wait in the queue |
+| no-readiness-probe + no-priority-class            | fail slo_breach (502s)      | pass: its queue is not reclaimable    |
+| no-prestop-drain + shared-queue + no-priority-class | fail slo_breach (502s)    | fail serving_evicted: 1 of 2 preempted (the PDB keeps one) |
+| rollout-all-at-once + shared-queue + no-priority-class + no-pdb | fail unsafe_rollout | fail serving_evicted: 2 of 2 preempted |
+
+The healthy twin carries the same 30 s endpoint propagation as no-prestop-drain: its 40 s preStop covers it, so the
+defect's FAIL comes from the missing drain. The serving replicas have three lines of defence against a burst: a
+queue of their own (Volcano preempts only within a queue and reclaims only from reclaimable queues), a PriorityClass
+above the training jobs (what preempt compares within a queue) and a PodDisruptionBudget (Volcano's pdb plugin never
+takes a victim below it). One missing keeps serving (no-priority-class here; shared-queue and no-pdb alone are
+bench/verdicts.yaml rows, `make verdicts` runs them one defect at a time); with queue and priority gone the burst
+preempts a replica, and without the budget as well, both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.verdicts import mismatches, rows
+from drills.core.kube import connect_twin
+from drills.faults import Target, rollout
+from drills.profile.model import load_target
+from drills.twin.profile import PROFILES_DIR
+from tests.e2e.drill_helpers import drills, records, write_profile
+
+pytestmark = [pytest.mark.slow, pytest.mark.inference]
+
+RESTART, NEIGHBOUR = "inference-rolling-restart", "inference-noisy-neighbour"
+MARKS = "inference_rolling_restart or inference_noisy_neighbour"
+SCALE = 60  # the load is sparse in cluster time at higher scales: a 30 s propagation window must see requests
+RESTART_ROWS = {r.defect: r for r in rows("inference_rolling_restart")}
+NEIGHBOUR_ROWS = {r.defect: r for r in rows("inference_noisy_neighbour")}
+TWINS = [("no-readiness-probe", ["no-priority-class"]), ("no-prestop-drain", ["shared-queue", "no-priority-class"]),
+         ("rollout-all-at-once", ["shared-queue", "no-priority-class", "no-pdb"])]
+
+
+def _run(twin, tmp_path: Path, run_id: str) -> dict[str, dict]:
+    done = drills("run", "-m", MARKS, "--twin-state", str(twin.state_dir), "--no-html", "--reports", str(tmp_path),
+                  "--run-id", run_id)
+    recs = {r["drill"]: r for r in records(tmp_path / run_id)}
+    assert set(recs) == {RESTART, NEIGHBOUR}, done.stdout + done.stderr
+    return recs
+
+
+def _checks(rec: dict) -> dict:
+    return {c["name"]: c for c in rec["details"]["checks"]}
+
+
+def test_the_constructions_are_the_tables():
+    assert set(RESTART_ROWS) == {"no-readiness-probe", "no-prestop-drain", "rollout-all-at-once"}
+    assert set(NEIGHBOUR_ROWS) == {"no-priority-class", "shared-queue", "no-pdb"}  # alone: pass (defence in depth)
+    assert {d for d, _ in TWINS} == set(RESTART_ROWS)
+
+
+def test_a_healthy_platform_restarts_and_holds_a_burst_without_users_noticing(twin_factory, tmp_path):
+    profile = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    profile["workloads"]["inference"]["llama-7b-infer"]["endpoints_lag"] = "30s"
+    twin = twin_factory(profile=write_profile(tmp_path / "propagating.yaml", yaml.safe_dump(profile)), scale=SCALE)
+    recs = _run(twin, tmp_path, "healthy")
+    restart, neighbour = recs[RESTART], recs[NEIGHBOUR]
+    assert restart["verdict"] == "pass", restart["reason"]
+    rollout = restart["details"]["rollout"]
+    before, after = rollout["pods_before"], rollout["pods_after"]
+    assert len(before) == 2 and len(after) == 2 and not rollout["left"]
+    assert not set(before.values()) & {p["uid"] for p in after.values()}  # replaced: judged by uid, not by name
+    assert all(p["ready"] and p["in_endpoints"] and p["served"] > 0 for p in after.values())
+    assert rollout["min_available"] == 2 and rollout["completed_s"] == restart["recovery_s"] > 60  # two model loads
+    assert restart["details"]["load"]["failures"] == 0 and restart["details"]["load"]["requests"] > 50
+    assert restart["details"]["restart"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert neighbour["verdict"] == "pass", neighbour["reason"]
+    jobs = neighbour["details"]["neighbour"]["burst_jobs"]
+    running = [j for j in jobs.values() if j["phase"] == "Running"]
+    assert len(jobs) == 8 and len(running) == 4  # the two free training nodes hold 4 jobs of 4 GPUs; 4 wait
+    assert all(n.startswith("gpu-train-") for j in running for n in j["nodes"])
+    assert not neighbour["details"]["neighbour"]["disrupted"]
+
+
+@pytest.mark.parametrize("restart_defect, neighbour_defects", TWINS, ids=[d for d, _ in TWINS])
+def test_each_construction_gets_its_verdict_for_its_own_reason(restart_defect, neighbour_defects, twin_factory,
+                                                               tmp_path):
+    twin = twin_factory(defects=[restart_defect, *neighbour_defects], scale=SCALE)
+    recs = _run(twin, tmp_path, restart_defect)
+    restart, neighbour = recs[RESTART], recs[NEIGHBOUR]
+    row = RESTART_ROWS[restart_defect]
+    assert not mismatches(row, row.exit, restart), mismatches(row, row.exit, restart)  # the run's exit is both drills'
+    checks = _checks(restart)
+    assert checks["rollout"]["verdict"] == "pass"  # every defect still completes the rollout: its own check fails
+    if restart_defect == "rollout-all-at-once":
+        assert restart["details"]["rollout"]["min_available"] == 0 and restart["details"]["load"]["failures"] > 0
+    else:
+        assert checks["unavailable replicas"]["verdict"] == "pass"  # a replica was always Ready: users still lost
+        assert restart["details"]["load"]["failures"] > 0
+    if len(neighbour_defects) == 1:  # one line of defence missing: the other holds
+        (defect,) = neighbour_defects
+        assert not mismatches(NEIGHBOUR_ROWS[defect], 0, neighbour), mismatches(NEIGHBOUR_ROWS[defect], 0, neighbour)
+        return
+    assert neighbour["verdict"] == "fail" and neighbour["category"] == "serving_evicted", neighbour["reason"]
+    disrupted = neighbour["details"]["neighbour"]["disrupted"]
+    lost = 1 if "no-pdb" not in neighbour_defects else 2  # the budget (minAvailable 1) keeps one replica serving
+    assert len(disrupted) == lost and {d["reason"] for d in disrupted} == {"PreemptionByScheduler"}
+    assert neighbour["reason"].startswith(f"serving evictions: {lost} of 2 serving replicas evicted or preempted")
+    assert neighbour["details"]["neighbour"]["min_available"] == 2 - lost
+
+
+def test_a_restart_reverted_mid_rollout_rolls_back_to_the_template_before_the_drill(twin_factory):
+    """What revert means for a restart: nothing to undo once the rollout completed; cut short (a Ctrl-C, new pods that
+    never become available) it rolls back as `kubectl rollout undo` does — the restartedAt of before — so the
+    ReplicaSet that served before the drill serves again; read back, and idempotent."""
+    twin = twin_factory(scale=SCALE)
+    cluster = connect_twin(twin.info["kubeconfig"], twin.info["url"], state_dir=str(twin.state_dir))
+    target, apps = Target(cluster), cluster.apps
+
+    def read(kind: str) -> dict:
+        if kind == "deployment":
+            return json.loads(apps.read_namespaced_deployment("llama-7b-infer", "ai-platform", _preload_content=False).data)
+        return json.loads(apps.list_namespaced_replica_set("ai-platform", _preload_content=False).data)
+
+    deadline = time.monotonic() + 30
+    while (read("deployment").get("status") or {}).get("readyReplicas") != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    serving = {r["metadata"]["name"] for r in read("rs")["items"] if r["spec"]["replicas"]}
+    plan = rollout.plan(target, load_target(None))
+    record = rollout.inject(target, plan).to_dict()
+    assert read("deployment")["spec"]["template"]["metadata"]["annotations"][rollout.ANNOTATION] == record["restarted_at"]
+    assert rollout.revert(target, dict(plan.undo), record) == "rolled back"  # the rollout has only begun
+    assert rollout.revert(target, dict(plan.undo), record) == "nothing to undo"  # the template is no longer ours
+    assert rollout.ANNOTATION not in read("deployment")["spec"]["template"]["metadata"]["annotations"]
+    while not (reading := rollout.verify(target, dict(plan.undo), record)).undone and time.monotonic() < deadline + 30:
+        time.sleep(0.1)
+    assert reading.undone, reading.sentence()
+    assert {r["metadata"]["name"] for r in read("rs")["items"] if r["spec"]["replicas"]} == serving
