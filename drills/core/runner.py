@@ -112,7 +112,7 @@ def run_drills(opts: RunOptions) -> RunResult:
     check_selection(opts.markexpr, opts.keyword)  # one line, before a run folder exists
     profile = load_target(opts.profile)
     check_run(opts, profile)
-    collect, named = feature_selection(opts.features, REPO / "features")
+    collect, named = feature_selection(opts.features, REPO / "features", opts.lang)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     reports_root = Path(opts.reports_root).resolve()
     run_dir = reports_root / run_id
@@ -237,14 +237,16 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
 
     import pytest
 
+    from drills.core.languages import feature_root
+
     if str(REPO) not in sys.path:  # fixtures/ (the pytest layer) lives in the repo, it is not an installed package
         sys.path.insert(0, str(REPO))
-    features = collect or [str(REPO / "features")]
+    features = collect or [str(feature_root(REPO / "features", opts.lang))]  # features/ or features/zh/
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
             "--alluredir", str(run_dir / "allure-results"),
-            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
+            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id, "--drills-lang", opts.lang]
     if lane is None:
         args += ["--clean-alluredir", "--junitxml", str(run_dir / "junit.xml")]
     else:

@@ -62,14 +62,20 @@ def known_marks() -> frozenset[str]:
                                                              "filterwarnings"})
 
 
-def candidates(features_dir: Path) -> list[Candidate]:
-    """Every test the binder of `features_dir` collects, in file order."""
+def candidates(features_dir: Path, lang: str = "en") -> list[Candidate]:
+    """Every test the binder of `lang`'s features under `features_dir` collects, in file order (English: not
+    the other languages' trees, drills/core/languages.py)."""
     from pytest_bdd.feature import get_features
     from pytest_bdd.scenario import make_python_name
 
-    root = Path(features_dir).resolve()
+    from drills.core.languages import feature_root, other_trees
+
+    root = feature_root(Path(features_dir), lang).resolve()
+    skipped = other_trees(Path(features_dir), lang)
     out = []
     for feature in get_features([str(root)]):
+        if any(tree.resolve() in Path(feature.filename).resolve().parents for tree in skipped):
+            continue
         rel = str(Path(feature.filename).resolve().relative_to(root))
         for template in feature.scenarios.values():
             base = f"test_{make_python_name(template.name)}"
@@ -82,10 +88,11 @@ def candidates(features_dir: Path) -> list[Candidate]:
     return out
 
 
-def select(features_dir: Path, markexpr: str | None, keyword: str | None) -> list[Candidate]:
-    """The tests `-m markexpr -k keyword` pick from `features_dir` (every test when both are None)."""
+def select(features_dir: Path, markexpr: str | None, keyword: str | None, lang: str = "en") -> list[Candidate]:
+    """The tests `-m markexpr -k keyword` pick from `lang`'s features in `features_dir` (every test when both are
+    None)."""
     check_selection(markexpr, keyword)
-    chosen = candidates(features_dir)
+    chosen = candidates(features_dir, lang)
     if markexpr:
         expr = _compile("-m", markexpr)
         chosen = [c for c in chosen if expr.evaluate(lambda name, c=c: name in c.marks)]

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from drills.core import datafiles
+from drills.core.languages import LANGS
 from drills.core.errors import DrillError
 from drills.core.record import Category
 
@@ -16,7 +17,6 @@ __all__ = ["labels", "environment_labels", "categories", "category_name", "fmt_s
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
-LANGS = ("en", "zh")
 
 
 def labels(lang: str = "en") -> dict[str, str]:
