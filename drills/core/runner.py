@@ -189,7 +189,7 @@ def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_hos
                            check_target=check, lease_live=None if force else check.lease_live)
 
 
-def final_table(records: list[Record], width: int = 100):
+def final_table(records: list[Record], width: int = 100, lang: str = "en"):
     """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
     terminal: long scenario names keep their Outline example values; a target the site profile set
     instead of the feature's number reads "30s (site profile)" (drills.report.figures)."""
@@ -198,9 +198,9 @@ def final_table(records: list[Record], width: int = 100):
     from drills.report.figures import headline_figures, overridden, scenario_cell
     from drills.verdicts.timeline import format_duration
 
-    from drills.report.text import labels
+    from drills.report.text import labels, say
 
-    words = labels("en")
+    words = labels(lang)
     rows = []
     for rec in records:
         row = outcomes.of(rec)
@@ -213,16 +213,19 @@ def final_table(records: list[Record], width: int = 100):
             target, measured = headline_figures(rec)
         rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict}[/{style}]",
                      rec.details.get("example")))
-    verdict_width = max([len("verdict"), *(len(words[outcomes.of(rec).word]) for rec in records)])
-    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
+    from rich.cells import cell_len  # a Chinese character is two columns wide
+
+    names = {c: say(f"col_{c}", lang) for c in ("drill", "scenario", "target", "measured", "verdict")}
+    verdict_width = max([cell_len(names["verdict"]), *(cell_len(words[outcomes.of(rec).word]) for rec in records)])
+    widths = [max(cell_len(names[column]), *(cell_len(row[i]) for row in rows)) for i, column in
               ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
     others = sum(w + 3 for w in [*widths, verdict_width])  # a cell is its text, a space each side and a border
     scenario_width = max(16, width - others - 4)
-    table = Table(title="Drill results", show_lines=False)
+    table = Table(title=say("table_title", lang), show_lines=False)
     for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, verdict_width]):
-        table.add_column(column, no_wrap=True, min_width=min_width)
+        table.add_column(names[column], no_wrap=True, min_width=min_width)
         if column == "drill":
-            table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
+            table.add_column(names["scenario"], no_wrap=True, overflow="ellipsis", max_width=scenario_width)
     for drill, scenario, *rest, example in rows:
         siblings = [row[1] for row in rows if row[0] == drill]
         table.add_row(drill, scenario_cell(scenario, example, siblings, scenario_width), *rest)
