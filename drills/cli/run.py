@@ -22,7 +22,8 @@ def run(
     scale: Optional[float] = typer.Option(None, "--scale", help="Twin seconds per wall second."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a UTC timestamp)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the plan; inject nothing."),
-    lang: str = typer.Option("en", "--lang", help="Report language: en | zh."),
+    lang: str = typer.Option("en", "--lang", help="Language of the features run and of the report: en | zh "
+                                                  "(zh: the zh-CN features of features/zh/, reported in Chinese)."),
     load_workers: Optional[int] = typer.Option(None, "--load-workers", help="Load generator workers."),
     markexpr: Optional[str] = typer.Option(None, "-m", help="Select drills by tag expression (pytest -m)."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select drills by name expression (pytest -k)."),
