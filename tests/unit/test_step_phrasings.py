@@ -150,3 +150,27 @@ def test_a_run_collects_its_own_language_only():
                                             ("50% 的副本", (None, 50.0)), ("1 of its 2 replicas", (1, None))])
 def test_the_kill_size_reads_in_either_language(text, expected):
     assert parse_killed(text, 2) == expected
+
+
+def test_a_feature_path_names_its_counterpart_in_the_runs_language():
+    from drills.core.errors import DrillError
+    from drills.core.preflight import feature_selection
+
+    root = FEATURES.resolve()
+    assert feature_selection(["features/network"], root, "zh") == ([str(root / "zh")], [str(root / "zh" / "network")])
+    assert feature_selection(["features/network"], root, "en") == ([str(root)], [str(root / "network")])
+    with pytest.raises(DrillError, match="run them with --lang zh"):
+        feature_selection(["features/zh/network"], root, "en")
+
+
+def test_the_console_and_allure_words_exist_in_both_languages():
+    """Every console sentence has its zh-CN form with the same fields (an English one filled in would be a miss)."""
+    import string
+
+    from drills.core import datafiles
+
+    table = datafiles.load_file(REPO / "drills" / "report" / "messages.yaml")
+    assert set(table["zh"]) == set(table["en"]), set(table["en"]) ^ set(table["zh"])
+    fields = lambda t: {f for _, f, _, _ in string.Formatter().parse(t) if f}  # noqa: E731
+    for key, text in table["en"].items():
+        assert fields(table["zh"][key]) <= fields(text) | {"s"}, key
