@@ -90,7 +90,10 @@ def test_the_zh_features_mirror_the_english_ones_step_by_step():
     function its English line runs — so a drill does the same thing in either language."""
     bound = _bound_steps()
     english, chinese = _scenarios(FEATURES), _scenarios(FEATURES / "zh")
-    assert sorted(chinese) == sorted(english), "features/zh/ must hold a zh-CN twin of every English feature"
+    missing, orphans = sorted(set(english) - set(chinese)), sorted(set(chinese) - set(english))
+    assert not missing and not orphans, (f"features/zh/ must mirror features/: write features/zh/{{{', '.join(missing)}}} "
+                                         f"(# language: zh-CN, same tags, scenarios and Examples); no English "
+                                         f"feature for features/zh/{{{', '.join(orphans)}}}")
     for rel, (tags, scenarios) in english.items():
         zh_tags, zh_scenarios = chinese[rel]
         assert zh_tags == tags, rel
