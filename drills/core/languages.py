@@ -15,7 +15,7 @@ from pathlib import Path
 
 from drills.core.errors import DrillError
 
-__all__ = ["LANGS", "DEFAULT_LANG", "feature_root", "other_trees", "english_paths", "counterparts", "keyword_for"]
+__all__ = ["LANGS", "DEFAULT_LANG", "check_lang", "feature_root", "other_trees", "english_paths", "counterparts", "keyword_for"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ DEFAULT_LANG = "en"
 
 
 def check_lang(lang: str) -> str:
+    """`lang`, if the drills speak it; else one DrillError line."""
     if lang not in LANGS:
         raise DrillError(f"--lang {lang!r} is not a language of the drills; use one of {', '.join(LANGS)}")
     return lang

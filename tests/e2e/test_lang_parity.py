@@ -33,8 +33,7 @@ DEFECT = next(r for r in rows("network") if r.defect == "idle-uplink")  # stops 
 
 
 def _twin(tmp_path_factory, name: str, defects=()):
-    handle = start_twin(tmp_path_factory.mktemp(name), profile="minimal", defects=list(defects), scale=SCALE)
-    return handle
+    return start_twin(tmp_path_factory.mktemp(name), profile="minimal", defects=list(defects), scale=SCALE)
 
 
 @pytest.fixture(scope="module")
