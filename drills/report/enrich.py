@@ -21,7 +21,7 @@ from pathlib import Path
 
 from drills.core import outcomes
 from drills.core.record import Category, Record
-from drills.report.text import fmt_seconds, labels, say, slug
+from drills.report.text import fmt_seconds, labels as words_in, say, slug
 from drills.report.timeline_chart import timeline_png
 
 __all__ = ["enrich_results", "category_trace_line", "category_trace_regex", "NODEID_LABEL", "state_diff_text"]
@@ -92,7 +92,7 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
         return status_changed
     params = result.setdefault("parameters", [])
     have = {p.get("name") for p in params}
-    verdict = record.verdict.value if lang == "en" else labels(lang).get(record.verdict.value, record.verdict.value)
+    verdict = record.verdict.value if lang == "en" else words_in(lang).get(record.verdict.value, record.verdict.value)
     for name, value in ((say("allure_measured", lang), fmt_seconds(record.recovery_s)),
                         (say("allure_target", lang), fmt_seconds(record.target_s)),
                         (say("allure_verdict", lang), verdict)):
