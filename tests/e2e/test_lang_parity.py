@@ -8,6 +8,8 @@ compares them — which runs every construction of bench/verdicts.yaml and every
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench.lang_parity import differences, zh_args
@@ -48,11 +50,11 @@ def healthy_zh(tmp_path_factory):
                       timeout=400)
     finally:
         twin.stop()
-    return done, records(reports / "zh")
+    return done, records(reports / "zh"), reports / "zh"
 
 
 def test_each_kind_passes_in_chinese_with_its_english_targets_and_fault(healthy_zh):
-    done, recs = healthy_zh
+    done, recs, run_dir = healthy_zh
     assert done.returncode == 0, done.stdout + done.stderr
     pairs = counterparts(FEATURES, "zh")
     by_name = {r["nodeid"].split("::", 1)[1]: r for r in recs}
@@ -72,6 +74,11 @@ def test_each_kind_passes_in_chinese_with_its_english_targets_and_fault(healthy_
     # the console speaks Chinese: the table, its verdict words, the report line
     assert "演练结果" in done.stdout and "通过" in done.stdout and "报告：" in done.stdout, done.stdout
     assert "▶ gpu-node-loss：以 cordon-drain 方式丢失微调作业的一个 GPU 节点（目标 15m）" in done.stdout, done.stdout
+    # and so does Allure: the results' names are the Chinese scenarios', their epics Chinese
+    results = [json.loads(p.read_text(encoding="utf-8")) for p in (run_dir / "allure-results").glob("*-result.json")]
+    assert {r["name"] for r in results} == {r["scenario"] for r in recs}
+    assert {label["value"] for r in results for label in r["labels"] if label["name"] == "epic"} == {
+        "训练韧性", "推理韧性", "网络韧性", "存储韧性"}
 
 
 def test_a_defect_gets_the_same_record_in_both_languages(tmp_path_factory):
