@@ -15,7 +15,7 @@ from pathlib import Path
 
 from drills.core.errors import DrillError
 
-__all__ = ["LANGS", "DEFAULT_LANG", "check_lang", "feature_root", "other_trees", "english_paths", "counterparts", "keyword_for"]
+__all__ = ["LANGS", "DEFAULT_LANG", "check_lang", "feature_root", "other_trees", "language_trees", "english_paths", "counterparts", "keyword_for"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,13 @@ def other_trees(features_dir: Path, lang: str) -> list[Path]:
     """The trees of the languages other than `lang` that live under `lang`'s root (English: features/zh)."""
     root = feature_root(features_dir, lang)
     return [root / other for other in LANGS if other != DEFAULT_LANG and other != lang]
+
+
+def language_trees(folder: Path) -> list[Path]:
+    """The other languages' trees inside `folder`: a folder named by a language, holding its binder
+    test_drills_<lang>.py (the rule fixtures/selection.py ignores them by in an English run)."""
+    return [Path(folder) / lang for lang in LANGS
+            if lang != DEFAULT_LANG and (Path(folder) / lang / f"test_drills_{lang}.py").is_file()]
 
 
 def english_paths(features_dir: Path) -> list[str]:

@@ -174,7 +174,11 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise DrillError(f"--features {folder}: not a folder; pass a folder of .feature files")
-    files = sorted(p for p in root.rglob("*.feature") if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    from drills.core.languages import language_trees
+
+    others = language_trees(root)  # features/zh/ beside the English ones: a run reads one language (--lang)
+    files = sorted(p for p in root.rglob("*.feature") if not any(part.startswith(".") for part in p.relative_to(root).parts)
+                   and not any(tree in p.parents for tree in others))
     if not files:
         raise DrillError(f"--features {folder}: no .feature file in it; pass a folder of drills")
     out: dict[str, tuple[str, str]] = {FEATURES_BINDER: (FEATURES_BINDER, _BINDER_TEXT)}
