@@ -9,6 +9,7 @@ compares them — which runs every construction of bench/verdicts.yaml and every
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,7 +110,7 @@ def _english_steps() -> dict[str, tuple[str, ...]]:
     out = {}
     names = iter(c.name for c in candidates(FEATURES))
     for feature in get_features([str(FEATURES)]):
-        if "/zh/" in feature.filename:
+        if Path(feature.filename).resolve().relative_to(FEATURES.resolve()).parts[0] == "zh":
             continue
         for template in feature.scenarios.values():
             contexts = [ctx for ex in template.examples for ctx in ex.as_contexts()] or [{}]
