@@ -41,7 +41,8 @@ def run(
     scale: Optional[float] = typer.Option(None, "--scale", help="Twin seconds per wall second."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a UTC timestamp)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the plan; inject nothing."),
-    lang: str = typer.Option("en", "--lang", help="Report language: en | zh."),
+    lang: str = typer.Option("en", "--lang", help="Language of the features run and of the report: en | zh "
+                                                  "(zh: the zh-CN features of features/zh/, reported in Chinese)."),
     load_workers: Optional[int] = typer.Option(None, "--load-workers", help="Load generator workers."),
     markexpr: Optional[str] = typer.Option(None, "-m", help="Select drills by tag expression (pytest -m)."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select drills by name expression (pytest -k)."),
@@ -68,15 +69,17 @@ def run(
                                    reports_root=reports, html=not no_html, twin_state=twin_state,
                                    lanes=lanes, random=random, replay=replay))
     with deferred_signals():  # the run is over: a late signal must not cut what it says short (it then exits 130)
-        _say(result, reports)
+        _say(result, reports, lang)
     raise typer.Exit(result.exit_code)
 
 
-def _say(result, reports: Path) -> None:
-    """The run's last words: the refusal lines, or the final table, the report path and what is left open."""
+def _say(result, reports: Path, lang: str = "en") -> None:
+    """The run's last words: the refusal lines, or the final table, the report path and what is left open — in
+    the run's language (drills/report/messages.yaml)."""
     from rich.console import Console
 
     from drills.core.runner import final_table
+    from drills.report.text import say
 
     if result.errors and result.exit_code == 2:  # nothing ran: the reasons are the whole story
         for line in dict.fromkeys(result.errors):  # one line per distinct problem
@@ -84,15 +87,15 @@ def _say(result, reports: Path) -> None:
         return
     if result.records:
         console = Console(soft_wrap=False)
-        console.print(final_table(result.records, width=console.width))
+        console.print(final_table(result.records, width=console.width, lang=lang))
     if result.skipped:  # not failed, not hidden: what this site does not run, in one line; why, in the run folder
-        print(skip_summary(result.skipped, result.run_dir))
+        print(skip_summary(result.skipped, result.run_dir, lang))
     seeds = sorted({str(r.details["random"].get("seed")) for r in result.records if r.details.get("random")})
     if seeds:  # what was hit is in the record; how to hit it again is one line here
         print(f"targets picked at random (seed {', '.join(seeds)}): `drills run --replay {result.run_dir.name}` "
               "repeats them")
-    print(f"report: {result.run_dir}")
-    last = last_line(result.interrupted, result.open_entries, reports, result.run_dir)
+    print(say("report", lang, path=result.run_dir))
+    last = last_line(result.interrupted, result.open_entries, reports, result.run_dir, lang)
     if last:
         print(last, file=sys.stderr)
 
@@ -150,26 +153,31 @@ def revert(
     raise_for_failures(outcomes)  # one line for what stays open, exit 2
 
 
-def skip_summary(skipped: list[dict], run_dir: Path) -> str:
+def skip_summary(skipped: list[dict], run_dir: Path, lang: str = "en") -> str:
     """One line for the Examples this target does not run: how many, which (their Example ids), the first
     reason, and where every reason is (skipped.jsonl, and junit.xml as skipped)."""
+    from drills.report.text import say
+
     ids = [s["test"].split("[", 1)[1].rstrip("]") if "[" in s["test"] else s["test"] for s in skipped]
     reasons = list(dict.fromkeys(s["reason"] for s in skipped))
-    more = f" (and {len(reasons) - 1} other reason{'s' if len(reasons) > 2 else ''})" if len(reasons) > 1 else ""
+    more = say("skip_more", lang, n=len(reasons) - 1, s="s" if len(reasons) > 2 else "") if len(reasons) > 1 else ""
     noun = "Example" if len(skipped) == 1 else "Examples"
-    return (f"skipped on this target: {len(skipped)} {noun} ({', '.join(ids)}): {reasons[0]}{more}; "
-            f"every reason in {run_dir / 'skipped.jsonl'}")
+    return say("skip_summary", lang, n=len(skipped), noun=noun, ids=", ".join(ids), reason=reasons[0], more=more,
+               path=run_dir / "skipped.jsonl")
 
 
 
-def last_line(interrupted: str | None, open_entries: list, reports: Path, run_dir: Path) -> str | None:
+def last_line(interrupted: str | None, open_entries: list, reports: Path, run_dir: Path,
+              lang: str = "en") -> str | None:
     """The last line of every command that injects (run, accept): whether it was interrupted and what the journal —
     the truth, not what teardown meant to do — says is still in, with the command that reverts it."""
+    from drills.report.text import say
+
     if not interrupted and not open_entries:
         return None
     if open_entries:
         left = ", ".join(f"{e.kind} {e.target}" for e in open_entries)
-        said = f"still open in the journal: {left}; run `drills revert --reports {reports} --run {run_dir.name}`"
+        said = say("still_open", lang, left=left, reports=reports, run=run_dir.name)
     else:
-        said = "every fault injected so far was reverted"
-    return f"drills: interrupted ({interrupted}); {said}" if interrupted else f"drills: {said}"
+        said = say("all_reverted", lang)
+    return say("interrupted", lang, signal=interrupted, said=said) if interrupted else say("open_only", lang, said=said)

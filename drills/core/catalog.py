@@ -32,6 +32,11 @@ class DrillInfo:
     slo: str | None = None  # the SloConfig field of its recovery target (resolved by drills/verdicts/targets.py)
     categories: dict[str, str] = field(default_factory=dict)  # check name → report category
     headline: str | None = None  # the check a reviewer reads first when the drill has no recovery target
+    names_zh: tuple[str, str] | None = None  # (epic, feature) in Chinese
+
+    def names(self, lang: str = "en") -> tuple[str, str]:
+        """(epic, feature) as the report of a run in `lang` labels them (English when not translated)."""
+        return tuple(self.names_zh) if lang == "zh" and self.names_zh else (self.epic, self.feature)
 
     def category(self, check: str) -> Category | None:
         """The report category of this drill's check `check` failing (None: not catalogued)."""

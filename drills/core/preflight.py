@@ -102,13 +102,15 @@ def check_replay_allowed(plan, profile) -> None:
             raise UnsafeTarget(f"--replay {plan.replayed_from}: scenario {scenario!r}: {err}") from None
 
 
-def feature_selection(paths: Iterable[str], default: Path) -> tuple[list[str], list[str]]:
+def feature_selection(paths: Iterable[str], default: Path, lang: str = "en") -> tuple[list[str], list[str]]:
     """(what pytest collects, the feature files or folders named): a path that does not exist, is not
-    UTF-8, or has no test module binding it is one DrillError line."""
+    UTF-8, or has no test module binding it is one DrillError line. In another language than English, a path
+    of the English tree names its counterpart in that language's (`--lang zh features/network` runs
+    features/zh/network)."""
     collect: list[str] = []
     named: list[str] = []
     for raw in paths:
-        path = Path(raw).expanduser()
+        path = _in_language(Path(raw).expanduser(), default, lang)
         if not path.exists():
             raise DrillError(f"feature path {raw}: no such file or folder; pass a .feature file or a folder of "
                              f"them (e.g. features/network)")
@@ -137,6 +139,28 @@ def feature_selection(paths: Iterable[str], default: Path) -> tuple[list[str], l
         collect.append(str(binder))
         named.append(str(path))
     return list(dict.fromkeys(collect)), named
+
+
+def _in_language(path: Path, default: Path, lang: str) -> Path:
+    """`path`, or its counterpart in `lang`'s tree when it is a path of the English tree under `default`."""
+    from drills.core.languages import DEFAULT_LANG, feature_root, other_trees
+
+    root, english = feature_root(default, lang).resolve(), Path(default).resolve()
+    try:
+        rel = path.resolve().relative_to(english)
+    except ValueError:
+        return path  # a site's own features: read as given
+    if lang == DEFAULT_LANG:
+        if rel.parts and rel.parts[0] in {p.name for p in other_trees(english, lang)}:
+            raise DrillError(f"feature path {path}: the {rel.parts[0]} features; run them with --lang {rel.parts[0]}")
+        return path
+    if path.resolve() == root or root in path.resolve().parents:
+        return path
+    twin = root / rel
+    if not twin.exists():
+        raise DrillError(f"feature path {path}: no {lang} counterpart {twin}; write it (the trees mirror each "
+                         f"other) or run it with --lang en")
+    return twin
 
 
 def check_reports_writable(root: Path) -> None:

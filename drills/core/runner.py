@@ -116,7 +116,7 @@ def run_drills(opts: RunOptions) -> RunResult:
     check_selection(opts.markexpr, opts.keyword)  # one line, before a run folder exists
     profile = load_target(opts.profile)
     check_run(opts, profile)
-    collect, named = feature_selection(opts.features, REPO / "features")
+    collect, named = feature_selection(opts.features, REPO / "features", opts.lang)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     reports_root = Path(opts.reports_root).resolve()
     run_dir = reports_root / run_id
@@ -196,7 +196,7 @@ def revert_runs(reports_root: Path, run_id: str | None = None, *, accept_new_hos
                            check_target=check, lease_live=None if force else check.lease_live)
 
 
-def final_table(records: list[Record], width: int = 100):
+def final_table(records: list[Record], width: int = 100, lang: str = "en"):
     """drill, scenario, target, measured, verdict — as a rich Table one line per record on a `width`-column
     terminal: long scenario names keep their Outline example values; a target the site profile set
     instead of the feature's number reads "30s (site profile)" (drills.report.figures)."""
@@ -205,9 +205,9 @@ def final_table(records: list[Record], width: int = 100):
     from drills.report.figures import headline_figures, overridden, scenario_cell
     from drills.verdicts.timeline import format_duration
 
-    from drills.report.text import labels
+    from drills.report.text import labels, say
 
-    words = labels("en")
+    words = labels(lang)
     rows = []
     for rec in records:
         row = outcomes.of(rec)
@@ -220,16 +220,19 @@ def final_table(records: list[Record], width: int = 100):
             target, measured = headline_figures(rec)
         rows.append((rec.drill, rec.scenario or "?", target, measured, f"[{style}]{verdict}[/{style}]",
                      rec.details.get("example")))
-    verdict_width = max([len("verdict"), *(len(words[outcomes.of(rec).word]) for rec in records)])
-    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in
+    from rich.cells import cell_len  # a Chinese character is two columns wide
+
+    names = {c: say(f"col_{c}", lang) for c in ("drill", "scenario", "target", "measured", "verdict")}
+    verdict_width = max([cell_len(names["verdict"]), *(cell_len(words[outcomes.of(rec).word]) for rec in records)])
+    widths = [max(cell_len(names[column]), *(cell_len(row[i]) for row in rows)) for i, column in
               ((0, "drill"), (2, "target"), (3, "measured"))] if rows else [5, 6, 8]
     others = sum(w + 3 for w in [*widths, verdict_width])  # a cell is its text, a space each side and a border
     scenario_width = max(16, width - others - 4)
-    table = Table(title="Drill results", show_lines=False)
+    table = Table(title=say("table_title", lang), show_lines=False)
     for column, min_width in zip(("drill", "target", "measured", "verdict"), [*widths, verdict_width]):
-        table.add_column(column, no_wrap=True, min_width=min_width)
+        table.add_column(names[column], no_wrap=True, min_width=min_width)
         if column == "drill":
-            table.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=scenario_width)
+            table.add_column(names["scenario"], no_wrap=True, overflow="ellipsis", max_width=scenario_width)
     for drill, scenario, *rest, example in rows:
         siblings = [row[1] for row in rows if row[0] == drill]
         table.add_row(drill, scenario_cell(scenario, example, siblings, scenario_width), *rest)
@@ -244,14 +247,16 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
 
     import pytest
 
+    from drills.core.languages import feature_root
+
     if str(REPO) not in sys.path:  # fixtures/ (the pytest layer) lives in the repo, it is not an installed package
         sys.path.insert(0, str(REPO))
-    features = collect or [str(REPO / "features")]
+    features = collect or [str(feature_root(REPO / "features", opts.lang))]  # features/ or features/zh/
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
             "--alluredir", str(run_dir / "allure-results"),
-            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id]
+            "--drills-run-dir", str(run_dir), "--drills-run-id", run_id, "--drills-lang", opts.lang]
     if lane is None:
         args += ["--clean-alluredir", "--junitxml", str(run_dir / "junit.xml")]
     else:

@@ -26,10 +26,14 @@ ACCEPTANCE_FOLDER = "acceptance"  # features/acceptance: the acceptance runbook,
 
 def drill_feature_files(root: Path) -> list[str]:
     """The drills' `.feature` files under `root`: all of them but the acceptance runbook's folder (its
-    scenarios are checks of new nodes, run by `drills accept` on its plan — never drills)."""
+    scenarios are checks of new nodes, run by `drills accept` on its plan — never drills) and the other
+    languages' trees (features/zh/ holds its own binder)."""
+    from drills.core.languages import language_trees
+
     root = Path(root)
+    others = language_trees(root)  # features/zh/ beside the English ones: a run reads one language (--lang)
     return [str(p) for p in sorted(root.rglob("*.feature"))
-            if ACCEPTANCE_FOLDER not in p.relative_to(root).parts[:-1]]
+            if ACCEPTANCE_FOLDER not in p.relative_to(root).parts[:-1] and not any(tree in p.parents for tree in others)]
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,15 @@ def known_marks() -> frozenset[str]:
                                                              "filterwarnings"})
 
 
-def candidates(features_dir: Path) -> list[Candidate]:
-    """Every test the binder of `features_dir` collects, in file order."""
+def candidates(features_dir: Path, lang: str = "en") -> list[Candidate]:
+    """Every test the binder of `lang`'s features under `features_dir` collects, in file order (English: not
+    the other languages' trees, drills/core/languages.py)."""
     from pytest_bdd.feature import get_features
     from pytest_bdd.scenario import make_python_name
 
-    root = Path(features_dir).resolve()
+    from drills.core.languages import feature_root
+
+    root = feature_root(Path(features_dir), lang).resolve()
     out = []
     for feature in get_features(drill_feature_files(root)):
         rel = str(Path(feature.filename).resolve().relative_to(root))
@@ -92,10 +99,11 @@ def candidates(features_dir: Path) -> list[Candidate]:
     return out
 
 
-def select(features_dir: Path, markexpr: str | None, keyword: str | None) -> list[Candidate]:
-    """The tests `-m markexpr -k keyword` pick from `features_dir` (every test when both are None)."""
+def select(features_dir: Path, markexpr: str | None, keyword: str | None, lang: str = "en") -> list[Candidate]:
+    """The tests `-m markexpr -k keyword` pick from `lang`'s features in `features_dir` (every test when both are
+    None)."""
     check_selection(markexpr, keyword)
-    chosen = candidates(features_dir)
+    chosen = candidates(features_dir, lang)
     if markexpr:
         expr = _compile("-m", markexpr)
         chosen = [c for c in chosen if expr.evaluate(lambda name, c=c: name in c.marks)]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from drills.core import outcomes
 from drills.core.record import Category, Record
-from drills.report.text import fmt_seconds, slug
+from drills.report.text import fmt_seconds, labels as words_in, say, slug
 from drills.report.timeline_chart import timeline_png
 
 __all__ = ["enrich_results", "category_trace_line", "category_trace_regex", "NODEID_LABEL", "state_diff_text"]
@@ -92,9 +92,10 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
         return status_changed
     params = result.setdefault("parameters", [])
     have = {p.get("name") for p in params}
-    for name, value in (("measured recovery", fmt_seconds(record.recovery_s)),
-                        ("target", fmt_seconds(record.target_s)),
-                        ("verdict", record.verdict.value)):
+    verdict = record.verdict.value if lang == "en" else words_in(lang).get(record.verdict.value, record.verdict.value)
+    for name, value in ((say("allure_measured", lang), fmt_seconds(record.recovery_s)),
+                        (say("allure_target", lang), fmt_seconds(record.target_s)),
+                        (say("allure_verdict", lang), verdict)):
         if name not in have:
             # excluded: the values change from run to run and must not split the test's history.
             params.append({"name": name, "value": value, "excluded": True})
@@ -109,7 +110,7 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
     if record.injected is not None:
         chart = timeline_png(record, results_dir / f"{stem}-attachment.png", overlay=list(record.overlay) or None,
                              overlay_label=record.overlay_label, lang=lang)
-        attachments.append({"name": "timeline", "source": chart.name, "type": "image/png"})
+        attachments.append({"name": say("allure_timeline", lang), "source": chart.name, "type": "image/png"})
     diff = (record.details or {}).get("state_diff")
     if diff:
         diff_file = results_dir / f"{stem}-state-attachment.txt"
@@ -118,7 +119,7 @@ def _enrich(result: dict, record: Record, results_dir: Path, lang: str) -> bool:
     if record.logs:
         text_file = results_dir / f"{stem}-logs-attachment.txt"
         text_file.write_text("\n".join(record.logs), encoding="utf-8")
-        attachments.append({"name": "logs excerpt", "source": text_file.name, "type": "text/plain"})
+        attachments.append({"name": say("allure_logs", lang), "source": text_file.name, "type": "text/plain"})
     if record.category is not None and not outcomes.of(record).counts_as_pass:
         if not any(label.get("name") == "category" for label in labels):
             labels.append({"name": "category", "value": record.category.value})

@@ -8,15 +8,15 @@ import re
 from pathlib import Path
 
 from drills.core import datafiles
+from drills.core.languages import LANGS
 from drills.core.errors import DrillError
 from drills.core.record import Category
 
-__all__ = ["labels", "environment_labels", "categories", "category_name", "fmt_seconds", "slug", "LANGS"]
+__all__ = ["labels", "say", "environment_labels", "categories", "category_name", "fmt_seconds", "slug", "LANGS"]
 
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
-LANGS = ("en", "zh")
 
 
 def labels(lang: str = "en") -> dict[str, str]:
@@ -25,6 +25,13 @@ def labels(lang: str = "en") -> dict[str, str]:
         raise DrillError(f"unknown report language {lang!r}: use one of {', '.join(LANGS)}")
     table = _yaml("labels.yaml")
     return {**table["en"], **table.get(lang, {})}
+
+
+def say(key: str, lang: str = "en", **fields) -> str:
+    """A console sentence from messages.yaml in `lang` (English when the language lacks it), its fields filled."""
+    table = _yaml("messages.yaml")
+    template = (table.get(lang) or {}).get(key) or table["en"][key]
+    return template.format(**fields)
 
 
 def environment_labels(facts: dict, lang: str = "en") -> dict:

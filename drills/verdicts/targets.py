@@ -35,7 +35,8 @@ FEATURE = "feature"  # the scenario's number (the contract)
 PROFILE = "profile"  # the site profile set the field explicitly: it overrides the scenario's number
 DEFAULT = "default"  # the scenario states no number and the profile sets none: the profile model's default
 
-_UNITS = {"second": 1, "seconds": 1, "minute": 60, "minutes": 60, "hour": 3600, "hours": 3600}
+_UNITS = {"second": 1, "seconds": 1, "minute": 60, "minutes": 60, "hour": 3600, "hours": 3600,
+          "秒": 1, "秒钟": 1, "分钟": 60, "小时": 3600}  # the zh-CN features' "15 分钟" (features/zh/)
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ def annotate(verdict: Verdict, target: Target) -> Verdict:
 
 
 def duration_s(text: str) -> float:
-    """A scenario's duration: "15 minutes" → 900, "90 seconds" → 90, "1 hour" → 3600."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(seconds?|minutes?|hours?)\s*", text)
+    """A scenario's duration: "15 minutes" → 900, "90 seconds" → 90, "1 hour" → 3600, "15 分钟" → 900."""
+    units = "|".join(sorted(_UNITS, key=len, reverse=True))
+    match = re.fullmatch(rf"\s*(\d+(?:\.\d+)?)\s*({units})\s*", text)
     if not match:
         raise ValueError(f"not a duration: {text!r} (say e.g. \"15 minutes\")")
     return float(match.group(1)) * _UNITS[match.group(2)]

@@ -140,6 +140,17 @@ def test_enrich_adds_parameters_attachments_severity_and_category_once(tmp_path)
     assert "attachments" not in json.loads((tmp_path / "b-result.json").read_text())
 
 
+def test_enrich_names_its_parameters_and_attachments_in_chinese(tmp_path):
+    """`drills run --lang zh`: the Allure result's parameters, verdict word and attachments read in Chinese."""
+    (tmp_path / "a-result.json").write_text(json.dumps(_result("Drain a node", "failed", "AssertionError: x")))
+    record = failed(category="stale_checkpoint", details={"logs": ["line 1"]})
+    assert enrich_results(tmp_path, [record], lang="zh") == 1
+    result = json.loads((tmp_path / "a-result.json").read_text())
+    assert {p["name"]: p["value"] for p in result["parameters"]} == {"实测恢复时间": "11m 40s", "目标": "5m 00s",
+                                                                     "结论": "失败"}
+    assert {a["name"] for a in result["attachments"]} == {"drill record (JSON)", "时间线", "日志摘录"}
+
+
 def test_categories_json_has_one_category_per_type_matching_only_the_trace_line(tmp_path):
     cats = json.loads(write_categories(tmp_path).read_text())
     assert len(cats) == len(Category) and all("messageRegex" not in c for c in cats)
