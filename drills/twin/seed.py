@@ -102,6 +102,7 @@ def node_object(profile: TwinProfile, node: NodeSpec, now: str | None = None) ->
             "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
             "nvidia.com/gpu.family": pool.gpu_family,
             "nvidia.com/cuda.driver.major": str(info.cuda_driver_major),
+            "nvidia.com/gpu.deploy.dcgm-exporter": "true",  # the GPU Operator's state label (pool labels may override)
         })
     if node.leaf:
         labels[LEAF_LABEL] = node.leaf
@@ -230,7 +231,9 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
     meta = {"name": dep.name, "namespace": dep.namespace, "labels": dict(labels)}
     # The kubelet holds readiness back for the model load (vLLM loading weights before /health answers).
     pod_meta: dict = {"labels": dict(labels),
-                      "annotations": {"twin.gpu-drills.io/startup-s": f"{profile.model_load_seconds(dep):g}"}}
+                      "annotations": {"twin.gpu-drills.io/startup-s": f"{profile.model_load_seconds(dep):g}",
+                                      # vLLM's own /metrics on its API port, for a Prometheus that reads these
+                                      "prometheus.io/scrape": "true", "prometheus.io/port": str(dep.port)}}
     if dep.queue:
         pod_meta["annotations"]["scheduling.volcano.sh/queue-name"] = dep.queue
     pod_spec: dict = {

@@ -7,6 +7,10 @@ Prometheus that runs beside the drills scrapes pods this way (relabel `__address
 (drills/twin/workloads/container_ports.py), the same one `kubectl port-forward` reaches; nothing listening is
 the real server's 503 "error trying to reach service: dial tcp …: connect: connection refused".
 RBAC: verb `get` (GET/HEAD) or `create` (POST) on `pods/proxy`, like the real server.
+
+nodes/proxy (`/api/v1/nodes/{name}/proxy/metrics`, the kubelet's port 10250): while the node's kubelet runs, the
+kubelet's `kubelet_node_name{node}` gauge (k8s.io/kubernetes pkg/kubelet/metrics: NodeName) — enough for `up`
+to say the kubelet answers; a stopped kubelet is the dial error, so `up` drops to 0 like a lost node's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from drills.twin.api import status as st
 from drills.twin.api.keys import STORE
 from drills.twin.api.resources import by_path
 from drills.twin.api.store import Store
+from drills.twin.controllers.nodeutil import kubelet_stopped, node_ip
 from drills.twin.workloads import container_ports
 
 __all__ = ["routes"]
@@ -27,13 +32,31 @@ __all__ = ["routes"]
 log = logging.getLogger(__name__)
 
 _PODS = by_path("", "v1", "pods")
+_NODES = by_path("", "v1", "nodes")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te", "trailer",
                "content-length", "date", "server"}
 
 
 def routes() -> list[web.RouteDef]:
     base = "/api/v1/namespaces/{namespace}/pods/{name}/proxy"
-    return [web.route(m, path, _proxy) for m in ("GET", "HEAD", "POST") for path in (base, base + "/{path:.*}")]
+    return [*(web.route(m, path, _proxy) for m in ("GET", "HEAD", "POST") for path in (base, base + "/{path:.*}")),
+            web.get("/api/v1/nodes/{name}/proxy/{path:.*}", _node_proxy)]
+
+
+async def _node_proxy(request: web.Request) -> web.Response:
+    store: Store = request.app[STORE]
+    spec = request.match_info["name"]
+    node = store.get(_NODES, None, spec.split(":")[-2] if spec.count(":") == 2 else spec.split(":")[0])
+    name = node["metadata"]["name"]
+    if kubelet_stopped(node):
+        raise st.ApiError(503, "ServiceUnavailable",
+                          f"error trying to reach service: dial tcp {node_ip(node)}:10250: connect: connection refused")
+    if request.match_info["path"] != "metrics":
+        return web.Response(status=404, text="404 page not found\n")
+    text = ("# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.\n"
+            f"# TYPE kubelet_node_name gauge\nkubelet_node_name{{node=\"{name}\"}} 1\n")
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
 
 
 async def _proxy(request: web.Request) -> web.StreamResponse:
