@@ -29,6 +29,7 @@ LEAF_LABEL = "network.gpu-drills.io/leaf"
 ROLE_LABEL = "gpu-drills.io/role"
 POOL_LABEL = "gpu-drills.io/pool"
 SYSTEM_DAEMONSETS = Path(__file__).parent / "system" / "gpu-daemonsets.yaml"
+SYSTEM_MONITORING = Path(__file__).parent / "system" / "monitoring.yaml"
 _SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
@@ -58,6 +59,8 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
         out.append(_lease(node.name, profile.timings.lease_duration, now))
     if any(pool.gpus for pool in profile.node_pools.values()):
         out.extend(_system_daemonsets(set(profile.namespaces)))
+    if any(pool.role == "cpu" for pool in profile.node_pools.values()):
+        out.extend(datafiles.load_file(SYSTEM_MONITORING)["deployments"])  # kube-state-metrics, on the system pool
     out.extend(copy.deepcopy(DEFAULT_POLICY))
     out.append({
         "apiVersion": "v1", "kind": "Service",

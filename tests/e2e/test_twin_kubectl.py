@@ -117,7 +117,7 @@ def test_api_resources_resolves_short_names(kubectl):
                for line in out.splitlines())
     assert "pdb" in rows["poddisruptionbudgets"][1]
     assert any("vcjob" in line and "batch.volcano.sh/v1alpha1" in line for line in out.splitlines())
-    assert kubectl("get", "no", "-o", "name").count("node/") == 6
+    assert kubectl("get", "no", "-o", "name").count("node/") == 8  # 6 GPU nodes and the 2 of the system pool
 
 
 def test_get_nodes_shows_gpu_columns(kubectl):
