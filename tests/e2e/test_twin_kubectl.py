@@ -159,7 +159,8 @@ def test_drain_evicts_but_a_pdb_blocks_it_with_a_clear_message(kubectl):
     node = "gpu-train-03"
     kubectl.apply(f"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\n  namespace: {NS}\nspec:\n"
                   f"  replicas: 2\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n"
-                  f"      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: main, image: busybox}}\n")
+                  f"      labels: {{app: web}}\n    spec:\n      nodeSelector: {{kubernetes.io/hostname: {node}}}\n"
+                  f"      containers:\n      - {{name: main, image: busybox}}\n")  # its own pods: Pending (GPU taint)
     kubectl.apply(f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: {NS}\nspec:\n"
                   f"  selector:\n    matchLabels: {{app: agent}}\n  template:\n    metadata:\n"
                   f"      labels: {{app: agent}}\n    spec:\n      tolerations: [{{operator: Exists}}]\n"

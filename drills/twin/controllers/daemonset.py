@@ -6,7 +6,9 @@ every daemon pod (not-ready, unreachable, disk/memory/pid pressure, unschedulabl
 network-unavailable for hostNetwork pods), so a cordoned node keeps its daemons. Pods are created
 with a required node affinity on `metadata.name` (the scheduler binds them, as since Kubernetes
 1.12) and the labels `controller-revision-hash` / `pod-template-generation`; a pod on a node that is
-no longer eligible, or gone, is deleted. Status carries the counts `kubectl get ds` prints.
+gone, or no longer matches the selector, or has a NoExecute taint it does not tolerate, is deleted — a
+NoSchedule taint added later keeps the daemon running (NodeShouldRunDaemonPod's shouldContinueRunning: the
+device plugin's `nvidia.com/gpu.unhealthy` taint does not take the node's dcgm-exporter away). Status carries the counts `kubectl get ds` prints.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from drills.twin.controllers.daemontally import DaemonTally
 from drills.twin.controllers.nodeutil import matches_node_selector, untolerated
 from drills.twin.controllers.podutil import pod_from_template
 
-__all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
+__all__ = ["DaemonSetController", "daemon_tolerations", "eligible", "continues"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,16 @@ def eligible(ds: dict, node: dict) -> bool:
     if not matches_node_selector(probe, node):
         return False
     return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"]) is None
+
+
+def continues(ds: dict, node: dict) -> bool:
+    """Should a daemon pod already on this node keep running (selector, affinity, NoExecute taints only)?"""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    probe = {"spec": {**spec, "tolerations": daemon_tolerations(spec)}}
+    if not matches_node_selector(probe, node):
+        return False
+    return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"],
+                       effects=("NoExecute",)) is None
 
 
 class DaemonSetController(Controller):
@@ -124,7 +136,8 @@ class DaemonSetController(Controller):
         wanted = set(self._nodes_wanted(key, ds))
         have = daemons.nodes()
         status = self._status(ds, daemons, wanted)
-        extra = list(daemons.extra(wanted))
+        staying = {n for n in set(have) - wanted if (node := self.nodes.get("", n)) is not None and continues(ds, node)}
+        extra = list(daemons.extra(wanted | staying))
         creating = self._creating.setdefault(key, set())
         missing = sorted(wanted - have - creating)
         batch, done = 1, 0
