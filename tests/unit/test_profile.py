@@ -77,6 +77,8 @@ EFFECTS = {
     "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
     "late-crash-after-resume": lambda p: _job(p).after_resume.crash_after == 330,
     "store-no-headroom": lambda p: p.storage.io_bandwidth_mb_s == 50 and p.storage.client_bandwidth_mb_s == 40,
+    "dcgm-exporter-off-training": lambda p: p.node_pools["training"].labels.get("nvidia.com/gpu.deploy.dcgm-exporter")
+    == "false" and "nvidia.com/gpu.deploy.dcgm-exporter" not in p.node_pools["inference"].labels,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)
