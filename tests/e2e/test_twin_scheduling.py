@@ -48,8 +48,8 @@ def test_failed_scheduling_explains_like_kube_scheduler(twin_factory):
     assert no_tol.message.startswith("0/8 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
                                      "6 node(s) had untolerated taint {nvidia.com/gpu: present}.")
     too_big = wait_for(lambda: first_event(core, "too-big", "FailedScheduling"), "FailedScheduling")
-    assert too_big.message.startswith("0/8 nodes are available: 4 node(s) didn't match Pod's node "
-                                      "affinity/selector, 4 Insufficient nvidia.com/gpu.")
+    assert too_big.message.startswith("0/8 nodes are available: 4 Insufficient nvidia.com/gpu, 4 node(s) didn't "
+                                      "match Pod's node affinity/selector.")  # equal counts: in text order
     assert "preemption: 0/8 nodes are available" in too_big.message
     cond = condition(core.read_namespaced_pod("too-big", NS), "PodScheduled")
     assert (cond.status, cond.reason) == ("False", "Unschedulable") and "Insufficient nvidia.com/gpu" in cond.message
