@@ -59,8 +59,6 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
         out.append(_lease(node.name, profile.timings.lease_duration, now))
     if any(pool.gpus for pool in profile.node_pools.values()):
         out.extend(_system_daemonsets(set(profile.namespaces)))
-    if any(pool.role == "cpu" for pool in profile.node_pools.values()):
-        out.extend(datafiles.load_file(SYSTEM_MONITORING)["deployments"])  # kube-state-metrics, on the system pool
     out.extend(copy.deepcopy(DEFAULT_POLICY))
     out.append({
         "apiVersion": "v1", "kind": "Service",
@@ -73,12 +71,15 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
 
 
 def seed_workloads(profile: TwinProfile) -> list[dict]:
-    """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one."""
+    """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one, and
+    kube-state-metrics when the profile has a system (CPU) pool to run it."""
     out: list[dict] = []
     for job in profile.workloads.training.values():
         out.append(training_job_object(profile, job))
     for dep in profile.workloads.inference.values():
         out.extend(inference_objects(profile, dep))
+    if any(pool.role == "cpu" for pool in profile.node_pools.values()):
+        out.extend(datafiles.load_file(SYSTEM_MONITORING)["deployments"])  # kube-state-metrics, on the system pool
     return out
 
 
