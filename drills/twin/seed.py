@@ -29,6 +29,7 @@ LEAF_LABEL = "network.gpu-drills.io/leaf"
 ROLE_LABEL = "gpu-drills.io/role"
 POOL_LABEL = "gpu-drills.io/pool"
 SYSTEM_DAEMONSETS = Path(__file__).parent / "system" / "gpu-daemonsets.yaml"
+SYSTEM_MONITORING = Path(__file__).parent / "system" / "monitoring.yaml"
 _SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
@@ -70,12 +71,15 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
 
 
 def seed_workloads(profile: TwinProfile) -> list[dict]:
-    """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one."""
+    """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one, and
+    kube-state-metrics when the profile has a system (CPU) pool to run it."""
     out: list[dict] = []
     for job in profile.workloads.training.values():
         out.append(training_job_object(profile, job))
     for dep in profile.workloads.inference.values():
         out.extend(inference_objects(profile, dep))
+    if any(pool.role == "cpu" for pool in profile.node_pools.values()):
+        out.extend(datafiles.load_file(SYSTEM_MONITORING)["deployments"])  # kube-state-metrics, on the system pool
     return out
 
 
@@ -102,6 +106,7 @@ def node_object(profile: TwinProfile, node: NodeSpec, now: str | None = None) ->
             "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
             "nvidia.com/gpu.family": pool.gpu_family,
             "nvidia.com/cuda.driver.major": str(info.cuda_driver_major),
+            "nvidia.com/gpu.deploy.dcgm-exporter": "true",  # the GPU Operator's state label (pool labels may override)
         })
     if node.leaf:
         labels[LEAF_LABEL] = node.leaf
@@ -233,7 +238,9 @@ def inference_objects(profile: TwinProfile, dep: InferenceDeployment) -> list[di
     meta = {"name": dep.name, "namespace": dep.namespace, "labels": dict(labels)}
     # The kubelet holds readiness back for the model load (vLLM loading weights before /health answers).
     pod_meta: dict = {"labels": dict(labels),
-                      "annotations": {"twin.gpu-drills.io/startup-s": f"{profile.model_load_seconds(dep):g}"}}
+                      "annotations": {"twin.gpu-drills.io/startup-s": f"{profile.model_load_seconds(dep):g}",
+                                      # vLLM's own /metrics on its API port, for a Prometheus that reads these
+                                      "prometheus.io/scrape": "true", "prometheus.io/port": str(dep.port)}}
     if dep.queue:
         pod_meta["annotations"]["scheduling.volcano.sh/queue-name"] = dep.queue
     pod_spec: dict = {

@@ -108,7 +108,9 @@ def test_master_and_two_worker_pods_load_the_gateway_and_aggregate_like_local(tw
 
 
 def test_a_load_whose_pods_cannot_run_fails_the_start_and_leaves_nothing(twin, cluster, tmp_path):
-    runner = _runner(twin, cluster, tmp_path / "stuck", pod_options={"tolerations": []}, pod_start_timeout_s=120)
+    # pinned to the GPU nodes without their toleration (on the system pool the pods would run)
+    runner = _runner(twin, cluster, tmp_path / "stuck", pod_options={"tolerations": [], "node_selector": {
+        "gpu-drills.io/role": "inference"}}, pod_start_timeout_s=120)
     with pytest.raises(InjectionFailed, match="of 3 locust pods .* untolerated taint"):
         runner.start()
     assert _ours(cluster, runner.name) == {"pods": [], "jobs": [], "services": []}

@@ -81,7 +81,8 @@ def test_a_leftover_job_is_refused_in_one_line(cluster):
 
 def test_pods_that_cannot_run_fail_the_injection_with_the_schedulers_reason(cluster):
     spec = storage.SaturationSpec(directory="/store", mode="job", namespace=NS, claim="ckpt-store", parallelism=2,
-                                  job_name="drills-fio-test", max_seconds=600)  # no toleration for the GPU taint
+                                  job_name="drills-fio-test", max_seconds=600,  # no toleration for the GPU taint
+                                  node_selector={"gpu-drills.io/role": "training"})  # (the system pool has none)
     try:
         with pytest.raises(InjectionFailed, match="0 of 2 fio pods .* untolerated taint"):
             inject_job(cluster, spec, start_timeout_s=300)

@@ -19,7 +19,7 @@ pytestmark = [
 
 AGENTS = {("gpu-operator", "nvidia-device-plugin-daemonset"), ("gpu-operator", "nvidia-dcgm-exporter"),
           ("gpu-operator", "nvidia-dcgm"), ("nvidia-network-operator", "rdma-shared-dp-ds")}
-GPU_NODES = 6  # the minimal profile: 4 training + 2 inference nodes
+GPU_NODES = 6  # the minimal profile: 4 training + 2 inference nodes (and 2 CPU nodes of the system pool)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,8 @@ def test_the_gpu_node_agents_run_on_every_gpu_node(kubectl):
     pods = json.loads(kubectl("get", "pods", "-n", "gpu-operator", "-l", "app=nvidia-device-plugin-daemonset",
                               "-o", "json"))["items"]
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(
-        kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").split())
+        kubectl("get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "jsonpath={.items[*].metadata.name}").split())
+    assert not [p for p in pods if p["spec"]["nodeName"].startswith("cpu-system-")]  # the system pool has no GPU
     tolerated = {(t.get("key"), t.get("effect")) for t in pods[0]["spec"]["tolerations"]}
     assert {("nvidia.com/gpu", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute"),
             ("node.kubernetes.io/unschedulable", "NoSchedule")} <= tolerated

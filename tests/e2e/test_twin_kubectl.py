@@ -117,7 +117,7 @@ def test_api_resources_resolves_short_names(kubectl):
                for line in out.splitlines())
     assert "pdb" in rows["poddisruptionbudgets"][1]
     assert any("vcjob" in line and "batch.volcano.sh/v1alpha1" in line for line in out.splitlines())
-    assert kubectl("get", "no", "-o", "name").count("node/") == 6
+    assert kubectl("get", "no", "-o", "name").count("node/") == 8  # 6 GPU nodes and the 2 of the system pool
 
 
 def test_get_nodes_shows_gpu_columns(kubectl):
@@ -159,7 +159,8 @@ def test_drain_evicts_but_a_pdb_blocks_it_with_a_clear_message(kubectl):
     node = "gpu-train-03"
     kubectl.apply(f"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\n  namespace: {NS}\nspec:\n"
                   f"  replicas: 2\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n"
-                  f"      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: main, image: busybox}}\n")
+                  f"      labels: {{app: web}}\n    spec:\n      nodeSelector: {{kubernetes.io/hostname: {node}}}\n"
+                  f"      containers:\n      - {{name: main, image: busybox}}\n")  # its own pods: Pending (GPU taint)
     kubectl.apply(f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: {NS}\nspec:\n"
                   f"  selector:\n    matchLabels: {{app: agent}}\n  template:\n    metadata:\n"
                   f"      labels: {{app: agent}}\n    spec:\n      tolerations: [{{operator: Exists}}]\n"

@@ -86,6 +86,8 @@ EFFECTS = {
     # issue 35: a noisy neighbour's defects (each alone keeps serving; together a burst preempts the replicas)
     "no-priority-class": lambda p: _infer(p).priority_class is None,
     "shared-queue": lambda p: _infer(p).queue == _job(p).queue == "training",
+    "dcgm-exporter-off-training": lambda p: p.node_pools["training"].labels.get("nvidia.com/gpu.deploy.dcgm-exporter")
+    == "false" and "nvidia.com/gpu.deploy.dcgm-exporter" not in p.node_pools["inference"].labels,
 }
 
 # acceptance defects act on the `expansion` profile's new nodes (gpu-new-02)

@@ -59,7 +59,11 @@ def test_cluster_comes_before_workloads(minimal):
 
 def test_nodes_carry_gpu_and_topology_labels(minimal):
     nodes = [o for o in seed_cluster(minimal, now=NOW) if o["kind"] == "Node"]
-    assert len(nodes) == 6
+    assert len(nodes) == 8  # 6 GPU nodes and the system pool's 2 CPU nodes: no GPU label, no taint
+    system = [n for n in nodes if n["metadata"]["labels"]["gpu-drills.io/role"] == "cpu"]
+    assert [n["metadata"]["name"] for n in system] == ["cpu-system-01", "cpu-system-02"]
+    assert not any("nvidia.com/gpu.present" in n["metadata"]["labels"] or n["spec"].get("taints")
+                   or "nvidia.com/gpu" in n["status"]["capacity"] for n in system)
     training = [n for n in nodes if n["metadata"]["labels"]["gpu-drills.io/role"] == "training"]
     assert [n["metadata"]["name"] for n in training] == ["gpu-train-01", "gpu-train-02", "gpu-train-03", "gpu-train-04"]
     labels = training[0]["metadata"]["labels"]
@@ -83,7 +87,7 @@ def test_queues_priority_classes_and_leases(minimal):
     values = {o["metadata"]["name"]: o["value"] for o in objs if o["kind"] == "PriorityClass"}
     assert values["training-low"] == 1000 and values["inference-high"] == 100000
     leases = [o for o in objs if o["kind"] == "Lease"]
-    assert {o["metadata"]["namespace"] for o in leases} == {"kube-node-lease"} and len(leases) == 6
+    assert {o["metadata"]["namespace"] for o in leases} == {"kube-node-lease"} and len(leases) == 8
     assert _parse(_complete(leases[0]), "V1Lease").spec.renew_time is not None
 
 
@@ -107,13 +111,22 @@ def test_volcano_job_matches_the_profile(minimal):
 
 
 def test_inference_deployment_service_and_pdb(minimal):
-    objs = {o["kind"]: o for o in seed_workloads(minimal) if o["kind"] != "Job"}
+    objs = {o["kind"]: o for o in seed_workloads(minimal)
+            if o["kind"] != "Job" and o["metadata"]["namespace"] == "ai-platform"}  # kube-state-metrics is kube-system's
     dep = _parse(_complete(objs["Deployment"]), "V1Deployment")
     assert dep.spec.replicas == 2 and dep.spec.selector.match_labels == {"app": "llama-7b-infer"}
     assert dep.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
     svc = _parse(_complete(objs["Service"]), "V1Service")
     assert svc.metadata.name == "llama-7b-infer" and svc.spec.ports[0].port == 8000
     assert _parse(_complete(objs["PodDisruptionBudget"]), "V1PodDisruptionBudget").spec.min_available == 1
+
+
+def test_kube_state_metrics_runs_on_the_system_pool_only():
+    dep = next(o for o in seed_workloads(load_profile("minimal")) if o["metadata"]["name"] == "kube-state-metrics")
+    spec = dep["spec"]["template"]["spec"]
+    assert dep["metadata"]["namespace"] == "kube-system" and not spec.get("tolerations")  # GPU nodes are tainted
+    assert dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8080"
+    assert not [o for o in seed_workloads(load_profile("large")) if o["metadata"]["name"] == "kube-state-metrics"]
 
 
 def test_no_pdb_defect_drops_the_pdb():

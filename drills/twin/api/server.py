@@ -18,7 +18,7 @@ import logging
 
 from aiohttp import web
 
-from drills.twin.api import discovery, metrics, rbac, status as st, twin_routes, watch
+from drills.twin.api import discovery, metrics, proxy, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
 from drills.twin.api.handlers import OPEN_WATCHES, WARNINGS, dispatch, resolve
 from drills.twin.api.keys import ATTRIBUTES, AUDIT, AUTHORIZATION, OBJECT_NAME, STARTED, STORE, TARGET, USER, VERB
@@ -50,6 +50,7 @@ def build_app(store: Store, audit: AuditLog | None = None, token: str | None = N
     app.add_routes(discovery.routes())
     app.add_routes(twin_routes.routes())
     app.add_routes(metrics.routes())  # before the stored kinds' catch-all routes
+    app.add_routes(proxy.routes())
     app.add_routes([
         web.route("*", "/api/{version}/{tail:.+}", _core),
         web.route("*", "/apis/{group}/{version}/{tail:.+}", _grouped),

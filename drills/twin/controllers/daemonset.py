@@ -9,7 +9,7 @@ an untolerated NoExecute taint, or a selector that no longer matches, removes it
 not take the node's DCGM and exporter pods away. Pods are created
 with a required node affinity on `metadata.name` (the scheduler binds them, as since Kubernetes
 1.12) and the labels `controller-revision-hash` / `pod-template-generation`; a pod on a node that is
-no longer eligible, or gone, is deleted. Status carries the counts `kubectl get ds` prints.
+gone, or no longer eligible (as above), is deleted. Status carries the counts `kubectl get ds` prints.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ TRUTH_APP_KEY = web.AppKey("truth", object)  # the API server's app key `GET /tw
 
 def install(twin: Any) -> None:
     """Component provider: hub, truth route data, fabric SSH switches, inference gateway."""
+    from drills.twin.exporters import install as install_exporters
     from drills.twin.workloads.fabric_component import FabricComponent
     from drills.twin.workloads.inference_gateway import install_gateway
 
@@ -46,6 +47,7 @@ def install(twin: Any) -> None:
     fabric = FabricComponent(twin)
     twin.add_component("fabric", fabric.start, fabric.stop)
     install_gateway(twin)
+    install_exporters(twin)
 
 
 async def _truth(request: Any) -> Any:

@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
+__all__ = ["gpu_uuid", "pci_bus_id", "MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -22,6 +22,20 @@ _RULE = "+---------------------------+------------------------------------------
 def _uuid(node: str, gpu: int) -> str:
     h = f"{zlib.crc32(f'{node}/{gpu}'.encode()):08x}{zlib.crc32(f'{gpu}/{node}'.encode()):08x}"
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[:4]}-{h[4:16]}"
+
+
+def gpu_uuid(node: str, gpu: int) -> str:
+    """GPU `gpu` of `node`'s UUID, the same wherever it is printed (nvidia-smi, dcgm-exporter's `UUID` label)."""
+    return _uuid(node, gpu)
+
+
+_DGX_H100_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)  # an 8-GPU HGX H100 board's PCI buses
+
+
+def pci_bus_id(gpu: int) -> str:
+    """GPU `gpu`'s PCI bus id as nvidia-smi and dcgm-exporter print it (a bus number stays within 0x00-0xFF)."""
+    bus = _DGX_H100_BUSES[gpu] if gpu < len(_DGX_H100_BUSES) else (0x18 + 0x11 * gpu) % 0x100
+    return f"00000000:{bus:02X}:00.0"
 
 
 def nvidia_smi(node: str, name: str, visible: int, driver: str, cuda: str, temps: list[int]) -> list[str]:
@@ -38,7 +52,7 @@ def nvidia_smi(node: str, name: str, visible: int, driver: str, cuda: str, temps
             "|                                         |                        |               MIG M. |",
             "|=========================================+========================+======================|"]
     for i in range(visible):
-        bus = f"00000000:{0x19 + 0x22 * i:02X}:00.0"
+        bus = pci_bus_id(i)
         out += [f"| {i:>3}  {name:<31}{'On':>3} |   {bus} Off |                    0 |",
                 f"| N/A   {temps[i]:>2}C    P0            {70 + i % 4:>3}W /  700W |       1MiB /  81559MiB |      0%      Default |",
                 "|                                         |                        |             Disabled |",

@@ -49,6 +49,8 @@ class WorkloadHub:
         self._store: CheckpointStore | None = None
         self.leaves = LeafViews()
         self.fabric = None  # FabricHandle once the fabric component started
+        self.gateway: Any = None  # the inference gateway (its replicas' load), once installed
+        self.training_sims: dict = {}  # (ns, job) → JobSim, the training controller's (whether a job steps)
         self._listeners: list[LeafListener] = []
 
     @property

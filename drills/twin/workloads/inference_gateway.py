@@ -44,6 +44,7 @@ from aiohttp import web
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
+from drills.twin.exporters.vllm import ReplicaMetrics
 from drills.twin.workloads.hub import hub_for
 from drills.twin.workloads.replica_process import GONE, LOADING, ReplicaProcesses
 
@@ -80,11 +81,13 @@ class Gateway:
     def __init__(self, twin: Any):
         self.twin = twin
         self.hub = hub_for(twin)
+        self.hub.gateway = self  # the exporters read its replicas' load
         profile = twin.profile
         deps = list(profile.workloads.inference.values()) if profile is not None else []
         self.models = {d.model_name: _Model(d, f"{d.namespace}/{d.name}") for d in deps}
         self.by_service = {(d.namespace, d.service_name): d.model_name for d in deps}
         self.inflight: dict[str, int] = {}
+        self.replica_metrics: dict[str, ReplicaMetrics] = {}  # pod → its vLLM /metrics (drills/twin/exporters/vllm.py)
         self._rr = itertools.count()
         self.requests: collections.Counter[str] = collections.Counter()  # "METHOD path" → requests received
         self.processes = ReplicaProcesses(twin.clock, getattr(profile, "timings", None))
@@ -227,7 +230,7 @@ class Gateway:
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
-        return web.json_response(self.completion_body(model, body, tokens, chat, latency),
+        return web.json_response(self.completion_body(model, body, tokens, chat, latency, replica),
                                  headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
 
     async def _serve(self, replica: str, wall_s: float) -> bool:
@@ -241,6 +244,13 @@ class Gateway:
         except asyncio.TimeoutError:
             return False
         return True
+
+    def metrics_of(self, model: _Model, replica: str) -> ReplicaMetrics:
+        """The replica process's own vLLM metrics (created with the first request or scrape, like its process)."""
+        found = self.replica_metrics.get(replica)
+        if found is None:
+            found = self.replica_metrics[replica] = ReplicaMetrics(model.spec.model_name, model.spec.max_concurrency)
+        return found
 
     def _model(self, name: Any) -> _Model | None:
         if not name:
@@ -286,12 +296,15 @@ class Gateway:
         response.headers[LATENCY_HEADER] = _ms(FAIL_LATENCY_S)
         return response
 
-    def completion_body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float) -> dict:
+    def completion_body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float, replica: str) -> dict:
+        """The answer `replica` served (its vLLM metrics observe it)."""
         text = " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
         prompt = req.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in req.get("messages") or []
                                                              if isinstance(m, dict))
         usage = {"prompt_tokens": len(str(prompt or "").split()), "completion_tokens": tokens}
         usage["total_tokens"] = usage["prompt_tokens"] + tokens
+        self.metrics_of(model, replica).served(latency, usage["prompt_tokens"], tokens,
+                                               first_token_s=min(latency, model.spec.base_latency))
         created = int(self.twin.clock.timestamp())
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,

@@ -60,6 +60,7 @@ class TrainingController(Controller):
         self.vcjobs.add_handler(self._on_vcjob)
         self.hub.on_leaf_change(self._on_leaf)
         self.sims: dict[tuple[str, str], JobSim] = {}
+        self.hub.training_sims = self.sims  # the exporters read whether a job steps (GPU utilisation)
         self.stopped_at: dict[str, float] = {}  # pod uid → when its process stopped (deleted pods)
         self.job_pods: dict[tuple[str, str], set[str]] = defaultdict(set)
         self.node_jobs: dict[str, set[tuple[str, str]]] = defaultdict(set)

@@ -4,7 +4,8 @@ gateway registers for the pods of its Deployments on their `--port`.
 
 - The replica listens once its model is loaded (the container Ready), and still while it terminates
   (vLLM serves until it stops); before that, nothing listens.
-- `GET /health` → 200, empty; `GET /v1/models` → this replica's model; `POST /v1/completions` and
+- `GET /health` → 200, empty; `GET /metrics` → vLLM's Prometheus metrics (drills/twin/exporters/vllm.py);
+  `GET /v1/models` → this replica's model; `POST /v1/completions` and
   `/v1/chat/completions` → the gateway's answer body, after the modelled latency with this replica's
   in-flight requests (shared with the gateway's routing: both load the same replica); an unknown
   `model` → vLLM's 404 error; any other path → FastAPI's 404 `{"detail":"Not Found"}`.
@@ -51,6 +52,11 @@ class _App:
         path = req.path.split("?", 1)[0]
         if (req.method, path) == ("GET", "/health"):
             return HttpReply(200, b"")
+        if (req.method, path) == ("GET", "/metrics"):  # vLLM's server mounts prometheus_client's app there
+            from drills.twin.exporters import TEXT_FORMAT
+
+            body = self.gateway.metrics_of(self.model, self.replica).exposition(self.gateway.inflight.get(self.replica, 0))
+            return HttpReply(200, body, (("content-type", TEXT_FORMAT),))
         if (req.method, path) == ("GET", "/v1/models"):
             spec = self.model.spec
             created = int(self.gateway.twin.clock.timestamp())
@@ -82,7 +88,7 @@ class _App:
             await asyncio.sleep(max(latency / self.gateway.twin.clock.scale, MIN_WALL_LATENCY_S))
         finally:
             inflight[self.replica] -= 1
-        return _json(200, self.gateway.completion_body(self.model, body, tokens, chat, latency))
+        return _json(200, self.gateway.completion_body(self.model, body, tokens, chat, latency, self.replica))
 
 
 def _json(status: int, body: dict) -> HttpReply:

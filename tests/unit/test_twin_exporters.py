@@ -1,0 +1,158 @@
+"""The twin's exporters print what the real ones print: dcgm-exporter's fields are those of its default counters
+file (verbatim in tests/data/real/metrics/), with its labels; the values follow the twin's GPU truth (an XID on a
+broken GPU, no utilisation on a stalled job, a hot GPU); kube-state-metrics and vLLM series parse with
+Prometheus's text format and carry their real names, labels and buckets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from drills.twin.exporters.dcgm import COUNTERS, DcgmCollector, read_gpus
+from drills.twin.exporters.kube_state import KubeStateCollector
+from drills.twin.exporters.vllm import ReplicaMetrics
+
+REAL = Path(__file__).parents[1] / "data" / "real" / "metrics"
+# The label names of one owned GPU's series in the GPU Operator's documented output (dcgm-exporter 4.x, read by
+# hand from NVIDIA's GPU Operator docs "Verify that DCGM Exporter is hosting metrics"): gpu, UUID, pci_bus_id,
+# device, modelName, Hostname, DCGM_FI_DRIVER_VERSION, container, namespace, pod.
+DOCUMENTED_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION",
+                     "container", "namespace", "pod"}
+
+
+def _node(gpus=8, unhealthy=0, xid=None):
+    ann = {}
+    if unhealthy:
+        ann = {"twin.gpu-drills.io/gpu-health": "unhealthy", "twin.gpu-drills.io/gpu-unhealthy": str(unhealthy)}
+        if xid is not None:
+            ann["twin.gpu-drills.io/gpu-xid"] = str(xid)
+    return {"metadata": {"name": "gpu-train-01", "annotations": ann, "labels": {"nvidia.com/gpu.memory": "81559"}},
+            "status": {"capacity": {"nvidia.com/gpu": str(gpus)}}}
+
+
+def _pod(name, gpus, node="gpu-train-01", phase="Running", created="2026-01-01T00:00:00Z"):
+    return {"metadata": {"name": name, "namespace": "ai-platform", "creationTimestamp": created},
+            "spec": {"nodeName": node, "containers": [{"name": "trainer",
+                                                       "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def _scrape(collector) -> dict:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+
+
+def _default_counters() -> dict[str, tuple[str, str]]:
+    out = {}
+    for line in (REAL / "dcgm-exporter-default-counters.csv").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            field, kind, help_ = (part.strip() for part in line.split(",", 2))
+            out[field] = (kind, help_)
+    return out
+
+
+def test_every_dcgm_field_served_is_a_default_counter_with_its_type_and_help():
+    real = _default_counters()
+    assert "DCGM_FI_DEV_XID_ERRORS" in real and real["DCGM_FI_DEV_GPU_UTIL"] == ("gauge", "GPU utilization (in %).")
+    for field, kind, help_ in COUNTERS:
+        assert real.get(field) == (kind, help_), field
+    served = {f for f, _, _ in COUNTERS}
+    assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_GPU_TEMP",
+            "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS",
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"} <= served
+
+
+def _dcgm(node, pods, busy=lambda p: 0.97, hot=None):
+    return DcgmCollector("gpu-train-01", "NVIDIA H100 80GB HBM3", "550.90.07",
+                         lambda: read_gpus(node, pods, busy, 34, 67, hot), {})
+
+
+def test_an_owned_gpu_carries_the_documented_labels_and_its_owner():
+    families = _scrape(_dcgm(_node(), [_pod("llm-finetune-8b-worker-0", 8)]))
+    util = families["DCGM_FI_DEV_GPU_UTIL"].samples
+    assert len(util) == 8
+    assert set(util[0].labels) == DOCUMENTED_LABELS
+    assert (util[0].labels["pod"], util[0].labels["namespace"], util[0].labels["container"]) == (
+        "llm-finetune-8b-worker-0", "ai-platform", "trainer")
+    assert util[0].labels["Hostname"] == "gpu-train-01" and util[0].labels["device"] == "nvidia0"
+    assert util[0].labels["UUID"].startswith("GPU-") and util[0].value == 97.0
+    assert families["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"].type == "counter"
+
+
+def test_the_broken_gpu_reports_the_nodes_xid_and_no_work():
+    families = _scrape(_dcgm(_node(unhealthy=1, xid=79), [_pod("w0", 8)]))
+    xid = {s.labels["gpu"]: s.value for s in families["DCGM_FI_DEV_XID_ERRORS"].samples}
+    util = {s.labels["gpu"]: s.value for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}
+    assert xid["7"] == 79 and all(v == 0 for g, v in xid.items() if g != "7")
+    assert util["7"] == 0 and util["0"] == 97.0
+
+
+def test_a_stalled_job_leaves_its_gpus_idle_and_cool():
+    busy = _scrape(_dcgm(_node(), [_pod("w0", 8)]))
+    stalled = _scrape(_dcgm(_node(), [_pod("w0", 8)], busy=lambda p: 0.0))
+    assert {s.value for s in stalled["DCGM_FI_DEV_GPU_UTIL"].samples} == {0.0}
+    assert max(s.value for s in stalled["DCGM_FI_DEV_GPU_TEMP"].samples) < min(
+        s.value for s in busy["DCGM_FI_DEV_GPU_TEMP"].samples)
+
+
+def test_a_hot_gpu_runs_at_its_fault_temperature_and_unowned_gpus_have_no_owner():
+    families = _scrape(_dcgm(_node(), [_pod("w0", 4)], hot=(2, 88)))
+    temp = {s.labels["gpu"]: s.value for s in families["DCGM_FI_DEV_GPU_TEMP"].samples}
+    assert temp["2"] > 85 and temp["0"] < 70
+    owner = {s.labels["gpu"]: s.labels.get("pod", "") for s in families["DCGM_FI_DEV_FB_USED"].samples}
+    assert owner["3"] == "w0" and owner["4"] == ""
+
+
+def test_gpu_owners_follow_allocation_order_and_skip_ended_pods():
+    pods = [_pod("late", 4, created="2026-01-02T00:00:00Z"), _pod("early", 4), _pod("done", 4, phase="Succeeded")]
+    families = _scrape(_dcgm(_node(), pods))
+    owner = {s.labels["gpu"]: s.labels["pod"] for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}
+    assert [owner[str(i)] for i in range(8)] == ["early"] * 4 + ["late"] * 4
+
+
+def test_kube_state_series_the_rules_read():
+    node = {"metadata": {"name": "gpu-train-01"}, "spec": {"unschedulable": True},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}],
+                       "allocatable": {"nvidia.com/gpu": "7", "memory": "2Gi"}}}
+    pod = {"metadata": {"name": "w0", "namespace": "ai-platform", "uid": "u1"}, "spec": {"nodeName": "gpu-train-01"},
+           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                      "containerStatuses": [{"name": "trainer", "restartCount": 3, "ready": True}]}}
+    dep = {"metadata": {"name": "llama", "namespace": "ai-platform"}, "spec": {"replicas": 2},
+           "status": {"replicas": 2, "availableReplicas": 1, "unavailableReplicas": 1}}
+    objects = {"nodes": [node], "pods": [pod], "deployments": [dep]}
+    fam = _scrape(KubeStateCollector(lambda kind: objects[kind]))
+    assert fam["kube_node_spec_unschedulable"].samples[0].value == 1
+    ready = {s.labels["status"]: s.value for s in fam["kube_node_status_condition"].samples
+             if s.labels["condition"] == "Ready"}
+    assert ready == {"true": 0, "false": 1, "unknown": 0}
+    alloc = {s.labels["resource"]: (s.value, s.labels["unit"]) for s in fam["kube_node_status_allocatable"].samples}
+    assert alloc["nvidia_com_gpu"] == (7, "integer") and alloc["memory"] == (2 * 2 ** 30, "byte")
+    restarts = fam["kube_pod_container_status_restarts"]
+    assert restarts.type == "counter" and restarts.samples[0].name == "kube_pod_container_status_restarts_total"
+    assert restarts.samples[0].value == 3 and set(restarts.samples[0].labels) == {"namespace", "pod", "uid", "container"}
+    pod_ready = {s.labels["condition"]: s.value for s in fam["kube_pod_status_ready"].samples}
+    assert pod_ready == {"true": 1, "false": 0, "unknown": 0}
+    avail = fam["kube_deployment_status_replicas_available"].samples[0]
+    assert (avail.labels, avail.value) == ({"namespace": "ai-platform", "deployment": "llama"}, 1)
+    assert fam["kube_deployment_spec_replicas"].samples[0].value == 2
+
+
+def test_vllm_metrics_have_vllms_names_labels_and_buckets():
+    m = ReplicaMetrics("llama-7b", max_concurrency=32)
+    m.served(latency_s=1.2, prompt_tokens=10, generated=64, first_token_s=0.35)
+    m.served(latency_s=70.0, prompt_tokens=10, generated=64, first_token_s=0.35)
+    fam = {f.name: f for f in text_string_to_metric_families(m.exposition(inflight=5).decode())}
+    assert fam["vllm:num_requests_running"].samples[0].labels == {"model_name": "llama-7b"}
+    assert fam["vllm:num_requests_running"].samples[0].value == 5
+    buckets = {s.labels["le"]: s.value for s in fam["vllm:e2e_request_latency_seconds"].samples
+               if s.name.endswith("_bucket")}
+    assert list(buckets) == ["1.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0", "40.0", "50.0", "60.0", "+Inf"]
+    assert (buckets["1.0"], buckets["2.5"], buckets["60.0"], buckets["+Inf"]) == (0, 1, 1, 2)
+    assert fam["vllm:generation_tokens"].samples[0].name == "vllm:generation_tokens_total"
+    assert fam["vllm:generation_tokens"].samples[0].value == 128
+    success = fam["vllm:request_success"].samples[0]
+    assert success.labels == {"model_name": "llama-7b", "finished_reason": "length"} and success.value == 2
+    assert not any(s.name.endswith("_created") for f in fam.values() for s in f.samples)  # vLLM disables them
