@@ -18,9 +18,15 @@
     而且其训练吞吐不低于基线的 90 %
     而且训练在 15 分钟内恢复
     而且作业恢复后保持健康：loss 有限，没有失败的 worker 容器，没有无法解释的错误日志行
+    而且监控在 1 分钟内发出 TrainingNodeLost 告警
+    而且恢复后该告警解除
+    而且监控发出的不同告警数不超过其预算
 
     # 每种丢失节点的方式一组，以其标签标记（`-m cordon_drain`）。站点不运行的方式——不在其
-    # faults.node_modes 中，或在真实集群上的仅孪生体方式（gpu-unhealthy）——会被跳过并说明原因。
+    # faults.node_modes 中，或真实集群的配置没有说明其 DCGM 在哪里运行、由谁排空节点（faults.gpu_fault）时的
+    # gpu-unhealthy——会被跳过并说明原因。gpu-unhealthy 即种子方案的演练 1：在节点的 DCGM Pod 中用 DCGM 的
+    # `dcgmi test --inject` 注入一个 XID；导出器必须上报它，GPU 必须被标为不健康，节点必须被排空（由站点或由
+    # 演练执行），之后才评判作业的恢复。
     @cordon_drain
     例子: 封锁并排空
       | fault           |
@@ -32,6 +38,6 @@
       | taint-noexecute |
 
     @gpu_unhealthy
-    例子: GPU 不健康（仅孪生体）
+    例子: GPU 不健康（DCGM 上报的 XID）
       | fault           |
       | gpu-unhealthy   |
