@@ -120,12 +120,12 @@ def test_a_site_said_to_remediate_that_never_cordons_fails_not_remediated(twin, 
 
 
 def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_path):
-    """The exporter's DaemonSet selects a label no node has (a GPU Operator deploy label left unset): DCGM records the
+    """The exporter's DaemonSet selects a label no node has (a deploy label left unset): DCGM records the
     XID, no exporter runs on the node to report it — FAIL not_exported, whatever happens after (the row of the defect
     no-dcgm-exporter, built here on the shared twin). The DaemonSet is put back."""
     ds = f"{twin.url}/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter"
     merge = {"Content-Type": "application/merge-patch+json"}
-    selector = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.dcgm-exporter": "true"}
+    selector = {"nvidia.com/gpu.present": "true", "gpu-drills.test/no-node-has-this": "true"}
     requests.patch(ds, json={"spec": {"template": {"spec": {"nodeSelector": selector}}}}, headers=merge,
                    timeout=5).raise_for_status()
     try:
@@ -142,7 +142,7 @@ def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_pat
             c["name"] for c in rec["details"]["checks"]}  # the chain stops at its first broken link
         assert all(r["ok"] for r in rec["details"]["reverts"])
     finally:
-        selector["nvidia.com/gpu.deploy.dcgm-exporter"] = None
+        selector["gpu-drills.test/no-node-has-this"] = None
         requests.patch(ds, json={"spec": {"template": {"spec": {"nodeSelector": selector}}}}, headers=merge,
                        timeout=5).raise_for_status()
 
