@@ -42,6 +42,26 @@ def twin(tmp_path_factory):
         handle.stop()
 
 
+QUIET_S = 30 * 60 + 60  # the steady state's "no worker restart in the last 30 min", and a cluster minute to spare
+
+
+def settled(twin) -> None:
+    """Wait, on the twin's own clock, until the job's last restart (a previous test's drain) is older than the
+    steady state's quiet window: drills on one shared twin must each find the platform nominal."""
+    job = f"{twin.url}/apis/batch.volcano.sh/v1alpha1/namespaces/ai-platform/jobs/llm-finetune-8b"
+    conditions = (requests.get(job, timeout=5).json().get("status") or {}).get("conditions") or []
+    if not any(c.get("status") == "Restarting" for c in conditions):
+        return
+    stamps = [c.get("lastTransitionTime") for c in conditions]  # the restart, and the job running again after it
+    from drills.core.clock import parse_iso
+
+    since = max(parse_iso(t).timestamp() for t in stamps if t)
+    deadline = time.monotonic() + 120
+    while requests.get(f"{twin.url}/twin/v1/clock", timeout=5).json()["now"] < since + QUIET_S:
+        assert time.monotonic() < deadline, "the twin's clock did not reach the end of the quiet window"
+        time.sleep(0.1)
+
+
 def site_profile(folder: Path, twin, **gpu_fault) -> Path:
     """A real-cluster profile reaching the twin through its kubeconfig, running the GPU fault chain only."""
     profile = {
@@ -108,6 +128,7 @@ def test_a_real_cluster_profile_fails_a_gpu_through_dcgm_and_the_revert_heals_it
 
 def test_a_site_said_to_remediate_that_never_cordons_fails_not_remediated(twin, tmp_path):
     """The twin has no remediation controller: a profile saying the site has one is a broken link."""
+    settled(twin)
     profile = site_profile(tmp_path, twin, remediation="site", remediate_within_s="10m")
     done = drills("run", "-m", "training", "-k", "unhealthy", "--profile", str(profile), "--no-html",
                   "--reports", str(tmp_path), "--run-id", "site")
@@ -123,6 +144,7 @@ def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_pat
     """The exporter's DaemonSet selects a label no node has (a deploy label left unset): DCGM records the
     XID, no exporter runs on the node to report it — FAIL not_exported, whatever happens after (the row of the defect
     no-dcgm-exporter, built here on the shared twin). The DaemonSet is put back."""
+    settled(twin)
     ds = f"{twin.url}/apis/apps/v1/namespaces/gpu-operator/daemonsets/nvidia-dcgm-exporter"
     merge = {"Content-Type": "application/merge-patch+json"}
     selector = {"nvidia.com/gpu.present": "true", "gpu-drills.test/no-node-has-this": "true"}
