@@ -18,6 +18,7 @@ Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +29,7 @@ from drills.core.catalog import drill_for_tags
 from drills.core.clock import DilatedClock
 from drills.core.record import Category
 from drills.detect.alerts import read_alert_rules, read_alerts
+from drills.detect import pack
 from drills.detect.pack import alert_names, pack_files
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
 from drills.detect.runner import open_monitoring
@@ -179,15 +181,43 @@ def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_stor
     assert judge_storm([a.name for a in xid_fault[0].distinct()], 3).passed
 
 
-def test_a_drill_whose_monitoring_scrapes_nothing_fails_not_detected(tmp_path):
-    """The whole chain in a real `drills run` on the twin (60×, so the stack keeps the site's cadence): the profile
-    turns detection on with a managed stack that scrapes no exporter (the twin's are not wired to it here) — a
-    blind monitoring stack — so the node-loss drill recovers but FAILS not_detected, and the record says what
-    judged and that nothing fired."""
-    reports = tmp_path / "reports"
+def _monitored(tmp_path: Path, rules: list[str]) -> Path:
+    """The built-in twin profile with detection on: a managed stack that scrapes the twin's exporters."""
     profile = tmp_path / "monitored.yaml"
     builtin = (Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text()  # the built-in twin profile …
-    profile.write_text(builtin + "\nmonitoring:\n  prometheus: managed\n  alert_budget: 3\n")  # … + detection
+    profile.write_text(builtin + "\nmonitoring:\n  prometheus: managed\n  alert_budget: 3\n"  # … + detection
+                       f"  rules: {json.dumps(rules)}\n")
+    return profile
+
+
+def test_a_drill_on_the_twin_is_detected_by_the_platforms_own_monitoring(tmp_path):
+    """The whole chain in a real `drills run` on the twin (60×, so the stack keeps the site's cadence): a managed
+    Prometheus discovers the twin's exporters (kube-state-metrics, dcgm-exporter, vLLM) and the node lost under the
+    job pages TrainingNodeLost within a minute, resolves after the recovery, and nothing else fires: PASS."""
+    reports = tmp_path / "reports"
+    done = drills("run", "-m", "cordon_drain", "--profile", str(_monitored(tmp_path, ["gpu", "training", "inference",
+                                                                                        "storage"])),
+                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "seen")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [rec] = records(reports / "seen")
+    checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
+    assert checks["detection"] == checks["alert resolution"] == checks["alert storm"] == "pass", checks
+    assert "alerted" in rec["phases"] and rec["details"]["detection"]["judged"]
+    assert {a["alert"] for a in rec["details"]["detection"]["alerts"]} == {"TrainingNodeLost"}, rec["details"]["detection"]
+
+
+def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
+    """The issue's construction: the training rules with one metric name wrong (`kube_node_unschedulable` for
+    kube-state-metrics' `kube_node_spec_unschedulable`, and the Ready condition's series likewise) — a blind
+    monitoring stack on a healthy twin — so the node-loss drill recovers but FAILS not_detected, and the record
+    says what judged and that nothing fired."""
+    training = (Path(pack.__file__).parent / "rules" / "training.yaml").read_text()
+    blind = training.replace("kube_node_spec_unschedulable", "kube_node_unschedulable").replace(
+        "kube_node_spec_taint", "kube_node_taint").replace("kube_node_status_condition", "kube_node_condition")
+    assert blind != training
+    (tmp_path / "training-blind.yaml").write_text(blind)
+    reports = tmp_path / "reports"
+    profile = _monitored(tmp_path, ["gpu", str(tmp_path / "training-blind.yaml"), "inference", "storage"])
     done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
                   "--no-html", "--reports", str(reports), "--run-id", "blind")
     assert done.returncode == 1, done.stdout + done.stderr
