@@ -15,8 +15,9 @@ enqueued); a delayed requeue (`call_at`: due at its cluster time, fired only whe
 so a requeue never runs early in cluster time after a stall); a write the twin's own informers have not
 yet handed to their handlers (`written`/`delivered`); the scheduler's binds in flight.
 
-No deadlock: a hold that keeps the clock back longer than `stall_bound_s` of wall time (a controller that
-hangs) is dropped with a warning, and the clock goes on.
+No deadlock: a hold first in line that keeps the clock back longer than `stall_bound_s` of wall time (a
+controller that hangs) is dropped with a warning, and the clock goes on. A long honest backlog is no stall:
+its first hold changes as the work is done.
 
 Clients on the same host follow the same clock: the twin publishes the earliest due time in a small
 shared file (`GATE_FILE` in its state dir, a seqlock of three doubles); `FollowingClock` reproduces the
@@ -45,10 +46,17 @@ __all__ = ["GatedClock", "FollowingClock", "Hold", "GATE_FILE", "STALL_BOUND_S",
 log = logging.getLogger(__name__)
 
 GATE_FILE = "clock.gate"
-# How far (wall seconds) the clock may fall behind the dilated wall clock before a hold is dropped: a hung
-# controller must not stop time. Larger than any honest backlog (a 4,096-node twin starting its DaemonSets).
+# Wall seconds one hold first in line may keep the clock before it is dropped: a hung controller must not stop
+# time. Longer than any one honest reconcile (a scheduling cycle over thousands of pending pods).
 STALL_BOUND_S = 60.0
-_LAYOUT = struct.Struct("<Qdd")  # seqlock counter, earliest due (cluster seconds; inf: none), spare
+_LAYOUT = struct.Struct("<Qdd")  # seqlock counter, earliest due (cluster seconds; inf: none), first in line since
+
+
+def _held_s(clock: DilatedClock, due: float, since: float) -> float:
+    """Wall seconds a hold first in line since `since` (monotonic) has kept the clock at `due`: from when the
+    dilated clock passed `due`, or from when it came first, whichever is later (a stall, when it is long)."""
+    passed = clock.wall_anchor + (due - clock.epoch) / clock.scale
+    return time.monotonic() - max(passed, since)
 
 
 def boot_id() -> str:
@@ -85,6 +93,8 @@ class GatedClock(DilatedClock):
         self._unseen: dict[Hashable, list[tuple[int, Hold]]] = {}  # watched key → writes not delivered to all
         self._mm: mmap.mmap | None = None
         self._published = 0
+        self._top_hold: Hold | None = None  # the hold first in line, first seen there at `_top_since` (monotonic)
+        self._top_since = time.monotonic()
         self._gate_path: Path | None = None
         self.stalls = 0  # holds dropped by the stall bound (a figure for tests and benches)
 
@@ -110,9 +120,12 @@ class GatedClock(DilatedClock):
             if not hold.live:
                 heapq.heappop(heap)
                 continue
-            if (dilated - hold.due) / self.scale > self.stall_bound_s and not hold.ready:
+            if hold is not self._top_hold:
+                self._publish()  # first in line from now on: its stall is measured from here
+            held = _held_s(self, hold.due, self._top_since)
+            if held > self.stall_bound_s and not hold.ready:
                 log.warning("twin clock: %s held cluster time for %.0f s of wall time (bound %.0f s): going on "
-                            "without it", hold.what, (dilated - hold.due) / self.scale, self.stall_bound_s)
+                            "without it", hold.what, held, self.stall_bound_s)
                 hold.live, dropped = False, True
                 self.stalls += 1
                 heapq.heappop(heap)
@@ -242,7 +255,7 @@ class GatedClock(DilatedClock):
         """Share the earliest due time in `state_dir/GATE_FILE`; returns what twin.json says of this clock."""
         path = Path(state_dir) / GATE_FILE
         with open(path, "wb") as fh:
-            fh.write(_LAYOUT.pack(0, inf, 0.0))
+            fh.write(_LAYOUT.pack(0, inf, time.monotonic()))
         fd = os.open(path, os.O_RDWR)
         try:
             self._mm = mmap.mmap(fd, _LAYOUT.size)
@@ -254,15 +267,19 @@ class GatedClock(DilatedClock):
                 "boot": boot_id(), "stall_bound_s": self.stall_bound_s}
 
     def _publish(self) -> None:
-        if self._mm is None:
-            return
+        """Note which hold is first in line (and since when), and share its due time with clients."""
         heap = self._heap
         while heap and not heap[0][2].live:
             heapq.heappop(heap)
+        top = heap[0][2] if heap else None
+        if top is not self._top_hold:
+            self._top_hold, self._top_since = top, time.monotonic()
+        if self._mm is None:
+            return
         due = heap[0][0] if heap else inf
         self._published += 1
-        _LAYOUT.pack_into(self._mm, 0, 2 * self._published - 1, due, 0.0)
-        _LAYOUT.pack_into(self._mm, 0, 2 * self._published, due, 0.0)
+        _LAYOUT.pack_into(self._mm, 0, 2 * self._published - 1, due, self._top_since)
+        _LAYOUT.pack_into(self._mm, 0, 2 * self._published, due, self._top_since)
 
     def close(self) -> None:
         if self._mm is not None:
@@ -302,18 +319,18 @@ class FollowingClock(DilatedClock):
     def _ceiling(self) -> float:
         for _ in range(100):
             try:
-                seq, due, _ = _LAYOUT.unpack_from(self._mm, 0)
+                seq, due, since = _LAYOUT.unpack_from(self._mm, 0)
                 again = _LAYOUT.unpack_from(self._mm, 0)[0]
             except ValueError:  # closed
                 return inf
             if seq == again and not seq % 2:
-                return due
+                return due if _held_s(self, due, since) <= self.stall_bound_s else inf
         return inf
 
     def timestamp(self) -> float:
         now = DilatedClock.timestamp(self)
         due = self._ceiling()
-        if due < now and (now - due) / self.scale <= self.stall_bound_s:
+        if due < now:
             now = due
         if now < self._last:
             now = self._last
