@@ -33,6 +33,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from math import inf
@@ -95,6 +96,8 @@ class GatedClock(DilatedClock):
         self._published = 0
         self._top_hold: Hold | None = None  # the hold first in line, first seen there at `_top_since` (monotonic)
         self._top_since = time.monotonic()
+        self._shared: tuple[float, float] = (inf, self._top_since)  # (earliest due, since) for other threads' reads
+        self._owner = threading.get_ident()  # the loop's thread: the only one that holds, releases and pops
         self._gate_path: Path | None = None
         self.stalls = 0  # holds dropped by the stall bound (a figure for tests and benches)
 
@@ -105,6 +108,9 @@ class GatedClock(DilatedClock):
 
     def timestamp(self) -> float:
         now = self.dilated()
+        if threading.get_ident() != self._owner:  # another thread (the fabric's SSH servers): the published gate
+            due, since = self._shared
+            return due if due < now and _held_s(self, due, since) <= self.stall_bound_s else now
         top = self._top(now)
         if top is not None and top.due < now:
             now = top.due
@@ -136,6 +142,14 @@ class GatedClock(DilatedClock):
             self._publish()
             self._soon(self._advance)
         return top
+
+    def first_hold(self) -> dict | None:
+        """What keeps the clock now (served at /twin/v1/clock for diagnosis), or None."""
+        top = self._top(self.dilated())
+        if top is None:
+            return None
+        return {"what": top.what, "due": top.due, "ready": top.ready, "holds": sum(h.live for _, _, h in self._heap),
+                "held_s": round(max(0.0, _held_s(self, top.due, self._top_since)), 3), "stalls": self.stalls}
 
     # -- holding -----------------------------------------------------------------------------------
     def hold(self, due: float | None, what: str) -> Hold:
@@ -274,9 +288,10 @@ class GatedClock(DilatedClock):
         top = heap[0][2] if heap else None
         if top is not self._top_hold:
             self._top_hold, self._top_since = top, time.monotonic()
+        due = heap[0][0] if heap else inf
+        self._shared = (due, self._top_since)
         if self._mm is None:
             return
-        due = heap[0][0] if heap else inf
         self._published += 1
         _LAYOUT.pack_into(self._mm, 0, 2 * self._published - 1, due, self._top_since)
         _LAYOUT.pack_into(self._mm, 0, 2 * self._published, due, self._top_since)

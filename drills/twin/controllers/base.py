@@ -31,6 +31,11 @@ EXPECTED_ERRORS = (ApiError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 log = logging.getLogger(__name__)
 
+# A requeue on the gated clock runs this long after its time (cluster seconds), as a real timer fires after its
+# delay, never at it: the clock then reads just past the moment the work was due, not exactly it (a training
+# step due then reads as 7959.9999999 at exactly its time, and the job never printed it: it stopped).
+TIMER_SLACK_S = 1e-3
+
 
 @dataclass
 class ControllerContext:
@@ -103,7 +108,7 @@ class Controller:
         clock, when cluster time reaches it (never early after a stall), and the clock waits for it."""
         clock = self.ctx.clock
         if isinstance(clock, GatedClock):
-            due = clock.timestamp() + max(0.0, cluster_seconds)
+            due = clock.timestamp() + max(0.0, cluster_seconds) + TIMER_SLACK_S
             held = self._timers.get(key)
             if isinstance(held, Hold) and held.live and held.due <= due:
                 return
