@@ -51,6 +51,13 @@ GATE_FILE = "clock.gate"
 # time. Longer than any one honest reconcile (a scheduling cycle over thousands of pending pods).
 STALL_BOUND_S = 60.0
 _LAYOUT = struct.Struct("<Qdd")  # seqlock counter, earliest due (cluster seconds; inf: none), first in line since
+# Then the gate's history, so a wall stamp taken elsewhere (the load generator's) converts to the cluster time it
+# had then: a count, then a ring of (monotonic instant, earliest due from then on), one entry per change.
+_COUNT = struct.Struct("<Q")
+_ENTRY = struct.Struct("<dd")
+_RING = 65536
+_RING_AT = _LAYOUT.size + _COUNT.size
+_SIZE = _RING_AT + _RING * _ENTRY.size
 
 
 def _held_s(clock: DilatedClock, due: float, since: float) -> float:
@@ -94,6 +101,7 @@ class GatedClock(DilatedClock):
         self._unseen: dict[Hashable, list[tuple[int, Hold]]] = {}  # watched key → writes not delivered to all
         self._mm: mmap.mmap | None = None
         self._published = 0
+        self._history_n, self._history_due = 0, -inf
         self._top_hold: Hold | None = None  # the hold first in line, first seen there at `_top_since` (monotonic)
         self._top_since = time.monotonic()
         self._shared: tuple[float, float] = (inf, self._top_since)  # (earliest due, since) for other threads' reads
@@ -269,10 +277,10 @@ class GatedClock(DilatedClock):
         """Share the earliest due time in `state_dir/GATE_FILE`; returns what twin.json says of this clock."""
         path = Path(state_dir) / GATE_FILE
         with open(path, "wb") as fh:
-            fh.write(_LAYOUT.pack(0, inf, time.monotonic()))
+            fh.write(_LAYOUT.pack(0, inf, time.monotonic()) + bytes(_SIZE - _LAYOUT.size))
         fd = os.open(path, os.O_RDWR)
         try:
-            self._mm = mmap.mmap(fd, _LAYOUT.size)
+            self._mm = mmap.mmap(fd, _SIZE)
         finally:
             os.close(fd)
         self._gate_path = path
@@ -295,6 +303,11 @@ class GatedClock(DilatedClock):
         self._published += 1
         _LAYOUT.pack_into(self._mm, 0, 2 * self._published - 1, due, self._top_since)
         _LAYOUT.pack_into(self._mm, 0, 2 * self._published, due, self._top_since)
+        if due != self._history_due:  # the history: one entry per change of the earliest due
+            self._history_due = due
+            _ENTRY.pack_into(self._mm, _RING_AT + (self._history_n % _RING) * _ENTRY.size, time.monotonic(), due)
+            self._history_n += 1
+            _COUNT.pack_into(self._mm, _LAYOUT.size, self._history_n)
 
     def close(self) -> None:
         if self._mm is not None:
@@ -313,7 +326,7 @@ class FollowingClock(DilatedClock):
         self._last = -inf
         fd = os.open(self.gate, os.O_RDONLY)
         try:
-            self._mm = mmap.mmap(fd, _LAYOUT.size, prot=mmap.PROT_READ)
+            self._mm = mmap.mmap(fd, _SIZE, prot=mmap.PROT_READ)
         finally:
             os.close(fd)
 
@@ -351,3 +364,30 @@ class FollowingClock(DilatedClock):
             now = self._last
         self._last = now
         return now
+
+    def at_wall(self, wall_ts: float) -> float:
+        """The cluster time this clock read at epoch wall time `wall_ts` (a load generator's stamp), from the
+        gate's history; the linear conversion when the history does not reach back that far."""
+        mono = wall_ts - (time.time() - time.monotonic())
+        try:
+            count = _COUNT.unpack_from(self._mm, _LAYOUT.size)[0]
+        except ValueError:  # closed
+            return super().at_wall(wall_ts)
+        lo, hi = max(0, count - _RING + 1024), count - 1  # (the oldest entries may be being overwritten)
+        if hi < lo or self._entry(lo)[0] > mono:
+            return super().at_wall(wall_ts)
+        while lo < hi:  # the last change at or before `mono`
+            mid = (lo + hi + 1) // 2
+            if self._entry(mid)[0] <= mono:
+                lo = mid
+            else:
+                hi = mid - 1
+        since, due = self._entry(lo)
+        dilated = self.epoch + (mono - self.wall_anchor) * self.scale
+        passed = self.wall_anchor + (due - self.epoch) / self.scale
+        if due < dilated and mono - max(passed, since) <= self.stall_bound_s:
+            return due
+        return dilated
+
+    def _entry(self, n: int) -> tuple[float, float]:
+        return _ENTRY.unpack_from(self._mm, _RING_AT + (n % _RING) * _ENTRY.size)

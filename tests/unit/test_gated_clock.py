@@ -111,3 +111,19 @@ def test_a_client_on_this_host_follows_the_twins_holds(tmp_path):
     assert copy.timestamp() - at > 25
     assert FollowingClock.of_twin({"clock": {**clock.publish_to(tmp_path), "boot": "another-boot"}}) is None
     clock.close()
+
+
+def test_a_wall_stamp_taken_elsewhere_converts_to_the_cluster_time_of_that_moment(tmp_path):
+    """The load generator stamps its requests with the wall clock: one taken while the twin held its clock
+    converts to the held time, not to where the dilated clock was (the linear conversion is off by the hold)."""
+    clock = GatedClock(scale=600.0)
+    copy = FollowingClock.of_twin({"clock": clock.publish_to(tmp_path)})
+    hold = clock.hold(None, "work")
+    at = clock.timestamp()
+    time.sleep(0.05)
+    stamp = time.time()  # 30 cluster seconds into the hold
+    time.sleep(0.02)
+    clock.release(hold)
+    assert copy.at_wall(stamp) == pytest.approx(at, abs=0.5)
+    assert copy.timestamp() - (time.time() - stamp) * copy.scale - at > 20  # the linear conversion
+    clock.close()
