@@ -389,5 +389,33 @@ class FollowingClock(DilatedClock):
             return due
         return dilated
 
+    def wall_at(self, cluster_ts: float) -> float:
+        """The epoch wall time at which this clock first read `cluster_ts` (the inverse of `at_wall`)."""
+        try:
+            count = _COUNT.unpack_from(self._mm, _LAYOUT.size)[0]
+        except ValueError:
+            return super().wall_at(cluster_ts)
+        lo, hi = max(0, count - _RING + 1024), count - 1
+
+        def reads(n: int) -> float:  # what the clock read as change n happened
+            since, due = self._entry(n)
+            return min(self.epoch + (since - self.wall_anchor) * self.scale, due)
+
+        if hi < lo or reads(lo) >= cluster_ts:
+            return super().wall_at(cluster_ts)
+        first, last = lo + 1, hi + 1  # the first change at which it read `cluster_ts` or later (last + 1: none)
+        while first < last:
+            mid = (first + last) // 2
+            if reads(mid) >= cluster_ts:
+                last = mid
+            else:
+                first = mid + 1
+        since, due = self._entry(first - 1)
+        mono = self.wall_anchor + (cluster_ts - self.epoch) / self.scale  # where the dilated clock read it
+        if due < cluster_ts:  # held below it until the next change
+            mono = self._entry(first)[0] if first <= hi else mono
+        mono = max(mono, since)
+        return mono + (time.time() - time.monotonic())
+
     def _entry(self, n: int) -> tuple[float, float]:
         return _ENTRY.unpack_from(self._mm, _RING_AT + (n % _RING) * _ENTRY.size)

@@ -357,7 +357,8 @@ def to_cluster(clock: Clock, wall_ts: float) -> float:
 
 
 def to_wall(clock: Clock, cluster_ts: float) -> float:
-    return time.time() - (clock.timestamp() - cluster_ts) / clock.scale
+    """A cluster timestamp as the epoch wall time the cluster's clock read it (for the load's buckets)."""
+    return clock.wall_at(cluster_ts)
 
 
 def _name(pod: dict) -> str:

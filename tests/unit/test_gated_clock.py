@@ -126,4 +126,7 @@ def test_a_wall_stamp_taken_elsewhere_converts_to_the_cluster_time_of_that_momen
     clock.release(hold)
     assert copy.at_wall(stamp) == pytest.approx(at, abs=0.5)
     assert copy.timestamp() - (time.time() - stamp) * copy.scale - at > 20  # the linear conversion
+    # and back: the clock first read the held time as the hold began, 50 ms of wall time before the stamp
+    assert stamp - 1.0 < copy.wall_at(at) < stamp - 0.04
+    assert stamp + 0.015 < copy.wall_at(at + 6) < stamp + 1.0  # not before the release (20 ms after the stamp)
     clock.close()
