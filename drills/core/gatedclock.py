@@ -20,8 +20,8 @@ controller that hangs) is dropped with a warning, and the clock goes on. A long 
 its first hold changes as the work is done.
 
 Clients on the same host follow the same clock: the twin publishes the earliest due time in a small
-shared file (`GATE_FILE` in its state dir, a seqlock of three doubles); `FollowingClock` reproduces the
-dilated clock from twin.json's epoch and monotonic anchor and applies the same min, so drills, their
+shared file (`GATE_FILE` in its state dir, a seqlock of three doubles); `FollowingClock` (followclock.py)
+reproduces the dilated clock from twin.json's epoch and monotonic anchor and applies the same min, so drills, their
 deadlines and the twin's object timestamps agree.
 """
 
@@ -35,14 +35,14 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import inf
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 from drills.core.clock import DilatedClock
 
-__all__ = ["GatedClock", "FollowingClock", "Hold", "GATE_FILE", "STALL_BOUND_S", "boot_id"]
+__all__ = ["GatedClock", "Hold", "GATE_FILE", "STALL_BOUND_S", "boot_id", "held_s"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ _RING_AT = _LAYOUT.size + _COUNT.size
 _SIZE = _RING_AT + _RING * _ENTRY.size
 
 
-def _held_s(clock: DilatedClock, due: float, since: float) -> float:
+def held_s(clock: DilatedClock, due: float, since: float) -> float:
     """Wall seconds a hold first in line since `since` (monotonic) has kept the clock at `due`: from when the
     dilated clock passed `due`, or from when it came first, whichever is later (a stall, when it is long)."""
     passed = clock.wall_anchor + (due - clock.epoch) / clock.scale
@@ -118,7 +118,7 @@ class GatedClock(DilatedClock):
         now = self.dilated()
         if threading.get_ident() != self._owner:  # another thread (the fabric's SSH servers): the published gate
             due, since = self._shared
-            return due if due < now and _held_s(self, due, since) <= self.stall_bound_s else now
+            return due if due < now and held_s(self, due, since) <= self.stall_bound_s else now
         top = self._top(now)
         if top is not None and top.due < now:
             now = top.due
@@ -136,7 +136,7 @@ class GatedClock(DilatedClock):
                 continue
             if hold is not self._top_hold:
                 self._publish()  # first in line from now on: its stall is measured from here
-            held = _held_s(self, hold.due, self._top_since)
+            held = held_s(self, hold.due, self._top_since)
             if held > self.stall_bound_s and not hold.ready:
                 log.warning("twin clock: %s held cluster time for %.0f s of wall time (bound %.0f s): going on "
                             "without it", hold.what, held, self.stall_bound_s)
@@ -157,7 +157,7 @@ class GatedClock(DilatedClock):
         if top is None:
             return None
         return {"what": top.what, "due": top.due, "ready": top.ready, "holds": sum(h.live for _, _, h in self._heap),
-                "held_s": round(max(0.0, _held_s(self, top.due, self._top_since)), 3), "stalls": self.stalls}
+                "held_s": round(max(0.0, held_s(self, top.due, self._top_since)), 3), "stalls": self.stalls}
 
     # -- holding -----------------------------------------------------------------------------------
     def hold(self, due: float | None, what: str) -> Hold:
@@ -313,109 +313,3 @@ class GatedClock(DilatedClock):
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-
-
-@dataclass
-class FollowingClock(DilatedClock):
-    """A client's copy of a gated twin clock on the same host: the same dilation, the same holds."""
-
-    gate: str = ""
-    stall_bound_s: float = STALL_BOUND_S
-
-    def __post_init__(self) -> None:
-        self._last = -inf
-        fd = os.open(self.gate, os.O_RDONLY)
-        try:
-            self._mm = mmap.mmap(fd, _SIZE, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
-
-    @classmethod
-    def of_twin(cls, info: dict) -> "FollowingClock | None":
-        """From twin.json's "clock" entry; None when it cannot be followed here (another host or boot, an older
-        twin, the gate file gone): the caller reads the clock over HTTP instead."""
-        spec = info.get("clock") or {}
-        if not spec.get("gate") or spec.get("boot") != boot_id() or not Path(spec["gate"]).exists():
-            return None
-        try:
-            return cls(scale=float(spec["scale"]), epoch=float(spec["epoch"]), wall_anchor=float(spec["anchor"]),
-                       gate=spec["gate"], stall_bound_s=float(spec.get("stall_bound_s", STALL_BOUND_S)))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            log.debug("twin clock not followed: %s", err)
-            return None
-
-    def _ceiling(self) -> float:
-        for _ in range(100):
-            try:
-                seq, due, since = _LAYOUT.unpack_from(self._mm, 0)
-                again = _LAYOUT.unpack_from(self._mm, 0)[0]
-            except ValueError:  # closed
-                return inf
-            if seq == again and not seq % 2:
-                return due if _held_s(self, due, since) <= self.stall_bound_s else inf
-        return inf
-
-    def timestamp(self) -> float:
-        now = DilatedClock.timestamp(self)
-        due = self._ceiling()
-        if due < now:
-            now = due
-        if now < self._last:
-            now = self._last
-        self._last = now
-        return now
-
-    def at_wall(self, wall_ts: float) -> float:
-        """The cluster time this clock read at epoch wall time `wall_ts` (a load generator's stamp), from the
-        gate's history; the linear conversion when the history does not reach back that far."""
-        mono = wall_ts - (time.time() - time.monotonic())
-        try:
-            count = _COUNT.unpack_from(self._mm, _LAYOUT.size)[0]
-        except ValueError:  # closed
-            return super().at_wall(wall_ts)
-        lo, hi = max(0, count - _RING + 1024), count - 1  # (the oldest entries may be being overwritten)
-        if hi < lo or self._entry(lo)[0] > mono:
-            return super().at_wall(wall_ts)
-        while lo < hi:  # the last change at or before `mono`
-            mid = (lo + hi + 1) // 2
-            if self._entry(mid)[0] <= mono:
-                lo = mid
-            else:
-                hi = mid - 1
-        since, due = self._entry(lo)
-        dilated = self.epoch + (mono - self.wall_anchor) * self.scale
-        passed = self.wall_anchor + (due - self.epoch) / self.scale
-        if due < dilated and mono - max(passed, since) <= self.stall_bound_s:
-            return due
-        return dilated
-
-    def wall_at(self, cluster_ts: float) -> float:
-        """The epoch wall time at which this clock first read `cluster_ts` (the inverse of `at_wall`)."""
-        try:
-            count = _COUNT.unpack_from(self._mm, _LAYOUT.size)[0]
-        except ValueError:
-            return super().wall_at(cluster_ts)
-        lo, hi = max(0, count - _RING + 1024), count - 1
-
-        def reads(n: int) -> float:  # what the clock read as change n happened
-            since, due = self._entry(n)
-            return min(self.epoch + (since - self.wall_anchor) * self.scale, due)
-
-        if hi < lo or reads(lo) >= cluster_ts:
-            return super().wall_at(cluster_ts)
-        first, last = lo + 1, hi + 1  # the first change at which it read `cluster_ts` or later (last + 1: none)
-        while first < last:
-            mid = (first + last) // 2
-            if reads(mid) >= cluster_ts:
-                last = mid
-            else:
-                first = mid + 1
-        since, due = self._entry(first - 1)
-        mono = self.wall_anchor + (cluster_ts - self.epoch) / self.scale  # where the dilated clock read it
-        if due < cluster_ts:  # held below it until the next change
-            mono = self._entry(first)[0] if first <= hi else mono
-        mono = max(mono, since)
-        return mono + (time.time() - time.monotonic())
-
-    def _entry(self, n: int) -> tuple[float, float]:
-        return _ENTRY.unpack_from(self._mm, _RING_AT + (n % _RING) * _ENTRY.size)

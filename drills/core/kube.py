@@ -260,7 +260,7 @@ def served_clock(api, timeout: float = _TIMEOUT_S):
 def _followed_clock(state_dir: str) -> Clock | None:
     """The twin's gated clock followed on this host (drills/core/gatedclock.py): its deadlines wait when the
     twin waits. None for a twin elsewhere (or an older one): its clock is then read over HTTP."""
-    from drills.core.gatedclock import FollowingClock
+    from drills.core.followclock import FollowingClock
 
     try:
         info = json.loads(Path(state_dir, "twin.json").read_text())

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from drills.core.errors import DrillError
-from drills.core.gatedclock import FollowingClock
+from drills.core.followclock import FollowingClock
 from drills.core.kube import connect_twin, twin_clock
 from drills.twin.launcher import read_twin_info, start_twin
 

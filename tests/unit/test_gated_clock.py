@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from drills.core.gatedclock import FollowingClock, GatedClock
+from drills.core.followclock import FollowingClock
+from drills.core.gatedclock import GatedClock
 from drills.twin.controllers.base import Controller, ControllerContext
 from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
