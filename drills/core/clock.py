@@ -44,6 +44,15 @@ class Clock:
         for waits on real work (processes stopping, controllers catching up) that a fast clock does not speed up."""
         return self.timestamp() + max(cluster_seconds, self.cluster_seconds(wall_floor_s))
 
+    def at_wall(self, wall_ts: float) -> float:
+        """The cluster time at epoch wall time `wall_ts` (a stamp another process took, e.g. the load's):
+        linear here; a twin's gated clock followed on this host knows when it held (gatedclock.py)."""
+        return self.timestamp() - (time.time() - wall_ts) * self.scale
+
+    def wall_at(self, cluster_ts: float) -> float:
+        """The epoch wall time at which the cluster's clock read `cluster_ts` (the inverse of `at_wall`)."""
+        return time.time() - (self.timestamp() - cluster_ts) / self.scale
+
     def around(self, request: Callable[[], object]) -> tuple[float, float]:
         """`request()` made; the cluster timestamps before it and after its answer: a fault is stamped by the
         request that made it (the middle of this window), not by the reads or refused attempts before it."""

@@ -147,7 +147,7 @@ def connect_twin(kubeconfig: str, twin_url: str, *, state_dir: str | None = None
         config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     except (config.ConfigException, OSError) as err:
         raise TargetUnreachable(f"cannot load the twin's kubeconfig {kubeconfig}: {err}; is the twin running?") from None
-    clock = twin_clock(twin_url)
+    clock = _followed_clock(state_dir or os.path.dirname(os.path.abspath(kubeconfig))) or twin_clock(twin_url)
     cluster = Cluster(_api_client(cfg), clock, cfg.host, name="twin", mode="twin", twin_url=twin_url.rstrip("/"),
                       twin_state=str(state_dir) if state_dir else None, kubeconfig=kubeconfig)
     probe(cluster)
@@ -255,6 +255,18 @@ def served_clock(api, timeout: float = _TIMEOUT_S):
     except (ValueError, KeyError, TypeError) as err:  # not a twin's answer
         log.debug("no served clock: %s", err)
         return WallClock()
+
+
+def _followed_clock(state_dir: str) -> Clock | None:
+    """The twin's gated clock followed on this host (drills/core/gatedclock.py): its deadlines wait when the
+    twin waits. None for a twin elsewhere (or an older one): its clock is then read over HTTP."""
+    from drills.core.followclock import FollowingClock
+
+    try:
+        info = json.loads(Path(state_dir, "twin.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return FollowingClock.of_twin(info) if isinstance(info, dict) else None
 
 
 def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> DilatedClock:

@@ -352,12 +352,13 @@ def with_slowest_phase(verdict: Verdict, recovery: ServingRecovery) -> Verdict:
 
 
 def to_cluster(clock: Clock, wall_ts: float) -> float:
-    """An epoch wall-clock stamp (the load's buckets) in cluster time."""
-    return clock.timestamp() - (time.time() - wall_ts) * clock.scale
+    """An epoch wall-clock stamp (the load's buckets) in cluster time (what the cluster's clock read then)."""
+    return clock.at_wall(wall_ts)
 
 
 def to_wall(clock: Clock, cluster_ts: float) -> float:
-    return time.time() - (clock.timestamp() - cluster_ts) / clock.scale
+    """A cluster timestamp as the epoch wall time the cluster's clock read it (for the load's buckets)."""
+    return clock.wall_at(cluster_ts)
 
 
 def _name(pod: dict) -> str:

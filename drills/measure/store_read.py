@@ -70,20 +70,30 @@ def read_through_pod(cluster: Cluster, namespace: str, pod: str, store_dir: str,
     root = "/" + store_dir.strip("/")
     at = cluster.clock.iso(cluster.clock.now())
     source = f"store listing of {root} on {volume}, read by pod {namespace}/{pod} @ {at}"
-    outputs = []
-    for kind in ("d", "f"):
-        code, out, err = _exec(cluster, namespace, pod, ["find", root, "-maxdepth", str(MAX_DEPTH), "-type", kind])
-        if code != 0:
-            return StoreReading(None, (), source, f"`find {root}` in the reader pod failed (exit {code}): "
-                                                  f"{(err or out).strip()[:200] or 'no output'}")
-        outputs.append(out)
-    entries = parse_find(root, *outputs)
+    entries = _listing(cluster, namespace, pod, root)
+    if isinstance(entries, str):
+        return StoreReading(None, (), source, entries)
     contents = {}
     for name in pointer_files(entries):
         code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
         if code == 0:
             contents[name] = out
+    if contents:  # a live job may complete a save between the listing and the pointer: list again after reading it
+        entries = _listing(cluster, namespace, pod, root)  # (a save's directory exists before its pointer names it)
+        if isinstance(entries, str):
+            return StoreReading(None, (), source, entries)
     return read_store(entries, contents, framework, source)
+
+
+def _listing(cluster: Cluster, namespace: str, pod: str, root: str) -> list[Entry] | str:
+    """The directory's entries (`find` in the reader pod), or why they could not be listed."""
+    outputs = []
+    for kind in ("d", "f"):
+        code, out, err = _exec(cluster, namespace, pod, ["find", root, "-maxdepth", str(MAX_DEPTH), "-type", kind])
+        if code != 0:
+            return f"`find {root}` in the reader pod failed (exit {code}): {(err or out).strip()[:200] or 'no output'}"
+        outputs.append(out)
+    return parse_find(root, *outputs)
 
 
 def read_local(path: str, framework: str, at: str) -> StoreReading:

@@ -26,7 +26,8 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import yaml
 
-from drills.core.clock import DilatedClock, to_iso
+from drills.core.clock import to_iso
+from drills.core.gatedclock import GatedClock
 from drills.core.heap import freeze_after_slow_collections, freeze_startup_heap
 from drills.twin.api.watchlag import WATCH_LAG
 from drills.core.errors import DrillError
@@ -74,7 +75,8 @@ class Twin:
         self.defects = tuple(defects)
         self.profile = _load_profile(profile, self.defects)
         profile_scale = getattr(self.profile, "scale", None) if self.profile is not None else None
-        self.clock = DilatedClock(scale=float(scale or profile_scale or DEFAULT_SCALE))
+        # one clock for every part of the twin, and it waits for the twin's work (drills/core/gatedclock.py)
+        self.clock = GatedClock(scale=float(scale or profile_scale or DEFAULT_SCALE))
         self.store = Store(self.clock, history=watch_history)
         self.audit = AuditLog(self.clock, self.state_dir / "audit.jsonl")
         self.server = ApiServer(self.store, self.audit, host=host, port=port,
@@ -119,6 +121,7 @@ class Twin:
             "profile": self.profile_name, "defects": list(self.defects),
             "started": time.time(), "twinStarted": self.clock.timestamp(),
             "startedIso": to_iso(self.clock.now()), "audit": str(self.audit.path),
+            "clock": self.clock.publish_to(self.state_dir),  # clients on this host follow the same clock
         }
         if self.server.tls is not None:  # paths only: the token stays in its file
             self.info["tls"] = {"url": self.server.tls_url, "ca": str(self.server.tls.ca.resolve()),
@@ -159,6 +162,7 @@ class Twin:
         self._started.clear()
         await self.server.stop()
         self.audit.close()
+        self.clock.close()
         if self._unfreeze is not None:
             self._unfreeze()
             self._unfreeze = None

@@ -9,7 +9,8 @@ import pytest
 import requests
 
 from drills.core.errors import DrillError
-from drills.core.kube import twin_clock
+from drills.core.followclock import FollowingClock
+from drills.core.kube import connect_twin, twin_clock
 from drills.twin.launcher import read_twin_info, start_twin
 
 
@@ -31,18 +32,22 @@ def test_start_writes_kubeconfig_and_twin_json_and_stop_removes_it(tmp_path):
 
 def test_the_drills_copy_of_a_twins_clock_is_within_its_stated_error(tmp_path):
     """A recovery is measured between our copy of the twin's clock (the fault's stamp) and the twin's own (its
-    logs): the copy states how far off it may be (half its read's round trip, dilated), and every later read
-    of the twin's clock lies within that of the copy's readings around it, however busy the machine."""
+    logs): every later read of the twin's clock lies within the copy's stated error of its readings around it,
+    however busy the machine. On this host the copy follows the twin's gate (drills/core/gatedclock.py): while
+    the twin holds its clock (it is still starting its pods here) the copy holds too. A copy read over HTTP
+    alone (a twin on another host) states half its round trip, and is right only while the twin keeps up."""
     handle = start_twin(tmp_path, scale=600)
     try:
-        copy = twin_clock(handle.url)
-        assert copy.scale == 600 and 0 < copy.error_s < 600 * 5.0  # a round trip under the read's timeout
+        copy = connect_twin(handle.kubeconfig, handle.url).clock
+        assert isinstance(copy, FollowingClock) and copy.scale == 600 and copy.error_s == 0
+        remote = twin_clock(handle.url)
+        assert remote.scale == 600 and 0 < remote.error_s < 600 * 5.0  # a round trip under the read's timeout
         with requests.Session() as session:
             for _ in range(20):
                 before = copy.timestamp()
                 now = session.get(f"{handle.url}/twin/v1/clock", timeout=5).json()["now"]
                 after = copy.timestamp()
-                assert before - copy.error_s <= now <= after + copy.error_s, (before, now, after, copy.error_s)
+                assert before - 1e-3 <= now <= after + 1e-3, (before, now, after)
     finally:
         assert handle.stop() == 0
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from drills.core.clock import Clock, DilatedClock, to_iso
+from drills.core.gatedclock import GatedClock
 from drills.twin.api import status as st
 from drills.twin.api.compact import interned
 from drills.twin.api.defaults import apply_defaults
@@ -50,6 +51,7 @@ class Store(Deletion):
 
     def __init__(self, clock: Clock | None = None, history: int = DEFAULT_HISTORY):
         self.clock = clock or DilatedClock()
+        self._gated = isinstance(self.clock, GatedClock)
         self._rv = 0
         self._tables: dict[ResourceType, Keyspace] = {rt: Keyspace(rt) for rt in RESOURCES}
         self._history: dict[ResourceType, deque[WatchEvent]] = {rt: deque(maxlen=history) for rt in RESOURCES}
@@ -305,6 +307,8 @@ class Store(Deletion):
             self._compacted[rt] = history[0].rv
         history.append(ev)
         self._hubs[rt].publish(ev)
+        if self._gated:  # the twin's clock waits until its own informers delivered this write (gatedclock.py)
+            self.clock.written(rt, ev.rv)  # type: ignore[attr-defined]
         self._retire(rt, ev)
 
     def _retire(self, rt: ResourceType, ev: WatchEvent) -> None:

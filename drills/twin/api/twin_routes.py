@@ -54,7 +54,9 @@ def routes() -> list[web.RouteDef]:
 async def _clock(request: web.Request) -> web.Response:
     clock = request.app[STORE].clock
     now = clock.timestamp()
-    return json_response({"now": now, "scale": clock.scale, "nowIso": to_iso(now)})
+    first = getattr(clock, "first_hold", None)  # the gated clock: what keeps it now (diagnosis)
+    return json_response({"now": now, "scale": clock.scale, "nowIso": to_iso(now),
+                          **({"held": first()} if first is not None else {})})
 
 
 async def _audit(request: web.Request) -> web.Response:

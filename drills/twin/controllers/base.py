@@ -18,6 +18,7 @@ from typing import Any, Hashable
 import aiohttp
 
 from drills.core.clock import DilatedClock
+from drills.core.gatedclock import GatedClock, Hold
 from drills.twin.controllers.client import ApiError, TwinClient
 from drills.twin.controllers.informer import InformerFactory
 from drills.twin.health import Health
@@ -29,6 +30,11 @@ __all__ = ["Controller", "ControllerContext", "EXPECTED_ERRORS"]
 EXPECTED_ERRORS = (ApiError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 log = logging.getLogger(__name__)
+
+# A requeue on the gated clock runs this long after its time (cluster seconds), as a real timer fires after its
+# delay, never at it: the clock then reads just past the moment the work was due, not exactly it (a training
+# step due then reads as 7959.9999999 at exactly its time, and the job never printed it: it stopped).
+TIMER_SLACK_S = 1e-3
 
 
 @dataclass
@@ -44,6 +50,14 @@ class ControllerContext:
 
     def wall(self, cluster_seconds: float) -> float:
         return max(0.0, cluster_seconds) / self.clock.scale
+
+    def hold(self, what: str) -> Hold | None:
+        """Work to do now: the twin's clock waits until `release(hold)` (gatedclock.py); None on a plain clock."""
+        return self.clock.hold(None, what) if isinstance(self.clock, GatedClock) else None
+
+    def release(self, hold: Hold | None) -> None:
+        if hold is not None:
+            self.clock.release(hold)  # type: ignore[attr-defined]
 
     def jittered(self, seconds: float, jitter: float) -> float:
         """`seconds` ± `jitter` (a fraction), never negative."""
@@ -66,7 +80,8 @@ class Controller:
         self._pending: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
-        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._timers: dict[Hashable, asyncio.TimerHandle | Hold] = {}
+        self._holds: dict[Hashable, Hold | None] = {}  # key → the hold keeping the twin's clock until it is reconciled
         self._tasks: list[asyncio.Task] = []
 
     def setup(self) -> None:
@@ -78,6 +93,8 @@ class Controller:
     def enqueue(self, key: Hashable) -> None:
         if key not in self._pending:
             self._pending.add(key)
+            if key not in self._holds:
+                self._holds[key] = self.ctx.hold(f"{self.name} reconcile of {key}")
             if key not in self._processing:
                 self._queue.put_nowait(key)
 
@@ -87,7 +104,17 @@ class Controller:
         return len(self._pending)
 
     def enqueue_after(self, key: Hashable, cluster_seconds: float) -> None:
-        """Reconcile `key` after `cluster_seconds` of twin time (an earlier request wins)."""
+        """Reconcile `key` after `cluster_seconds` of twin time (an earlier request wins); on the twin's gated
+        clock, when cluster time reaches it (never early after a stall), and the clock waits for it."""
+        clock = self.ctx.clock
+        if isinstance(clock, GatedClock):
+            due = clock.timestamp() + max(0.0, cluster_seconds) + TIMER_SLACK_S
+            held = self._timers.get(key)
+            if isinstance(held, Hold) and held.live and held.due <= due:
+                return
+            clock.release(held if isinstance(held, Hold) else None)
+            self._timers[key] = clock.call_at(due, lambda: self._fire(key), f"{self.name} requeue of {key}")
+            return
         loop = asyncio.get_running_loop()
         when = loop.time() + self.ctx.wall(cluster_seconds)
         timer = self._timers.get(key)
@@ -104,7 +131,13 @@ class Controller:
 
     async def stop(self) -> None:
         for timer in self._timers.values():
-            timer.cancel()
+            if isinstance(timer, Hold):
+                self.ctx.release(timer)
+            else:
+                timer.cancel()
+        for hold in self._holds.values():
+            self.ctx.release(hold)
+        self._holds.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -139,5 +172,8 @@ class Controller:
                 asyncio.get_running_loop().call_later(min(0.02 * 2 ** n, 1.0), self.enqueue, key)
             finally:
                 self._processing.discard(key)
-                if key in self._pending:  # enqueued again while it ran
+                done = self._holds.pop(key, None)
+                if key in self._pending:  # enqueued again while it ran: due again from now
+                    self._holds[key] = self.ctx.hold(f"{self.name} reconcile of {key}")
                     self._queue.put_nowait(key)
+                self.ctx.release(done)  # last: the clock may move on now

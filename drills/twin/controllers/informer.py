@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
+from drills.core.gatedclock import GatedClock
 from drills.twin.api.compact import interned
 from drills.twin.api.resources import ResourceType
 from drills.twin.controllers.client import ApiError, TwinClient, key_of
@@ -27,8 +28,11 @@ class Informer:
     """A cache of one resource type (optionally one namespace) kept current by a watch."""
 
     def __init__(self, client: TwinClient, rt: ResourceType, namespace: str | None = None,
-                 health: Health | None = None):
+                 health: Health | None = None, clock: GatedClock | None = None):
         self.client, self.rt, self.namespace = client, rt, namespace
+        # the twin's gated clock waits for the writes this informer has not handed to its handlers yet (a
+        # namespaced informer never sees the other namespaces' writes: it does not hold the clock)
+        self._gate = clock if namespace is None else None
         self.health = health or Health()
         self.cache: dict[tuple[str, str], dict] = {}
         self._by_ns: dict[str, dict[tuple[str, str], dict]] = {}  # client-go's namespace index
@@ -51,10 +55,14 @@ class Informer:
 
     def start(self) -> asyncio.Task:
         if self._task is None:
+            if self._gate is not None:
+                self._gate.watch(self.rt, id(self))
             self._task = asyncio.create_task(self._run(), name=f"informer:{self.rt.plural}")
         return self._task
 
     async def stop(self) -> None:
+        if self._gate is not None:
+            self._gate.unwatch(self.rt, id(self))
         if self._task is not None:
             self._task.cancel()
             try:
@@ -97,6 +105,7 @@ class Informer:
         for key, prev in old.items():
             if key not in fresh:
                 await self._emit("DELETED", prev, prev)
+        self._delivered(rv)
         return rv
 
     async def _watch(self, rv: str) -> str:
@@ -107,6 +116,7 @@ class Informer:
                 raise ApiError(obj.get("code", 500), obj.get("reason", ""), obj.get("message", ""))
             rv = obj.get("metadata", {}).get("resourceVersion", rv)
             if etype == "BOOKMARK":
+                self._delivered(rv)
                 continue
             key = key_of(obj)
             obj = interned(obj)  # cached compactly: one copy of each key and short string across the cache
@@ -122,7 +132,12 @@ class Informer:
                 self.cache[key] = obj
                 self._by_ns.setdefault(key[0], {})[key] = obj
             await self._emit(etype, obj, prev)
+            self._delivered(rv)
         return rv
+
+    def _delivered(self, rv: str) -> None:
+        if self._gate is not None and rv.isdigit():
+            self._gate.delivered(self.rt, id(self), int(rv))
 
     async def _emit(self, etype: str, obj: dict, old: dict | None) -> None:
         for handler in self._handlers:
@@ -141,15 +156,16 @@ class _Gone(Exception):
 class InformerFactory:
     """One shared informer per (resource, namespace), as in client-go."""
 
-    def __init__(self, client: TwinClient, health: Health | None = None):
+    def __init__(self, client: TwinClient, health: Health | None = None, clock: GatedClock | None = None):
         self.client = client
         self.health = health or Health()
+        self.clock = clock if isinstance(clock, GatedClock) else None
         self._informers: dict[tuple[str, str, str, str | None], Informer] = {}
 
     def informer(self, rt: ResourceType, namespace: str | None = None) -> Informer:
         key = (rt.group, rt.version, rt.plural, namespace)
         if key not in self._informers:
-            self._informers[key] = Informer(self.client, rt, namespace, self.health)
+            self._informers[key] = Informer(self.client, rt, namespace, self.health, self.clock)
         return self._informers[key]
 
     def start(self) -> None:

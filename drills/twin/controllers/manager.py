@@ -57,7 +57,8 @@ class ControllerManager:
 
     async def start(self, twin: "Twin") -> dict:
         client = TwinClient(twin.url, user_agent="twin-controller-manager")
-        self.ctx = ControllerContext(client=client, informers=InformerFactory(client, twin.health), clock=twin.clock,
+        self.ctx = ControllerContext(client=client, informers=InformerFactory(client, twin.health, twin.clock),
+                                     clock=twin.clock,
                                      profile=twin.profile, health=twin.health)
         self.ctx.twin = twin  # type: ignore[attr-defined]  # for components that need the state dir
         for spec in self.names:

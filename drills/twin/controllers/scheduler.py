@@ -280,6 +280,7 @@ class Scheduler(Controller):
 
     # -- writes ---------------------------------------------------------------------------------
     async def _bind_in_background(self, key: tuple, pod: dict, node: str) -> None:
+        hold = self.ctx.hold(f"scheduler bind of {key}")  # the clock waits for binds in flight too
         try:
             async with self._bind_slots:
                 await self._bind(pod, node)
@@ -291,6 +292,7 @@ class Scheduler(Controller):
         except Exception as err:  # noqa: BLE001 — a bug: reported loudly, as in a reconcile
             self.ctx.health.report(f"controller {self.name}", key, err)
         finally:
+            self.ctx.release(hold)
             self._in_flight.pop(key, None)
             self._waiting.release(key)
 

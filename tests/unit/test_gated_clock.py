@@ -1,0 +1,133 @@
+"""The twin's clock waits for the twin (issue 32): held work stops cluster time, a requeue never runs early in
+cluster time after a stall, a hung hold is dropped after the bound, a quiet clock is the dilated clock, and a
+client on the same host reads the same clock from the published gate."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from drills.core.followclock import FollowingClock
+from drills.core.gatedclock import GatedClock
+from drills.twin.controllers.base import Controller, ControllerContext
+from drills.twin.controllers.client import TwinClient
+from drills.twin.controllers.informer import InformerFactory
+
+
+def test_a_quiet_gated_clock_is_the_dilated_clock():
+    clock = GatedClock(scale=600.0)
+    before = clock.dilated()
+    now = clock.timestamp()
+    assert before <= now <= clock.dilated()
+
+
+def test_held_work_stops_cluster_time_and_its_release_lets_it_go_on():
+    clock = GatedClock(scale=600.0)
+    hold = clock.hold(None, "a reconcile")
+    at = clock.timestamp()
+    time.sleep(0.05)  # 30 cluster seconds of wall time
+    assert clock.timestamp() == at
+    assert clock.dilated() - at > 25
+    clock.release(hold)
+    assert clock.timestamp() - at > 25  # a quiet twin again: the dilated clock
+
+
+def test_the_clock_never_goes_back_when_work_is_held_at_an_earlier_time():
+    clock = GatedClock(scale=600.0)
+    time.sleep(0.01)
+    now = clock.timestamp()
+    late = clock.hold(now - 100, "work due 100 cluster seconds ago")
+    assert clock.timestamp() == now
+    clock.release(late)
+
+
+def test_a_hung_hold_is_dropped_after_the_stall_bound_and_counted(caplog):
+    clock = GatedClock(scale=600.0, stall_bound_s=0.05)
+    clock.hold(None, "a hung controller")
+    at = clock.timestamp()
+    time.sleep(0.1)
+    assert clock.timestamp() - at > 50
+    assert clock.stalls == 1
+    assert "a hung controller held cluster time" in caplog.text
+
+
+class _Recorder(Controller):
+    """Records the cluster time of each reconcile; key "slow" keeps the loop (and so the clock) busy."""
+
+    name = "recorder"
+    workers = 2
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.seen: dict[str, float] = {}
+
+    async def reconcile(self, key):
+        if key == "slow":
+            time.sleep(0.2)  # a busy machine: 120 cluster seconds of wall time at 600×, the loop blocked
+            await asyncio.sleep(0.05)
+        self.seen[key] = self.ctx.clock.timestamp()
+
+
+async def _requeue_around_a_stall(clock) -> tuple[dict, float]:
+    client = TwinClient("http://127.0.0.1:9")  # never called
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), clock=clock)
+    ctl = _Recorder(ctx)
+    ctl.start()
+    start = clock.timestamp()
+    ctl.enqueue_after("timer", 10.0)  # due 10 cluster seconds from now
+    ctl.enqueue("slow")
+    while len(ctl.seen) < 2:
+        await asyncio.sleep(0.01)
+    await ctl.stop()
+    await client.close()
+    return ctl.seen, start
+
+
+def test_a_requeue_runs_at_its_cluster_time_after_a_stall_on_the_gated_clock():
+    seen, start = asyncio.run(_requeue_around_a_stall(GatedClock(scale=600.0)))
+    assert seen["timer"] - start == pytest.approx(10.0, abs=0.01)  # exactly when due, whatever the stall
+    assert seen["slow"] - start < 1.0  # the slow reconcile held the clock where it started
+
+
+def test_the_dilated_clock_lets_the_same_stall_move_the_requeue():
+    """The check above can fail: on the old clock the same stall shifts the requeue by ~120 cluster seconds."""
+    from drills.core.clock import DilatedClock
+
+    seen, start = asyncio.run(_requeue_around_a_stall(DilatedClock(scale=600.0)))
+    assert seen["timer"] - start > 60
+
+
+def test_a_client_on_this_host_follows_the_twins_holds(tmp_path):
+    clock = GatedClock(scale=600.0)
+    copy = FollowingClock.of_twin({"clock": clock.publish_to(tmp_path)})
+    assert copy is not None
+    assert abs(copy.timestamp() - clock.timestamp()) < 1.0
+    hold = clock.hold(None, "work")
+    at = clock.timestamp()
+    time.sleep(0.05)
+    assert copy.timestamp() == pytest.approx(at, abs=1.0)
+    clock.release(hold)
+    assert copy.timestamp() - at > 25
+    assert FollowingClock.of_twin({"clock": {**clock.publish_to(tmp_path), "boot": "another-boot"}}) is None
+    clock.close()
+
+
+def test_a_wall_stamp_taken_elsewhere_converts_to_the_cluster_time_of_that_moment(tmp_path):
+    """The load generator stamps its requests with the wall clock: one taken while the twin held its clock
+    converts to the held time, not to where the dilated clock was (the linear conversion is off by the hold)."""
+    clock = GatedClock(scale=600.0)
+    copy = FollowingClock.of_twin({"clock": clock.publish_to(tmp_path)})
+    hold = clock.hold(None, "work")
+    at = clock.timestamp()
+    time.sleep(0.05)
+    stamp = time.time()  # 30 cluster seconds into the hold
+    time.sleep(0.02)
+    clock.release(hold)
+    assert copy.at_wall(stamp) == pytest.approx(at, abs=0.5)
+    assert copy.timestamp() - (time.time() - stamp) * copy.scale - at > 20  # the linear conversion
+    # and back: the clock first read the held time as the hold began, 50 ms of wall time before the stamp
+    assert stamp - 1.0 < copy.wall_at(at) < stamp - 0.04
+    assert stamp + 0.015 < copy.wall_at(at + 6) < stamp + 1.0  # not before the release (20 ms after the stamp)
+    clock.close()
