@@ -18,6 +18,7 @@ import logging
 import re
 from dataclasses import dataclass
 
+from drills.core.podexec import exec_in_pod
 from drills.core.grammar import check
 from drills.core.kube import Cluster, obj_get
 
@@ -100,18 +101,6 @@ def parse_dmon(text: str, gpu: int) -> tuple[bool, int | None]:
 def run(cluster: Cluster, pod: DcgmPod, command: list[str]) -> tuple[int, str, str]:
     """Run `command` in the pod (pods/exec, no stdin, no tty): (exit code, stdout, stderr); 255 when the exec
     itself failed (the reason in stderr)."""
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
+    return exec_in_pod(cluster, pod.namespace, pod.name, command, pod.container, timeout_s=_EXEC_TIMEOUT_S)
 
-    kwargs = {"container": pod.container} if pod.container else {}
-    try:
-        session = stream(cluster.core.connect_get_namespaced_pod_exec, pod.name, pod.namespace, command=command,
-                         stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False, **kwargs)
-        session.run_forever(timeout=_EXEC_TIMEOUT_S)
-        out, err = session.read_stdout() or "", session.read_stderr() or ""
-        code = session.returncode
-        session.close()
-    except (ApiException, OSError, ValueError) as err:
-        return 255, "", f"exec failed: {getattr(err, 'status', '')} {getattr(err, 'reason', '') or err}".strip()
-    log.debug("%s/%s: %s → %s", pod.namespace, pod.name, " ".join(command), code)
-    return (255 if code is None else code), out, err
+

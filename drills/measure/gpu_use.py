@@ -21,6 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 
+from drills.core.podexec import exec_in_pod
 from drills.core.errors import ToolOutputError
 from drills.measure.accept.nvidia_smi import COMPUTE_APPS_QUERY, UTILIZATION_QUERY, parse_compute_apps, parse_utilization
 
@@ -108,16 +109,6 @@ def _run(cluster, ns: str, pod: str, container: str, command: list[str]) -> str:
 
 
 def _exec_in(cluster, ns: str, pod: str, container: str, command: list[str]) -> tuple[int, str, str]:
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
+    return exec_in_pod(cluster, ns, pod, command, container)
 
-    try:
-        run = stream(cluster.core.connect_get_namespaced_pod_exec, pod, ns, command=command, container=container,
-                     stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
-        run.run_forever(timeout=60)
-        out, err = run.read_stdout() or "", run.read_stderr() or ""
-        code = run.returncode
-        run.close()
-    except (ApiException, OSError, ValueError) as err:  # the exec never ran: say so, never guess
-        return 255, "", f"exec failed: {err}"
-    return (255 if code is None else code), out, err
+

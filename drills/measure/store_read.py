@@ -15,6 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from drills.core.podexec import exec_in_pod
 from drills.core.kube import Cluster
 from drills.measure.ckpt_store import Entry, StoreReading, parse_find, pointer_files, read_store
 
@@ -121,16 +122,6 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
 
 
 def _exec(cluster: Cluster, namespace: str, pod: str, command: list[str]) -> tuple[int, str, str]:
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
+    return exec_in_pod(cluster, namespace, pod, command)
 
-    try:
-        run = stream(cluster.core.connect_get_namespaced_pod_exec, pod, namespace, command=command, stderr=True,
-                     stdin=False, stdout=True, tty=False, _preload_content=False)
-        run.run_forever(timeout=60)
-        out, err = run.read_stdout() or "", run.read_stderr() or ""
-        code = run.returncode
-        run.close()
-    except (ApiException, OSError, ValueError) as err:  # the exec never ran: say so, never guess
-        return 255, "", f"exec failed: {err}"
-    return (255 if code is None else code), out, err
+
