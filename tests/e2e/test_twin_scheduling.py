@@ -143,3 +143,15 @@ def test_no_preemption_defect_leaves_the_pod_pending(twin_factory):
     assert "preemption: not eligible due to preemptionPolicy=Never." in failed.message
     assert _node_of(core, "urgent") is None
     assert not [e for e in core.list_namespaced_event(NS).items if e.reason == "Preempted"]
+
+
+def test_replicas_placed_in_one_cycle_spread_over_their_nodes(twin_factory):
+    """The seeded inference Deployment's two replicas come in one scheduling cycle: the first must count on its
+    node (kube-scheduler assumes a placed pod before its bind is seen) or the soft spread sees no sibling and
+    the bin-packing score puts the second beside it — both on gpu-infer-01, gpu-infer-02 idle."""
+    handle = twin_factory(scale=300)
+    core = core_of(handle)
+    nodes = wait_for(lambda: (lambda n: len(n) == 2 and all(n) and n)(
+        [p.spec.node_name for p in core.list_namespaced_pod(NS, label_selector="app=llama-7b-infer").items]),
+        "both inference replicas bound")
+    assert sorted(nodes) == ["gpu-infer-01", "gpu-infer-02"], nodes

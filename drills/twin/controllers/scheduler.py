@@ -163,6 +163,10 @@ class Scheduler(Controller):
         if best is not None:
             best.add(req)  # this cycle counts it there at once; the binding goes on in the background
             key = key_of(pod)
+            # kube-scheduler's AssumePod: the next cycles count it on its node too (resources, the soft spread of
+            # its owner's replicas, anti-affinity) before the informer shows the binding; two replicas placed in
+            # one cycle, or in the next one while the first bind is in flight, went to one node
+            self._account(key, best.name, req, _owner(pod))
             self._in_flight[key] = asyncio.create_task(self._bind_in_background(key, pod, best.name))
             self._waiting.hold(key)
             return
@@ -283,11 +287,13 @@ class Scheduler(Controller):
         hold = self.ctx.hold(f"scheduler bind of {key}")  # the clock waits for binds in flight too
         try:
             async with self._bind_slots:
-                await self._bind(pod, node)
+                if not await self._bind(pod, node):
+                    self._forget_assumed(key, node)
         except asyncio.CancelledError:
             raise
         except EXPECTED_ERRORS as err:
             log.debug("scheduler: binding %s/%s to %s failed: %s; retrying", *key, node, err)
+            self._forget_assumed(key, node)
             self._kick()
         except Exception as err:  # noqa: BLE001 — a bug: reported loudly, as in a reconcile
             self.ctx.health.report(f"controller {self.name}", key, err)
@@ -313,6 +319,13 @@ class Scheduler(Controller):
         await record_event(self.ctx.client, pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}",
                            component=_component(pod), clock=self.ctx.clock)
         return True
+
+    def _forget_assumed(self, key: tuple, node: str) -> None:
+        """A bind that did not happen: the pod no longer counts on the node it was assumed on (unless the
+        informer already shows it bound there, or elsewhere: then that accounting stands)."""
+        pod = self.pods.get(*key)
+        if (self._bound.get(key) or (None,))[0] == node and not ((pod or {}).get("spec") or {}).get("nodeName"):
+            self._unaccount(key)
 
     async def _unschedulable(self, pod: dict, message: str) -> None:
         key, now = key_of(pod), self.ctx.clock.timestamp()
