@@ -8,7 +8,7 @@ evicts it), so the two drills share one twin and one run: four runs instead of e
 |---------------------------------------------------|-----------------------------|---------------------------------------|
 | healthy, 30 s endpoint propagation (profile edit) | pass                        | pass: 4 jobs run, 4 wait in the queue |
 | no-readiness-probe + no-priority-class            | fail slo_breach (502s)      | pass: its queue is not reclaimable    |
-| no-prestop-drain + shared-queue + no-priority-class | fail slo_breach (502s)    | fail serving_evicted: 1 of 2 preempted (the PDB keeps one) |
+| no-prestop-drain + serving-unprotected (shared-queue + no-priority-class) | fail slo_breach (502s) | fail serving_evicted: 1 of 2 preempted (the PDB keeps one) |
 | rollout-all-at-once + shared-queue + no-priority-class + no-pdb | fail unsafe_rollout | fail serving_evicted: 2 of 2 preempted |
 
 The healthy twin carries the same 30 s endpoint propagation as no-prestop-drain: its 40 s preStop covers it, so the
@@ -43,7 +43,7 @@ MARKS = "inference_rolling_restart or inference_noisy_neighbour"
 SCALE = 60  # the load is sparse in cluster time at higher scales: a 30 s propagation window must see requests
 RESTART_ROWS = {r.defect: r for r in rows("inference_rolling_restart")}
 NEIGHBOUR_ROWS = {r.defect: r for r in rows("inference_noisy_neighbour")}
-TWINS = [("no-readiness-probe", ["no-priority-class"]), ("no-prestop-drain", ["shared-queue", "no-priority-class"]),
+TWINS = [("no-readiness-probe", ["no-priority-class"]), ("no-prestop-drain", ["serving-unprotected"]),
          ("rollout-all-at-once", ["shared-queue", "no-priority-class", "no-pdb"])]
 
 
@@ -61,7 +61,9 @@ def _checks(rec: dict) -> dict:
 
 def test_the_constructions_are_the_tables():
     assert set(RESTART_ROWS) == {"no-readiness-probe", "no-prestop-drain", "rollout-all-at-once"}
-    assert set(NEIGHBOUR_ROWS) == {"no-priority-class", "shared-queue", "no-pdb"}  # alone: pass (defence in depth)
+    assert {d for d, r in NEIGHBOUR_ROWS.items() if r.verdict == "pass"} == {"no-priority-class", "shared-queue",
+                                                                            "no-pdb"}  # alone: pass (defence in depth)
+    assert NEIGHBOUR_ROWS["serving-unprotected"].verdict == "fail"  # shared-queue + no-priority-class, as one defect
     assert {d for d, _ in TWINS} == set(RESTART_ROWS)
 
 
@@ -103,10 +105,12 @@ def test_each_construction_gets_its_verdict_for_its_own_reason(restart_defect, n
     else:
         assert checks["unavailable replicas"]["verdict"] == "pass"  # a replica was always Ready: users still lost
         assert restart["details"]["load"]["failures"] > 0
-    if len(neighbour_defects) == 1:  # one line of defence missing: the other holds
+    if len(neighbour_defects) == 1:  # a named defect: its row (one line of defence missing: the other holds)
         (defect,) = neighbour_defects
-        assert not mismatches(NEIGHBOUR_ROWS[defect], 0, neighbour), mismatches(NEIGHBOUR_ROWS[defect], 0, neighbour)
-        return
+        row = NEIGHBOUR_ROWS[defect]
+        assert not mismatches(row, row.exit, neighbour), mismatches(row, row.exit, neighbour)
+        if row.verdict == "pass":
+            return
     assert neighbour["verdict"] == "fail" and neighbour["category"] == "serving_evicted", neighbour["reason"]
     disrupted = neighbour["details"]["neighbour"]["disrupted"]
     lost = 1 if "no-pdb" not in neighbour_defects else 2  # the budget (minAvailable 1) keeps one replica serving

@@ -86,6 +86,7 @@ EFFECTS = {
     # issue 35: a noisy neighbour's defects (each alone keeps serving; together a burst preempts the replicas)
     "no-priority-class": lambda p: _infer(p).priority_class is None,
     "shared-queue": lambda p: _infer(p).queue == _job(p).queue == "training",
+    "serving-unprotected": lambda p: _infer(p).queue == "training" and _infer(p).priority_class is None,
     "dcgm-exporter-off-training": lambda p: p.node_pools["training"].labels.get("nvidia.com/gpu.deploy.dcgm-exporter")
     == "false" and "nvidia.com/gpu.deploy.dcgm-exporter" not in p.node_pools["inference"].labels,
 }
