@@ -29,7 +29,7 @@ from drills.core.errors import DrillError
 if TYPE_CHECKING:
     from drills.core.kube import Cluster
 
-__all__ = ["EventMerger", "WatchEvent", "wait_for", "retry_at", "list_pages", "stream_lines", "obj_get", "short_reason"]
+__all__ = ["pod_names", "wait_pods_gone", "EventMerger", "WatchEvent", "wait_for", "retry_at", "list_pages", "stream_lines", "obj_get", "short_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -359,3 +359,21 @@ def short_reason(err: BaseException) -> str:
         if marker in text:
             return marker.lower() if marker != "Connection refused" else "connection refused"
     return text.splitlines()[-1][:200]
+
+
+def pod_names(cluster, namespace: str, selector: str) -> list[str]:
+    """The names of the pods `selector` selects in `namespace`, sorted (what a fault's revert reads back)."""
+    import json
+
+    resp = cluster.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+    return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
+
+
+def wait_pods_gone(cluster, namespace: str, selector: str, deadline: float) -> None:
+    """Until no pod `selector` selects is left (re-listed on each DELETED event and at the deadline) or the
+    deadline (cluster time) passes; the caller reads what is left and judges it."""
+    with EventMerger(cluster.clock) as merger:
+        merger.watch("pods", cluster.core.list_namespaced_pod, namespace, label_selector=selector)
+        for event in merger.events(deadline):
+            if (event is None or event.type == "DELETED") and not pod_names(cluster, namespace, selector):
+                return

@@ -13,7 +13,7 @@ import logging
 
 from drills.core.clock import STOP_WALL_FLOOR_S
 from drills.core.errors import RevertFailed
-from drills.core.kube import EventMerger
+from drills.core.watch import pod_names, wait_pods_gone
 from drills.faults import Plan, Reach
 
 __all__ = ["KIND", "RUN_LABEL", "plan", "inject", "revert", "verify", "selector"]
@@ -56,9 +56,9 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
             except ApiException as err:
                 if err.status != 404:
                     raise
-        if _pods(cluster, ns, sel):
-            _wait_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
-        left = _pods(cluster, ns, sel)
+        if pod_names(cluster, ns, sel):
+            wait_pods_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
+        left = pod_names(cluster, ns, sel)
     except ApiException as err:
         raise RevertFailed(f"could not delete the acceptance Jobs {ns}/{sel}: {err.status} {err.reason}; "
                            "run `drills revert` again") from None
@@ -68,19 +68,6 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     return "reverted"
 
 
-def _pods(cluster, ns: str, sel: str) -> list[str]:
-    resp = cluster.core.list_namespaced_pod(ns, label_selector=sel, _preload_content=False)
-    return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
-
-
-def _wait_gone(cluster, ns: str, sel: str, deadline: float) -> None:
-    with EventMerger(cluster.clock) as merger:
-        merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
-        for event in merger.events(deadline):
-            if (event is None or event.type == "DELETED") and not _pods(cluster, ns, sel):
-                return
-
-
 def verify(target, undo: dict, record: dict | None = None) -> "Reading":
     """Read back that no pod of the run's acceptance Jobs is left."""
     from drills.faults.readback import Observation, read
@@ -88,7 +75,7 @@ def verify(target, undo: dict, record: dict | None = None) -> "Reading":
     ns, sel = undo["namespace"], undo["selector"]
 
     def reader():
-        left = _pods(target.cluster, ns, sel)
+        left = pod_names(target.cluster, ns, sel)
         return [Observation(f"acceptance pods {ns}/{sel}", f"{len(left)} left", f"GET pods in {ns} ({sel})",
                             not left)], tuple(left)
 

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 
 from drills.core.clock import STOP_WALL_FLOOR_S
 from drills.core.errors import InjectionFailed, RevertFailed
-from drills.core.kube import EventMerger, obj_get
+from drills.core.kube import obj_get
+from drills.core.watch import pod_names, wait_pods_gone
 from drills.faults import Plan, Reach
 from drills.faults.readback import Observation, Reading, read
 
@@ -99,9 +100,9 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
             except ApiException as err:
                 if err.status != 404:
                     raise
-        if _pods(cluster, ns, sel):
-            _wait_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
-        left = _pods(cluster, ns, sel)
+        if pod_names(cluster, ns, sel):
+            wait_pods_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
+        left = pod_names(cluster, ns, sel)
     except ApiException as err:
         raise RevertFailed(f"could not delete the burst jobs {ns}/{sel}: {err.status} {err.reason}; "
                            "run `drills revert` again") from None
@@ -115,7 +116,7 @@ def verify(target, undo: dict, record: dict | None = None) -> Reading:
     ns, sel = undo["namespace"], undo["selector"]
 
     def reader():
-        jobs, pods = _jobs(target.cluster, ns, sel), _pods(target.cluster, ns, sel)
+        jobs, pods = _jobs(target.cluster, ns, sel), pod_names(target.cluster, ns, sel)
         return [Observation(f"burst jobs {ns}/{sel}", f"{len(jobs)} left", f"GET jobs.batch.volcano.sh in {ns} ({sel})",
                             not jobs),
                 Observation(f"burst pods {ns}/{sel}", f"{len(pods)} left", f"GET pods in {ns} ({sel})", not pods)], \
@@ -149,19 +150,6 @@ def _jobs(cluster, ns: str, sel: str) -> list[str]:
     data = json.loads(cluster.custom.list_namespaced_custom_object(*VOLCANO[:2], ns, VOLCANO[2], label_selector=sel,
                                                                    _preload_content=False).data)
     return sorted(j["metadata"]["name"] for j in data.get("items", []))
-
-
-def _pods(cluster, ns: str, sel: str) -> list[str]:
-    resp = cluster.core.list_namespaced_pod(ns, label_selector=sel, _preload_content=False)
-    return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items", []))
-
-
-def _wait_gone(cluster, ns: str, sel: str, deadline: float) -> None:
-    with EventMerger(cluster.clock) as merger:
-        merger.watch("pods", cluster.core.list_namespaced_pod, ns, label_selector=sel)
-        for event in merger.events(deadline):
-            if (event is None or event.type == "DELETED") and not _pods(cluster, ns, sel):
-                return
 
 
 def _reason(err: BaseException) -> str:
