@@ -240,21 +240,33 @@ def served_clock(api, timeout: float = _TIMEOUT_S):
     account (a site-like run) serves its dilated clock at /twin/v1/clock; any other server answers 404 (or
     403), and its clock is the wall clock. Only the clock: the target stays a real cluster for every other
     decision (`Cluster.is_twin` is False, twin-only faults are refused)."""
-    before = time.monotonic()
-    try:
+    from drills.core.servedclock import ServedClock
+
+    def read() -> tuple[dict, float, float]:  # (the served body, monotonic midpoint, round trip)
+        before = time.monotonic()
         request = api.param_serialize("GET", "/twin/v1/clock", auth_settings=["BearerToken"])
         resp = api.call_api(*request, _request_timeout=timeout)
         data = resp.read()
         after = time.monotonic()
         if resp.status != 200:  # a real API server: no such path
-            return WallClock()
-        body = json.loads(data)
+            raise LookupError(f"GET /twin/v1/clock answered {resp.status}")
+        return json.loads(data), (before + after) / 2, after - before
+
+    def served() -> tuple[float, float, float]:
+        body, midpoint, rtt = read()
+        return float(body["now"]), midpoint, rtt
+
+    try:
+        body, midpoint, rtt = read()
         scale = float(body["scale"])
-        return DilatedClock(scale=scale, epoch=float(body["now"]), wall_anchor=(before + after) / 2,
-                            error_s=(after - before) / 2 * scale)
+    except LookupError:
+        return WallClock()
     except (ValueError, KeyError, TypeError) as err:  # not a twin's answer
         log.debug("no served clock: %s", err)
         return WallClock()
+    # the twin's clock is gated (it waits while the twin is busy): a copy read once would run ahead of it
+    return ServedClock(scale=scale, epoch=float(body["now"]), wall_anchor=midpoint, error_s=rtt / 2 * scale,
+                       read=served)
 
 
 def _followed_clock(state_dir: str) -> Clock | None:

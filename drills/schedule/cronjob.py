@@ -198,8 +198,8 @@ def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
 
 
 def rbac_rules() -> dict[str, list[dict]]:
-    """The rule sets of rbac.yaml: cluster, workload, storage_job, store_reader, gpu_use, gpu_fault, gpu_exporter,
-    load_pods, lock, home, switch_secret."""
+    """The rule sets of rbac.yaml: cluster, workload, rollout, burst, storage_job, store_reader, gpu_use, gpu_fault,
+    gpu_exporter, load_pods, lock, home, switch_secret."""
     text = (importlib.resources.files("drills.schedule") / "rbac.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -253,6 +253,8 @@ def _rbac(opts: ScheduleOptions, profile: TargetProfile, meta: _Meta) -> list[di
     for ns in (profile.workloads.training.namespace, profile.workloads.inference.namespace):
         per_ns.setdefault(ns, [])
         _merge(per_ns[ns], rules["workload"])
+    _merge(per_ns[profile.workloads.inference.namespace], rules["rollout"])  # every profile runs these two drills
+    _merge(per_ns[profile.workloads.training.namespace], rules["burst"])
     if profile.storage.saturation.mode == "job":
         _merge(per_ns.setdefault(profile.storage.saturation.namespace, []), rules["storage_job"])
     if profile.workloads.training.checkpoint_store.read == "pod":

@@ -151,7 +151,8 @@ def test_the_site_like_nightly_ends_green(nightly):
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-2000:],
                                   [(r["scenario"], r["verdict"], r["reason"]) for r in recs])
     assert recs and all(r["verdict"] == "pass" for r in recs)
-    assert {r["drill"] for r in recs} == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation"}
+    assert {r["drill"] for r in recs} == {"gpu-node-loss", "inference-pod-kill", "switch-uplink", "storage-saturation",
+                                          "inference-rolling-restart", "inference-noisy-neighbour"}
     ran = {r["scenario"] for r in recs}
     assert not any("gpu-unhealthy" in s or "all its replicas" in s or any(os_ in s for os_ in OTHER_OSES)
                    for s in ran)

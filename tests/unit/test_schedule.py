@@ -109,10 +109,13 @@ def test_workload_namespaces_get_their_own_roles(docs):
                  for v in ("get", "list", "watch")}
     lease = {("coordination.k8s.io", "leases", v, ()) for v in ("get", "create", "update")}
     reader = {("", "pods", "create", ()), ("", "pods/exec", "get", ())}  # pods delete is the workload rule's
+    burst = {("batch.volcano.sh", "jobs", v, ()) for v in ("create", "delete")}  # the noisy-neighbour drill
+    rollout = {("apps", "deployments", "patch", ())}  # the rolling-restart drill
     for ns in ("ai-platform", "serving"):
         (role,) = by_kind(docs, "Role", ns)
-        # the training namespace also holds the run lock's Lease and the checkpoint store reader's pod
-        assert rules_of(role) == (workload | lease | reader if ns == "ai-platform" else workload)
+        # the training namespace also holds the run lock's Lease, the checkpoint store reader's pod and the burst;
+        # the inference namespace the serving Deployment's restart
+        assert rules_of(role) == (workload | lease | reader | burst if ns == "ai-platform" else workload | rollout)
         (binding,) = by_kind(docs, "RoleBinding", ns)
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (storage,) = by_kind(docs, "Role", "storage")  # saturation.mode: job
