@@ -65,9 +65,6 @@ class Scheduler(Controller):
         self._siblings: Counter = Counter()  # (owner uid, node) -> bound pods of that owner there
         self._used: dict[str, dict[str, float]] = defaultdict(dict)
         self._on_node: dict[str, set] = defaultdict(set)
-        # pods placed by a cycle whose binding is still in flight (kube-scheduler's "assumed" pods): the next
-        # placement in the same cycle must see them, or a required anti-affinity lets a whole set onto one node
-        self._assumed: dict[tuple, str] = {}  # pod key -> node
         self._node_sig: dict[str, tuple] = {}
         self._allocatable = AllocatableCache()
         self._last_event: dict[tuple, tuple[str, float]] = {}
@@ -166,7 +163,6 @@ class Scheduler(Controller):
         if best is not None:
             best.add(req)  # this cycle counts it there at once; the binding goes on in the background
             key = key_of(pod)
-            self._assumed[key] = best.name
             self._in_flight[key] = asyncio.create_task(self._bind_in_background(key, pod, best.name))
             self._waiting.hold(key)
             return
@@ -297,7 +293,6 @@ class Scheduler(Controller):
             self.ctx.health.report(f"controller {self.name}", key, err)
         finally:
             self.ctx.release(hold)
-            self._assumed.pop(key, None)  # bound: _bind accounted it on its node; else it waits again
             self._in_flight.pop(key, None)
             self._waiting.release(key)
 
@@ -361,8 +356,7 @@ class Scheduler(Controller):
 
     def _anti_affinity(self, pod: dict):
         """Required pod anti-affinity per node (topologyKey kubernetes.io/hostname, matchLabels): whether a pod
-        it repels is already bound, or assumed (its binding in flight), on a node — the filter kube-scheduler's
-        InterPodAffinity applies to its cache, where a pod is assumed on its node before the bind."""
+        it repels is already bound to a node — the filter kube-scheduler's InterPodAffinity applies."""
         terms = [t for t in (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
                  "requiredDuringSchedulingIgnoredDuringExecution") or []
                  if t.get("topologyKey") == HOSTNAME_KEY and (t.get("labelSelector") or {}).get("matchLabels")]
@@ -371,8 +365,7 @@ class Scheduler(Controller):
         ns = pod["metadata"].get("namespace")
 
         def repels(node: str) -> bool:
-            assumed = [key for key, at in self._assumed.items() if at == node]
-            for key in (*self._on_node.get(node, ()), *assumed):
+            for key in self._on_node.get(node, ()):
                 other = self.pods.get(*key) if key[0] == ns else None
                 labels = ((other or {}).get("metadata") or {}).get("labels") or {}
                 if any(all(labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in terms):
