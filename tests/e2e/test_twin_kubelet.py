@@ -68,8 +68,11 @@ def test_cold_image_cache_defect_makes_every_pull_slow(twin_factory):
 def test_startup_annotation_delays_readiness(twin_factory):
     handle = twin_factory(scale=60)  # 1 s of a starved CPU is 60 twin seconds late here, 600 at 600×
     core = core_of(handle)
-    core.create_namespaced_pod(NS, gpu_pod("model", gpus=1, node="gpu-train-03",
-                                           annotations={"twin.gpu-drills.io/startup-s": "120"}))
+    pod = gpu_pod("model", gpus=1, node="gpu-train-03", annotations={"twin.gpu-drills.io/startup-s": "120"})
+    # the model load delays Ready only through a readiness probe: without one the kubelet reports Ready at
+    # container start, whatever the process does (kube: "the default state is Success")
+    pod["spec"]["containers"][0]["readinessProbe"] = {"httpGet": {"path": "/health", "port": 8000}}
+    core.create_namespaced_pod(NS, pod)
     pod = wait_for(lambda: _ready(core, "model"), "model Ready")
     started = ts(pod.status.container_statuses[0].state.running.started_at)
     loading = ts(condition(pod, "Ready").last_transition_time) - started

@@ -7,16 +7,15 @@ Every controller uses this so `kubectl describe` and `kubectl get events` read l
 from __future__ import annotations
 
 import logging
-import secrets
+import time
 from collections import OrderedDict
-from datetime import datetime, timezone
 from typing import Any
 
 from drills.core.clock import Clock, to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import ApiError, TwinClient
 
-__all__ = ["record_event", "involved_object"]
+__all__ = ["record_event", "involved_object", "event_name"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +23,18 @@ _EVENTS = by_kind("v1", "Event")
 _SEEN_MAX = 4096
 # (client id, namespace, uid-or-name, reason, message, component) -> (event name, count)
 _seen: "OrderedDict[tuple, tuple[str, int]]" = OrderedDict()
+_last_ns = 0  # the last name's nanosecond stamp: names strictly increase in this process
+
+
+def event_name(base: str, at: float) -> str:
+    """client-go's recorder names an Event `<object>.<UnixNano in hex>` (tools/record/event.go, makeEvent): the
+    API server lists in key order, so one object's events list in the order they were made — what a reader of
+    events stamped within one second (RFC 3339) gets. The twin's clock reads one instant twice while it waits
+    for the twin's work (drills/core/gatedclock.py), so an event made later in that instant takes the next
+    nanosecond: a name is never taken twice, and the order stays the order of making."""
+    global _last_ns
+    _last_ns = max(int(at * 1e9), _last_ns + 1)
+    return f"{base}.{_last_ns:x}"
 
 
 async def record_event(client: TwinClient, obj: dict, reason: str, message: str, type: str = "Normal",
@@ -33,7 +44,8 @@ async def record_event(client: TwinClient, obj: dict, reason: str, message: str,
 
     Pass the controller's `clock` (ctx.clock) so timestamps are twin time; `host` is the node name
     for kubelet events (`source.host`)."""
-    now = to_iso(clock.now() if clock is not None else datetime.now(timezone.utc))
+    at = clock.timestamp() if clock is not None else time.time()
+    now = to_iso(at)
     ref = involved_object(obj)
     namespace = ref.get("namespace") or "default"
     key = (id(client), namespace, ref.get("uid") or ref.get("name"), reason, message, component)
@@ -50,7 +62,7 @@ async def record_event(client: TwinClient, obj: dict, reason: str, message: str,
             source["host"] = host
         base = ref.get("name") or "unknown"
         event = {
-            "metadata": {"name": f"{base}.{secrets.token_hex(8)}", "namespace": namespace},
+            "metadata": {"name": event_name(base, at), "namespace": namespace},
             "involvedObject": ref,
             "reason": reason,
             "message": message,

@@ -47,6 +47,7 @@ class Truth:
         self.clock = clock
         self._lock = threading.Lock()
         self._records: list[dict] = []
+        self._times: list[float] = []  # each record's exact time: `at` is rounded to the millisecond for reading
         self._seq = 0
         self._state: dict[str, dict[str, dict]] = {"training": {}, "inference": {}}
 
@@ -58,8 +59,10 @@ class Truth:
             rec = {"seq": self._seq, "area": area, "subject": subject, "kind": kind,
                    "at": round(when, 3), "atIso": _iso(when), **detail}
             self._records.append(rec)
+            self._times.append(when)
             if len(self._records) > MAX_RECORDS:
                 del self._records[: len(self._records) - MAX_RECORDS]
+                del self._times[: len(self._times) - MAX_RECORDS]
             state = self._state.setdefault(area, {}).setdefault(subject, {})
             state.setdefault("last", {})[kind] = {"at": rec["at"], "atIso": rec["atIso"], **detail}
         log.debug("truth %s %s %s %s", area, subject, kind, detail)
@@ -71,10 +74,13 @@ class Truth:
             self._state.setdefault(area, {}).setdefault(subject, {}).update(values)
 
     def records(self, kind: str | None = None, subject: str | None = None, since: float | None = None) -> list[dict]:
+        """Records of `kind` on `subject` made at or after `since` (twin seconds, as the clock read it). Compared
+        with the exact time, not the rounded `at`: the twin's clock holds while the twin works, so what a request
+        caused is stamped at the very instant the caller read before it — rounded down, it would seem earlier."""
         with self._lock:
-            return [dict(r) for r in self._records
+            return [dict(r) for r, t in zip(self._records, self._times)
                     if (kind is None or r["kind"] == kind) and (subject is None or r["subject"] == subject)
-                    and (since is None or r["at"] >= since)]
+                    and (since is None or t >= since)]
 
     def snapshot(self) -> dict:
         """The JSON document `GET /twin/v1/truth` answers."""
