@@ -81,9 +81,8 @@ def read_throughput(cluster, workload, window_s: float) -> tuple[float | None, s
     subject = f"{workload.namespace}/{workload.job}"
     if not running:
         return None, "samples/s", f"pods of training job {subject}: none Running"
-    now = cluster.clock.now()
     values: dict[str, list[float]] = {"samples/s": [], "steps/s": []}
-    last_at, names = None, []
+    last_at, names, steps = None, [], []
     for pod in running:
         name = pod["metadata"]["name"]
         try:
@@ -93,15 +92,20 @@ def read_throughput(cluster, workload, window_s: float) -> tuple[float | None, s
             continue
         names.append(name)
         reader = LogReader(workload.log_parser())
-        for line in text.splitlines():
-            for event in reader.feed(line):
-                if event.kind != "step" or event.at is None or (now - event.at).total_seconds() > window_s:
-                    continue
-                if event.samples_per_s is not None:
-                    values["samples/s"].append(event.samples_per_s)
-                elif event.step_time_s:
-                    values["steps/s"].append(1.0 / event.step_time_s)
-                last_at = event.at if last_at is None or event.at > last_at else last_at
+        steps += [event for line in text.splitlines() for event in reader.feed(line)
+                  if event.kind == "step" and event.at is not None]
+    # the log server already kept the last `window_s` by the target's own clock (sinceSeconds); the window is cut
+    # again from the newest line, not from this host's copy of the clock: a copy ahead of the target (a twin that
+    # held its clock while busy) would otherwise drop fresh lines and call a training job unobserved
+    newest = max((event.at for event in steps), default=None)
+    for event in steps:
+        if (newest - event.at).total_seconds() > window_s:
+            continue
+        if event.samples_per_s is not None:
+            values["samples/s"].append(event.samples_per_s)
+        elif event.step_time_s:
+            values["steps/s"].append(1.0 / event.step_time_s)
+        last_at = event.at if last_at is None or event.at > last_at else last_at
     unit = "samples/s" if values["samples/s"] else "steps/s"
     found = values[unit]
     where = f"pods/log {', '.join(f'{workload.namespace}/{n}' for n in names) or '(none readable)'}"
