@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -73,14 +74,26 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
 
 def read_throughput(cluster, workload, window_s: float) -> tuple[float | None, str, str]:
     """The job's throughput now: the median of the step lines its running workers logged in the last
-    `window_s` cluster seconds. Returns (value | None, unit, source)."""
+    `window_s` cluster seconds. Returns (value | None, unit, source). A job that runs but has not yet logged
+    enough step lines (it started moments ago) is read again as it logs, on the cluster's clock, for up to one
+    window: too few lines yet is "not observed yet", not "not observed"."""
+    deadline = cluster.clock.timestamp() + window_s
+    while True:
+        measured, unit, source, lines = _read_throughput(cluster, workload, window_s)
+        if measured is not None or lines is None or cluster.clock.timestamp() >= deadline:
+            return measured, unit, source
+        time.sleep(min(0.5, max(0.02, cluster.clock.wall_seconds(window_s / 20))))  # a few more lines' time
+
+
+def _read_throughput(cluster, workload, window_s: float) -> tuple[float | None, str, str, int | None]:
+    """One reading: (value | None, unit, source, step lines found — None when no worker runs)."""
     from drills.measure.logread import LogReader
 
     pods = _job_pods(cluster, workload)
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     subject = f"{workload.namespace}/{workload.job}"
     if not running:
-        return None, "samples/s", f"pods of training job {subject}: none Running"
+        return None, "samples/s", f"pods of training job {subject}: none Running", None
     values: dict[str, list[float]] = {"samples/s": [], "steps/s": []}
     last_at, names, steps = None, [], []
     for pod in running:
@@ -110,9 +123,9 @@ def read_throughput(cluster, workload, window_s: float) -> tuple[float | None, s
     found = values[unit]
     where = f"pods/log {', '.join(f'{workload.namespace}/{n}' for n in names) or '(none readable)'}"
     if len(found) < MIN_STEP_LINES:
-        return None, unit, f"{where}: {len(found)} step line(s) with a throughput in the last {window_s:.0f} s"
+        return None, unit, f"{where}: {len(found)} step line(s) with a throughput in the last {window_s:.0f} s", len(found)
     stamp = last_at.isoformat() if last_at else "?"
-    return statistics.median(found), unit, f"{where}: median of {len(found)} step lines, last at {stamp}"
+    return statistics.median(found), unit, f"{where}: median of {len(found)} step lines, last at {stamp}", len(found)
 
 
 def read_last_restart(cluster, workload) -> tuple[datetime | None, str, str]:

@@ -6,6 +6,7 @@ dry run, so it never becomes a point of the trend or a score."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -20,13 +21,20 @@ from tests.e2e.drill_helpers import audit_of, drills
 pytestmark = pytest.mark.slow
 
 
-def _fio_running() -> bool:
+def _fio_running(*places: Path) -> bool:
+    """An fio process working on `places` (its command line names one, or it holds a file open under one): other
+    tests' fio on this machine (other workers) are not this dry run's."""
+    marks = [str(p) for p in places]
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "fio":
-                return True
+            if not entry.name.isdigit() or (entry / "comm").read_text().strip() != "fio":
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            files = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
         except OSError:
             continue
+        if any(m in cmdline or any(f.startswith(m) for f in files) for m in marks):
+            return True
     return False
 
 
@@ -41,11 +49,11 @@ def test_a_dry_run_of_every_drill_sends_no_request_and_writes_nothing(twin_facto
     def watch() -> None:  # a probe file lives about a second, fio as long as it saturates: 10 ms polls see both
         while not done.is_set():
             probes.update(p.name for p in store.iterdir() if p.name.startswith(PROBE_PREFIX))
-            if _fio_running():
+            if _fio_running(store, tmp_path):
                 fio_seen.set()
             time.sleep(0.01)
 
-    fio_before = _fio_running()  # another test's fio on this machine would make the check meaningless
+    fio_before = _fio_running(store, tmp_path)  # a leftover fio on this store would make the check meaningless
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
