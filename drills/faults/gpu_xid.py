@@ -83,7 +83,7 @@ def plan(target, profile, *, node: str, gpu: int | None = None) -> Plan:
     count = int(float(obj_get(current, "status", "capacity", GPU, default=0) or 0))
     if count <= 0:
         raise InjectionFailed(f"node {node} has no {GPU} capacity: no GPU to fail; nothing injected")
-    pod = find_pod(cluster, cfg.dcgm_namespace, cfg.dcgm_selector, cfg.dcgm_container, node)
+    pod = _dcgm_pod(cluster, cfg, node)
     if pod is None:
         raise InjectionFailed(f"no DCGM host-engine pod ({cfg.dcgm_selector} in {cfg.dcgm_namespace}"
                               f"{', container ' + cfg.dcgm_container if cfg.dcgm_container else ''}) runs on node "
@@ -189,3 +189,19 @@ def _read_back(cluster, undo: dict) -> tuple[list[Observation], tuple[str, ...]]
 
 def _pod_now(cluster, undo: dict) -> DcgmPod | None:
     return find_pod(cluster, undo["namespace"], undo["selector"], undo.get("container"), undo["node"])
+
+
+DCGM_START_S = 120.0  # cluster seconds a node's DCGM pod may take to be Running (a DaemonSet pod still starting)
+
+
+def _dcgm_pod(cluster, cfg, node: str):
+    """The node's DCGM pod, waited for while one is still starting (a twin just up, a node just joined): read
+    again on the cluster's clock until it runs or DCGM_START_S pass; None when none runs by then."""
+    import time
+
+    deadline = cluster.clock.deadline(DCGM_START_S, wall_floor_s=5.0)
+    while True:
+        pod = find_pod(cluster, cfg.dcgm_namespace, cfg.dcgm_selector, cfg.dcgm_container, node)
+        if pod is not None or cluster.clock.timestamp() >= deadline:
+            return pod
+        time.sleep(0.05)
