@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import logging
 
-from drills.core.clock import STOP_WALL_FLOOR_S
-from drills.core.errors import RevertFailed
-from drills.core.watch import pod_names, wait_pods_gone
+from drills.core.watch import pod_names
+from drills.faults.delete_wait import delete_and_wait
 from drills.faults import Plan, Reach
 
 __all__ = ["KIND", "RUN_LABEL", "plan", "inject", "revert", "verify", "selector"]
@@ -43,29 +42,18 @@ def inject(target, plan: Plan) -> dict:
 def revert(target, undo: dict, record: dict | None = None) -> str:
     """Delete every Job of the run (foreground) and wait until their pods are gone; idempotent."""
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
 
     cluster, ns, sel = target.cluster, undo["namespace"], undo["selector"]
     batch = client.BatchV1Api(cluster.api)
-    try:
-        jobs = json.loads(batch.list_namespaced_job(ns, label_selector=sel, _preload_content=False).data)["items"]
-        for job in jobs:
-            try:
-                batch.delete_namespaced_job(job["metadata"]["name"], ns, propagation_policy="Foreground",
-                                            grace_period_seconds=0)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-        if pod_names(cluster, ns, sel):
-            wait_pods_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
-        left = pod_names(cluster, ns, sel)
-    except ApiException as err:
-        raise RevertFailed(f"could not delete the acceptance Jobs {ns}/{sel}: {err.status} {err.reason}; "
-                           "run `drills revert` again") from None
-    if left:
-        raise RevertFailed(f"acceptance pods {', '.join(left[:5])} in {ns} still exist after the delete; "
-                           "run `drills revert` again")
-    return "reverted"
+
+    def jobs() -> list[str]:
+        data = json.loads(batch.list_namespaced_job(ns, label_selector=sel, _preload_content=False).data)
+        return [job["metadata"]["name"] for job in data["items"]]
+
+    return delete_and_wait(cluster, ns, sel, jobs,
+                           lambda name: batch.delete_namespaced_job(name, ns, propagation_policy="Foreground",
+                                                                    grace_period_seconds=0),
+                           "acceptance Jobs", DELETE_TIMEOUT_S)
 
 
 def verify(target, undo: dict, record: dict | None = None) -> "Reading":

@@ -17,11 +17,11 @@ import logging
 import secrets
 from dataclasses import asdict, dataclass
 
-from drills.core.clock import STOP_WALL_FLOOR_S
-from drills.core.errors import InjectionFailed, RevertFailed
+from drills.core.errors import InjectionFailed
 from drills.core.kube import obj_get
-from drills.core.watch import pod_names, wait_pods_gone
+from drills.core.watch import pod_names
 from drills.faults import Plan, Reach
+from drills.faults.delete_wait import delete_and_wait
 from drills.faults.readback import Observation, Reading, read
 
 __all__ = ["KIND", "BURST_LABEL", "BurstRecord", "plan", "inject", "revert", "verify"]
@@ -89,26 +89,12 @@ def inject(target, plan: Plan) -> BurstRecord:
 
 def revert(target, undo: dict, record: dict | None = None) -> str:
     """Delete every job of the burst and wait until their pods are gone; idempotent."""
-    from kubernetes.client.exceptions import ApiException
-
     cluster, ns, sel = target.cluster, undo["namespace"], undo["selector"]
-    try:
-        for job in _jobs(cluster, ns, sel):
-            try:
-                cluster.custom.delete_namespaced_custom_object(*VOLCANO[:2], ns, VOLCANO[2], job,
-                                                               propagation_policy="Foreground", grace_period_seconds=0)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-        if pod_names(cluster, ns, sel):
-            wait_pods_gone(cluster, ns, sel, cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S))
-        left = pod_names(cluster, ns, sel)
-    except ApiException as err:
-        raise RevertFailed(f"could not delete the burst jobs {ns}/{sel}: {err.status} {err.reason}; "
-                           "run `drills revert` again") from None
-    if left:
-        raise RevertFailed(f"burst pods {', '.join(left[:5])} in {ns} still exist after the delete; run `drills revert` again")
-    return "reverted"
+    return delete_and_wait(cluster, ns, sel, lambda: _jobs(cluster, ns, sel),
+                           lambda job: cluster.custom.delete_namespaced_custom_object(
+                               *VOLCANO[:2], ns, VOLCANO[2], job, propagation_policy="Foreground",
+                               grace_period_seconds=0),
+                           "burst jobs", DELETE_TIMEOUT_S)
 
 
 def verify(target, undo: dict, record: dict | None = None) -> Reading:
