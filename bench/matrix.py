@@ -1,7 +1,7 @@
 """Every case of the e2e matrices `make test` samples (a benchmark of coverage, not part of `make test`).
 
 `make test` keeps representative cases of a few long matrices (issue 19: the suite stays quick): one log
-format each way, one signal per drill kind, one slow inference phase, one shipped acceptance defect alone.
+format each way, one signal per drill kind (tests/e2e/test_interrupts.py), one slow inference phase, one shipped acceptance defect alone.
 This runs those tests with every case (DRILLS_TEST_MATRIX=full, read by tests/e2e/matrix.py) and prints
 pytest's summary.
 
@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FILES = ["tests/e2e/test_twin_log_formats.py", "tests/e2e/test_accept.py", "tests/e2e/test_drill_inference.py",
-         "tests/e2e/test_drill_network.py", "tests/e2e/test_drill_storage.py"]
+# every e2e module that samples a matrix (imports tests/e2e/matrix.py)
+FILES = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py")
+               if "tests.e2e.matrix import" in p.read_text())
 
 
 def main(argv: list[str]) -> int:

@@ -11,8 +11,7 @@ import pytest
 import requests
 
 from fixtures.twin import api_client_for
-from tests.e2e.drill_helpers import (DRILL_AGENT, audit_of, drills, drills_popen, node, records, schedulable,
-                                     wait_for_injection)
+from tests.e2e.drill_helpers import DRILL_AGENT, audit_of, drills, node, records, schedulable
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +36,7 @@ def _lease(twin, renewed_ago_s: float, duration_s: int) -> None:
         api.close()
 
 
-def _read_lease(twin) -> dict:
+def read_lease(twin) -> dict:
     return requests.get(f"{twin.url}/apis/coordination.k8s.io/v1/namespaces/ai-platform/leases/gpu-drills-run",
                         timeout=5).json()
 
@@ -59,7 +58,7 @@ def test_a_live_lease_of_another_run_refuses_the_run(twin_factory, tmp_path):
         + re.escape(OTHER) + r" since \d\d:\d\d:\d\dZ, expires in \d+ s\): wait for it, or after a crash run "
         r"`drills revert` which also releases it", lines[0]), lines[0]
     assert [r for r in audit_of(twin) if str(r.get("userAgent", "")).startswith(DRILL_AGENT)] == []
-    assert _read_lease(twin)["spec"]["holderIdentity"] == OTHER
+    assert read_lease(twin)["spec"]["holderIdentity"] == OTHER
     assert schedulable(node(twin, "gpu-train-01"))
 
 
@@ -69,7 +68,7 @@ def test_an_expired_lease_is_taken_over_and_released_after_the_run(twin_factory,
     done = _run(twin, tmp_path, "takeover")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [r["verdict"] for r in records(tmp_path / "takeover")] == ["pass"]
-    lease = _read_lease(twin)
+    lease = read_lease(twin)
     assert not lease["spec"].get("holderIdentity"), lease  # released
     assert lease["spec"]["leaseTransitions"] == 1  # it was ours in between
     lease_writes = [r for r in audit_of(twin) if r.get("resource") == "leases"
@@ -80,18 +79,7 @@ def test_an_expired_lease_is_taken_over_and_released_after_the_run(twin_factory,
     assert lock_ids and {op["id"] for op in ops if op["op"] == "close" and op.get("outcome") == "released"} >= lock_ids
 
 
-def test_drills_revert_releases_the_lease_of_a_killed_run(twin_factory, tmp_path):
-    twin = twin_factory(scale=30.0)  # slow enough that the drill is still waiting when it is killed
-    proc = drills_popen("run", "-m", "training", "-k", "cordon", "--twin-state", str(twin.state_dir), "--no-html",
-                        "--reports", str(tmp_path), "--run-id", "killed")
-    wait_for_injection(tmp_path / "killed", proc)
-    proc.kill()
-    proc.communicate(timeout=30)
-    assert _read_lease(twin)["spec"]["holderIdentity"].endswith("/killed")  # nobody released it
-    done = drills("revert", "--reports", str(tmp_path), "--run", "killed")
-    assert done.returncode == 0, done.stderr
-    assert not _read_lease(twin)["spec"].get("holderIdentity")
-    assert schedulable(node(twin, "gpu-train-01"))
+# a SIGKILLed run's Lease released by `drills revert`: test_drill_safety.py::test_sigkill_then_drills_revert
 
 
 def test_a_dry_run_does_not_take_the_lock(twin_factory, tmp_path):

@@ -27,7 +27,8 @@ FAST = 600.0  # defect runs wait up to 1.2 × the 15m target: ~2 s of wall time
 SLOW = 10.0  # slow enough that the drill still waits when the signal arrives on a busy machine (~40 s of wall)
 TARGET_S = 900.0
 MAX_ERROR_S = 0.01 * TARGET_S
-STAMP_S = 0.002  # ms of the ISO stamps: the drill's own error (its clock copy's) is taken off its fault stamp
+STAMP_S = 0.01  # ms of the ISO stamps (2 truncations) + the drift of the drill's clock copy between its reads
+# (its bound is taken off the fault stamp; at 300x, 10 cluster ms is 33 wall µs — a CI run once saw -4 ms)
 ONE = "carrying and not sonic and not nxos"  # -k: the plain scenario (not the dialect outline)
 
 
@@ -181,7 +182,7 @@ def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_
     assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
 
 
-@pytest.mark.parametrize("signum", cases([signal.SIGINT], [signal.SIGINT, signal.SIGTERM]),  # SIGTERM: storage's test
+@pytest.mark.parametrize("signum", cases([], [signal.SIGINT, signal.SIGTERM]),  # test_interrupts.py: network, SIGINT twice
                          ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_drill_brings_the_uplink_up(signum, twin_factory, tmp_path):
     twin = twin_factory(scale=SLOW)

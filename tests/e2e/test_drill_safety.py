@@ -15,6 +15,8 @@ import pytest
 
 from tests.e2e.drill_helpers import (REPO, audit_of, drill_mutations, drills, drills_popen, node, records, schedulable,
                                      wait_for_injection, write_profile, without_readings)
+from tests.e2e.matrix import cases
+from tests.e2e.test_drill_lock import read_lease
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +32,9 @@ def _drill_in_background(twin, reports, run_id: str):
     return proc
 
 
-# SIGTERM once the node is lost is test_interrupts.py's training trial (which asserts all of this and more)
-@pytest.mark.parametrize("signum", [signal.SIGINT], ids=["SIGINT"])
+# test_interrupts.py runs one trial per kind (training: SIGTERM; SIGINT twice on two other kinds) asserting all of
+# this and more; this per-kind trial runs in bench/matrix.py (DRILLS_TEST_MATRIX=full)
+@pytest.mark.parametrize("signum", cases([], [signal.SIGINT, signal.SIGTERM]), ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_drill_reverts(signum, twin_factory, tmp_path):
     twin = twin_factory(scale=SLOW_SCALE)
     proc = _drill_in_background(twin, tmp_path, "sig")
@@ -51,10 +54,12 @@ def test_sigkill_then_drills_revert(twin_factory, tmp_path):
     proc.kill()
     proc.communicate(timeout=30)
     assert not schedulable(node(twin, LOST))  # nobody reverted: the journal entry is still open
+    assert read_lease(twin)["spec"]["holderIdentity"].endswith("/killed")  # nobody released the run's lock
     done = drills("revert", "--reports", str(tmp_path), "--run", "killed")
     assert done.returncode == 0, done.stderr
     assert f"reverted node on {LOST}" in done.stdout
     assert schedulable(node(twin, LOST))
+    assert not read_lease(twin)["spec"].get("holderIdentity")  # drills revert released it
     again = drills("revert", "--reports", str(tmp_path))
     assert again.returncode == 0 and "nothing to revert" in again.stdout
 

@@ -155,7 +155,7 @@ def test_a_budget_the_disk_cannot_meet_fails_the_probe_check(tmp_path):
     assert_clean(tmp_path / "tight")
 
 
-@pytest.mark.parametrize("signum", cases([signal.SIGTERM], [signal.SIGINT, signal.SIGTERM]),  # SIGINT: network's test
+@pytest.mark.parametrize("signum", cases([], [signal.SIGINT, signal.SIGTERM]),  # test_interrupts.py: storage, SIGINT twice
                          ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_saturation_leaves_no_fio(signum, tmp_path):
     proc = drills_popen("run", "-m", "storage", "--scale", "20", "--no-html", "--reports", str(tmp_path),
