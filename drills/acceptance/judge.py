@@ -95,6 +95,11 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
     if foreign:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
                      f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    lost = nvidia_smi.parse_lost(text)
+    if lost:  # before counting: a lost GPU is not a missing one (it is there; the driver cannot reach it)
+        measured["lost_gpus"] = [pci for pci, _ in lost]
+        return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} cannot get a handle for GPU " + "; ".join(
+            f"{pci} ({why})" for pci, why in lost) + ": the driver lost it (fallen off the bus)", measured, limits)
     mig = nvidia_smi.parse_mig(text)
     if mig:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi -L on {node} lists {len(mig)} MIG devices: MIG mode "
