@@ -48,3 +48,38 @@ def test_dcgmi_diag_fragment_is_refused_but_its_rows_read_the_failures():
     assert memory.notes[0].startswith("GPU 0 Error using CUDA API cuCtxCreate")
     assert "Unable to create CUDA context: 'CUDA-capable device(s) is/are busy or unavailable'." in memory.notes[0]
     assert diagnostic.scope == "All"
+
+
+def test_sonic_pfc_priority_view_reads_two_lossless_priorities():
+    # sonic-utilities' `show pfc priority Ethernet0` (the PR that added it): priorities 3 and 4 lossless
+    from drills.acceptance.port_facts import read_facts
+    from drills.faults.switch.dialect import load_switch_dialect
+
+    text = (DATA.parent / "switch_port" / "sonic-show_pfc_priority-lossless-3-4.txt").read_text().split("\n", 1)[1]
+    got = read_facts([load_switch_dialect("sonic").port[2]], [text], "Ethernet0")
+    assert (got.pfc, got.pfc_priorities) == (True, (3, 4))
+    assert read_facts([load_switch_dialect("sonic").port[2]], [text], "Ethernet4").pfc is None  # not listed: unknown
+
+
+def test_nccl_tests_2_20_header_read_and_a_run_without_its_summary_is_not_a_result():
+    from drills.acceptance.judge import judge_nccl_pair
+    from drills.measure.accept import nccl_tests
+
+    text = real("nccl-tests-2.20-gb10-two-nodes-cut-before-summary.txt")
+    result = nccl_tests.parse_perf(text)
+    assert result.ranks == ((0, "spark-d708", "NVIDIA GB10"), (1, "spark-dbf4", "NVIDIA GB10"))
+    assert [r.size_bytes for r in result.rows] == [8192, 16384, 32768, 65536]
+    assert result.peak_busbw == 1.01 and result.avg_busbw is None and result.out_of_bounds is None
+    # the run printed no `# Avg bus bandwidth` / `# Out of bounds values`: it did not finish; whatever its rows
+    # reached (even above the floor), it is no result
+    got = judge_nccl_pair("spark-d708", "spark-dbf4", text, Thresholds(pair_busbw_min_gbs=0.5))
+    assert not got.go and got.failure == "tool_error" and "did not finish" in got.reason
+
+
+def test_nccl_tests_rows_behind_mpis_tag_output_prefix():
+    from drills.measure.accept import nccl_tests
+
+    result = nccl_tests.parse_perf(real("nccl-tests-mpi-tag-output-prefix-p5-cut-rows.txt"))
+    assert [(r.size_bytes, r.busbw_out, r.busbw_in, r.wrong) for r in result.rows] == [
+        (8, 0.0, 0.0, 0), (16, 0.0, 0.0, 0), (32, 0.0, 0.0, 0)]
+    assert result.avg_busbw is None and result.failure is None
