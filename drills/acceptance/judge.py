@@ -95,6 +95,11 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
     if foreign:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
                      f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    lost = nvidia_smi.parse_lost(text)
+    if lost:  # before counting: a lost GPU is not a missing one (it is there; the driver cannot reach it)
+        measured["lost_gpus"] = [pci for pci, _ in lost]
+        return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} cannot get a handle for GPU " + "; ".join(
+            f"{pci} ({why})" for pci, why in lost) + ": the driver lost it (fallen off the bus)", measured, limits)
     mig = nvidia_smi.parse_mig(text)
     if mig:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi -L on {node} lists {len(mig)} MIG devices: MIG mode "
@@ -211,6 +216,10 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
     measured = {"busbw_gbs": result.peak_busbw, "avg_busbw_gbs": result.avg_busbw, "wrong": result.wrong,
                 "transports": result.transports, "hosts": list(result.hosts), "ranks": len(result.ranks)}
     limits = {"busbw_min_gbs": minimum, "transport": "RDMA" if peer else None}
+    if not result.failure and not result.finished:  # killed, hung or cut: its rows prove nothing about the rest
+        last = f" after its {result.rows[-1].size_bytes} B row" if result.rows else ""
+        return _nogo(node, check, "tool_error", f"all_reduce_perf {where} did not finish: no `# Avg bus bandwidth` "
+                     f"summary{last}", measured, limits, peer)
     if peer and not result.failure and (path := _pair_path(node, peer, result)):
         return _nogo(node, check, path[0], f"all_reduce_perf {where}: {path[1]}", measured, limits, peer)
     if result.failure:

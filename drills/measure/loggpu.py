@@ -7,10 +7,18 @@
   same Xid on other channels of that GPU is the same failure).
 - The driver's fallen-off-the-bus message, which newer drivers print over three lines without an Xid (`NVRM: The
   NVIDIA GPU 0000:b3:00.0` / `NVRM: (PCI ID: …) installed in this system has` / `NVRM: fallen off the bus and is
-  not responding to commands.`): joined back into one error, one per GPU.
+  not responding to commands.`): joined back into one error, one per GPU. Xid 79 and the driver's own `NVRM: GPU
+  0000:06:00.0: GPU has fallen off the bus.` after it are the same lost GPU: one error (the PCI address is
+  compared without its function, `PCI:0000:06:00` = `0000:06:00.0`).
+- The driver failing to bring a GPU up at all (`NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)`,
+  `rm_init_adapter failed, device minor number 5`): the GPU is unusable, one error per GPU.
+- PyTorch's CUDA error of a failed GPU outside a traceback and outside the watchdog (`RuntimeError: CUDA error:
+  uncorrectable ECC error encountered` as a bare line, under rich's traceback box, or as a UI quoted the message;
+  PyTorch 1.x `cuda runtime error (39) : uncorrectable ECC error encountered at …`): the errors CUDA returns for a
+  GPU that failed (`_GPU_CUDA_ERRORS`), not for a kernel bug. Inside a traceback the traceback reader reports it.
 
 Real examples: tests/data/real/logs/torch-watchdog-uncorrectable-ecc-*.log, vllm-ray-worker-nccl-watchdog-*.log,
-nvrm-*.log.
+nvrm-*.log, torch-bare-runtimeerror-cuda-uncorrectable-ecc-no-traceback.log, torch-1.x-cuda-runtime-error-39-*.log.
 """
 
 from __future__ import annotations
@@ -29,6 +37,14 @@ _XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[^)]+)\): (?P<xid>\d+)\b")
 _GPU_START = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)\s*$")
 _NVRM_MORE = re.compile(r"NVRM: (?P<text>.*)$")
 _OFF_BUS = re.compile(r"fallen off the bus")
+_NVRM_GPU = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?): ")
+_INIT_FAILED = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F:.]+): (?:RmInitAdapter failed!|rm_init_adapter failed)")
+# what CUDA returns to a process whose GPU failed (NVIDIA's Xid catalogue maps the hardware Xids to these), as PyTorch
+# words it (`CUDA error: …`, 1.x `cuda runtime error (N) : …`); an illegal address or a device assert is a kernel bug
+_GPU_CUDA_ERRORS = ("uncorrectable ECC error encountered", "unspecified launch failure", "unknown error",
+                    "uncorrectable NVLink error detected during the execution", "GPU is lost")
+_CUDA_GPU_FAILURE = re.compile(r"(?:CUDA error|cuda runtime error \(\d+\)) ?: (?:" +
+                               "|".join(map(re.escape, _GPU_CUDA_ERRORS)) + ")")
 
 
 class GpuReading:
@@ -46,7 +62,13 @@ class GpuReading:
             return self._gpu_error(("watchdog", rank, text), text, rec, rank)
         if m := _XID.search(body):
             self._gpu_held = None
-            return self._gpu_error(("xid", m.group("pci"), m.group("xid")), body[m.start():].strip(), rec, rec.rank)
+            pci, xid = _pci(m.group("pci")), m.group("xid")
+            key = ("lost", pci) if xid == "79" else ("xid", pci, xid)  # Xid 79: the GPU fell off the bus
+            return self._gpu_error(key, body[m.start():].strip(), rec, rec.rank)
+        if m := _INIT_FAILED.search(body):
+            return self._gpu_error(("init", _pci(m.group("pci"))), body[m.start():].strip(), rec, rec.rank)
+        if (m := _CUDA_GPU_FAILURE.search(body)) and not getattr(self, "_in_traceback", False):
+            return self._gpu_error(("cuda", rec.rank, m.group(0)), body.strip(), rec, rec.rank)
         if m := _GPU_START.search(body):
             self._gpu_held = (m.group("pci"), body[body.index("NVRM:"):].strip(), 0)
             self._consumed = True
@@ -57,11 +79,13 @@ class GpuReading:
             text = f"{text} {m.group('text').strip()}"
             self._consumed = True
             if _OFF_BUS.search(body):
-                return self._gpu_error(("off-bus", pci), text, rec, rec.rank)
+                return self._gpu_error(("lost", _pci(pci)), text, rec, rec.rank)
             self._gpu_held = (pci, text, lines + 1) if lines < 2 else None
             return []
         if _OFF_BUS.search(body) and "NVRM" in body:
-            return self._gpu_error(("off-bus", body.strip()), body[body.index("NVRM"):].strip(), rec, rec.rank)
+            m = _NVRM_GPU.search(body)
+            return self._gpu_error(("lost", _pci(m.group("pci")) if m else body.strip()),
+                                   body[body.index("NVRM"):].strip(), rec, rec.rank)
         return []
 
     def _gpu_error(self, key: tuple, text: str, rec: Record, rank: int | None) -> list[TrainingEvent]:
@@ -70,3 +94,9 @@ class GpuReading:
             return []
         self._gpu_seen.add(key)
         return self._add_error(LogError("gpu_error", text, rec.at, rec.host, rank), rec)
+
+
+def _pci(address: str) -> str:
+    """One GPU's PCI address as the driver's lines spell it in several ways (`PCI:0000:06:00`, `0000:06:00.0`)."""
+    address = address.lower().removeprefix("pci:")
+    return address.rsplit(".", 1)[0] if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d", address) else address

@@ -12,7 +12,8 @@ in every format the readers know (each shape from a real line in tests/data/real
 - DeepSpeed (DeepSpeedExamples' loop): `steps: 2500 loss: 12.5495 iter time (s): …`;
 - Lightning / NeMo progress bars: `…, 1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, …]`
   (`train_loss=`, `train_loss_step=` in 2.x): the first loss field of the bar's tail;
-- torchtitan: `step: 800  loss:  4.7215  memory: …` (and `grad_norm:` in newer versions);
+- torchtitan: `step: 800  loss:  4.7215  memory: …` (and `grad_norm:` in newer versions; a fork's
+  `step: 640/644 = 99.3789%  loss:  6.2116`);
 - the twin's legacy format: `step=6150 loss=1.234 …`.
 
 Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
@@ -39,7 +40,7 @@ _SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
         (rf"\|\s*lm[ _]loss: (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),  # Megatron
         (rf"^\s*steps: \d+ loss: (?P<v>{_VAL}) ", None),  # DeepSpeedExamples
         (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # Lightning bar
-        (rf"\bstep:\s*\d+\s+loss:\s*(?P<v>{_VAL})\b", rf"\bgrad_norm:\s*(?P<v>{_VAL})\b"),  # torchtitan
+        (rf"\bstep:\s*\d+(?:/\d+ = [\d.]+%)?\s+loss:\s*(?P<v>{_VAL})\b", rf"\bgrad_norm:\s*(?P<v>{_VAL})\b"),  # torchtitan
         (rf"(?:^|\s)step=\d+ loss=(?P<v>{_VAL})\b", None),  # the twin's legacy format
     ))
 # Megatron's iteration line without a loss (a NaN average is not printed) still carries the grad norm

@@ -125,6 +125,11 @@ _IB_COMPLETION = re.compile(
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\((?P<args>.*?)\)\s*ran for "
                        r"(?P<ran>\d+) milliseconds")
 _RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+# the watchdog found NCCL's asynchronous error on a collective (not a timeout; pytorch#149984): `Collective
+# WorkNCCL(SeqNum=2, OpType=ALLREDUCE, …) raised the following async exception: NCCL error: unhandled system error`;
+# TensorFlow/HybridBackend's `NCCL communication aborted: unhandled system error`
+_ASYNC_EXC = re.compile(r"WorkNCCL\((?P<args>.*?)\) raised the following async exception: |"
+                        r"NCCL communication aborted: ")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
 # no closing quote: interleaved terminate lines glue the type to the next process's text (`…DistBackendErrorterminate …`)
 _DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: ")
@@ -285,6 +290,10 @@ class NcclReading:
                     return []
                 self._terminate_open = True
             err = LogError("dist_backend", body.strip(), rec.at, rec.host, rec.rank)
+        elif m := _ASYNC_EXC.search(body):
+            err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
+            if m.group("args") is not None:
+                _fill_watchdog(err, m, body)
         elif m := _WATCHDOG.search(body):
             err = LogError("watchdog_timeout", body.strip(), rec.at, rec.host, rec.rank)
             _fill_watchdog(err, m, body)
@@ -368,7 +377,7 @@ def _fill_watchdog(err: LogError, m: re.Match[str], body: str) -> None:
     err.seq = int(args["SeqNum"]) if "SeqNum" in args else None
     err.op_type = args.get("OpType")
     err.timeout_ms = int(args["Timeout(ms)"]) if "Timeout(ms)" in args else None
-    err.ran_ms = int(m.group("ran"))
+    err.ran_ms = int(m.group("ran")) if m.groupdict().get("ran") else None
     ranks = [int(x.group("rank")) for x in _RANK_IN.finditer(body[: m.start()])]
     if ranks:
         err.rank = ranks[-1]
@@ -376,7 +385,7 @@ def _fill_watchdog(err: LogError, m: re.Match[str], body: str) -> None:
 
 def _is_nccl_exception(line: str) -> bool:
     return bool(_COMM_ABORTED.search(line) or _DIST_BACKEND.search(line) or _WATCHDOG.search(line)
-                or _HEARTBEAT.search(line))
+                or _HEARTBEAT.search(line) or _ASYNC_EXC.search(line))
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:

@@ -44,9 +44,10 @@ _SLURM = re.compile(r"(\d{1,5}): ")
 # pdsh: `10.0.0.1: `, `rdma-test-gpu-worker-1: `, or a bare hostname repeated by the NCCL prefix (`gpu1505: gpu1505:…`)
 _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*-\d+|(?P<h>[A-Za-z][\w-]*)(?=: (?P=h)[.:])): (?!\d)")
 # a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `,
-# Buildkite's `[2025-03-10T15:07:20Z] `), a collector's stamp and pod (`2026-01-09 17:40:26.049709 master-0 >> `); a web viewer's gutter before it (`  | [2025-…`); docker compose's
+# Buildkite's `[2025-03-10T15:07:20Z] `), a slash-dated collector stamp, a collector's stamp and pod (`2026-01-09 17:40:26.049709 master-0 >> `); a web viewer's gutter before it (`  | [2025-…`); docker compose's
 # service prefix (`vllm-1  | `, v1 `vllm_1  | `)
 _SHIPPER = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ (?:[+-]\d\d:\d\d|[A-Za-z][\w.-]* >>) |"
+                      r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?=\S)|"  # a job platform's collector (`2023/10/26 12:12:06 `)
                       r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\dZ?\] |"
                       r"\s+\| (?=\[\d{4}-)|[A-Za-z][\w.-]*[-_]\d+\s+\| ")
 # the pid/tid may be redacted by whoever pasted the log (`host-01.example.com:XXXXXX [5] …`), the hostname deleted

@@ -71,6 +71,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
 _CUDA_ERROR_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
                               r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)")
 _NCCL_SIGN = re.compile(r"Watchdog caught collective|ProcessGroupNCCL|NCCL communicator|DistBackendError|NCCL version|"
+                        r"watchdog thread terminated with exception|NCCL communication aborted|"
                         r"NCCL operation \w+\(")  # XLA's report of a failed NCCL call
 _VLLM_PROCS = re.compile(r"^(?:VllmWorker\w*|EngineCore\w*|Worker\w*|APIServer|RayWorkerWrapper|RayWorkerVllm)$")
 _HOSTS = ("hf-trainer", "megatron", "lightning", "torchtitan", "mmengine", "vllm", "twin")
@@ -149,6 +150,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self._known_bodies: set[str] = set()
         self._gpu_seen: set = set()
         self._gpu_held = None
+        self._in_traceback = False
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, line: str) -> list[TrainingEvent]:
@@ -222,6 +224,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         signed = self._score(rec)
         self._consumed = False
         in_traceback = self._tb is not None and not self._tb.closed
+        self._in_traceback = in_traceback  # the GPU reader leaves a traceback's CUDA error to the traceback reader
         out: list[TrainingEvent] = []
         out += self._traceback(rec)
         # a record is classified when it yields a fact or is a known kind of line: NCCL's, a framework's

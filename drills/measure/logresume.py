@@ -59,6 +59,7 @@ _LIGHTNING_TUNER_CKPT = re.compile(r"Restor(?:ing|ed all) states from the checkp
                                    r"(?:\S*/)?\.(?:scale_batch_size|lr_find)_[\w-]+\.ckpt")
 # torchtitan names its checkpoint folder once (`step-N` below it); step 0 is a seed checkpoint (model only): no resume
 _TITAN_FOLDER = re.compile(r"Checkpoints will be loaded from and saved to (?P<path>\S+)")
+_TB_FRAME_BARE = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _NO_CHECKPOINT = (
     re.compile(r"could not find the metadata file (?P<path>\S+)"),
     re.compile(r"will not load any checkpoints and will start from random"),
@@ -136,7 +137,8 @@ class CheckpointReading:
                 tb.exception, tb.in_frames = body.strip(), False
                 return []
             # a frame, a code line, or a reporter's elision (`...[Deleted …]`, `…`) between frames
-            if (m := _TB_FRAME.match(body)) or body.startswith((" ", "\t", "...", "\u2026")):
+            # (a paste that lost the frames' indentation: `File "…", line N, in f` at column 0, inside an open one)
+            if (m := _TB_FRAME.match(body) or _TB_FRAME_BARE.match(body)) or body.startswith((" ", "\t", "...", "\u2026")):
                 if m:
                     tb.frames.append(m.group("func"))
                 tb.texts.append(body)

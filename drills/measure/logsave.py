@@ -4,7 +4,14 @@
   timer, DeepSpeed shards (`Checkpoint global_stepN is about to be saved!` … the last `is ready now!`: the
   save ends when its last shard is written; `Saving model checkpoint: …/global_stepN/…` is its start, not its end),
   HF `Saving model checkpoint to …` and Lightning `saving model to …` (ModelCheckpoint logs it *before* it
-  saves), mmengine `Saving checkpoint at N iterations|epochs` (also before), NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`
+  saves), mmengine `Saving checkpoint at N iterations|epochs` (also before), NeMo `Scheduled async checkpoint save for …` … `Async checkpoint save for step N (…) finalized successfully.`,
+  NeMo 2's synchronous `Global Checkpoint Save : Rank: 0 : Iteration: N : … : Save duration: S s` (logged when the
+  write is done: it completes the Lightning `saving model to …` line before it, or is a save of its own),
+  torchtitan's last-step save (`Saving a full checkpoint at last step, step N.` … `Finished saving the checkpoint
+  (or staging if async is enabled)in S seconds.`: at the last step titan saves in the foreground; elsewhere
+  `Finished` may be the staging only, never counted), torch.distributed.checkpoint's process-based async saver
+  (`Received async checkpoint request with id=…/step-N` … `Submitted checkpoint save request for
+  checkpoint_id=…` — logged after the write returned, checked in torch's `_async_process_executor`).
 
 **A save counts only with completion evidence**: the framework's completion line (Megatron's `successfully saved`,
 DeepSpeed's last `is ready now!`, NeMo's `finalized successfully`), or — for the HF Trainer, Lightning and mmengine, which
@@ -36,6 +43,12 @@ _SAVE_START = (  # groups: step, path
     # NeMo's ModelCheckpoint with async save: the request (the step comes with the finalize line)
     ("nemo", re.compile(r"Scheduled async checkpoint save for (?P<path>\S+)")),
 )
+# NeMo 2's MegatronCheckpointIO after a synchronous save (the Lightning `saving model to` line before it is the start)
+_NEMO_SYNC_DONE = re.compile(r"Global Checkpoint Save : Rank: \d+ : Iteration: (?P<it>\d+) : .*Save duration: (?P<s>[\d.]+)s")
+_TITAN_LAST = re.compile(r"Saving a (?:full|model (?:weights )?only|[\w ]+?) checkpoint (?:in \w+ )?at last step, step (?P<step>\d+)")
+_TITAN_DONE = re.compile(r"Finished saving the checkpoint \(or staging if async is enabled\) ?in (?P<s>[\d.]+) seconds")
+_DCP_START = re.compile(r"Received async checkpoint request with id=(?P<path>\S+)")
+_DCP_DONE = re.compile(r"Submitted checkpoint save request for checkpoint_id=\S*?checkpoint_id='(?P<path>[^']+)'")
 _NEMO_DONE = re.compile(r"Async checkpoint save for step (?P<step>\d+)\**\s*\((?P<path>[^()\s]+)\) finalized successfully")
 _NEMO_STAMP = re.compile(r"^\[NeMo [IWE] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
 _SAVE_SHARD = re.compile(r"\[Torch\] Saved (?P<path>\S+?)\.?$|\[Torch\] Checkpoint (?:global_step)?(?P<step>\d+) is ready now")
@@ -99,6 +112,8 @@ class SaveReading:
             if s.started and end:
                 s.duration_s = round((end - s.started).total_seconds(), 3)
             return [self._ev("checkpoint_saved", rec, step=step, path=path, duration_s=s.duration_s)]
+        if out := self._other_save(rec):
+            return out
         if re.search(r"\[Torch\] Saving \S", body):
             self._consumed = True
             return []
@@ -162,11 +177,40 @@ class SaveReading:
         if "global step" in body and (m := _LIGHTNING_SAVE.search(body)):
             self._consumed = True
             path = m.group("path")
-            step = _step_in(path)
+            g = re.search(r"global step (\d+)", body)
+            step = _step_in(path) if _step_in(path) is not None else int(g.group(1)) if g else None
             self.saves.append(_Save(step, path, "lightning", started=rec.at, awaiting_step=True))
             return [self._ev("checkpoint_started", rec, step=step, path=path)]
         del at
         return []
+
+    def _other_save(self, rec: Record) -> list[TrainingEvent]:
+        """NeMo 2's synchronous save, torchtitan's last-step save and DCP's process-based async save (start, end)."""
+        body = rec.body
+        if m := (_TITAN_LAST.search(body) or _DCP_START.search(body)):
+            self._consumed = True
+            path = m.groupdict().get("path")
+            step = int(m.group("step")) if m.groupdict().get("step") else _step_in(path)
+            self.saves.append(_Save(step, path, "torchtitan" if path is None else "dcp", started=rec.at))
+            return [self._ev("checkpoint_started", rec, step=step, path=path)]
+        m = _TITAN_DONE.search(body) or _DCP_DONE.search(body) or _NEMO_SYNC_DONE.search(body)
+        if m is None:
+            return []
+        self._consumed = True
+        kind = "torchtitan" if m.re is _TITAN_DONE else "dcp" if m.re is _DCP_DONE else "lightning"
+        path = m.groupdict().get("path")
+        s = next((s for s in reversed(self.saves) if not s.done and s.framework == kind
+                  and (path is None or s.path == path)), None)
+        if s is None and kind == "lightning":  # the -last copy NeMo writes after the top-k file: a save of its own
+            last = next((s for s in reversed(self.saves) if s.framework == "lightning"), None)
+            s = _Save(last.step if last else int(m.group("it")) + 1, None, "lightning")
+            self.saves.append(s)
+        if s is None:  # titan's `Finished` after a periodic save: maybe only staged (async); DCP's without its request
+            return []
+        s.done, s.emitted, s.awaiting_step = True, True, False
+        if m.groupdict().get("s"):
+            s.duration_s = float(m.group("s"))
+        return [self._ev("checkpoint_saved", rec, step=s.step, path=s.path, duration_s=s.duration_s)]
 
     def confirm_saves(self, rec: Record, framework: str | None = None) -> list[TrainingEvent]:
         """A training step after an HF/Lightning save line (or the HF Trainer's next loop log): the loop got past

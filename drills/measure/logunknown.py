@@ -21,7 +21,10 @@ __all__ = ["UnknownReading", "ERROR_LIKE"]
 
 log = logging.getLogger(__name__)
 
-ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b")
+# the word ERROR, a traceback, an NCCL WARN, an Xid; and what fails without those words: a CUDA or NCCL error as
+# PyTorch words it (`RuntimeError: CUDA error: …`, `NCCL error: …`), a C++ abort, the driver failing a GPU
+ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
+                        r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b")
 # what NCCL's IB async thread reports without it being an error (net_ib.cc: non-fatal events; lognccl)
 _NCCL_INFO_WARN = re.compile(r"NET/IB\s*: (?:\S+:\d+ )?Got async (?:error )?event ?: (?:port active|LID change|"
                              r"P_Key change|SM change|client reregistration|GID table change|send queue drained|"

@@ -22,6 +22,8 @@ _ROW = re.compile(rf"^(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?:(?P<re
                   rf"(?P<t2>{_NUM})\s+(?P<alg2>{_NUM})\s+(?P<bus2>{_NUM})\s+(?P<w2>\S+)\s*$")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<n>\d+)")  # no `#` before nccl-tests cbe7f65 (2019-03)
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
+# mpirun --tag-output (an MPIJob launcher's log): `[1,0]<stdout>:` before every line
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:")
 _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure (?P<where>\S+)(?: '(?P<what>[^']*)')?")
 
 
@@ -60,6 +62,11 @@ class PerfResult:
         return max(sum(r.wrong for r in self.rows), self.out_of_bounds or 0)
 
     @property
+    def finished(self) -> bool:
+        """The run printed its summary (`# Out of bounds values`, `# Avg bus bandwidth`): it got to the end."""
+        return self.avg_busbw is not None or self.out_of_bounds is not None
+
+    @property
     def socket(self) -> tuple[str, ...]:
         """Hosts whose NCCL went over NET/Socket (the silent fallback)."""
         return tuple(h for h, t in self.transports.items() if t == "Socket")
@@ -73,7 +80,7 @@ def parse_perf(text: str) -> PerfResult:
         raise ToolOutputError("no `# nThread …` header or `out-of-place` table: not nccl-tests output")
     ranks, rows, avg, failure, oob = [], [], None, None, None
     for raw in text.splitlines():
-        line = raw.strip()
+        line = _MPI_TAG.sub("", raw, count=1).strip()
         if (r := _RANK.match(line)):
             ranks.append((int(r["rank"]), r["host"], r["name"].strip()))
         elif (row := _ROW.match(line)):

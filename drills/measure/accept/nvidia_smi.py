@@ -10,12 +10,16 @@ from dataclasses import dataclass
 
 from drills.core.errors import ToolOutputError
 
-__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig", "parse_utilization",
+__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig", "parse_lost", "parse_utilization",
            "parse_compute_apps", "UTILIZATION_QUERY", "COMPUTE_APPS_QUERY"]
 
 UTILIZATION_QUERY = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv"]
 COMPUTE_APPS_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv"]
 
+# a GPU the driver lost (fallen off the bus, Xid 79): nvidia-smi prints this instead of its table/list entry,
+# with or without a space before the address (`for GPU0000:07:00.0: Unknown Error`, `…: GPU is lost. Reboot …`)
+_LOST = re.compile(r"Unable to determine the device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                   r"[0-9A-Fa-f]{2}\.\d): (?P<why>.+?)\s*$")
 _LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # drivers before 410 print no `CUDA Version`
 _HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)(?:\s+CUDA Version: (?P<cuda>\S+))?")
@@ -53,6 +57,11 @@ class SmiTable:
     @property
     def hottest_c(self) -> int | None:
         return max((g.temperature_c for g in self.gpus), default=None)
+
+
+def parse_lost(text: str) -> tuple[tuple[str, str], ...]:
+    """(PCI address, nvidia-smi's words) of every GPU it could not get a handle for: present, but lost to the driver."""
+    return tuple((m["pci"], m["why"]) for line in text.splitlines() if (m := _LOST.search(line)))
 
 
 def parse_list(text: str) -> tuple[Gpu, ...]:
