@@ -405,7 +405,7 @@ class JobSim(FabricEffects):
         duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
-        self.store.begin(self.ns, self.name, k, layout=self.layout)
+        self.store.begin(self.ns, self.name, k, layout=self.layout, at=t)
         out.add(t, self.progress_pods(), self.fmt.save_started(k, self.fmt.checkpoint_path(self.base_path, k), start))
 
     def _finish_saves(self, now: float, out: Output) -> None:
