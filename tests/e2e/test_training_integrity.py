@@ -137,3 +137,33 @@ def wait_until(probe, timeout_s: float):
         assert time.monotonic() < deadline, "the training job's workers were never bound to nodes"
         time.sleep(0.2)
     return found
+
+
+def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(twin_factory, tmp_path):
+    """Issue 33 follow-up: the reader pod's image is not on the node and pulls for 12 twin minutes (profile edits:
+    `checkpoint_store.image`, the twin's `image_pull_cold`), so the store is listed after the resumed job has saved
+    again. An HF Trainer job on a store that loses its last save (defect lost-last-save) resumes from the save before
+    it and saves the lost step again before the read: the listing's modification times (GNU find -printf) show checkpoint-6000 completed
+    after the fault, so the drill fails it for the lost save — not as a stale resume against a checkpoint written
+    after the fault, which is what the listing without times said."""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    profile["workloads"]["training"][JOB]["log_format"] = "hf-trainer"
+    profile["timings"]["image_pull_cold"] = "12m"
+    path = tmp_path / "slow-reader.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    twin = twin_factory(profile=str(path), defects=["lost-last-save"], scale=SCALE)
+    site = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    site["workloads"]["training"]["checkpoint_store"] = {"read": "pod", "image": "registry.local/tools/debian:12.5",
+                                                         "timeout_s": "30m"}
+    site["nominal"]["drills"]["gpu-node-loss"] = {"no_worker_restart_s": "30m"}  # the HF log has steps/s, not samples/s
+    site_path = tmp_path / "site.yaml"
+    site_path.write_text(yaml.safe_dump(site))
+    done, rec = _run(tmp_path, "slow-reader", "--twin-state", str(twin.state_dir), "--profile", str(site_path))
+    check = _check(rec, "resumed checkpoint")
+    assert check["verdict"] == "fail" and rec["category"] == "stale_checkpoint", (check, done.stdout + done.stderr)
+    lost = rec["details"]["latest_checkpoint"]  # the save the log reported; the store lost it, the job saved it again
+    assert rec["details"]["resumed_step"] < lost, rec["details"]
+    assert (f"reports checkpoint {lost} saved but the store held it complete only after the fault (checkpoint-{lost}: "
+            "trainer_state.json written") in check["reason"], check["reason"]
+    assert f"written after the fault, not counted: checkpoint-{lost}" in check["reason"], check["reason"]
+    assert rec["details"]["checkpoint_store"]["timed"] is True
