@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from drills.core.clock import Clock
+from drills.core.kubetime import may_be_after
 from drills.measure.job_state import ContainerExit, JobState
 
 __all__ = ["LossSeen", "UnknownLine", "JobHealth", "job_health"]
@@ -119,7 +120,8 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
                       key=lambda r: r.at)
     before = sum(1 for _, at, *_ in state.losses if at < injected_at)
     exits = sorted((e for u, w in state.workers.items() if mine(u) for e in w.exits.values()
-                    if e.failed and e.at is not None and since is not None and since <= e.at <= until),
+                    if e.failed and e.at is not None and since is not None and may_be_after(e.at, since)
+                    and e.at <= until),  # finishedAt is whole seconds: an exit in the resume's second counts
                    key=lambda e: e.at)  # type: ignore[arg-type, return-value]
     patterns = [(p, re.compile(p)) for p in ignore]
     lines: list[UnknownLine] = []
