@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from drills.core.clock import Clock
 from drills.measure.ckpt_store import StoreCheckpoint, StoreReading
 
 __all__ = ["StoreAtFault", "at_fault", "CLOCK_SKEW_S"]
@@ -50,6 +51,12 @@ class StoreAtFault:
     settled: bool  # no entry added to or removed from the directory since the fault: an absence is real
     cutoff: float | None
     why_unknown: str | None = None  # what the reading could not tell, for the reason
+
+    def details(self) -> dict:
+        return {"complete": [c.step for c in self.complete], "written_after_fault": [c.name for c in self.after],
+                "unknown": [c.name for c in self.unknown], "incomplete": [c.name for c in self.incomplete],
+                "settled": self.settled, "cutoff": self.cutoff and Clock.iso(self.cutoff), "why_unknown": self.why_unknown,
+                "clock_skew_s": CLOCK_SKEW_S}
 
     @property
     def latest(self) -> StoreCheckpoint | None:
@@ -104,6 +111,4 @@ def at_fault(store: StoreReading, fault_at: float | None, step_at_fault: int | N
 
 
 def _iso(ts: float | None) -> str:
-    from drills.core.clock import to_iso
-
-    return "time unknown" if ts is None else f"written {to_iso(ts)}"
+    return "time unknown" if ts is None else f"written {Clock.iso(ts)}"

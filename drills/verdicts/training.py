@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from dataclasses import replace
 
-from drills.core.clock import to_iso
-from drills.measure.ckpt_asof import StoreAtFault, at_fault
+from drills.core.clock import Clock
 
 from drills.verdicts.timeline import (
     Verdict, format_duration, judge_effect, judge_recovery, judge_resume, lost_steps, within,
@@ -186,7 +185,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
                        reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
                               f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass "
                               "(read the store: profile workloads.training.checkpoint_store)")
-    view = _at_fault(recovery, store)
+    view = recovery.store_at_fault
     latest = view.latest
     truth = latest.step if latest else None
     newer_unknown = sorted((c for c in view.unknown if truth is None or c.step > truth), key=lambda c: c.step)
@@ -234,19 +233,12 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
     return replace(verdict, reason=f"{verdict.reason}; {cited}, as the log says")
 
 
-def _at_fault(recovery: "TrainingRecovery", store) -> StoreAtFault:
-    """The store reading as of the fault (drills/measure/ckpt_asof.py), on the cluster's clock."""
-    t = recovery.timeline
-    return at_fault(store, t.injected.timestamp() if t.injected else None, recovery.step_at_fault,
-                    t.rescheduled.timestamp() if t.rescheduled else None, store.read_done)
-
-
 def _written(c) -> str:
     return _written_at(c.completed_at) if c.completed_at is not None else ""
 
 
 def _written_at(ts: float | None) -> str:
-    return "" if ts is None else f", written {to_iso(ts)}"
+    return "" if ts is None else f", written {Clock.iso(ts)}"
 
 
 def _against(recovery: "TrainingRecovery", latest: int | None) -> Verdict:
