@@ -192,7 +192,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
     if newer_unknown:  # what the store held at the fault cannot be told: the log alone may fail, never pass
         verdict = _against(recovery, log_latest)
         why = (f"the checkpoint store cannot say what it held at the fault: {view.why_unknown} (complete when read: "
-               f"{', '.join(c.name for c in newer_unknown)}; {store.source})")
+               f"{_names(newer_unknown)}; {store.source})")
         if not verdict.passed:
             return replace(verdict, reason=f"{verdict.reason}; {why}")
         return replace(verdict, passed=False, inconclusive=True, never_reached=False,
@@ -231,6 +231,12 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
         return replace(verdict, reason=f"{verdict.reason}; {cited}, newer than the latest save its log shows "
                                        f"({log_latest}): judged against the store")
     return replace(verdict, reason=f"{verdict.reason}; {cited}, as the log says")
+
+
+def _names(checkpoints) -> str:
+    """The last few names (the newest matter), and how many more."""
+    names = [c.name for c in checkpoints]
+    return ", ".join(names[-3:]) + (f" and {len(names) - 3} older" if len(names) > 3 else "")
 
 
 def _written(c) -> str:
