@@ -12,7 +12,12 @@ modification times prove (GNU `find -printf '%y %T@ %p'`, drills/measure/store_r
   rewrites (Megatron's tracker, DeepSpeed's `latest`, mmengine's `last_checkpoint`) — the pointer, whose text then
   is what it said at the fault;
 - evidence written later was **written after the fault** (by the resumed job, or a save that ended after it);
-  a pointer rewritten after the fault leaves the state at the fault of every checkpoint it covers **unknown**;
+- a pointer rewritten after the fault (the resumed job's next save moves Megatron's tracker on) no longer says
+  what it named then. A checkpoint it covers counts as complete at the fault iff everything of it the listing
+  shows is older than the cut-off; one that changed since was written again after the fault. This errs one way
+  only — a pointer write the store lost at the fault (lost-last-save) is hidden, and the checkpoint it named is
+  counted: the truth is then *newer* than the job's resume, which fails it (as "stale"), never passes it. A
+  reading of such a store that misses the resume is still a FAIL, for a less precise reason; never a PASS;
 - a checkpoint absent from the reading was absent at the fault only if no entry was added to or removed from the
   directory since (its own mtime ≤ the cut-off): otherwise it may have been rotated away.
 
@@ -24,7 +29,7 @@ new worker was scheduled; otherwise everything is unknown and the judge says so.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from drills.core.clock import Clock
 from drills.measure.ckpt_store import StoreCheckpoint, StoreReading
@@ -95,6 +100,11 @@ def at_fault(store: StoreReading, fault_at: float | None, step_at_fault: int | N
         elif c.completed_at <= cutoff:
             complete.append(c)
         elif c.own_evidence:
+            after.append(c)
+        elif c.changed_at is not None and c.changed_at <= cutoff:  # the pointer moved on: its files decide
+            complete.append(replace(c, evidence=f"{c.evidence}, rewritten after the fault; everything of it older "
+                                                "than the fault"))
+        elif c.changed_at is not None:
             after.append(c)
         else:
             unknown.append(c)

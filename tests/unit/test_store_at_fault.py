@@ -70,14 +70,20 @@ def test_a_checkpoint_rotated_away_after_the_fault_is_not_a_lost_save():
     assert not judge_resumed(_rec(settled)).passed and not judge_resumed(_rec(settled)).inconclusive
 
 
-def test_a_pointer_rewritten_after_the_fault_cannot_tell_what_was_complete_then():
-    entries = [Entry(".", True, F - 900), Entry("iter_0004500", True, F - 900), Entry("iter_0006000", True, F - 500),
-               Entry("iter_0007500", True, F + 300), Entry(TRACKER, False, F + 400)]
-    store = read_store(entries, {TRACKER: "7500"})
+def test_a_pointer_moved_on_after_the_fault_counts_what_is_older_than_the_fault_and_errs_only_to_fail():
+    # the resumed job's next save (9000, past the fault at 7610) moved Megatron's tracker on after the fault
+    entries = [Entry(".", True, F + 400), Entry("iter_0004500", True, F - 900), Entry("iter_0006000", True, F - 500),
+               Entry("iter_0009000", True, F + 300), Entry(TRACKER, False, F + 400)]
+    store = read_store(entries, {TRACKER: "9000"})
     v = judge_resumed(_rec(store, resumed=6000, log_latest=6000))
-    assert v.inconclusive and "pointer was rewritten after the fault" in v.reason, v.reason
-    stale = judge_resumed(_rec(store, resumed=4500, log_latest=6000))  # the log alone fails it: it stays failed
-    assert not stale.passed and not stale.inconclusive
+    assert v.passed and "rewritten after the fault; everything of it older than the fault" in v.reason, v.reason
+    # the save of 7500 was cut off by the fault and written again after it: not counted
+    again = read_store(entries + [Entry("iter_0007500", True, F + 200)], {TRACKER: "9000"})
+    assert judge_resumed(_rec(again, resumed=6000, log_latest=6000)).passed
+    # a tracker write the store lost at the fault is hidden by the move: counted, the resume then fails — never passes
+    lost = read_store(entries + [Entry("iter_0007500", True, F - 100)], {TRACKER: "9000"})
+    v = judge_resumed(_rec(lost, resumed=6000, log_latest=7500))
+    assert not v.passed and not v.inconclusive and "stale" in v.reason, v.reason
 
 
 def test_a_listing_without_times_read_after_a_worker_was_rescheduled_is_inconclusive_not_a_pass():
