@@ -181,7 +181,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
         why = f"the checkpoint store could not be read: {store.problem}"
         if not verdict.passed:
             return replace(verdict, reason=f"{verdict.reason}; {why}")
-        return replace(verdict, passed=False, inconclusive=True,
+        return replace(verdict, passed=False, inconclusive=True, unobserved=True,
                        reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
                               f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass "
                               "(read the store: profile workloads.training.checkpoint_store)")
@@ -195,7 +195,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
                f"{_names(newer_unknown)}; {store.source})")
         if not verdict.passed:
             return replace(verdict, reason=f"{verdict.reason}; {why}")
-        return replace(verdict, passed=False, inconclusive=True, never_reached=False,
+        return replace(verdict, passed=False, inconclusive=True, unobserved=True, never_reached=False,
                        reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
                               f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass")
     verdict = _against(recovery, truth)
@@ -214,7 +214,7 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
                    f"{_written_at(store.root_changed_at)}): it may have been rotated away since; {cited}")
             if not alone.passed:
                 return replace(alone, reason=f"{alone.reason}; {why}")
-            return replace(alone, passed=False, inconclusive=True, never_reached=False,
+            return replace(alone, passed=False, inconclusive=True, unobserved=True, never_reached=False,
                            reason=f"inconclusive: {why}; the job resumed from {recovery.resumed_step}")
         if kind == "after":
             state = (f"held it complete only after the fault ({held.name}: {held.evidence}{_written(held)}: saved "

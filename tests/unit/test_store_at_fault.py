@@ -91,6 +91,7 @@ def test_a_listing_without_times_read_after_a_worker_was_rescheduled_is_inconclu
     late = replace_read(untimed, F + 600)
     v = judge_resumed(_rec(late, rescheduled=T0 + timedelta(seconds=30)))
     assert v.inconclusive and "no modification times" in v.reason, v.reason
+    assert v.unobserved  # reported not_observed: the fault had its effect, the store's state then was not seen
     early = replace_read(untimed, F + 10)
     assert judge_resumed(_rec(early, rescheduled=T0 + timedelta(seconds=30))).passed
 
