@@ -232,6 +232,12 @@ def _timed(c: StoreCheckpoint, entries: list[Entry], fw: str) -> StoreCheckpoint
 
 
 # -- one reader per framework: (checkpoints, pointer text, problem) ------------------------------------------
+def _empty_dir(entries: list[Entry], name: str) -> bool:
+    """A checkpoint directory of the listing with nothing in it (a file checkpoint is never "empty" here)."""
+    is_dir = any(e.is_dir and e.parts == (name,) for e in entries)
+    return is_dir and not _children(entries, name)
+
+
 def _children(entries: list[Entry], name: str) -> set[str]:
     return {e.parts[1] for e in entries if len(e.parts) == 2 and e.parts[0] == name}
 
@@ -251,6 +257,9 @@ def _pointed(entries, contents, pointer_name, dirs, parse):
             why = (f"{pointer_name} is empty or unreadable ({value!r})" if value is not None
                    else f"no {pointer_name}: the framework writes it only after a save completes")
             out.append(StoreCheckpoint(step, name, False, why))
+        elif step <= pointed and _empty_dir(entries, name):  # the pointer's word against the store's own contents
+            out.append(StoreCheckpoint(step, name, False, f"{pointer_name} names {value} but {name}/ holds nothing: "
+                                                          "no shard to load"))
         elif step <= pointed:
             out.append(StoreCheckpoint(step, name, True, f"at or before the step {pointer_name} names ({value})"))
         else:

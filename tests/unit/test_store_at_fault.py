@@ -28,6 +28,11 @@ def _hf(*ckpts: tuple[int, float], root_at: float = F - 100) -> object:
     return read_store(entries, {}, source="store listing by pod ai/ckpt-reader-1")
 
 
+def _iter(step: int, at: float) -> list[Entry]:
+    """A Megatron checkpoint directory as the listing shows it (its rank directory inside), written at `at`."""
+    return [Entry(f"iter_{step:07d}", True, at), Entry(f"iter_{step:07d}/mp_rank_00", True, at)]
+
+
 def _rec(store, resumed=6000, log_latest=6000, step_at_fault=7610, rescheduled=None) -> TrainingRecovery:
     return TrainingRecovery(timeline=Timeline(injected=T0, rescheduled=rescheduled), step_at_fault=step_at_fault,
                             latest_checkpoint=log_latest, resumed_step=resumed, first_step=None, new_nodes=(),
@@ -72,16 +77,16 @@ def test_a_checkpoint_rotated_away_after_the_fault_is_not_a_lost_save():
 
 def test_a_pointer_moved_on_after_the_fault_counts_what_is_older_than_the_fault_and_errs_only_to_fail():
     # the resumed job's next save (9000, past the fault at 7610) moved Megatron's tracker on after the fault
-    entries = [Entry(".", True, F + 400), Entry("iter_0004500", True, F - 900), Entry("iter_0006000", True, F - 500),
-               Entry("iter_0009000", True, F + 300), Entry(TRACKER, False, F + 400)]
+    entries = [Entry(".", True, F + 400), *_iter(4500, F - 900), *_iter(6000, F - 500), *_iter(9000, F + 300),
+               Entry(TRACKER, False, F + 400)]
     store = read_store(entries, {TRACKER: "9000"})
     v = judge_resumed(_rec(store, resumed=6000, log_latest=6000))
     assert v.passed and "rewritten after the fault; everything of it older than the fault" in v.reason, v.reason
     # the save of 7500 was cut off by the fault and written again after it: not counted
-    again = read_store(entries + [Entry("iter_0007500", True, F + 200)], {TRACKER: "9000"})
+    again = read_store(entries + _iter(7500, F + 200), {TRACKER: "9000"})
     assert judge_resumed(_rec(again, resumed=6000, log_latest=6000)).passed
     # a tracker write the store lost at the fault is hidden by the move: counted, the resume then fails — never passes
-    lost = read_store(entries + [Entry("iter_0007500", True, F - 100)], {TRACKER: "9000"})
+    lost = read_store(entries + _iter(7500, F - 100), {TRACKER: "9000"})
     v = judge_resumed(_rec(lost, resumed=6000, log_latest=7500))
     assert not v.passed and not v.inconclusive and "stale" in v.reason, v.reason
 
