@@ -16,7 +16,10 @@ them are **complete** — by the completion evidence each framework itself write
 | torch.distributed.checkpoint / torchtitan | `step-N/` | `.metadata` inside (or `model.safetensors.index.json`): written by the coordinator's `finish` after every rank's shards; torchtitan's `_find_load_step` counts only those (torchtitan/components/checkpoint.py@2f0eb429) |
 
 A pointer naming a checkpoint the listing does not hold, or a checkpoint step ahead of its pointer, is a save
-that never completed. What the reader cannot place (no layout it knows) leaves `framework` None: the drill then
+that never completed; a pointer naming an empty directory is not a checkpoint (the store's contents decide). A
+listing with modification times (GNU `find -printf`, `parse_find_printf`) gives each checkpoint when its completion
+evidence was written (`completed_at`) and when anything in it last changed: drills/measure/ckpt_asof.py reads the
+store as it was at the fault from them. What the reader cannot place (no layout it knows) leaves `framework` None: the drill then
 says the store was unreadable, it never guesses.
 """
 

@@ -168,7 +168,11 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
       complete checkpoint than the log shows is reported (and judges the resume).
     - store not readable, the profile expecting it to be: a resume the log alone would pass is inconclusive,
       naming why; a failure stays a failure (a misread log can never make a PASS).
-    - the profile says the store is not readable (`checkpoint_store.read: none`): the log alone, said so."""
+    - the profile says the store is not readable (`checkpoint_store.read: none`): the log alone, said so.
+    The store is judged as it was **at the fault** (`recovery.store_at_fault`, drills/measure/ckpt_asof.py): a
+    checkpoint whose completion evidence was written after it is named and not counted; what a late reading cannot
+    tell (no modification times, read after a replacement was scheduled; a checkpoint maybe rotated away) makes a
+    resume the log alone would pass inconclusive (`unobserved`), never a made-up PASS or FAIL."""
     store, log_latest = recovery.store, recovery.latest_checkpoint
     if store is None:
         verdict = _against(recovery, log_latest)
