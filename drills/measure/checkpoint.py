@@ -43,6 +43,7 @@ from drills.measure.logformats import TrainingEvent, split_timestamp
 from drills.measure.logread import LogReader
 from drills.measure.job_health import JobHealth, job_health
 from drills.measure.job_state import ENDED_PHASES, JobState
+from drills.measure.ckpt_asof import StoreAtFault, at_fault
 from drills.measure.ckpt_store import StoreReading
 from drills.measure.stability import stability_window, transports
 from drills.verdicts.timeline import Timeline
@@ -115,9 +116,21 @@ class TrainingRecovery:
     store: "StoreReading | None" = None  # the checkpoint store, read when the job lost its node (ckpt_store)
     store_read: str = "pod"  # how the profile says to read it: pod | path | none (not readable: the log alone)
 
+    @property
+    def store_at_fault(self) -> "StoreAtFault | None":
+        """The store reading as it proves the store was at the fault (ckpt_asof), on the cluster's clock: the
+        injection, and the first replacement worker scheduled (the earliest a resumed job could write)."""
+        if self.store is None or not self.store.readable:
+            return None
+        t = self.timeline
+        return at_fault(self.store, t.injected.timestamp() if t.injected else None, self.step_at_fault,
+                        t.rescheduled.timestamp() if t.rescheduled else None, self.store.read_done)
+
     def details(self) -> dict:
+        view = self.store_at_fault
         return {**(self.health.details() if self.health else {}),
                 "checkpoint_store": self.store.details() if self.store else None, "store_read": self.store_read,
+                "checkpoint_store_at_fault": view and view.details(),
                 "step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
                 "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,

@@ -16,7 +16,10 @@ them are **complete** — by the completion evidence each framework itself write
 | torch.distributed.checkpoint / torchtitan | `step-N/` | `.metadata` inside (or `model.safetensors.index.json`): written by the coordinator's `finish` after every rank's shards; torchtitan's `_find_load_step` counts only those (torchtitan/components/checkpoint.py@2f0eb429) |
 
 A pointer naming a checkpoint the listing does not hold, or a checkpoint step ahead of its pointer, is a save
-that never completed. What the reader cannot place (no layout it knows) leaves `framework` None: the drill then
+that never completed; a pointer naming an empty directory is not a checkpoint (the store's contents decide). A
+listing with modification times (GNU `find -printf`, `parse_find_printf`) gives each checkpoint when its completion
+evidence was written (`completed_at`) and when anything in it last changed: drills/measure/ckpt_asof.py reads the
+store as it was at the fault from them. What the reader cannot place (no layout it knows) leaves `framework` None: the drill then
 says the store was unreadable, it never guesses.
 """
 
@@ -24,11 +27,11 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal
 
-__all__ = ["Entry", "StoreCheckpoint", "StoreReading", "read_store", "pointer_files", "parse_find", "FRAMEWORKS",
-           "store_root_of"]
+__all__ = ["Entry", "StoreCheckpoint", "StoreReading", "read_store", "pointer_files", "parse_find", "parse_find_printf",
+           "FIND_PRINTF", "FRAMEWORKS", "store_root_of"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,8 @@ _HF = re.compile(r"^checkpoint-(\d+)$")
 _HF_TMP = re.compile(r"^tmp-checkpoint-(\d+)$")
 _STEP_EQ = re.compile(r"(?:^|[-_])step=(\d+)")
 _DCP = re.compile(r"^step-(\d+)$")
+# GNU find's `-printf`: the entry's type (d, f, l…), its modification time in epoch seconds with a fraction, its path
+FIND_PRINTF = "%y %T@ %p\\n"
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Entry:
 
     path: str
     is_dir: bool
+    mtime: float | None = None  # epoch seconds (GNU find -printf %T@); None: a listing without times
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -69,6 +75,12 @@ class StoreCheckpoint:
     name: str
     complete: bool
     evidence: str  # "named by latest_checkpointed_iteration.txt (7500)", "no trainer_state.json: the save never ended"
+    # when its completion evidence was last written (epoch s; None: no times) and whether that file is its own
+    # (trainer_state.json, .metadata, the .ckpt) or a pointer shared by every save (Megatron's tracker, `latest`),
+    # which moves on with each later save; `changed_at`: the latest time anything in it changed
+    completed_at: float | None = None
+    own_evidence: bool = True
+    changed_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,10 @@ class StoreReading:
     problem: str | None = None
     pointer: str | None = None  # what the framework's pointer file says ("7500", "global_step7500")
     notes: tuple[str, ...] = field(default=())
+    timed: bool = False  # the listing carries modification times (GNU find -printf)
+    read_at: float | None = None  # cluster epoch s when the listing began (None: unknown)
+    read_done: float | None = None  # … and when its last command answered
+    root_changed_at: float | None = None  # the directory's own mtime: the last entry added, removed or renamed in it
 
     @property
     def readable(self) -> bool:
@@ -103,7 +119,8 @@ class StoreReading:
         return {"framework": self.framework, "source": self.source, "problem": self.problem, "pointer": self.pointer,
                 "latest_complete": latest and latest.step, "latest_complete_path": latest and latest.name,
                 "incomplete": [f"{c.name} ({c.evidence})" for c in self.incomplete],
-                "complete": sorted(c.step for c in self.checkpoints if c.complete)}
+                "complete": sorted(c.step for c in self.checkpoints if c.complete), "timed": self.timed,
+                "notes": list(self.notes)}
 
 
 def parse_find(root: str, dirs: str, files: str) -> list[Entry]:
@@ -115,6 +132,25 @@ def parse_find(root: str, dirs: str, files: str) -> list[Entry]:
             line = line.strip()
             if line.startswith(base):
                 out.append(Entry(line[len(base):], is_dir))
+    return out
+
+
+def parse_find_printf(root: str, text: str) -> list[Entry]:
+    """The listing from `find ROOT -maxdepth 2 -printf FIND_PRINTF`: `TYPE MTIME PATH` a line, the root itself kept
+    as the entry "." (its mtime says when an entry was last added to or removed from it)."""
+    base = root.rstrip("/")
+    out: list[Entry] = []
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        stamp, _, path = rest.partition(" ")
+        try:
+            mtime = float(stamp)
+        except ValueError:
+            continue
+        if path == base:
+            out.append(Entry(".", True, mtime))
+        elif path.startswith(base + "/"):
+            out.append(Entry(path[len(base) + 1:], kind == "d", mtime))
     return out
 
 
@@ -150,6 +186,9 @@ def detect(entries: list[Entry]) -> str | None:
 def read_store(entries: list[Entry], contents: dict[str, str], framework: str = "auto",
                source: str = "") -> StoreReading:
     """The checkpoints the listing holds and which are complete (module docstring: the rules and their sources)."""
+    root = next((e for e in entries if e.path == "."), None)
+    entries = [e for e in entries if e.parts]
+    timed = bool(entries) and all(e.mtime is not None for e in entries)
     fw = detect(entries) if framework in ("auto", None) else framework
     if fw is None:
         what = "an empty directory" if not entries else "no checkpoint layout this reader knows"
@@ -158,7 +197,10 @@ def read_store(entries: list[Entry], contents: dict[str, str], framework: str = 
     if reader is None:
         return StoreReading(fw, (), source, f"no store reader for framework {fw!r} (known: {', '.join(FRAMEWORKS)})")
     checkpoints, pointer, problem = reader(entries, contents)
-    return StoreReading(fw, tuple(sorted(checkpoints, key=lambda c: c.step)), source, problem, pointer)
+    if timed:
+        checkpoints = [_timed(c, entries, fw) for c in checkpoints]
+    return StoreReading(fw, tuple(sorted(checkpoints, key=lambda c: c.step)), source, problem, pointer, timed=timed,
+                        root_changed_at=root.mtime if root and timed else None)
 
 
 def store_root_of(path: str) -> str:
@@ -172,7 +214,33 @@ def store_root_of(path: str) -> str:
     return "/".join(parts) or "/"
 
 
+# the file whose writing made a checkpoint complete, per framework: its own (a name inside, or the checkpoint itself),
+# or the pointer every save rewrites
+_OWN_EVIDENCE = {"hf-trainer": HF_STATE, "dcp": ".metadata", "lightning": "", "nemo": ""}
+_POINTER = {"megatron": MEGATRON_TRACKER, "deepspeed": DEEPSPEED_LATEST, "mmengine": MMENGINE_LAST}
+
+
+def _timed(c: StoreCheckpoint, entries: list[Entry], fw: str) -> StoreCheckpoint:
+    """`c` with when its completion evidence was written and when anything in it last changed."""
+    times = {e.path: e.mtime for e in entries}
+    inside = [e.mtime for e in entries if e.parts[0] == c.name and e.mtime is not None]
+    changed = max(inside) if inside else None
+    if fw in _POINTER:
+        return replace(c, completed_at=times.get(_POINTER[fw]), own_evidence=False, changed_at=changed)
+    own = _OWN_EVIDENCE.get(fw, "")
+    if fw == "dcp" and f"{c.name}/.metadata" not in times:
+        own = "model.safetensors.index.json"
+    at = times.get(f"{c.name}/{own}" if own else c.name)
+    return replace(c, completed_at=at, changed_at=changed)
+
+
 # -- one reader per framework: (checkpoints, pointer text, problem) ------------------------------------------
+def _empty_dir(entries: list[Entry], name: str) -> bool:
+    """A checkpoint directory of the listing with nothing in it (a file checkpoint is never "empty" here)."""
+    is_dir = any(e.is_dir and e.parts == (name,) for e in entries)
+    return is_dir and not _children(entries, name)
+
+
 def _children(entries: list[Entry], name: str) -> set[str]:
     return {e.parts[1] for e in entries if len(e.parts) == 2 and e.parts[0] == name}
 
@@ -192,6 +260,9 @@ def _pointed(entries, contents, pointer_name, dirs, parse):
             why = (f"{pointer_name} is empty or unreadable ({value!r})" if value is not None
                    else f"no {pointer_name}: the framework writes it only after a save completes")
             out.append(StoreCheckpoint(step, name, False, why))
+        elif step <= pointed and _empty_dir(entries, name):  # the pointer's word against the store's own contents
+            out.append(StoreCheckpoint(step, name, False, f"{pointer_name} names {value} but {name}/ holds nothing: "
+                                                          "no shard to load"))
         elif step <= pointed:
             out.append(StoreCheckpoint(step, name, True, f"at or before the step {pointer_name} names ({value})"))
         else:

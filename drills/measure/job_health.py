@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from drills.core.clock import Clock
+from drills.core.kubetime import may_be_after
 from drills.measure.job_state import ContainerExit, JobState
 
 __all__ = ["LossSeen", "UnknownLine", "JobHealth", "job_health"]
@@ -31,6 +32,7 @@ __all__ = ["LossSeen", "UnknownLine", "JobHealth", "job_health"]
 log = logging.getLogger(__name__)
 
 _LISTED = 10  # unknown / ignored lines kept in the record
+_KEPT = 50  # loss readings kept before the fault (the last) and in the window (the first)
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,17 @@ class JobHealth:
     ignored: tuple[UnknownLine, ...]  # after the fault, covered by log_ignore (listed, not judged)
     ignore_patterns: tuple[str, ...] = ()
     errors: tuple[UnknownLine, ...] = ()  # classified errors (kind: text) a worker logged in the window
+    # the finite losses just before the fault and in the window, in time order: does the job go on learning from
+    # where it was (not flat, not back at a fresh model's loss)? `_KEPT` of each at most
+    prior: tuple[LossSeen, ...] = ()
+    window: tuple[LossSeen, ...] = ()
 
     def details(self) -> dict:
         bad = self.first_bad
         return {"health_window": [self.since and Clock.iso(self.since), self.until and Clock.iso(self.until)],
                 "loss_readings_before": self.losses_before, "loss_readings_after": self.losses_after,
+                "losses_before_fault": [_num(r.loss) for r in self.prior],
+                "losses_after_first": [_num(r.loss) for r in self.window[:_LISTED]],
                 "first_nonfinite_loss": None if bad is None else {
                     "pod": bad.pod, "at": Clock.iso(bad.at), "step": bad.step, "loss": _num(bad.loss),
                     "grad_norm": _num(bad.grad_norm)},
@@ -118,8 +126,12 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
                        for u, at, step, loss, grad in state.losses if mine(u) and start <= at <= until),
                       key=lambda r: r.at)
     before = sum(1 for _, at, *_ in state.losses if at < injected_at)
+    prior = sorted((LossSeen(name(u), at, step, loss, grad) for u, at, step, loss, grad in state.losses
+                    if at < injected_at and loss is not None and math.isfinite(loss)), key=lambda r: r.at)[-_KEPT:]
+    finite = [r for r in readings if r.loss is not None and r.finite][:_KEPT]
     exits = sorted((e for u, w in state.workers.items() if mine(u) for e in w.exits.values()
-                    if e.failed and e.at is not None and since is not None and since <= e.at <= until),
+                    if e.failed and e.at is not None and since is not None and may_be_after(e.at, since)
+                    and e.at <= until),  # finishedAt is whole seconds: an exit in the resume's second counts
                    key=lambda e: e.at)  # type: ignore[arg-type, return-value]
     patterns = [(p, re.compile(p)) for p in ignore]
     lines: list[UnknownLine] = []
@@ -137,7 +149,7 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
                      readings[-1] if readings else None, tuple(exits),
                      sum(1 for u in state.workers if mine(u)),
                      tuple(u for u in lines if u.ignored_by is None), tuple(u for u in lines if u.ignored_by),
-                     tuple(p for p, _ in patterns), tuple(known))
+                     tuple(p for p, _ in patterns), tuple(known), tuple(prior), tuple(finite))
 
 
 def _num(value: float | None) -> float | str | None:

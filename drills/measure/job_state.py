@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from drills.core.clock import parse_iso
+from drills.core.kubetime import latest, may_be_after, not_before
 from drills.core.kube import obj_get
 from drills.verdicts.timeline import Timeline
 
@@ -196,7 +197,8 @@ class JobState:
         lost_at = self.lost_at(on_node)
         if lost_at is None:
             return self.last_step(injected_at)
-        lines = sorted((at, step) for u, at, step, _ in self.steps if u in old and at <= lost_at)
+        # the loss is a whole-second object time: a line within its second may precede it (core/kubetime.py)
+        lines = sorted((at, step) for u, at, step, _ in self.steps if u in old and at < latest(lost_at))
         if not lines:
             return None
         at, step = lines[-1]
@@ -204,7 +206,7 @@ class JobState:
             return step
         (at0, step0) = lines[-2]
         rate = (step - step0) / (at - at0).total_seconds()
-        ahead = min(rate * (lost_at - at).total_seconds(), step - step0)
+        ahead = max(0.0, min(rate * (lost_at - at).total_seconds(), step - step0))
         return step + int(ahead)
 
     def interval(self, before: datetime, declared: int | None) -> tuple[int | None, str | None]:
@@ -245,7 +247,9 @@ class JobState:
         if signs:
             events.append(("detected", max(min(signs), injected_at)))
         new = [w for w in self.new(old) if not w.gone]
-        scheduled = [w.scheduled_at for w in new if w.scheduled_at and w.scheduled_at >= injected_at]
+        # PodScheduled's time is whole seconds: one in the fault's own second may be after it (core/kubetime.py)
+        scheduled = [not_before(w.scheduled_at, injected_at) for w in new
+                     if w.scheduled_at and may_be_after(w.scheduled_at, injected_at)]
         if scheduled:
             events.append(("rescheduled", min(scheduled)))
         ready = [w.ready_at for w in new if w.ready_at]

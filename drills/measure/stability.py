@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from drills.core.kubetime import may_be_after, not_before
 from drills.measure import throughput as tp
 from drills.measure.job_state import JobState
 from drills.measure.logformats import TrainingEvent
@@ -27,11 +28,11 @@ def stability_window(state: JobState, samples: list[tp.Sample], timeline: Timeli
         return None, (), None
     start = timeline.recovered
     ended_at = state.job_left_running_at if state.ended(timeline.injected or start) else None
-    end = min(now, ended_at) if ended_at and ended_at > start else now
+    end = min(now, not_before(ended_at, start)) if ended_at and may_be_after(ended_at, start) else now
     running = {u for u, at, _, _ in state.steps if u not in old and at >= start}
     stopped = [state.workers[u].name for u in running
                if state.workers.get(u) and state.workers[u].stopped_at is not None
-               and state.workers[u].stopped_at >= start]
+               and may_be_after(state.workers[u].stopped_at, start)]  # whole seconds (core/kubetime.py)
     resumes = sorted({at for u, at, _ in state.resumes if u not in old and at > start})
     failed = sorted({at for u, at, _ in state.resume_failures if u not in old and at > start})
     signs = ([f"workers stopped {len(stopped)} time(s) after it resumed ({', '.join(sorted(set(stopped)))})"]

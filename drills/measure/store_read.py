@@ -1,6 +1,10 @@
 """Reading the job's checkpoint store: the listing and pointer files `ckpt_store.read_store` judges, taken from a
-short-lived read-only pod that mounts the job's own volume (`find DIR -maxdepth 2 -type d|f`, `cat` of the
-pointers, over exec), or from a directory this machine mounts (profile `checkpoint_store.read: path`).
+short-lived read-only pod that mounts the job's own volume (`find DIR -maxdepth 2 -printf '%y %T@ %p\\n'`, `cat` of
+the pointers, over exec), or from a directory this machine mounts (profile `checkpoint_store.read: path`).
+
+The listing carries modification times so the judge can tell what the store held at the fault from what the resumed
+job wrote after it (drills/measure/ckpt_asof.py). An image whose `find` has no `-printf` (busybox) is listed without
+them (`-type d|f`), and the reading says so in its notes; the cluster times of the reading's start and end are kept.
 
 `reader_mounts(pod, container, store_dir)` finds the volume the job's checkpoint directory lies on in one of the
 job's pods (the deepest `mountPath` above it) and returns the volumes and mounts a reader pod needs to see the
@@ -15,9 +19,14 @@ import logging
 import os
 from dataclasses import dataclass
 
+from drills.core.clock import parse_iso
 from drills.core.podexec import exec_in_pod
 from drills.core.kube import Cluster
-from drills.measure.ckpt_store import Entry, StoreReading, parse_find, pointer_files, read_store
+from dataclasses import replace
+
+from drills.measure.ckpt_store import (
+    FIND_PRINTF, Entry, StoreReading, parse_find, parse_find_printf, pointer_files, read_store,
+)
 
 __all__ = ["ReaderMounts", "reader_mounts", "read_through_pod", "read_local", "MAX_DEPTH"]
 
@@ -69,48 +78,60 @@ def read_through_pod(cluster: Cluster, namespace: str, pod: str, store_dir: str,
                      volume: str) -> StoreReading:
     """List `store_dir` in the reader pod and judge it; a failed exec is a reading with its `problem`."""
     root = "/" + store_dir.strip("/")
-    at = cluster.clock.iso(cluster.clock.now())
-    source = f"store listing of {root} on {volume}, read by pod {namespace}/{pod} @ {at}"
-    entries = _listing(cluster, namespace, pod, root)
-    if isinstance(entries, str):
-        return StoreReading(None, (), source, entries)
+    began = cluster.clock.timestamp()
+    source = f"store listing of {root} on {volume}, read by pod {namespace}/{pod} @ {cluster.clock.iso(began)}"
+    listed = _listing(cluster, namespace, pod, root)
+    if isinstance(listed, str):
+        return StoreReading(None, (), source, listed, read_at=began, read_done=cluster.clock.timestamp())
+    entries, notes = listed
     contents = {}
     for name in pointer_files(entries):
         code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
         if code == 0:
             contents[name] = out
     if contents:  # a live job may complete a save between the listing and the pointer: list again after reading it
-        entries = _listing(cluster, namespace, pod, root)  # (a save's directory exists before its pointer names it)
-        if isinstance(entries, str):
-            return StoreReading(None, (), source, entries)
-    return read_store(entries, contents, framework, source)
+        listed = _listing(cluster, namespace, pod, root)  # (a save's directory exists before its pointer names it)
+        if isinstance(listed, str):
+            return StoreReading(None, (), source, listed, read_at=began, read_done=cluster.clock.timestamp())
+        entries, notes = listed
+    reading = read_store(entries, contents, framework, source)
+    return replace(reading, notes=reading.notes + notes, read_at=began, read_done=cluster.clock.timestamp())
 
 
-def _listing(cluster: Cluster, namespace: str, pod: str, root: str) -> list[Entry] | str:
-    """The directory's entries (`find` in the reader pod), or why they could not be listed."""
+def _listing(cluster: Cluster, namespace: str, pod: str, root: str) -> tuple[list[Entry], tuple[str, ...]] | str:
+    """The directory's entries with their modification times (GNU find -printf), or without them when the image's
+    find has none (busybox: `-type d`, `-type f`, and a note saying so), or why they could not be listed."""
+    code, out, err = _exec(cluster, namespace, pod, ["find", root, "-maxdepth", str(MAX_DEPTH), "-printf", FIND_PRINTF])
+    if code == 0:
+        return parse_find_printf(root, out), ()
+    printf_err = (err or out).strip().splitlines()[:1]
     outputs = []
     for kind in ("d", "f"):
         code, out, err = _exec(cluster, namespace, pod, ["find", root, "-maxdepth", str(MAX_DEPTH), "-type", kind])
         if code != 0:
             return f"`find {root}` in the reader pod failed (exit {code}): {(err or out).strip()[:200] or 'no output'}"
         outputs.append(out)
-    return parse_find(root, *outputs)
+    note = ("listed without modification times: the reader image's find has no -printf"
+            f"{f' ({printf_err[0][:120]})' if printf_err else ''}")
+    return parse_find(root, *outputs), (note,)
 
 
 def read_local(path: str, framework: str, at: str) -> StoreReading:
-    """The same reading of a directory this machine mounts."""
+    """The same reading of a directory this machine mounts, with the modification times its `stat` gives."""
     source = f"store listing of {path} (mounted here) @ {at}"
+    began = parse_iso(at).timestamp()
     if not os.path.isdir(path):
-        return StoreReading(None, (), source, f"{path} is not a directory here")
-    entries: list[Entry] = []
+        return StoreReading(None, (), source, f"{path} is not a directory here", read_at=began, read_done=began)
+    entries: list[Entry] = [Entry(".", True, _mtime(path))]
     for dirpath, dirs, files in os.walk(path):
         rel = os.path.relpath(dirpath, path)
         depth = 0 if rel == "." else rel.count(os.sep) + 1
         if depth >= MAX_DEPTH:
             dirs[:] = []
             continue
-        entries += [Entry(os.path.normpath(os.path.join(rel, d)), True) for d in dirs]
-        entries += [Entry(os.path.normpath(os.path.join(rel, f)), False) for f in files]
+        for names, is_dir in ((dirs, True), (files, False)):
+            entries += [Entry(os.path.normpath(os.path.join(rel, n)), is_dir, _mtime(os.path.join(dirpath, n)))
+                        for n in names]
     contents = {}
     for name in pointer_files(entries):
         try:
@@ -118,7 +139,14 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
                 contents[name] = fh.read(4096)
         except OSError:
             pass
-    return read_store(entries, contents, framework, source)
+    return replace(read_store(entries, contents, framework, source), read_at=began, read_done=began)
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None  # removed while listed
 
 
 def _exec(cluster: Cluster, namespace: str, pod: str, command: list[str]) -> tuple[int, str, str]:

@@ -266,6 +266,9 @@ class SloConfig(Strict):
     stability_window_s: Seconds = 300.0  # network: after recovery NCCL is still watched this long (transport, job alive)
     p99_latency_factor: float = Field(2.0, ge=1, le=1000)
     checkpoint_save_ratio: float = Field(2.0, ge=1, le=1000)  # save time under saturation vs. baseline
+    # the loss after a resume (median of its first readings) may not be this many times the loss before the fault
+    # (median of the last): a fresh model's loss means the checkpoint's weights were not restored
+    resume_loss_ratio: float = Field(1.5, gt=1, le=1000)
     rollout_s: Seconds = 600.0  # "the rollout completes within …" (a rolling restart of the serving Deployment)
     rollout_error_budget: float = Field(0.0, ge=0, le=1)  # "no more than 0% of requests fail during the rollout"
     rollout_max_unavailable: int | None = Field(None, ge=0, le=10_000)  # "no more than 0 replicas are unavailable …"

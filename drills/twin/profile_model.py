@@ -169,8 +169,10 @@ class AfterResume(Strict):
     # OOMKilled (exit 137), once, and its log shows nothing of it (the kernel kills it; with the job's
     # restart_policy OnFailure the kubelet restarts it in place). `error_line_after`: this long after, one worker
     # prints an error line, once, and trains on — `error_line: unclassified` a Fabric Manager NVSwitch error no
-    # reader classifies, `xid` the driver's Xid 74 (an NVLink error) that the GPU reader does.
-    loss: Literal["finite", "nan"] = "finite"
+    # reader classifies, `xid` the driver's Xid 74 (an NVLink error) that the GPU reader does. `loss: flat`: every
+    # step logs one same finite value (a learning rate restored as 0, frozen parameters); `loss: reset`: the loss of
+    # a fresh model, falling slowly (the step counter and scheduler restored, the weights not).
+    loss: Literal["finite", "nan", "flat", "reset"] = "finite"
     oom_after: Duration | None = None
     error_line_after: Duration | None = None
     error_line: Literal["unclassified", "xid"] = "unclassified"

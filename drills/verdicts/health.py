@@ -24,13 +24,25 @@ __all__ = ["judge_learning", "judge_containers", "judge_log_errors", "judge_log_
 log = logging.getLogger(__name__)
 
 
-def judge_health_window(health: "JobHealth") -> list[Verdict]:
-    """The judgements, in the order a reader wants them: learning, containers, known errors, unknown lines."""
-    return [judge_learning(health), judge_containers(health), judge_log_errors(health), judge_log_health(health)]
+# A loss that repeats to every printed digit this many times in a row is a model that is not updated (a learning
+# rate of 0, frozen parameters): a real batch-to-batch loss never does.
+FLAT_READINGS = 8
+# Readings compared across the fault: the median of the last N before it, of the first N after the resume.
+COMPARED = 5
 
 
-def judge_learning(h: "JobHealth") -> Verdict:
-    """Pass iff every loss (and grad norm) logged in the window is finite, and at least one was logged."""
+def judge_health_window(health: "JobHealth", loss_ratio: float = 1.5) -> list[Verdict]:
+    """The judgements, in the order a reader wants them: learning, containers, known errors, unknown lines.
+    `loss_ratio`: the profile's `slo.resume_loss_ratio`."""
+    return [judge_learning(health, loss_ratio), judge_containers(health), judge_log_errors(health),
+            judge_log_health(health)]
+
+
+def judge_learning(h: "JobHealth", loss_ratio: float = 1.5) -> Verdict:
+    """Pass iff every loss (and grad norm) logged in the window is finite, at least one was logged, and the job
+    learns on from where it was: its loss after the resume is not `loss_ratio` × (or more) its loss before the fault
+    (a fresh model's loss: the checkpoint's weights were not restored), nor one value repeated `FLAT_READINGS`
+    times (a model no step updates)."""
     window = _window(h)
     bad = h.first_bad
     if bad is not None:
@@ -49,11 +61,51 @@ def judge_learning(h: "JobHealth") -> Verdict:
                 "its log shows no training loss the readers know, before or after the fault")
         return Verdict("loss reading", False, None, None, "",
                        f"inconclusive: whether the job still learns was not observed: {seen}", inconclusive=True)
+    stalled = _not_learning(h, loss_ratio)
+    if stalled is not None:
+        return Verdict("learning", False, None, None, "", f"{h.subject} but {stalled}, {window}; the job runs but "
+                                                           "learns nothing")
     last = h.last
     grad = f", grad norm {_fmt(last.grad_norm)}" if last and last.grad_norm is not None else ""
     return Verdict("learning", True, float(h.losses_after), None, "readings",
                    f"loss finite {window}: {h.losses_after} reading(s), the last {_fmt(last.loss if last else None)}"
-                   f"{grad} at step {last.step if last else '?'}")
+                   f"{grad} at step {last.step if last else '?'}; {_compared(h)}")
+
+
+def _not_learning(h: "JobHealth", ratio: float) -> str | None:
+    """What shows the job does not learn on from where it was, or None (each figure with where it was read)."""
+    after = [r.loss for r in h.window if r.loss is not None]
+    before = [r.loss for r in h.prior if r.loss is not None]
+    if len(after) >= COMPARED and len(before) >= COMPARED:
+        was, now = _median(before[-COMPARED:]), _median(after[:COMPARED])
+        if was > 0 and now >= ratio * was:
+            first = h.window[0]
+            return (f"its loss jumped from {_fmt(was)} before the fault to {_fmt(now)} (medians of the last and first "
+                    f"{COMPARED} readings; {first.pod} from step {first.step}), {now / was:.1f}× — at least the "
+                    f"{ratio:g}× allowed (slo.resume_loss_ratio): the checkpoint's weights were not restored")
+    run = h.window[:FLAT_READINGS]
+    if len(run) >= FLAT_READINGS and len({r.loss for r in run}) == 1:
+        varied = f" (before the fault it varied: {_fmt(min(before))}–{_fmt(max(before))})" if len(set(before)) > 1 else ""
+        return (f"its loss stayed at {_fmt(run[0].loss)} for {len(run)} readings in a row (steps {run[0].step}–"
+                f"{run[-1].step}, {run[0].pod}){varied}: no step updates the model")
+    return None
+
+
+def _compared(h: "JobHealth") -> str:
+    """What the continuity check could compare (said in a pass, so a thin reading is not taken for a strong one)."""
+    after, before = len(h.window), len(h.prior)
+    if after >= COMPARED and before >= COMPARED:
+        return (f"it learns on from where it was (median of the first {COMPARED} after "
+                f"{_fmt(_median([r.loss for r in h.window[:COMPARED]]))}, of the last {COMPARED} before the fault "
+                f"{_fmt(_median([r.loss for r in h.prior[-COMPARED:]]))})")
+    return (f"not compared with the loss before the fault ({before} finite reading(s) before, {after} after: "
+            f"{COMPARED} of each needed)")
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def judge_containers(h: "JobHealth") -> Verdict:

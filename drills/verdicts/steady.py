@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from drills.core.clock import Clock
+from drills.core.kubetime import latest, may_be_after, surely_before
 
 __all__ = ["Reading", "Hypothesis", "throughput_reading", "restart_reading", "replicas_reading", "uplink_reading",
            "store_reading", "gpu_use_reading", "unobserved", "GPU_IDLE_PCT"]
@@ -114,10 +115,12 @@ def restart_reading(last_restart: datetime | None, what: str, source: str, now: 
     if last_restart is None:
         return Reading("worker restarts", None, "", expected, source, True, detail="none recorded")
     ago = (now - last_restart).total_seconds()
-    # after the revert the drill's own restart is expected: only one after the revert counts
-    recent = ago < window_s if since is None else last_restart > since
+    # after the revert the drill's own restart is expected: only one after the revert counts. The restart's time is
+    # whole seconds (lastTransitionTime, finishedAt): one in the revert's second may be after it (core/kubetime.py)
+    recent = (now - latest(last_restart)).total_seconds() < window_s if since is None else \
+        may_be_after(last_restart, since)
     detail = f"{what} {_dur(ago)} ago"
-    if recent and since is None and verified is not None and last_restart <= verified:
+    if recent and since is None and verified is not None and surely_before(last_restart, verified):
         recent, detail = False, f"{detail}, by an earlier drill of this run, found back to nominal after it"
     return Reading("worker restarts", round(ago, 1), "s ago", expected, source, not recent, detail=detail)
 

@@ -131,6 +131,9 @@ class Verdict:
     target_source: str | None = None  # where the target came from (drills/verdicts/targets.py), when resolved
     never_reached: bool = False
     inconclusive: bool = False
+    # inconclusive because a fact the judgement needs was not observed (a store read too late to tell, not
+    # readable) — not because the fault had no effect: reports it as `not_observed`
+    unobserved: bool = False
 
     def __post_init__(self) -> None:
         if self.inconclusive and self.passed:

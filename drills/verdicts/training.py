@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from dataclasses import replace
 
+from drills.core.clock import Clock
+
 from drills.verdicts.timeline import (
     Verdict, format_duration, judge_effect, judge_recovery, judge_resume, lost_steps, within,
 )
@@ -166,7 +168,11 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
       complete checkpoint than the log shows is reported (and judges the resume).
     - store not readable, the profile expecting it to be: a resume the log alone would pass is inconclusive,
       naming why; a failure stays a failure (a misread log can never make a PASS).
-    - the profile says the store is not readable (`checkpoint_store.read: none`): the log alone, said so."""
+    - the profile says the store is not readable (`checkpoint_store.read: none`): the log alone, said so.
+    The store is judged as it was **at the fault** (`recovery.store_at_fault`, drills/measure/ckpt_asof.py): a
+    checkpoint whose completion evidence was written after it is named and not counted; what a late reading cannot
+    tell (no modification times, read after a replacement was scheduled; a checkpoint maybe rotated away) makes a
+    resume the log alone would pass inconclusive (`unobserved`), never a made-up PASS or FAIL."""
     store, log_latest = recovery.store, recovery.latest_checkpoint
     if store is None:
         verdict = _against(recovery, log_latest)
@@ -179,21 +185,48 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
         why = f"the checkpoint store could not be read: {store.problem}"
         if not verdict.passed:
             return replace(verdict, reason=f"{verdict.reason}; {why}")
-        return replace(verdict, passed=False, inconclusive=True,
+        return replace(verdict, passed=False, inconclusive=True, unobserved=True,
                        reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
                               f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass "
                               "(read the store: profile workloads.training.checkpoint_store)")
-    # a checkpoint past the step the job had reached when it lost the node was saved after the resume
-    before = [c for c in store.checkpoints if c.complete and (recovery.step_at_fault is None
-                                                             or c.step <= recovery.step_at_fault)]
-    latest = max(before, key=lambda c: c.step) if before else None
+    view = recovery.store_at_fault
+    latest = view.latest
     truth = latest.step if latest else None
+    newer_unknown = sorted((c for c in view.unknown if truth is None or c.step > truth), key=lambda c: c.step)
+    if newer_unknown:  # what the store held at the fault cannot be told: the log alone may fail, never pass
+        verdict = _against(recovery, log_latest)
+        why = (f"the checkpoint store cannot say what it held at the fault: {view.why_unknown} (complete when read: "
+               f"{_names(newer_unknown)}; {store.source})")
+        if not verdict.passed:
+            return replace(verdict, reason=f"{verdict.reason}; {why}")
+        return replace(verdict, passed=False, inconclusive=True, unobserved=True, never_reached=False,
+                       reason=f"inconclusive: {why}; the log alone says resumed from {recovery.resumed_step} with the "
+                              f"latest checkpoint {log_latest}, and a log is not evidence enough for a pass")
     verdict = _against(recovery, truth)
-    cited = (f"the store's latest complete checkpoint is {truth} ({latest.name}: {latest.evidence}; {store.source})"
-             if latest else f"the store holds no complete checkpoint ({store.source})")
-    if log_latest is not None and (truth is None or log_latest > truth) and not store.holds_complete(log_latest):
-        held = next((c for c in store.incomplete if c.step == log_latest), None)
-        state = f"holds it incomplete ({held.name}: {held.evidence})" if held else "does not hold it"
+    cited = (f"the store's latest complete checkpoint is {truth} ({latest.name}: {latest.evidence}"
+             f"{_written(latest)}; complete at the fault; {store.source})" if latest else
+             f"the store held no complete checkpoint at the fault ({store.source})")
+    if view.after:
+        cited += "; written after the fault, not counted: " + ", ".join(
+            f"{c.name} ({c.evidence}{_written(c)})" for c in view.after)
+    if log_latest is not None and (truth is None or log_latest > truth):
+        kind, held = view.find(log_latest) or (None, None)
+        if kind in (None, "unknown") and not view.settled:  # it may have been there and rotated away since
+            alone = _against(recovery, log_latest)
+            why = (f"the job's log reports checkpoint {log_latest} saved and the store no longer holds it, but "
+                   f"entries were added to or removed from the store after the fault (the directory changed"
+                   f"{_written_at(store.root_changed_at)}): it may have been rotated away since; {cited}")
+            if not alone.passed:
+                return replace(alone, reason=f"{alone.reason}; {why}")
+            return replace(alone, passed=False, inconclusive=True, unobserved=True, never_reached=False,
+                           reason=f"inconclusive: {why}; the job resumed from {recovery.resumed_step}")
+        if kind == "after":
+            state = (f"held it complete only after the fault ({held.name}: {held.evidence}{_written(held)}: saved "
+                     "again after the fault)")
+        elif kind == "incomplete":
+            state = f"holds it incomplete ({held.name}: {held.evidence})"
+        else:
+            state = "does not hold it"
         return replace(verdict, passed=False, inconclusive=False, never_reached=False,
                        reason=f"the job's log reports checkpoint {log_latest} saved but the store {state}: a save the "
                               f"job reported complete was lost or never completed; {cited}; the job resumed from "
@@ -202,6 +235,20 @@ def judge_resumed(recovery: "TrainingRecovery") -> Verdict:
         return replace(verdict, reason=f"{verdict.reason}; {cited}, newer than the latest save its log shows "
                                        f"({log_latest}): judged against the store")
     return replace(verdict, reason=f"{verdict.reason}; {cited}, as the log says")
+
+
+def _names(checkpoints) -> str:
+    """The last few names (the newest matter), and how many more."""
+    names = [c.name for c in checkpoints]
+    return ", ".join(names[-3:]) + (f" and {len(names) - 3} older" if len(names) > 3 else "")
+
+
+def _written(c) -> str:
+    return _written_at(c.completed_at) if c.completed_at is not None else ""
+
+
+def _written_at(ts: float | None) -> str:
+    return "" if ts is None else f", written {Clock.iso(ts)}"
 
 
 def _against(recovery: "TrainingRecovery", latest: int | None) -> Verdict:

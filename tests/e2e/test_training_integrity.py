@@ -137,3 +137,47 @@ def wait_until(probe, timeout_s: float):
         assert time.monotonic() < deadline, "the training job's workers were never bound to nodes"
         time.sleep(0.2)
     return found
+
+
+@pytest.mark.parametrize("defect", ["lost-last-save", "weights-not-restored"])
+def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(defect, twin_factory, tmp_path):
+    """Issue 33 follow-up: the reader pod's image is not on the node and pulls for 12 twin minutes (profile edits:
+    `checkpoint_store.image`, the twin's `image_pull_cold`), so the store is listed after the resumed job has saved
+    again. The listing's modification times (GNU find -printf) say what the store held at the fault:
+    - an HF Trainer job on a store that loses its last save (defect lost-last-save) resumes from the save before it
+      and saves the lost step again before the read: that checkpoint completed after the fault and is not counted,
+      the drill fails it for the save its log reported and the store did not hold — without the times the re-saved
+      checkpoint was taken as the store's latest at the fault;
+    - a healthy store (the resume is right, the checkpoint's evidence older than the fault) passes the resume check;
+      the same twin's resume restores no weights (defect weights-not-restored, issue 30 class 5, red team): the
+      learning check fails it — before, finite losses passed."""
+    profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
+    profile["workloads"]["training"][JOB]["log_format"] = "hf-trainer"
+    profile["timings"]["image_pull_cold"] = "12m"
+    path = tmp_path / "slow-reader.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    twin = twin_factory(profile=str(path), defects=[defect], scale=SCALE)
+    site = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+    site["workloads"]["training"]["checkpoint_store"] = {"read": "pod", "image": "registry.local/tools/debian:12.5",
+                                                         "timeout_s": "30m"}
+    site["nominal"]["drills"]["gpu-node-loss"] = {"no_worker_restart_s": "30m"}  # the HF log has steps/s, not samples/s
+    site_path = tmp_path / "site.yaml"
+    site_path.write_text(yaml.safe_dump(site))
+    done, rec = _run(tmp_path, "slow-reader", "--twin-state", str(twin.state_dir), "--profile", str(site_path))
+    check, details = _check(rec, "resumed checkpoint"), rec["details"]
+    assert details["checkpoint_store"]["timed"] is True, details["checkpoint_store"]
+    if defect == "lost-last-save":
+        assert check["verdict"] == "fail" and rec["category"] == "stale_checkpoint", (check, done.stdout + done.stderr)
+        # the store lost the last completed save; the resumed job saved that step again before the late read
+        at_fault = details["checkpoint_store_at_fault"]
+        assert details["resumed_step"] == max(at_fault["complete"]) < details["latest_checkpoint"], (details, at_fault)
+        resaved = at_fault["written_after_fault"]
+        assert resaved and all(int(n.split("-")[-1]) <= details["step_at_fault"] for n in resaved), at_fault
+        assert f"written after the fault, not counted: {resaved[0]}" in check["reason"], check["reason"]
+        assert "a save the job reported complete was lost or never completed" in check["reason"], check["reason"]
+        assert f"latest complete checkpoint is {details['resumed_step']} (" in check["reason"], check["reason"]
+        return
+    assert check["verdict"] == "pass" and "complete at the fault" in check["reason"], check
+    assert max(details["checkpoint_store"]["complete"]) > details["resumed_step"]  # read after the job saved again
+    (row,) = [r for r in rows("training") if r.defect == defect]
+    assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout)

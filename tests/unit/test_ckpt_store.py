@@ -95,3 +95,16 @@ def test_mmengine_last_checkpoint_names_the_latest_complete_iteration_file():
     got = read_store(entries, {"last_checkpoint": "/work_dirs/fastscnn/iter_1000.pth"})
     assert got.framework == "mmengine" and got.latest_complete.step == 1000
     assert [c.step for c in got.incomplete] == [1500]
+
+
+def test_a_pointer_naming_an_empty_directory_is_not_a_complete_checkpoint():
+    """Red team (wave 5): the tracker names 7500, `iter_0007500/` exists and holds nothing (a store that kept the
+    directory and lost the data): the pointer's word is not enough, the store's own contents decide."""
+    entries = [Entry("iter_0006000", True), Entry("iter_0006000/mp_rank_00", True), Entry("iter_0007500", True),
+               Entry("latest_checkpointed_iteration.txt", False)]
+    got = read_store(entries, {"latest_checkpointed_iteration.txt": "7500"})
+    assert got.latest_complete.step == 6000
+    assert [c.evidence for c in got.incomplete] == ["latest_checkpointed_iteration.txt names 7500 but iter_0007500/ "
+                                                    "holds nothing: no shard to load"]
+    ds = read_store([Entry("global_step100", True), Entry("latest", False)], {"latest": "global_step100"})
+    assert ds.latest_complete is None and "holds nothing" in ds.incomplete[0].evidence

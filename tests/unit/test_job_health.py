@@ -121,3 +121,31 @@ def test_log_ignore_is_validated(patterns, words):
     with pytest.raises(ValidationError, match=words):
         TrainingWorkload(log_ignore=patterns)
     assert TrainingWorkload(log_ignore=[r"NVRM: Xid .*: 63,"]).log_ignore
+
+
+def _learning(before: list[float], after: list[float], ratio: float = 1.5):
+    """Losses at steps 6000… before the fault (at 10 s…) and 6001… after the resume (at 110 s…), worker u1."""
+    losses = [(10 + i, 5990 + i, v, 1.0) for i, v in enumerate(before)]
+    losses += [(110 + i, 6001 + i, v, 1.0) for i, v in enumerate(after)]
+    return judge_learning(_health(_state(losses)), ratio)
+
+
+def test_a_resume_whose_loss_is_a_fresh_models_fails_the_weights_were_not_restored():
+    v = _learning([1.91, 1.92, 1.90, 1.93, 1.92], [10.31, 10.29, 10.30, 10.27, 10.26, 10.25])
+    assert not v.passed and not v.inconclusive and v.name == "learning"
+    assert "its loss jumped from 1.92 before the fault to 10.29" in v.reason and "weights were not restored" in v.reason
+    # a noisy loss that returns to its level passes; the threshold is the profile's
+    assert _learning([1.91, 1.92, 1.90, 1.93, 1.92], [2.05, 1.97, 1.95, 1.94, 1.93, 1.92]).passed
+    assert not _learning([1.91, 1.92, 1.90, 1.93, 1.92], [2.05, 1.97, 1.95, 1.94, 1.93], ratio=1.01).passed
+
+
+def test_a_loss_repeated_to_every_digit_is_a_model_no_step_updates():
+    v = _learning([1.71, 1.70, 1.69, 1.70, 1.71], [1.92] * 8)
+    assert not v.passed and "its loss stayed at 1.92 for 8 readings in a row (steps 6001–6008" in v.reason
+    assert "before the fault it varied: 1.69–1.71" in v.reason
+    assert _learning([1.71, 1.70, 1.69, 1.70, 1.71], [1.92] * 7 + [1.91]).passed  # seven repeats: a real loss may
+
+
+def test_too_few_readings_to_compare_are_judged_on_finiteness_alone():
+    assert _learning([1.9], [10.3, 10.2]).passed
+    assert "not compared with the loss before the fault (1 finite reading(s) before" in _learning([1.9], [10.3]).reason

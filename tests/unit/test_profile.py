@@ -60,6 +60,8 @@ EFFECTS = {
     "degraded-after-recovery": lambda p: _job(p).after_resume.throughput_factor < 0.9,
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "diverges-after-resume": lambda p: _job(p).after_resume.loss == "nan",
+    "frozen-after-resume": lambda p: _job(p).after_resume.loss == "flat",
+    "weights-not-restored": lambda p: _job(p).after_resume.loss == "reset",
     "oom-after-resume": lambda p: _job(p).after_resume.oom_after == 60 and _job(p).restart_policy == "OnFailure",
     "unclassified-error-after-resume": lambda p: (_job(p).after_resume.error_line_after,
                                                   _job(p).after_resume.error_line) == (30, "unclassified"),

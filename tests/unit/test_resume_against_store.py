@@ -15,7 +15,8 @@ TRACKER = "latest_checkpointed_iteration.txt"
 
 
 def _megatron(tracker: int, *iters: int) -> StoreReading:
-    entries = [Entry(f"iter_{i:07d}", True) for i in iters] + [Entry(TRACKER, False)]
+    entries = [e for i in iters for e in (Entry(f"iter_{i:07d}", True), Entry(f"iter_{i:07d}/mp_rank_00", True))]
+    entries += [Entry(TRACKER, False)]
     return read_store(entries, {TRACKER: str(tracker)}, source="store listing of /ckpt/job by pod ai/ckpt-reader-1")
 
 

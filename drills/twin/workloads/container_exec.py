@@ -270,7 +270,7 @@ _PROGRAMS: dict[str, Callable[[_Container, list[str], bytes], Output]] = {
     "gzip": lambda box, args, stdin: Output(gzip.compress(stdin, mtime=0)),
     "ls": _ls,
     "cat": _cat,
-    "find": lambda box, args, stdin: container_files.find(box.files, args),
+    "find": lambda box, args, stdin: container_files.find(box.files, args, gnu=box.flavour != "busybox"),
     "env": _env_program,
     "printenv": _env_program,
     "hostname": lambda box, args, stdin: _text(box.pod["metadata"]["name"] + "\n"),

@@ -4,7 +4,14 @@ directory (a PersistentVolumeClaim: the twin's checkpoint store, as for the fio 
 
 Output as busybox prints it: `find PATH [-maxdepth N] [-type d|f]` one path a line, the start first, a directory
 before what it holds; a missing path `find: PATH: No such file or directory`, exit 1. `cat FILE…` the files' bytes;
-a missing one `cat: can't open 'FILE': No such file or directory`, exit 1.
+a missing one `cat: can't open 'FILE': No such file or directory`, exit 1. An image with GNU findutils (`gnu`: every
+image but busybox) also takes `-printf FORMAT` with `%y` (d, f, l), `%T@` (mtime, epoch seconds with GNU's ten-digit
+fraction), `%p`, `%%` and the escapes `\n`, `\t`, `\\` (findutils doc, "Format Directives"); busybox's find has no
+`-printf` (findutils/find.c: not among its actions) and answers `find: unrecognized: -printf`, exit 1.
+
+The mtimes are the files' own: the twin's checkpoint store writes every file and directory with the cluster time
+of the write (store_layout.py), so a reader sees cluster time as on a real store; files written by processes the
+twin runs on the host (fio) carry the host's.
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ def mounts(pod: dict, spec: dict, volume_dir: VolumeDir | None) -> dict[str, Pat
     return out
 
 
-def find(where: dict[str, Path], args: list[str]) -> Output:
-    start, depth, kind = (args[0] if args and not args[0].startswith("-") else "."), None, None
+def find(where: dict[str, Path], args: list[str], gnu: bool = False) -> Output:
+    start, depth, kind, fmt = (args[0] if args and not args[0].startswith("-") else "."), None, None, None
     rest = args[1:] if args and not args[0].startswith("-") else args
     i = 0
     while i < len(rest):
@@ -42,16 +49,18 @@ def find(where: dict[str, Path], args: list[str]) -> Output:
             depth, i = int(rest[i + 1]), i + 2
         elif rest[i] == "-type" and i + 1 < len(rest) and rest[i + 1] in ("d", "f"):
             kind, i = rest[i + 1], i + 2
+        elif rest[i] == "-printf" and gnu and i + 1 < len(rest):
+            fmt, i = rest[i + 1], i + 2
         else:
             return Output(b"", f"find: unrecognized: {rest[i]}\n".encode(), 1)
     host = _host(where, start)
     if host is None or not host.exists():
         return Output(b"", f"find: {start}: No such file or directory\n".encode(), 1)
-    lines = []
-    for path, is_dir, level in _walk(host, start.rstrip("/") or "/", 0, depth):
+    out = []
+    for path, is_dir, level, real in _walk(host, start.rstrip("/") or "/", 0, depth):
         if kind is None or (kind == "d") == is_dir:
-            lines.append(path)
-    return Output("".join(f"{p}\n" for p in lines).encode())
+            out.append(f"{path}\n" if fmt is None else _printf(fmt, path, is_dir, real))
+    return Output("".join(out).encode())
 
 
 def cat(where: dict[str, Path], args: list[str]) -> Output:
@@ -77,9 +86,34 @@ def _host(where: dict[str, Path], path: str) -> Path | None:
     return None
 
 
+def _printf(fmt: str, path: str, is_dir: bool, real: Path) -> str:
+    """One entry through GNU find's `-printf` directives (the few a listing needs)."""
+    out, i = [], 0
+    while i < len(fmt):
+        ch, nxt = fmt[i], fmt[i + 1] if i + 1 < len(fmt) else ""
+        if ch == "%" and nxt == "T" and fmt[i + 2:i + 3] == "@":
+            try:
+                out.append(f"{real.lstat().st_mtime:.10f}")
+            except OSError:
+                out.append("0.0000000000")
+            i += 3
+            continue
+        if ch == "%" and nxt in "ypf%":
+            out.append({"y": "d" if is_dir else ("l" if real.is_symlink() else "f"), "p": path,
+                        "f": path.rsplit("/", 1)[-1], "%": "%"}[nxt])
+        elif ch == "\\" and nxt in "nt\\":
+            out.append({"n": "\n", "t": "\t", "\\": "\\"}[nxt])
+        else:
+            out.append(ch)
+            i += 1
+            continue
+        i += 2
+    return "".join(out)
+
+
 def _walk(host: Path, shown: str, level: int, depth: int | None):
     is_dir = host.is_dir()
-    yield shown, is_dir, level
+    yield shown, is_dir, level, host
     if not is_dir or (depth is not None and level >= depth):
         return
     try:

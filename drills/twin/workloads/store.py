@@ -40,6 +40,8 @@ class CheckpointStore:
         self.model = None  # storefs.StoreModel when the store is mounted with a modelled bandwidth
         self.jobs: set[tuple[str, str]] = set()  # (namespace, job) of the jobs that saved here
         self.saved: dict[tuple[str, str], list[int]] = {}  # the steps whose saves completed, in order
+        # (namespace, job, step) → the directory's mtimes before that save completed, and when it completed
+        self._before: dict[tuple[str, str, int], tuple[dict[str, float], float]] = {}
 
     def save_factor(self) -> float:
         """How many times longer a save takes now: what the mounted store's model gives one more client,
@@ -87,10 +89,11 @@ class CheckpointStore:
     def job_dir(self, namespace: str, job: str) -> Path:
         return self.root / namespace / job
 
-    def begin(self, namespace: str, job: str, step: int, layout: str = "twin") -> None:
-        """A save of `step` started: its framework's directory and shards appear, without completion evidence."""
+    def begin(self, namespace: str, job: str, step: int, layout: str = "twin", at: float | None = None) -> None:
+        """A save of `step` started at cluster time `at`: its framework's directory and shards appear, without
+        completion evidence."""
         self.jobs.add((namespace, job))
-        store_layout.begin(self.job_dir(namespace, job), layout, step)
+        store_layout.begin(self.job_dir(namespace, job), layout, step, at)
 
     def save(self, namespace: str, job: str, step: int, saved_at: float, duration_s: float, size_gib: float,
              path: str, layout: str = "twin") -> Path:
@@ -98,15 +101,18 @@ class CheckpointStore:
         self.jobs.add((namespace, job))
         directory = self.job_dir(namespace, job)
         self.saved.setdefault((namespace, job), []).append(step)
+        self._before[(namespace, job, step)] = (store_layout.mtimes(directory), saved_at)
         store_layout.complete(directory, layout, step, {"saved_at": saved_at, "duration_s": round(duration_s, 3),
-                                                        "size_gib": size_gib, "path": path})
+                                                        "size_gib": size_gib, "path": path}, at=saved_at)
         return directory
 
     def forget(self, namespace: str, job: str, step: int, layout: str = "twin") -> None:
         """Lose `step`'s completion evidence (defect lost-last-save): the framework's pointer back one save."""
         previous = [s for s in self.saved.get((namespace, job), []) if s < step]
         self.saved[(namespace, job)] = previous
-        store_layout.forget_completion(self.job_dir(namespace, job), layout, step, previous[-1] if previous else None)
+        before, completed_at = self._before.pop((namespace, job, step), (None, None))
+        store_layout.forget_completion(self.job_dir(namespace, job), layout, step, previous[-1] if previous else None,
+                                       before, completed_at)
 
     def latest(self, namespace: str, job: str, layout: str = "twin") -> int | None:
         """The step the job's framework resumes from (what it finds complete), or None."""

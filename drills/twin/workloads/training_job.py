@@ -26,6 +26,8 @@ __all__ = ["JobSim", "Run", "Output", "ALL_RANKS_LOG_MAX"]
 
 log = logging.getLogger(__name__)
 
+FRESH_LOSS = 10.37  # cross-entropy of an untrained model over a 32,000-token vocabulary: ln(32000)
+
 CPU_FACTOR = 0.05  # a training loop that fell back to the CPU: a few % of its GPU throughput (defect gpus-unseen)
 ALL_RANKS_LOG_MAX = 8  # jobs up to this many workers print progress lines on every rank; larger: rank 0 only
 
@@ -405,7 +407,7 @@ class JobSim(FabricEffects):
         duration = self.save_s * self.store.save_factor() * (1 + self.rng.uniform(-0.05, 0.05))
         self.saves.append((k, start, start + duration))
         self.last_save_step = k
-        self.store.begin(self.ns, self.name, k, layout=self.layout)
+        self.store.begin(self.ns, self.name, k, layout=self.layout, at=t)
         out.add(t, self.progress_pods(), self.fmt.save_started(k, self.fmt.checkpoint_path(self.base_path, k), start))
 
     def _finish_saves(self, now: float, out: Output) -> None:
@@ -425,8 +427,15 @@ class JobSim(FabricEffects):
         eff = ratio * self.baseline / spec.samples_per_second
         loss = spec.initial_loss * (max(k, 1) / max(spec.initial_step, 1)) ** -0.08 + self.rng.uniform(-0.01, 0.01)
         run = self.run
-        if spec.after_resume.loss == "nan" and run and run.after_from is not None and t >= run.after_from:
-            loss = math.nan  # defect diverges-after-resume: the framework prints its own NaN shape (trainlogs)
+        if run and run.after_from is not None and t >= run.after_from and spec.after_resume.loss != "finite":
+            kind = spec.after_resume.loss
+            if kind == "nan":
+                loss = math.nan  # defect diverges-after-resume: the framework prints its own NaN shape (trainlogs)
+            elif kind == "flat":
+                loss = round(spec.initial_loss, 4)  # defect frozen-after-resume: no step changes the model
+            else:  # defect weights-not-restored: a fresh model's loss (ln of a 32k vocabulary), falling slowly
+                steps = (t - run.after_from) / max(spec.step_time, 1e-3)
+                loss = FRESH_LOSS * (1 + steps / 200) ** -0.05 + self.rng.uniform(-0.01, 0.01)
         samples = spec.samples_per_second * eff * (1 + self.rng.uniform(-0.005, 0.005))
         return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps)
 
