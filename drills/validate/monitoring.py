@@ -28,6 +28,7 @@ __all__ = ["monitoring_checks", "expected_alerts"]
 log = logging.getLogger(__name__)
 
 _RAISES = re.compile(r"^\s*(?:Then|And|But)\s+the monitoring raises (\S+) within ", re.M)
+_PLACEHOLDER = re.compile(r"<([^<>]+)>")
 
 
 def monitoring_checks(profile: TargetProfile, features: Path | None = None) -> list[Check]:
@@ -45,7 +46,30 @@ def expected_alerts(features: Path | None = None) -> list[str]:
     """The alerts the features' detection steps expect ("the monitoring raises <alert> within …")."""
     root = features or Path(__file__).resolve().parents[2] / "features"
     files = [root] if root.is_file() else sorted(root.rglob("*.feature")) if root.is_dir() else []
-    return sorted({m.strip('"') for f in files for m in _RAISES.findall(f.read_text(encoding="utf-8"))})
+    return sorted({a for f in files for a in _raised(f.read_text(encoding="utf-8"))})
+
+
+def _raised(text: str) -> set[str]:
+    """The alerts one feature expects; an outline's `<column>` is every value of that column in its Examples."""
+    out: set[str] = set()
+    for found in _RAISES.findall(text):
+        name = found.strip('"')
+        column = _PLACEHOLDER.fullmatch(name)
+        out.update(_column(text, column.group(1)) if column else {name})
+    return out
+
+
+def _column(text: str, name: str) -> set[str]:
+    values, index = set(), None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.strip().startswith("|") else None
+        if cells is None:
+            index = None
+        elif index is None:
+            index = cells.index(name) if name in cells else None
+        elif index < len(cells):
+            values.add(cells[index])
+    return values
 
 
 def _managed(rules: list[str], expected: list[str]) -> list[Check]:

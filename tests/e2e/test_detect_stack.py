@@ -19,11 +19,13 @@ Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import yaml
 
 from drills.core.catalog import drill_for_tags
 from drills.core.clock import DilatedClock
@@ -36,6 +38,7 @@ from drills.detect.runner import open_monitoring
 from drills.detect.stack import missing_tools
 import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
+from fixtures.detection import OPT_OUT
 from tests.e2e.drill_helpers import drills, records
 
 pytestmark = [pytest.mark.slow,
@@ -182,12 +185,18 @@ def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_stor
 
 
 def _monitored(tmp_path: Path, rules: list[str]) -> Path:
-    """The built-in twin profile with detection on: a managed stack that scrapes the twin's exporters."""
+    """The built-in twin profile (detection on: a managed stack that scrapes the twin's exporters) with `rules`."""
     profile = tmp_path / "monitored.yaml"
-    builtin = (Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text()  # the built-in twin profile …
-    profile.write_text(builtin + "\nmonitoring:\n  prometheus: managed\n  alert_budget: 3\n"  # … + detection
-                       f"  rules: {json.dumps(rules)}\n")
+    builtin = yaml.safe_load((Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text())
+    assert builtin["monitoring"]["prometheus"] == "managed"  # the built-in profile judges detection …
+    builtin["monitoring"].update(alert_budget=3, rules=rules)
+    profile.write_text(yaml.safe_dump(builtin, sort_keys=False))
     return profile
+
+
+def _judged() -> dict:
+    """This process's environment without the test suite's opt-out (tests/conftest.py): detection judged."""
+    return {k: v for k, v in os.environ.items() if k != OPT_OUT}
 
 
 def test_a_drill_on_the_twin_is_detected_by_the_platforms_own_monitoring(tmp_path):
@@ -197,7 +206,8 @@ def test_a_drill_on_the_twin_is_detected_by_the_platforms_own_monitoring(tmp_pat
     reports = tmp_path / "reports"
     done = drills("run", "-m", "cordon_drain", "--profile", str(_monitored(tmp_path, ["gpu", "training", "inference",
                                                                                         "storage"])),
-                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "seen")
+                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "seen",
+                  env=_judged())
     assert done.returncode == 0, done.stdout + done.stderr
     [rec] = records(reports / "seen")
     checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
@@ -219,7 +229,7 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
     reports = tmp_path / "reports"
     profile = _monitored(tmp_path, ["gpu", str(tmp_path / "training-blind.yaml"), "inference", "storage"])
     done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
-                  "--no-html", "--reports", str(reports), "--run-id", "blind")
+                  "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged())
     assert done.returncode == 1, done.stdout + done.stderr
     [rec] = records(reports / "blind")
     assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]

@@ -113,7 +113,8 @@ def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
 def test_validate_names_what_detection_needs(tmp_path):
     from drills.validate.monitoring import expected_alerts, monitoring_checks
 
-    assert expected_alerts() == ["TrainingNodeLost"]  # what the features' detection steps expect today
+    assert expected_alerts() == ["InferenceReplicasUnavailable", "InferenceUnavailable",  # an outline: its Examples
+                                 "TrainingNodeLost"]  # what the features' detection steps expect today
     [off] = monitoring_checks(parse_profile("name: x"))
     assert off.ok and "not judged" in off.detail
     lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
