@@ -11,7 +11,7 @@ monitoring:
   prometheus: managed            # or http://prometheus.monitoring:9090
   alertmanager: http://alertmanager.monitoring:9093   # the site's; managed: started with Prometheus
   alert_budget: 3                # distinct alerts one fault may raise (more is an alert storm)
-  rules: [gpu, training, inference, storage]
+  rules: [gpu, training, network, inference, storage]
   scrape_interval: 15s           # the site's cadence, in cluster time (the twin's Prometheus runs it dilated)
   evaluation_interval: 15s
   resolve_within: 10m            # after the recovery, every alert the fault raised must be gone within this
@@ -30,7 +30,7 @@ __all__ = ["MonitoringConfig", "DEFAULT_RULES"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RULES = ("gpu", "training", "inference", "storage")  # the pack's own; `seed` is kept for comparison
+DEFAULT_RULES = ("gpu", "training", "network", "inference", "storage")  # the pack's own; `seed` is kept for comparison
 
 
 class MonitoringConfig(Strict):

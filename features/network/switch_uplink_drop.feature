@@ -18,6 +18,9 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises FabricLinkDown within 1 minute
+    When the shut uplink is brought back up
+    Then it resolves after recovery
     And the monitoring raises no more distinct alerts than its budget
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
@@ -30,6 +33,9 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises FabricLinkDown within 1 minute
+    When the shut uplink is brought back up
+    Then it resolves after recovery
     And the monitoring raises no more distinct alerts than its budget
 
     # One block per switch OS, tagged with it (`-m eos`). An Example whose OS no switch in the inventory

@@ -91,7 +91,7 @@ def test_the_profiles_monitoring_section():
     assert parse_profile("name: x").monitoring is None  # no section: detection off
     managed = parse_profile("monitoring: {prometheus: managed, targets: ['10.0.0.5:9400'], scrape_interval: 30s}")
     assert managed.monitoring.managed and managed.monitoring.scrape_interval == 30
-    assert managed.monitoring.rules == ["gpu", "training", "inference", "storage"]
+    assert managed.monitoring.rules == ["gpu", "training", "network", "inference", "storage"]
     site = parse_profile("monitoring: {prometheus: 'http://prometheus.monitoring:9090', "
                          "alertmanager: 'http://alertmanager.monitoring:9093', alert_budget: 5}")
     assert not site.monitoring.managed and site.monitoring.alert_budget == 5
@@ -113,8 +113,8 @@ def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
 def test_validate_names_what_detection_needs(tmp_path):
     from drills.validate.monitoring import expected_alerts, monitoring_checks
 
-    assert expected_alerts() == ["InferenceReplicasUnavailable", "InferenceUnavailable",  # an outline: its Examples
-                                 "TrainingNodeLost"]  # what the features' detection steps expect today
+    assert expected_alerts() == ["FabricLinkDown", "InferenceReplicasUnavailable",  # an outline: its Examples
+                                 "InferenceUnavailable", "TrainingNodeLost"]  # what the features' detection steps expect today
     [off] = monitoring_checks(parse_profile("name: x"))
     assert off.ok and "not judged" in off.detail
     lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
