@@ -129,3 +129,21 @@ def test_validate_names_what_detection_needs(tmp_path):
     [am, rules] = monitoring_checks(parse_profile("monitoring: {prometheus: 'http://127.0.0.1:9', "
                                                   "alertmanager: 'http://127.0.0.1:9'}"))  # nothing listens on 9
     assert not am.ok and "does not answer" in am.detail and not rules.ok and "cannot be read" in rules.detail
+
+
+def test_a_detection_through_a_held_twin_clock_is_measured_at_the_stacks_own_cadence():
+    """The twin's clock held still at the fault (its controllers catching up) while the wall-clock Prometheus
+    scraped, evaluated and fired: on the cluster clock the alert came 0 s after the fault, a cadence no site has.
+    The watch measures the longer way, wall seconds × scale: 0.4 wall s at 60× is 24 s."""
+    from drills.core.clock import DilatedClock
+    from drills.detect.alerts import Alert, AlertWatch, Seen
+
+    fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
+    watch = AlertWatch("http://unused", DilatedClock(scale=60.0))
+    watch.history = [(99.9, fault - timedelta(seconds=6)), (100.0, fault), (100.2, fault), (100.4, fault)]
+    watch.seen["f1"] = Seen(Alert("TrainingNodeLost", "f1", {}, "active"), fault, fault, notified=True,
+                            first_wall=100.4)
+    assert watch.raised("TrainingNodeLost") == fault  # the cluster clock alone: "at the very instant"
+    assert watch.raised_since("TrainingNodeLost", fault, 60.0) == fault + timedelta(seconds=24)
+    assert watch.raised_since("TrainingNodeLost", fault, 1.0) == fault + timedelta(seconds=0.4)  # a real cluster
+    assert watch.raised_since("GpuXidError", fault, 60.0) is None
