@@ -106,13 +106,13 @@ def scrape_configs(sd_url: str, api_server: str, refresh_s: float = 5.0, **clien
     to_api = {"target_label": "__address__", "replacement": parsed.netloc}
     return [
         {"job_name": "kubernetes-nodes", **common,
-         "http_sd_configs": [{"url": f"{sd_url}/sd/node", "refresh_interval": f"{refresh_s:g}s"}],
+         "http_sd_configs": [{"url": f"{sd_url}/sd/node", "refresh_interval": f"{round(refresh_s * 1000)}ms"}],
          "relabel_configs": [
              {"action": "labelmap", "regex": "__meta_kubernetes_node_label_(.+)"}, to_api,
              {"source_labels": ["__meta_kubernetes_node_name"], "regex": "(.+)", "target_label": "__metrics_path__",
               "replacement": "/api/v1/nodes/${1}/proxy/metrics"}]},
         {"job_name": "kubernetes-pods", **common,
-         "http_sd_configs": [{"url": f"{sd_url}/sd/pod", "refresh_interval": f"{refresh_s:g}s"}],
+         "http_sd_configs": [{"url": f"{sd_url}/sd/pod", "refresh_interval": f"{round(refresh_s * 1000)}ms"}],
          "relabel_configs": [
              {"source_labels": [f"{_M}pod_annotation_prometheus_io_scrape"], "action": "keep", "regex": "true"},
              {"source_labels": [f"{_M}namespace", f"{_M}pod_name", f"{_M}pod_annotation_prometheus_io_port"],

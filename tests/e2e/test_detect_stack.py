@@ -215,7 +215,7 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     the cable), a killed replica InferenceReplicasUnavailable — which resolves after the recovery (the uplink: after
     it is brought back), nothing else fires: every drill PASS."""
     reports = tmp_path / "reports"
-    done = drills("run", "-m", EVERY_KIND, "--lanes", "3", "--no-html", "--reports", str(reports), "--run-id", "seen",
+    done = drills("run", "-m", EVERY_KIND, "--lanes", "2", "--no-html", "--reports", str(reports), "--run-id", "seen",
                   env=_judged(), timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     recs = {r["drill"]: r for r in records(reports / "seen")}
