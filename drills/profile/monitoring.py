@@ -21,16 +21,24 @@ monitoring:
 from __future__ import annotations
 
 import logging
+import os
+
 from pydantic import Field, field_validator, model_validator
 
 from drills.core.grammar import HostPort, HttpUrl, NameOrYaml, check
 from drills.profile.base import Seconds, Strict
 
-__all__ = ["MonitoringConfig", "DEFAULT_RULES"]
+__all__ = ["MonitoringConfig", "DEFAULT_RULES", "OPT_OUT", "opted_out"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RULES = ("gpu", "training", "network", "inference", "storage")  # the pack's own; `seed` is kept for comparison
+OPT_OUT = "DRILLS_MONITORING"  # "off" in the environment: detection not judged in this run, whatever the profile says
+
+
+def opted_out() -> bool:
+    """Whether the environment turns detection off for this run (an operator's choice; the test suite's default)."""
+    return os.environ.get(OPT_OUT, "").strip().lower() in ("off", "0", "false", "no")
 
 
 class MonitoringConfig(Strict):

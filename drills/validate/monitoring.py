@@ -21,6 +21,7 @@ from drills.detect.alerts import read_alert_rules
 from drills.detect.pack import alert_names, pack_files
 from drills.detect.stack import missing_tools
 from drills.profile.model import TargetProfile
+from drills.profile.monitoring import OPT_OUT, opted_out
 from drills.validate.preflight import Check
 
 __all__ = ["monitoring_checks", "expected_alerts"]
@@ -36,6 +37,9 @@ def monitoring_checks(profile: TargetProfile, features: Path | None = None) -> l
     config = profile.monitoring
     if config is None:
         return [Check("monitoring", True, "no monitoring: section: the drills' detection steps are not judged")]
+    if opted_out():
+        return [Check("monitoring", True, f"{OPT_OUT}=off in the environment: the drills' detection steps are not "
+                                          "judged")]
     expected = expected_alerts(features)
     if config.managed:
         return _managed(config.rules, expected)
@@ -74,9 +78,10 @@ def _column(text: str, name: str) -> set[str]:
 
 def _managed(rules: list[str], expected: list[str]) -> list[Check]:
     missing = missing_tools()
-    if missing:
-        return [Check("monitoring", False, f"{' and '.join(missing)} not installed: apt-get install "
-                                           f"{' '.join(missing)} (or `make bootstrap` as root)")]
+    if missing:  # a warning: the drills run, their detection steps are skipped naming the same reason
+        return [Check("monitoring", False, f"{' and '.join(missing)} not installed: detection will not be judged; "
+                                           f"apt-get install {' '.join(missing)} (or `make bootstrap` as root)",
+                      warn=True)]
     try:
         files = pack_files(rules)
     except InvalidProfile as err:

@@ -40,7 +40,7 @@ from drills.detect.runner import open_monitoring
 from drills.detect.stack import missing_tools
 import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
-from fixtures.detection import OPT_OUT
+from drills.profile.monitoring import OPT_OUT
 from tests.e2e.drill_helpers import drills, records
 
 pytestmark = [pytest.mark.slow,

@@ -110,8 +110,14 @@ def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
     assert says in str(err.value)
 
 
-def test_validate_names_what_detection_needs(tmp_path):
+def test_validate_names_what_detection_needs(tmp_path, monkeypatch):
+    from drills.profile.monitoring import OPT_OUT
     from drills.validate.monitoring import expected_alerts, monitoring_checks
+
+    monkeypatch.setenv(OPT_OUT, "off")  # the run's opt-out: nothing to check
+    [opted] = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
+    assert opted.ok and f"{OPT_OUT}=off" in opted.detail
+    monkeypatch.delenv(OPT_OUT)
 
     assert expected_alerts() == ["FabricLinkDown", "InferenceReplicasUnavailable",  # an outline: its Examples
                                  "InferenceUnavailable", "TrainingNodeLost"]  # what the features' detection steps expect today
@@ -119,7 +125,7 @@ def test_validate_names_what_detection_needs(tmp_path):
     assert off.ok and "not judged" in off.detail
     lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
     if missing_tools():
-        assert not lines[0].ok and "not installed" in lines[0].detail
+        assert not lines[0].ok and lines[0].warn and "not installed" in lines[0].detail  # the steps skip, naming it
     else:
         assert all(c.ok for c in lines), [c.line() for c in lines]
         bad = tmp_path / "seed-only.yaml"
