@@ -6,7 +6,10 @@ Feature: Inference survives the loss of serving replicas
   latency: the survivors carry the load (DESIGN §1; the seed's inference drill). Draining nodes for
   maintenance is a voluntary disruption: the Deployment's PodDisruptionBudget must pace the evictions
   so that a replica always serves, and users see no outage at all; a replica of a cordoned node must find
-  a GPU elsewhere, preempting lower-priority work when the cluster is full.
+  a GPU elsewhere, preempting lower-priority work when the cluster is full. The platform's own monitoring
+  must tell its on-call within a minute — a warning when replicas are lost while others serve
+  (InferenceReplicasUnavailable), a page when none is left (InferenceUnavailable) — and let it go once the
+  replicas are back.
 
   Scenario Outline: The inference Deployment loses <killed> under load
     Given the inference Deployment has all its replicas Ready
