@@ -174,3 +174,30 @@ def test_a_go_exporters_counter_is_served_under_its_own_name():
     registry.register(Two())
     assert exposition(registry).decode().splitlines() == [
         "# HELP ifHCOutOctets octets out", "# TYPE ifHCOutOctets counter", 'ifHCOutOctets{ifName="Ethernet0"} 5.0']
+
+
+def test_snmp_exporters_interface_table_follows_the_fabric_both_ends_of_a_shut_cable():
+    """snmp_exporter's if_mib for one switch (generator.yml: ifAdminStatus/ifOperStatus 1 up 2 down, ifHC*Octets,
+    labels ifAlias/ifDescr/ifIndex/ifName): a leaf uplink shut by its operator reads admin and oper down on the leaf,
+    oper down (admin up) on the spine's end of the cable; every other port up."""
+    from drills.twin.exporters.snmp import IF_LABELS, IfMibCollector
+    from drills.twin.fabric import Fabric, leaf_spine
+
+    specs = leaf_spine(leaves=1, spines=1, dialects=("sonic",), downlinks=2)
+    fabric = Fabric(specs)
+    leaf, spine = specs[0], specs[1]
+    uplink = leaf.uplinks[0]
+    fabric.set_admin(leaf.name, uplink.iface, False)
+
+    def table(switch):
+        fams = _scrape(IfMibCollector(fabric, None, switch))
+        assert set(fams) == {"ifAdminStatus", "ifOperStatus", "ifHCInOctets", "ifHCOutOctets"}
+        assert all(set(s.labels) == set(IF_LABELS) for f in fams.values() for s in f.samples)
+        return {s.labels["ifName"]: (fams["ifAdminStatus"].samples[i].value, s.value)
+                for i, s in enumerate(fams["ifOperStatus"].samples)}
+
+    on_leaf, on_spine = table(leaf.name), table(spine.name)
+    assert on_leaf[uplink.iface] == (2, 2) and on_spine[uplink.peer_iface] == (1, 2)
+    assert all(v == (1, 1) for k, v in on_leaf.items() if k != uplink.iface)
+    assert [int(s.labels["ifIndex"]) for s in _scrape(IfMibCollector(fabric, None, leaf.name))["ifOperStatus"].samples] \
+        == list(range(1, len(on_leaf) + 1))
