@@ -5,6 +5,10 @@ import os
 # One scenario at a time in every `drills run` a test starts, unless it asks for lanes (`--lanes N`): the suite
 # already runs test files in parallel, and a 600× twin sharing the CPU with two more lanes falls behind its clock.
 os.environ.setdefault("DRILLS_LANES", "1")
+# No Prometheus in every drill a test runs (the built-in twin profile has a managed `monitoring:` section): most
+# run at 300-600x, where it cannot keep the site's cadence, and ~150 stacks would slow the suite. Detection is
+# judged where it is the subject: tests/e2e/test_detect_stack.py (its runs clear this).
+os.environ.setdefault("DRILLS_MONITORING", "off")  # drills.profile.monitoring.OPT_OUT
 
 import logging  # noqa: E402
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from drills.core.clock import Clock
@@ -86,6 +87,7 @@ class Seen:
     last: datetime
     gone: datetime | None = None
     notified: bool = False  # seen at least once not suppressed
+    first_wall: float = 0.0  # time.monotonic() of the first poll that saw it
 
 
 @dataclass
@@ -101,6 +103,7 @@ class AlertWatch:
     errors: list[str] = field(default_factory=list)
     polls: int = 0
     last_read: datetime | None = None  # cluster time of the last poll Alertmanager answered
+    history: list[tuple[float, datetime]] = field(default_factory=list)  # (wall monotonic, cluster time) per poll
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
@@ -124,6 +127,24 @@ class AlertWatch:
         with self._cond:
             times = [s.first for s in self.seen.values() if s.alert.name == name and s.notified]
         return min(times) if times else None
+
+    def raised_since(self, name: str, since: datetime, scale: float) -> datetime | None:
+        """When alert `name` was raised, measured from `since` (the fault) the longer of two ways: on the cluster's
+        clock, and in wall seconds × `scale` (the stack's own clock: a managed Prometheus scrapes and evaluates on
+        the wall, dilated). They agree on a real cluster (scale 1) and on a twin running at its scale; when the
+        twin's clock waited for its controllers (it holds still while they catch up) a wall-clock Prometheus
+        worked through the hold for free and the cluster-clock reading is short — an alert 'at the fault's very
+        instant' is a detection no site's cadence gives. The wall moment of `since` is the first poll that saw the
+        cluster clock at or past it (one poll period of error)."""
+        with self._cond:
+            firsts = [s for s in self.seen.values() if s.alert.name == name and s.notified]
+            start = next((wall for wall, at in self.history if at >= since), None)
+        if not firsts:
+            return None
+        seen = min(firsts, key=lambda s: s.first)
+        cluster_s = (seen.first - since).total_seconds()
+        wall_s = (seen.first_wall - start) * scale if start is not None else cluster_s
+        return since + timedelta(seconds=max(cluster_s, wall_s))
 
     def resolved(self, name: str) -> datetime | None:
         """When the last firing instance of `name` was seen gone; None while one still fires (or none fired)."""
@@ -156,21 +177,22 @@ class AlertWatch:
                 self.errors.append(str(err))
                 log.warning("%s", err)
                 alerts = None
-            now = self.clock.now()
+            now, wall = self.clock.now(), time.monotonic()
             with self._cond:
                 self.polls += 1
+                self.history.append((wall, now))
                 if alerts is not None:
-                    self._update(alerts, now)
+                    self._update(alerts, now, wall)
                     self.last_read = now
                 self._cond.notify_all()
             self._stop.wait(self.period_s)
 
-    def _update(self, alerts: list[Alert], now: datetime) -> None:
+    def _update(self, alerts: list[Alert], now: datetime, wall: float = 0.0) -> None:
         current = {a.fingerprint: a for a in alerts if a.fingerprint not in self.baseline}
         for fp, alert in current.items():
             seen = self.seen.get(fp)
             if seen is None:
-                seen = self.seen[fp] = Seen(alert, now, now)
+                seen = self.seen[fp] = Seen(alert, now, now, first_wall=wall)
             seen.last, seen.alert, seen.gone = now, alert, None  # back after it went: firing again
             seen.notified = seen.notified or alert.notifies
         for fp, seen in self.seen.items():

@@ -31,11 +31,12 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["KubernetesSD", "node_groups", "pod_groups", "scrape_configs"]
+__all__ = ["KubernetesSD", "node_groups", "pod_groups", "scrape_configs", "snmp_scrape_config", "SNMP_EXPORTER"]
 
 log = logging.getLogger(__name__)
 
 _M = "__meta_kubernetes_"
+SNMP_EXPORTER = "kube-system/snmp-exporter:9116"  # namespace/Service:port of the twin's snmp_exporter
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -105,13 +106,13 @@ def scrape_configs(sd_url: str, api_server: str, refresh_s: float = 5.0, **clien
     to_api = {"target_label": "__address__", "replacement": parsed.netloc}
     return [
         {"job_name": "kubernetes-nodes", **common,
-         "http_sd_configs": [{"url": f"{sd_url}/sd/node", "refresh_interval": f"{refresh_s:g}s"}],
+         "http_sd_configs": [{"url": f"{sd_url}/sd/node", "refresh_interval": f"{round(refresh_s * 1000)}ms"}],
          "relabel_configs": [
              {"action": "labelmap", "regex": "__meta_kubernetes_node_label_(.+)"}, to_api,
              {"source_labels": ["__meta_kubernetes_node_name"], "regex": "(.+)", "target_label": "__metrics_path__",
               "replacement": "/api/v1/nodes/${1}/proxy/metrics"}]},
         {"job_name": "kubernetes-pods", **common,
-         "http_sd_configs": [{"url": f"{sd_url}/sd/pod", "refresh_interval": f"{refresh_s:g}s"}],
+         "http_sd_configs": [{"url": f"{sd_url}/sd/pod", "refresh_interval": f"{round(refresh_s * 1000)}ms"}],
          "relabel_configs": [
              {"source_labels": [f"{_M}pod_annotation_prometheus_io_scrape"], "action": "keep", "regex": "true"},
              {"source_labels": [f"{_M}namespace", f"{_M}pod_name", f"{_M}pod_annotation_prometheus_io_port"],
@@ -122,6 +123,22 @@ def scrape_configs(sd_url: str, api_server: str, refresh_s: float = 5.0, **clien
              {"source_labels": [f"{_M}pod_name"], "target_label": "kubernetes_pod_name"},
              {"source_labels": [f"{_M}pod_node_name"], "target_label": "kubernetes_node"}]},
     ]
+
+
+def snmp_scrape_config(switches: list[str], api_server: str, exporter: str = SNMP_EXPORTER, **client: Any) -> dict:
+    """snmp_exporter's own scrape config (its README: the switch is the target, `module=if_mib`, `instance` the
+    switch, the exporter's address the one scraped), reaching the exporter through the API server's Service proxy
+    as the pods job reaches pods. Switches are not Kubernetes objects: they come from the switch inventory."""
+    parsed = urllib.parse.urlsplit(api_server)
+    namespace, service = exporter.split("/", 1)
+    return {"job_name": "snmp", "scheme": parsed.scheme or "https", **client,
+            "metrics_path": f"/api/v1/namespaces/{namespace}/services/{service}/proxy/snmp",
+            "params": {"module": ["if_mib"]},
+            "static_configs": [{"targets": list(switches)}],
+            "relabel_configs": [
+                {"source_labels": ["__address__"], "target_label": "__param_target"},
+                {"source_labels": ["__param_target"], "target_label": "instance"},
+                {"target_label": "__address__", "replacement": parsed.netloc}]}
 
 
 class KubernetesSD:

@@ -11,7 +11,7 @@ monitoring:
   prometheus: managed            # or http://prometheus.monitoring:9090
   alertmanager: http://alertmanager.monitoring:9093   # the site's; managed: started with Prometheus
   alert_budget: 3                # distinct alerts one fault may raise (more is an alert storm)
-  rules: [gpu, training, inference, storage]
+  rules: [gpu, training, network, inference, storage]
   scrape_interval: 15s           # the site's cadence, in cluster time (the twin's Prometheus runs it dilated)
   evaluation_interval: 15s
   resolve_within: 10m            # after the recovery, every alert the fault raised must be gone within this
@@ -21,16 +21,24 @@ monitoring:
 from __future__ import annotations
 
 import logging
+import os
+
 from pydantic import Field, field_validator, model_validator
 
 from drills.core.grammar import HostPort, HttpUrl, NameOrYaml, check
 from drills.profile.base import Seconds, Strict
 
-__all__ = ["MonitoringConfig", "DEFAULT_RULES"]
+__all__ = ["MonitoringConfig", "DEFAULT_RULES", "OPT_OUT", "opted_out"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RULES = ("gpu", "training", "inference", "storage")  # the pack's own; `seed` is kept for comparison
+DEFAULT_RULES = ("gpu", "training", "network", "inference", "storage")  # the pack's own; `seed` is kept for comparison
+OPT_OUT = "DRILLS_MONITORING"  # "off" in the environment: detection not judged in this run, whatever the profile says
+
+
+def opted_out() -> bool:
+    """Whether the environment turns detection off for this run (an operator's choice; the test suite's default)."""
+    return os.environ.get(OPT_OUT, "").strip().lower() in ("off", "0", "false", "no")
 
 
 class MonitoringConfig(Strict):

@@ -72,14 +72,15 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
 
 def seed_workloads(profile: TwinProfile) -> list[dict]:
     """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one, and
-    kube-state-metrics when the profile has a system (CPU) pool to run it."""
+    the exporters (kube-state-metrics, snmp_exporter) when the profile has a system (CPU) pool to run them."""
     out: list[dict] = []
     for job in profile.workloads.training.values():
         out.append(training_job_object(profile, job))
     for dep in profile.workloads.inference.values():
         out.extend(inference_objects(profile, dep))
     if any(pool.role == "cpu" for pool in profile.node_pools.values()):
-        out.extend(datafiles.load_file(SYSTEM_MONITORING)["deployments"])  # kube-state-metrics, on the system pool
+        system = datafiles.load_file(SYSTEM_MONITORING)  # kube-state-metrics, snmp_exporter: on the system pool
+        out.extend([*system["deployments"], *system.get("services", [])])
     return out
 
 

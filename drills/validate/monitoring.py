@@ -21,6 +21,7 @@ from drills.detect.alerts import read_alert_rules
 from drills.detect.pack import alert_names, pack_files
 from drills.detect.stack import missing_tools
 from drills.profile.model import TargetProfile
+from drills.profile.monitoring import OPT_OUT, opted_out
 from drills.validate.preflight import Check
 
 __all__ = ["monitoring_checks", "expected_alerts"]
@@ -28,6 +29,7 @@ __all__ = ["monitoring_checks", "expected_alerts"]
 log = logging.getLogger(__name__)
 
 _RAISES = re.compile(r"^\s*(?:Then|And|But)\s+the monitoring raises (\S+) within ", re.M)
+_PLACEHOLDER = re.compile(r"<([^<>]+)>")
 
 
 def monitoring_checks(profile: TargetProfile, features: Path | None = None) -> list[Check]:
@@ -35,6 +37,9 @@ def monitoring_checks(profile: TargetProfile, features: Path | None = None) -> l
     config = profile.monitoring
     if config is None:
         return [Check("monitoring", True, "no monitoring: section: the drills' detection steps are not judged")]
+    if opted_out():
+        return [Check("monitoring", True, f"{OPT_OUT}=off in the environment: the drills' detection steps are not "
+                                          "judged")]
     expected = expected_alerts(features)
     if config.managed:
         return _managed(config.rules, expected)
@@ -45,14 +50,38 @@ def expected_alerts(features: Path | None = None) -> list[str]:
     """The alerts the features' detection steps expect ("the monitoring raises <alert> within …")."""
     root = features or Path(__file__).resolve().parents[2] / "features"
     files = [root] if root.is_file() else sorted(root.rglob("*.feature")) if root.is_dir() else []
-    return sorted({m.strip('"') for f in files for m in _RAISES.findall(f.read_text(encoding="utf-8"))})
+    return sorted({a for f in files for a in _raised(f.read_text(encoding="utf-8"))})
+
+
+def _raised(text: str) -> set[str]:
+    """The alerts one feature expects; an outline's `<column>` is every value of that column in its Examples."""
+    out: set[str] = set()
+    for found in _RAISES.findall(text):
+        name = found.strip('"')
+        column = _PLACEHOLDER.fullmatch(name)
+        out.update(_column(text, column.group(1)) if column else {name})
+    return out
+
+
+def _column(text: str, name: str) -> set[str]:
+    values, index = set(), None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.strip().startswith("|") else None
+        if cells is None:
+            index = None
+        elif index is None:
+            index = cells.index(name) if name in cells else None
+        elif index < len(cells):
+            values.add(cells[index])
+    return values
 
 
 def _managed(rules: list[str], expected: list[str]) -> list[Check]:
     missing = missing_tools()
-    if missing:
-        return [Check("monitoring", False, f"{' and '.join(missing)} not installed: apt-get install "
-                                           f"{' '.join(missing)} (or `make bootstrap` as root)")]
+    if missing:  # a warning: the drills run, their detection steps are skipped naming the same reason
+        return [Check("monitoring", False, f"{' and '.join(missing)} not installed: detection will not be judged; "
+                                           f"apt-get install {' '.join(missing)} (or `make bootstrap` as root)",
+                      warn=True)]
     try:
         files = pack_files(rules)
     except InvalidProfile as err:

@@ -6,7 +6,10 @@ Feature: Inference survives the loss of serving replicas
   latency: the survivors carry the load (DESIGN §1; the seed's inference drill). Draining nodes for
   maintenance is a voluntary disruption: the Deployment's PodDisruptionBudget must pace the evictions
   so that a replica always serves, and users see no outage at all; a replica of a cordoned node must find
-  a GPU elsewhere, preempting lower-priority work when the cluster is full.
+  a GPU elsewhere, preempting lower-priority work when the cluster is full. The platform's own monitoring
+  must tell its on-call within a minute — a warning when replicas are lost while others serve
+  (InferenceReplicasUnavailable), a page when none is left (InferenceUnavailable) — and let it go once the
+  replicas are back.
 
   Scenario Outline: The inference Deployment loses <killed> under load
     Given the inference Deployment has all its replicas Ready
@@ -18,19 +21,22 @@ Feature: Inference survives the loss of serving replicas
     And the Deployment is back to its desired Ready replicas
     And no more than 1% of requests fail while a replica serves
     And p99 latency stays within 2x the baseline while a replica serves
+    And the monitoring raises <alert> within 1 minute
+    And it resolves after recovery
     And the monitoring raises no more distinct alerts than its budget
 
     # Tagged by size (`-m kill_one`). A size beyond the site's faults.inference.max_kill is skipped, naming it:
-    # killing every replica is a full outage, a site's decision.
+    # killing every replica is a full outage, a site's decision. The alert is the on-call's: replicas lost with
+    # survivors serving is a warning (one more loss is an outage); no replica left is a page.
     @kill_one
     Examples: one replica
-      | killed              |
-      | 1 of its 2 replicas |
+      | killed              | alert                        |
+      | 1 of its 2 replicas | InferenceReplicasUnavailable |
 
     @kill_all
     Examples: every replica
-      | killed              |
-      | all its replicas    |
+      | killed              | alert                        |
+      | all its replicas    | InferenceUnavailable         |
 
   Scenario: Evict every replica as a node drain does, under load
     Given the inference Deployment has all its replicas Ready

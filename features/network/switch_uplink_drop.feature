@@ -7,7 +7,9 @@ Feature: Training survives the loss of a leaf uplink
   the job must reroute over the leaf's other uplinks — or, if an NCCL timeout kills it, restart from
   its latest checkpoint — and training throughput must be back to 90 % of its baseline, sustained,
   within 15 minutes (DESIGN §1); through the stability window its loss stays finite, no worker container
-  fails or restarts, and no error line the drills cannot read goes unexplained.
+  fails or restarts, and no error line the drills cannot read goes unexplained. The platform's own monitoring
+  must tell its on-call that a link carrying traffic went down (FabricLinkDown, from the switches' SNMP
+  interface table) within a minute, and let it go once the drill brings the link back.
 
   Scenario: Drop one uplink of the leaf carrying the fine-tuning job
     Given the training job runs on at least 2 nodes with a steady throughput
@@ -18,6 +20,9 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises FabricLinkDown within 1 minute
+    When the shut uplink is brought back up
+    Then it resolves after recovery
     And the monitoring raises no more distinct alerts than its budget
 
   Scenario Outline: Drop an uplink of the <dialect> leaf over an SSH <transport> session
@@ -30,6 +35,9 @@ Feature: Training survives the loss of a leaf uplink
     And throughput recovers within 15 minutes
     And throughput is back to at least 90 % of its baseline
     And the job stays healthy through the stability window: finite loss, no failed worker container, no unknown error line
+    And the monitoring raises FabricLinkDown within 1 minute
+    When the shut uplink is brought back up
+    Then it resolves after recovery
     And the monitoring raises no more distinct alerts than its budget
 
     # One block per switch OS, tagged with it (`-m eos`). An Example whose OS no switch in the inventory

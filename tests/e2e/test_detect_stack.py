@@ -11,6 +11,8 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 |   name dcgm-exporter does not export: blind)          |                  |                               |
 | the XID cleared (recovery)                           | resolution       | pass                          |
 | XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
+| `drills run`, built-in profile: node loss, uplink,    | detection ≤ 1 m, | pass each (TrainingNodeLost,  |
+|   inference pod kill on the healthy twin             | resolution, storm|   FabricLinkDown, InferenceRe…|
 | `drills run` node loss, monitoring managed but blind  | detection ≤ 1 m  | FAIL not_detected (the drill) |
 
 Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
@@ -19,11 +21,13 @@ Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import yaml
 
 from drills.core.catalog import drill_for_tags
 from drills.core.clock import DilatedClock
@@ -36,6 +40,7 @@ from drills.detect.runner import open_monitoring
 from drills.detect.stack import missing_tools
 import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
+from drills.profile.monitoring import OPT_OUT
 from tests.e2e.drill_helpers import drills, records
 
 pytestmark = [pytest.mark.slow,
@@ -182,28 +187,50 @@ def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_stor
 
 
 def _monitored(tmp_path: Path, rules: list[str]) -> Path:
-    """The built-in twin profile with detection on: a managed stack that scrapes the twin's exporters."""
+    """The built-in twin profile (detection on: a managed stack that scrapes the twin's exporters) with `rules`."""
     profile = tmp_path / "monitored.yaml"
-    builtin = (Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text()  # the built-in twin profile …
-    profile.write_text(builtin + "\nmonitoring:\n  prometheus: managed\n  alert_budget: 3\n"  # … + detection
-                       f"  rules: {json.dumps(rules)}\n")
+    builtin = yaml.safe_load((Path(twin_profile_dir.__file__).parent / "twin.yaml").read_text())
+    assert builtin["monitoring"]["prometheus"] == "managed"  # the built-in profile judges detection …
+    builtin["monitoring"].update(alert_budget=3, rules=rules)
+    profile.write_text(yaml.safe_dump(builtin, sort_keys=False))
     return profile
 
 
-def test_a_drill_on_the_twin_is_detected_by_the_platforms_own_monitoring(tmp_path):
-    """The whole chain in a real `drills run` on the twin (60×, so the stack keeps the site's cadence): a managed
-    Prometheus discovers the twin's exporters (kube-state-metrics, dcgm-exporter, vLLM) and the node lost under the
-    job pages TrainingNodeLost within a minute, resolves after the recovery, and nothing else fires: PASS."""
+def _judged() -> dict:
+    """This process's environment without the test suite's opt-out (tests/conftest.py): detection judged."""
+    return {k: v for k, v in os.environ.items() if k != OPT_OUT}
+
+
+# Each drill kind and the alert its on-call must get (features/*: "the monitoring raises <alert> within 1 minute").
+EXPECTED = {"gpu-node-loss": "TrainingNodeLost", "switch-uplink": "FabricLinkDown",
+            "inference-pod-kill": "InferenceReplicasUnavailable"}
+EVERY_KIND = "cordon_drain or kill_one or (switch_uplink and not (sonic or nxos or eos or cumulus or onyx))"
+
+
+def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_path):
+    """`make drill` as it runs (the built-in profile: its managed monitoring; 60×, so the stack keeps the site's
+    cadence), one scenario of each drill kind that names an alert: a managed Prometheus discovers the twin's
+    exporters (kube-state-metrics, dcgm-exporter, vLLM, snmp_exporter for the switches) and each fault pages its
+    alert within a minute — a node lost under the job TrainingNodeLost, a shut uplink FabricLinkDown (both ends of
+    the cable), a killed replica InferenceReplicasUnavailable — which resolves after the recovery (the uplink: after
+    it is brought back), nothing else fires: every drill PASS."""
     reports = tmp_path / "reports"
-    done = drills("run", "-m", "cordon_drain", "--profile", str(_monitored(tmp_path, ["gpu", "training", "inference",
-                                                                                        "storage"])),
-                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "seen")
-    assert done.returncode == 0, done.stdout + done.stderr
-    [rec] = records(reports / "seen")
-    checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
-    assert checks["detection"] == checks["alert resolution"] == checks["alert storm"] == "pass", checks
-    assert "alerted" in rec["phases"] and rec["details"]["detection"]["judged"]
-    assert {a["alert"] for a in rec["details"]["detection"]["alerts"]} == {"TrainingNodeLost"}, rec["details"]["detection"]
+    done = drills("run", "-m", EVERY_KIND, "--lanes", "2", "--no-html", "--reports", str(reports), "--run-id", "seen",
+                  env=_judged(), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    recs = {r["drill"]: r for r in records(reports / "seen")}
+    assert set(recs) == set(EXPECTED), sorted(recs)
+    for drill, alert in EXPECTED.items():
+        rec = recs[drill]
+        checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
+        assert checks["detection"] == checks["alert resolution"] == checks["alert storm"] == "pass", (drill, checks)
+        detection = rec["details"]["detection"]
+        assert detection["judged"] and detection["monitoring"]["managed"] and not detection["monitoring"]["slowed"]
+        assert "alerted" in rec["phases"], drill
+        assert {a["alert"] for a in detection["alerts"]} == {alert}, (drill, detection["alerts"])
+        assert all(a["gone"] for a in detection["alerts"]), (drill, detection["alerts"])  # resolved, every one
+    ports = {(a["labels"]["instance"], a["labels"]["ifName"]) for a in recs["switch-uplink"]["details"]["detection"]["alerts"]}
+    assert len(ports) == 2 and {s for s, _ in ports} == {"leaf-1", "spine-1"}, ports  # both ends of the cable
 
 
 def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
@@ -219,7 +246,7 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
     reports = tmp_path / "reports"
     profile = _monitored(tmp_path, ["gpu", str(tmp_path / "training-blind.yaml"), "inference", "storage"])
     done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
-                  "--no-html", "--reports", str(reports), "--run-id", "blind")
+                  "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged())
     assert done.returncode == 1, done.stdout + done.stderr
     [rec] = records(reports / "blind")
     assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]

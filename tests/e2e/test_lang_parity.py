@@ -27,7 +27,7 @@ SCALE = 600.0
 # One scenario per kind, by its English name: its zh-CN counterpart is run.
 REPRESENTATIVES = (
     "test_lose_a_gpu_node_under_the_finetuning_job_by_fault[cordon-drain]",
-    "test_the_inference_deployment_loses_killed_under_load[1 of its 2 replicas]",
+    "test_the_inference_deployment_loses_killed_under_load[1 of its 2 replicas-InferenceReplicasUnavailable]",
     "test_drop_one_uplink_of_the_leaf_carrying_the_finetuning_job",
     "test_saturate_the_checkpoint_store_with_fio_under_the_finetuning_job",
 )

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from drills.core.kube import connect_twin
-from drills.detect.k8s_sd import KubernetesSD, scrape_configs
+from drills.detect.k8s_sd import KubernetesSD, scrape_configs, snmp_scrape_config
 from drills.detect.prometheus_proc import PrometheusProcess, find_prometheus
 from drills.twin.launcher import start_twin
 from drills.twin.profile import load_profile
@@ -35,7 +35,8 @@ def stack(tmp_path_factory):
         sd.start()
         prom = PrometheusProcess({"global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                                              "evaluation_interval": "1s"},
-                                  "scrape_configs": scrape_configs(sd.url, handle.url, refresh_s=1)},
+                                  "scrape_configs": [*scrape_configs(sd.url, handle.url, refresh_s=1),
+                                                     snmp_scrape_config(_switches(handle), handle.url)]},
                                  tmp_path_factory.mktemp("prometheus"))
         prom.start()
         yield handle, prom
@@ -43,6 +44,10 @@ def stack(tmp_path_factory):
         for part in (prom, sd, handle):
             if part is not None:
                 part.stop()
+
+
+def _switches(handle) -> list[str]:
+    return [s["name"] for s in handle.info.get("switches") or []]
 
 
 def _until(predicate, what: str, deadline_s: float = 30.0):
@@ -142,3 +147,21 @@ def test_the_defect_takes_the_exporter_off_the_training_nodes_only():
     chosen = {o["metadata"]["name"] for o in objects if o["kind"] == "Node"
               and all(o["metadata"]["labels"].get(k) == v for k, v in selector.items())}
     assert chosen == {"gpu-infer-01", "gpu-infer-02"}
+
+
+def test_every_switch_port_reports_through_snmp_exporter_and_a_shut_uplink_goes_down(stack):
+    """The switches, through the twin's snmp_exporter (its `if_mib` module, reached through the API server's Service
+    proxy as a Prometheus beside the drills reaches it): every port of every switch with its state and counters
+    (`ifHCOutOctets`, no `_total`: snmp_exporter's name); the uplinks under the training job count its traffic.
+    A shut uplink going down and paging FabricLinkDown is the uplink drill's (tests/e2e/test_detect_stack.py)."""
+    handle, prom = stack
+    switches = _switches(handle)
+    assert switches and {t["labels"]["instance"] for t in _until(
+        lambda: [t for t in prom.targets() if t["labels"]["job"] == "snmp" and t["health"] == "up"] or None,
+        "the snmp job up")} <= set(switches)
+    oper = _until(lambda: (s := prom.query('ifOperStatus{job="snmp"}')) and
+                  {x["metric"]["instance"] for x in s} == set(switches) and s, "every switch's interfaces")
+    assert all(x["value"][1] == "1" for x in oper)  # a healthy fabric: every port up
+    busy = _until(lambda: prom.query('rate(ifHCOutOctets{job="snmp"}[5s]) > 0'), "the job's traffic on uplinks")
+    leaves = {x["metric"]["instance"] for x in busy}
+    assert leaves and all(x["metric"]["ifName"].startswith("Ethernet") for x in busy)

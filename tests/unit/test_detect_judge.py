@@ -91,7 +91,7 @@ def test_the_profiles_monitoring_section():
     assert parse_profile("name: x").monitoring is None  # no section: detection off
     managed = parse_profile("monitoring: {prometheus: managed, targets: ['10.0.0.5:9400'], scrape_interval: 30s}")
     assert managed.monitoring.managed and managed.monitoring.scrape_interval == 30
-    assert managed.monitoring.rules == ["gpu", "training", "inference", "storage"]
+    assert managed.monitoring.rules == ["gpu", "training", "network", "inference", "storage"]
     site = parse_profile("monitoring: {prometheus: 'http://prometheus.monitoring:9090', "
                          "alertmanager: 'http://alertmanager.monitoring:9093', alert_budget: 5}")
     assert not site.monitoring.managed and site.monitoring.alert_budget == 5
@@ -110,15 +110,22 @@ def test_a_bad_monitoring_section_is_one_line_naming_the_field(text, says):
     assert says in str(err.value)
 
 
-def test_validate_names_what_detection_needs(tmp_path):
+def test_validate_names_what_detection_needs(tmp_path, monkeypatch):
+    from drills.profile.monitoring import OPT_OUT
     from drills.validate.monitoring import expected_alerts, monitoring_checks
 
-    assert expected_alerts() == ["TrainingNodeLost"]  # what the features' detection steps expect today
+    monkeypatch.setenv(OPT_OUT, "off")  # the run's opt-out: nothing to check
+    [opted] = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
+    assert opted.ok and f"{OPT_OUT}=off" in opted.detail
+    monkeypatch.delenv(OPT_OUT)
+
+    assert expected_alerts() == ["FabricLinkDown", "InferenceReplicasUnavailable",  # an outline: its Examples
+                                 "InferenceUnavailable", "TrainingNodeLost"]  # what the features' detection steps expect today
     [off] = monitoring_checks(parse_profile("name: x"))
     assert off.ok and "not judged" in off.detail
     lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))
     if missing_tools():
-        assert not lines[0].ok and "not installed" in lines[0].detail
+        assert not lines[0].ok and lines[0].warn and "not installed" in lines[0].detail  # the steps skip, naming it
     else:
         assert all(c.ok for c in lines), [c.line() for c in lines]
         bad = tmp_path / "seed-only.yaml"
@@ -128,3 +135,21 @@ def test_validate_names_what_detection_needs(tmp_path):
     [am, rules] = monitoring_checks(parse_profile("monitoring: {prometheus: 'http://127.0.0.1:9', "
                                                   "alertmanager: 'http://127.0.0.1:9'}"))  # nothing listens on 9
     assert not am.ok and "does not answer" in am.detail and not rules.ok and "cannot be read" in rules.detail
+
+
+def test_a_detection_through_a_held_twin_clock_is_measured_at_the_stacks_own_cadence():
+    """The twin's clock held still at the fault (its controllers catching up) while the wall-clock Prometheus
+    scraped, evaluated and fired: on the cluster clock the alert came 0 s after the fault, a cadence no site has.
+    The watch measures the longer way, wall seconds × scale: 0.4 wall s at 60× is 24 s."""
+    from drills.core.clock import DilatedClock
+    from drills.detect.alerts import Alert, AlertWatch, Seen
+
+    fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
+    watch = AlertWatch("http://unused", DilatedClock(scale=60.0))
+    watch.history = [(99.9, fault - timedelta(seconds=6)), (100.0, fault), (100.2, fault), (100.4, fault)]
+    watch.seen["f1"] = Seen(Alert("TrainingNodeLost", "f1", {}, "active"), fault, fault, notified=True,
+                            first_wall=100.4)
+    assert watch.raised("TrainingNodeLost") == fault  # the cluster clock alone: "at the very instant"
+    assert watch.raised_since("TrainingNodeLost", fault, 60.0) == fault + timedelta(seconds=24)
+    assert watch.raised_since("TrainingNodeLost", fault, 1.0) == fault + timedelta(seconds=0.4)  # a real cluster
+    assert watch.raised_since("GpuXidError", fault, 60.0) is None

@@ -20,7 +20,7 @@ TESTS = sorted((RULES_DIR / "tests").glob("*_test.yaml"))
 
 
 def test_the_pack_ships_the_seeds_two_rules_verbatim_and_ours():
-    assert BUILTIN == ("gpu", "inference", "seed", "storage", "training")
+    assert BUILTIN == ("gpu", "inference", "network", "seed", "storage", "training")
     seed = {r["alert"]: r for g in yaml.safe_load((RULES_DIR / "seed.yaml").read_text())["groups"] for r in g["rules"]}
     assert seed["GPUMemUtilHigh"]["expr"] == "max by (pod) (DCGM_FI_DEV_MEM_UTIL) > 90"
     assert seed["GPUMemUtilHigh"]["for"] == "15m"
@@ -28,7 +28,8 @@ def test_the_pack_ships_the_seeds_two_rules_verbatim_and_ours():
     assert seed["NvidiaXidError"]["for"] == "1m"
     assert set(alert_names(pack_files())) >= {"GpuXidError", "GpuDoubleBitEcc", "GpuTelemetryMissing",
                                                "TrainingNodeLost", "TrainingStalled", "NcclSocketFallback",
-                                               "InferenceUnavailable", "InferenceLatencyBurn", "CheckpointStoreFull"}
+                                               "InferenceUnavailable", "InferenceReplicasUnavailable", "InferenceLatencyBurn",
+                                               "CheckpointStoreFull", "FabricLinkDown"}
 
 
 def test_every_alert_of_the_pack_has_a_unit_test_that_expects_it_to_fire():

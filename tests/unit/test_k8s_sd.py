@@ -56,7 +56,7 @@ def test_the_scrape_jobs_go_through_the_api_servers_proxy():
     nodes, pods = scrape_configs("http://127.0.0.1:9999", "https://10.0.0.1:6443", refresh_s=2,
                                  tls_config={"ca_file": "/ca.crt"})
     assert nodes["scheme"] == pods["scheme"] == "https" and pods["tls_config"] == {"ca_file": "/ca.crt"}
-    assert pods["http_sd_configs"] == [{"url": "http://127.0.0.1:9999/sd/pod", "refresh_interval": "2s"}]
+    assert pods["http_sd_configs"] == [{"url": "http://127.0.0.1:9999/sd/pod", "refresh_interval": "2000ms"}]
     rules = {r.get("target_label"): r for r in pods["relabel_configs"]}
     assert rules["__address__"]["replacement"] == "10.0.0.1:6443"
     assert rules["__metrics_path__"]["replacement"] == "/api/v1/namespaces/${1}/pods/${2}:${3}/proxy/metrics"

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from drills.twin.exporters.dcgm import COUNTERS, DcgmCollector, read_gpus
+from drills.twin.exporters.text import exposition
 from drills.twin.exporters.kube_state import KubeStateCollector
 from drills.twin.exporters.vllm import ReplicaMetrics
 
@@ -42,7 +43,7 @@ def _pod(name, gpus, node="gpu-train-01", phase="Running", created="2026-01-01T0
 def _scrape(collector) -> dict:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    return {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    return {f.name: f for f in text_string_to_metric_families(exposition(registry).decode())}
 
 
 def _default_counters() -> dict[str, tuple[str, str]]:
@@ -156,3 +157,47 @@ def test_vllm_metrics_have_vllms_names_labels_and_buckets():
     success = fam["vllm:request_success"].samples[0]
     assert success.labels == {"model_name": "llama-7b", "finished_reason": "length"} and success.value == 2
     assert not any(s.name.endswith("_created") for f in fam.values() for s in f.samples)  # vLLM disables them
+
+
+def test_a_go_exporters_counter_is_served_under_its_own_name():
+    """dcgm-exporter and snmp_exporter (Go) serve a counter under the name they give it, no `_total` added: the
+    rules read `DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS` and `ifHCOutOctets` (prometheus_client would add it)."""
+    from drills.twin.exporters.text import RawCounter
+
+    class Two:
+        def collect(self):
+            octets = RawCounter("ifHCOutOctets", "octets out", ["ifName"])
+            octets.add_metric(["Ethernet0"], 5)
+            return [octets]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Two())
+    assert exposition(registry).decode().splitlines() == [
+        "# HELP ifHCOutOctets octets out", "# TYPE ifHCOutOctets counter", 'ifHCOutOctets{ifName="Ethernet0"} 5.0']
+
+
+def test_snmp_exporters_interface_table_follows_the_fabric_both_ends_of_a_shut_cable():
+    """snmp_exporter's if_mib for one switch (generator.yml: ifAdminStatus/ifOperStatus 1 up 2 down, ifHC*Octets,
+    labels ifAlias/ifDescr/ifIndex/ifName): a leaf uplink shut by its operator reads admin and oper down on the leaf,
+    oper down (admin up) on the spine's end of the cable; every other port up."""
+    from drills.twin.exporters.snmp import IF_LABELS, IfMibCollector
+    from drills.twin.fabric import Fabric, leaf_spine
+
+    specs = leaf_spine(leaves=1, spines=1, dialects=("sonic",), downlinks=2)
+    fabric = Fabric(specs)
+    leaf, spine = specs[0], specs[1]
+    uplink = leaf.uplinks[0]
+    fabric.set_admin(leaf.name, uplink.iface, False)
+
+    def table(switch):
+        fams = _scrape(IfMibCollector(fabric, None, switch))
+        assert set(fams) == {"ifAdminStatus", "ifOperStatus", "ifHCInOctets", "ifHCOutOctets"}
+        assert all(set(s.labels) == set(IF_LABELS) for f in fams.values() for s in f.samples)
+        return {s.labels["ifName"]: (fams["ifAdminStatus"].samples[i].value, s.value)
+                for i, s in enumerate(fams["ifOperStatus"].samples)}
+
+    on_leaf, on_spine = table(leaf.name), table(spine.name)
+    assert on_leaf[uplink.iface] == (2, 2) and on_spine[uplink.peer_iface] == (1, 2)
+    assert all(v == (1, 1) for k, v in on_leaf.items() if k != uplink.iface)
+    assert [int(s.labels["ifIndex"]) for s in _scrape(IfMibCollector(fabric, None, leaf.name))["ifOperStatus"].samples] \
+        == list(range(1, len(on_leaf) + 1))

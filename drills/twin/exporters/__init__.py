@@ -5,7 +5,10 @@ Prometheus scrapes the twin as it scrapes a cluster.
   `GET :9400/metrics` with their node's GPUs (dcgm.py);
 - `kube-state-metrics` pods (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answer
   `GET :8080/metrics` with the API objects' state (kube_state.py);
-- each vLLM replica answers `GET :8000/metrics` itself (vllm.py, served by drills/twin/workloads/vllm_replica.py).
+- each vLLM replica answers `GET :8000/metrics` itself (vllm.py, served by drills/twin/workloads/vllm_replica.py);
+- the `snmp-exporter` pod (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answers
+  `GET :9116/snmp?target=<switch>&module=if_mib` with that switch's interfaces, as Prometheus's snmp_exporter
+  walks them from the switch (snmp.py): the scrape names the switch, the exporter reaches it.
 
 Where: a pod's port is a port program (drills/twin/workloads/container_ports.py), reached the ways a client
 outside the cluster reaches a pod — `kubectl port-forward`, and the API server's pod proxy
@@ -17,9 +20,10 @@ container runs and its node is up; a node without an exporter pod has no GPU met
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from typing import Any, Callable
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from drills.twin.api.resources import by_path
 from drills.twin.api.status import ApiError
@@ -27,15 +31,18 @@ from drills.twin.controllers.nodeutil import kubelet_stopped
 from drills.twin.controllers.volcano_objects import JOB_NAME
 from drills.twin.exporters.dcgm import DcgmCollector, read_gpus
 from drills.twin.exporters.kube_state import KubeStateCollector
+from drills.twin.exporters.snmp import IfMibCollector
+from drills.twin.exporters.text import exposition
 from drills.twin.workloads.container_ports import PORT_PROGRAMS, Factory, HttpConnection, HttpReply, HttpRequest
 
-__all__ = ["install", "DCGM_PORT", "KSM_PORT", "TEXT_FORMAT"]
+__all__ = ["install", "DCGM_PORT", "KSM_PORT", "SNMP_PORT", "TEXT_FORMAT"]
 
 log = logging.getLogger(__name__)
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"  # what Go's client_golang and vLLM's prometheus_client send
 DCGM_PORT = 9400  # DCGM_EXPORTER_LISTEN=":9400"
 KSM_PORT = 8080  # kube-state-metrics' --port default
+SNMP_PORT = 9116  # snmp_exporter's --web.listen-address default
 _NODES, _PODS = by_path("", "v1", "nodes"), by_path("", "v1", "pods")
 _DEPLOYMENTS = by_path("apps", "v1", "deployments")
 _TRAINING_LOAD = 0.97  # a stepping training worker keeps its GPUs ~97 % busy (NCCL waits are the rest)
@@ -64,6 +71,8 @@ class _Exporters:
             return lambda: HttpConnection(_metrics(lambda: self._dcgm(node["metadata"]["name"])), now, "")
         if port == KSM_PORT and any("/kube-state-metrics:" in i for i in images):
             return lambda: HttpConnection(_metrics(self._kube_state), now, "")
+        if port == SNMP_PORT and any("/snmp-exporter:" in i for i in images):
+            return lambda: HttpConnection(self._snmp, now, "")
         return None
 
     # -- dcgm-exporter ------------------------------------------------------------------------------
@@ -128,11 +137,36 @@ class _Exporters:
         return registry
 
 
+    # -- snmp_exporter ------------------------------------------------------------------------------
+    async def _snmp(self, req: HttpRequest) -> HttpReply:
+        """`/snmp?target=&module=if_mib`, with snmp_exporter's own 400s for a missing target or another module;
+        a switch the fabric does not have answers nothing, so the exporter's scrape of it fails (500)."""
+        path, _, query = req.path.partition("?")
+        if req.method not in ("GET", "HEAD") or path != "/snmp":
+            return _text(404, "404 page not found\n")
+        params = urllib.parse.parse_qs(query)
+        target, module = (params.get("target") or [""])[0], (params.get("module") or ["if_mib"])[0]
+        if not target:
+            return _text(400, "'target' parameter must be specified\n")
+        if module != "if_mib":
+            return _text(400, f"Unknown module '{module}'\n")
+        handle = getattr(getattr(self.twin, "workloads", None), "fabric", None)
+        if handle is None or target not in handle.fabric.switch_names:
+            return _text(500, f"Error scraping target {target}: request timeout (after 3 retries)\n")
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(IfMibCollector(handle.fabric, handle.traffic, target))
+        return HttpReply(200, exposition(registry), (("Content-Type", TEXT_FORMAT),))
+
+
+def _text(status: int, body: str) -> HttpReply:
+    return HttpReply(status, body.encode(), (("Content-Type", "text/plain; charset=utf-8"),))
+
+
 def _metrics(registry: Callable[[], CollectorRegistry]):
     async def app(req: HttpRequest) -> HttpReply:
         if req.method not in ("GET", "HEAD") or req.path.split("?", 1)[0] != "/metrics":
             return HttpReply(404, b"404 page not found\n", (("Content-Type", "text/plain; charset=utf-8"),))
-        return HttpReply(200, generate_latest(registry()), (("Content-Type", TEXT_FORMAT),))
+        return HttpReply(200, exposition(registry()), (("Content-Type", TEXT_FORMAT),))
     return app
 
 

@@ -26,13 +26,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from drills.twin.controllers.nodeutil import (
     DCGM_FI_DEV_XID_ERRORS, GPU, GPU_XID_ANNOTATION, dcgm_critical_xids, dcgm_fields, gpu_unhealthy, is_terminal,
     parse_quantity,
 )
+from drills.twin.exporters.text import RawCounter
 from drills.twin.workloads.accept_tools import gpu_uuid, pci_bus_id
 
 __all__ = ["DcgmCollector", "GpuReading", "LABELS", "COUNTERS", "read_gpus"]
@@ -127,8 +128,8 @@ class DcgmCollector(Collector):
 
     def collect(self):
         readings = self.gpus()
-        families = {f: (CounterMetricFamily if t == "counter" else GaugeMetricFamily)(
-            f, h, labels=LABELS + OWNER_LABELS) for f, t, h in COUNTERS}
+        families = {f: RawCounter(f, h, LABELS + OWNER_LABELS) if t == "counter"  # dcgm-exporter's names, as they are
+                    else GaugeMetricFamily(f, h, labels=LABELS + OWNER_LABELS) for f, t, h in COUNTERS}
         energy, nvlink = self.totals.setdefault("energy", {}), self.totals.setdefault("nvlink", {})
         for g in readings:
             labels = [str(g.index), g.uuid, pci_bus_id(g.index), f"nvidia{g.index}", self.model, self.node,
