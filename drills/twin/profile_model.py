@@ -339,8 +339,10 @@ class Storage(Strict):
     fs_group_applied: bool = True
     # How a fio pod's container ends when its pod is deleted (workloads/fio_pods.py): "trap" — SIGTERM reaches the
     # rendered script's trap, fio stops and its directory is removed; "killed" — fio ignores SIGTERM, the kubelet
-    # kills the container after the grace period, the trap never runs and fio's files stay on the store.
-    fio_stop: Literal["trap", "killed"] = "trap"
+    # kills the container after the grace period, the trap never runs and fio's files stay on the store; "hung" —
+    # killed as that, and the first fio pod of each Job hangs once its I/O is done (an I/O stuck on one storage
+    # client): no report, no exit, until its pod is deleted.
+    fio_stop: Literal["trap", "killed", "hung"] = "trap"
     unlink_denied: bool = False  # a retention lock (WORM): no pod may remove a file from the store (rm: EPERM)
 
 

@@ -17,8 +17,9 @@ fio writes where the script's `D=` says, on the volume (`{mount}/.drills-fio-{jo
 `.drills-fio-{job}/{pod}` in the store), so a reader pod mounting the store sees it; like the script, fio's end
 removes that directory and leaves the Job's parent directory.
 A pod deleted while fio runs stops it (SIGTERM, as the kubelet would: the trap removes its directory) and its log is
-gone with it — unless the twin profile says `storage.fio_stop: killed` (defect fio-files-left): fio ignores SIGTERM,
-the kubelet kills the container, the trap never runs and fio's files stay on the store.
+gone with it — unless the twin profile says `storage.fio_stop: killed`: fio ignores SIGTERM, the kubelet kills the
+container, the trap never runs and fio's files stay on the store; `hung` (defect fio-files-left) also makes the first
+fio pod of each Job hang once its I/O is done — no report, no exit — until its pod is deleted (then killed as above).
 The store's modelled bandwidth is shared with the probe and the training job, as on a real store.
 """
 
@@ -68,6 +69,7 @@ class FioPodController(ProcessPodController):
     def __init__(self, ctx: Any):
         super().__init__(ctx)
         self.hub = hub_for(ctx.twin)  # type: ignore[attr-defined]
+        self._hung: set[tuple[str, str]] = set()  # (namespace, Job) whose first fio pod hangs (fio_stop: hung)
 
     def command(self, pod: dict) -> Any:
         return fio_command(pod)
@@ -86,6 +88,11 @@ class FioPodController(ProcessPodController):
         if not may_create(identity(pod, container), VolumeRoot.from_storage(self.hub.storage), fs_group):
             await self._finish(ns, name, container, denied_line(target) + "\n", 1)
             return
+        stop = self.hub.storage.fio_stop if self.hub.storage is not None else "trap"
+        job = ((pod["metadata"].get("labels") or {}).get("job-name"), ns)
+        hang = stop == "hung" and job[0] is not None and job not in self._hung
+        if hang:
+            self._hung.add(job)
         below = _volume_relpath(pod, container)
         workdir = Path(self.hub.store_root) / (below or f".drills-fio-pod-{ns}-{name}")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -95,16 +102,24 @@ class FioPodController(ProcessPodController):
         try:
             out, err = await proc.communicate()
         except asyncio.CancelledError:
-            killed = self.hub.storage is not None and self.hub.storage.fio_stop == "killed"
+            killed = stop in ("killed", "hung")
             if proc.returncode is None:
                 proc.kill() if killed else proc.terminate()  # killed: SIGTERM ignored, SIGKILL after the grace
                 await proc.wait()
             if not killed:  # the script's trap: `rm -rf "$D"` (its own directory; the Job's parent stays)
-                shutil.rmtree(workdir, ignore_errors=True)
+                self._remove(workdir)
             raise
-        shutil.rmtree(workdir, ignore_errors=True)
+        if hang:  # stuck after its I/O: no report, no exit, its files in place until the kubelet kills it
+            log.info("fio in pod %s/%s hangs (twin storage.fio_stop: hung)", ns, name)
+            await asyncio.Event().wait()
+        self._remove(workdir)
         text = out.decode(errors="replace") + ("" if proc.returncode == 0 else err.decode(errors="replace"))
         await self._finish(ns, name, container, text, int(proc.returncode or 0))
+
+    def _remove(self, workdir: Path) -> None:
+        """The script's `rm -rf "$D"`; a store that refuses unlinking (storage.unlink_denied) keeps the files."""
+        if self.hub.storage is None or not self.hub.storage.unlink_denied:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     async def _finish(self, ns: str, name: str, container: str, text: str, code: int) -> None:
         """The container's output into the pod's log, then its exit."""
