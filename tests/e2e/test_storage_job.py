@@ -205,8 +205,9 @@ def test_fio_killed_without_its_cleanup_leaves_files_the_revert_sweeps_and_reads
     trap never runs — the Job's pods are gone, fio's files are not. Before: the revert deleted the Job and the
     verify read only "no pod of the Job left" (PASS, files on the checkpoint store). Now the verify lists the
     store's directory through a read-only pod on the same claim (not undone, naming what was listed, by which pod,
-    when), the revert removes exactly that directory and reads it again, and the read-back says absent."""
-    from drills.faults import Target
+    when), the revert removes exactly that directory and reads it again, and the read-back says absent; a sweep pod
+    a killed revert left is found by its labels and deleted."""
+    from drills.faults import Target, store_reader
     from drills.faults.storage.job import pods_of
     from drills.faults.storage.sweep import SWEEP_LABEL
 
@@ -229,7 +230,10 @@ def test_fio_killed_without_its_cleanup_leaves_files_the_revert_sweeps_and_reads
         assert f"in pod {NS}/drills-fio-test-read-" in files.source and "read-only) @ 20" in files.source
         assert reading.left == ("/store/.drills-fio-drills-fio-test",)
 
-        assert storage.revert(target, undo, record.to_dict()) == "reverted"  # the sweep
+        killed = store_reader.pod_body(NS, "drills-fio-test-sweep-0dead0", spec.image, [], [])  # a killed revert's
+        killed["metadata"]["labels"] = {store_reader.ROLE_LABEL: "store-sweep", SWEEP_LABEL: spec.job_name}
+        cluster.core.create_namespaced_pod(NS, killed)
+        assert storage.revert(target, undo, record.to_dict()) == "reverted"  # the sweep (and that pod deleted)
         assert _files_of(twin) == [] and not (Path(twin.info["checkpoint_store"]) / ".drills-fio-drills-fio-test").exists()
         after = storage.verify(target, undo, record.to_dict())
         assert after.undone is True and after.observations[1].value == "absent", after.to_dict()
