@@ -92,7 +92,7 @@ def sweep(cluster, undo: dict) -> tuple[Leftovers, Leftovers | None]:
             before = _look(cluster, undo, pod, "read-write")
             if not before.present:
                 return before, None
-            code, out, err = exec_in_pod(cluster, undo["namespace"], pod, ["rm", "-rf", "--", before.root])
+            code, out, said = exec_in_pod(cluster, undo["namespace"], pod, ["rm", "-rf", "--", before.root])
             after = _look(cluster, undo, pod, "read-write")
     except DrillError as err:
         if isinstance(err, RevertFailed):
@@ -101,7 +101,7 @@ def sweep(cluster, undo: dict) -> tuple[Leftovers, Leftovers | None]:
                            "run `drills revert` again") from None
     if after.present:
         raise RevertFailed(f"fio's files {after.root} on pvc/{undo['claim']} are still there after `rm -rf` "
-                           f"(exit {code}{': ' + (err or out).strip()[:200] if (err or out).strip() else ''}): "
+                           f"(exit {code}{': ' + (said or out).strip()[:200] if (said or out).strip() else ''}): "
                            f"{after.value()} (read by {after.source}); remove them, then run `drills revert`")
     log.info("swept fio's leftovers %s (%s)", before.root, before.value())
     return before, after
