@@ -60,6 +60,8 @@ def revert_spec(spec: SaturationSpec, files_dir: str | None = None) -> dict[str,
         from drills.faults.storage.sweep import sweep_undo
 
         return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name, **sweep_undo(spec)}
+    if spec.mode == "clients":  # how many servers must have answered (the read-back of their jobs' end)
+        return {"mode": "clients", "directory": spec.directory, "files_dir": files_dir, "clients": len(spec.clients)}
     return {"mode": spec.mode, "directory": spec.directory, "files_dir": files_dir}
 
 
@@ -131,7 +133,7 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
 
 def verify(target, undo: dict, record: dict | None = None) -> Reading:
     """Read back that the saturation is gone: no fio of its files directory and no such directory (local and
-    clients modes), or no pod of its Job and no directory of its files on the store, listed by a read-only pod
+    clients modes; clients mode also every server's job confirmed ended: clients.servers_ended), or no pod of its Job and no directory of its files on the store, listed by a read-only pod
     on the store's claim (job mode: sweep.py)."""
     if undo.get("mode") == "job":
         from drills.faults.storage.job import pods_of
@@ -161,6 +163,13 @@ def verify(target, undo: dict, record: dict | None = None) -> Reading:
                             not pids),
                 Observation(f"fio files {files_dir}", "present" if there else "absent", "the store's directory listing",
                             not there)]
-        return seen, tuple([f"pid {p}" for p in pids] + ([files_dir] if there else []))
+        left = [f"pid {p}" for p in pids] + ([files_dir] if there else [])
+        if undo.get("mode") == "clients":  # the controlling fio gone is not the servers' jobs gone
+            from drills.faults.storage.clients import servers_ended
+
+            ended, value, source = servers_ended(record, int(undo.get("clients") or 1))
+            seen.append(Observation("fio servers' jobs", value, source, ended))
+            left += [] if ended else ["fio servers' jobs"]
+        return seen, tuple(left)
 
     return read(KIND, str(files_dir), local_reader)
