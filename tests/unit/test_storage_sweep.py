@@ -83,3 +83,37 @@ def test_the_twin_runs_a_pods_fio_where_its_script_says_on_the_volume():
     pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] = "/store"
     pod["spec"]["containers"][0]["command"][2] = "D=/store/../x\nfio --output-format=json"
     assert _volume_relpath(pod, "fio") is None
+
+
+def _report(tmp_path, hosts: list[tuple[str, int]], total: bool = True) -> str:
+    """fio's client/server JSON as the controlling fio prints it (per-client entries carry hostname and port; with
+    several clients an "All clients" total follows), with its text preamble."""
+    import json
+
+    stats = [{"jobname": "drills-saturate", "hostname": h, "port": p} for h, p in hosts]
+    stats += [{"jobname": "All clients", "hostname": hosts[-1][0], "port": hosts[-1][1]}] if total else []
+    path = tmp_path / "fio.json"
+    path.write_text("<vm> Starting 1 process\n" + json.dumps({"fio version": "fio-3.33", "client_stats": stats}))
+    return str(path)
+
+
+def test_the_servers_jobs_end_is_confirmed_by_every_servers_results_or_fios_own_time_limit(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from drills.faults.storage.clients import servers_ended
+
+    now = datetime.now(timezone.utc)
+    running = {"started": now.isoformat(), "max_seconds": 600}
+    both = _report(tmp_path, [("10.0.0.1", 8765), ("10.0.0.1", 8765), ("10.0.0.2", 8765)])
+    assert servers_ended({**running, "output": both}, 2)[:2] == (
+        True, "ended: the controlling fio's report holds all 2 servers' results")
+    one = _report(tmp_path, [("10.0.0.1", 8765)], total=False)
+    ended, value, source = servers_ended({**running, "output": one}, 2)
+    assert not ended and value.startswith("not confirmed: the controlling fio left results of 1 of 2 servers (killed?)")
+    assert source == f"fio report {one}"
+    (tmp_path / "fio.json").write_text("<vm> Starting 1 process\n")  # killed before its report
+    assert servers_ended({**running, "output": one}, 2)[1].startswith("not confirmed: the controlling fio left no "
+                                                                      "readable report")
+    past = {"started": (now - timedelta(seconds=601)).isoformat(), "max_seconds": 600, "output": one}
+    assert servers_ended(past, 2)[0] is True and servers_ended(past, 2)[1].startswith("ended by fio's own time limit")
+    assert servers_ended(None, 2)[0] is False
