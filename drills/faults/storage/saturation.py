@@ -71,6 +71,8 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
     if spec.mode == "job":
         if not spec.claim:
             raise InvalidProfile("storage.saturation.claim: job mode needs the store's PersistentVolumeClaim")
+        from drills.faults.storage.sweep import files_root
+
         cluster = target.cluster
         where = ""
         if spec.per_node:
@@ -81,7 +83,8 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
             where = f", one on each of {', '.join(nodes)}"
         return Plan(KIND, f"{spec.namespace}/{spec.job_name}",
                     f"saturate the store with fio Job {spec.namespace}/{spec.job_name} ({spec.parallelism} pods × "
-                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}",
+                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}; on revert, "
+                    f"its files under {files_root(spec.mount_path, spec.job_name)} are read and removed",
                     revert_spec(spec), Reach(namespaces=(spec.namespace,)),
                     spec=(spec, profile.storage.saturation.start_timeout_s))
     files_dir = new_files_dir(spec)
