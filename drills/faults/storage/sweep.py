@@ -80,7 +80,7 @@ def sweep_undo(spec: SaturationSpec) -> dict:
 
 def read_leftovers(cluster, undo: dict) -> Leftovers:
     """The Job's directory as a read-only pod on the same claim sees it; DrillError when it cannot be read."""
-    with _pod(cluster, undo, write=False) as pod:
+    with _StorePod(cluster, undo, write=False) as pod:
         return _look(cluster, undo, pod, "read-only")
 
 
@@ -88,7 +88,7 @@ def sweep(cluster, undo: dict) -> tuple[Leftovers, Leftovers | None]:
     """Read the Job's directory; if anything is there, remove exactly it and read again: (before, after — None when
     nothing was there). RevertFailed, naming the listing and `rm`'s answer, when it stays or cannot be read."""
     try:
-        with _pod(cluster, undo, write=True) as pod:
+        with _StorePod(cluster, undo, write=True) as pod:
             before = _look(cluster, undo, pod, "read-write")
             if not before.present:
                 return before, None
@@ -123,7 +123,7 @@ def _root(undo: dict) -> str:
     return files_root(undo["mount_path"], undo["job_name"])
 
 
-class _pod:
+class _StorePod:
     """A reader pod on the store's claim for the `with` block (deleted on leaving it, whatever happened)."""
 
     def __init__(self, cluster, undo: dict, write: bool) -> None:
