@@ -106,6 +106,8 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
             return NOTHING_TO_UNDO
         raise RevertFailed(f"could not delete the store reader pod {ns}/{name}: {err.status} {err.reason}; "
                            "run `drills revert` again") from None
+    if not _exists(cluster, ns, name):  # gone already (grace 0): no watch to wait on for an event that passed
+        return REVERTED
     deadline = cluster.clock.deadline(DELETE_TIMEOUT_S, STOP_WALL_FLOOR_S)
     with EventMerger(cluster.clock) as merger:
         merger.watch("pod", cluster.core.list_namespaced_pod, ns, field_selector=f"metadata.name={name}")

@@ -339,6 +339,13 @@ class Storage(Strict):
     owner_gid: int = Field(default=0, ge=0)
     mode: str = Field(default="0755", pattern=r"^0?[0-7]{3}$")
     fs_group_applied: bool = True
+    # How a fio pod's container ends when its pod is deleted (workloads/fio_pods.py): "trap" — SIGTERM reaches the
+    # rendered script's trap, fio stops and its directory is removed; "killed" — fio ignores SIGTERM, the kubelet
+    # kills the container after the grace period, the trap never runs and fio's files stay on the store; "hung" —
+    # killed as that, and the first fio pod of each Job hangs once its I/O is done (an I/O stuck on one storage
+    # client): no report, no exit, until its pod is deleted.
+    fio_stop: Literal["trap", "killed", "hung"] = "trap"
+    unlink_denied: bool = False  # a retention lock (WORM): no pod may remove a file from the store (rm: EPERM)
 
 
 class Workloads(Strict):

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,55 @@ def test_each_client_writes_its_own_directory_and_a_crash_revert_finds_the_contr
     finally:
         stop_local(record.files_dir)  # what `drills revert` does with the journal's files directory alone
     assert leftover_fio(record.files_dir) == [] and not Path(record.files_dir).exists()
+
+
+def _server_jobs(servers: list) -> list[int]:
+    """The twin's truth here: fio job processes of our servers (by port) other than the servers themselves — a job
+    orphaned by its killed client is reparented away from its server, so it is found by its command line."""
+    ports = {h.rsplit(",", 1)[1] for h in servers}
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and argv[:1] == [b"fio"] and any(a.decode(errors="replace").endswith(f",{p}")
+                                                                  for a in argv[1:2] for p in ports):
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_killed_controlling_fio_leaves_the_servers_jobs_unconfirmed_until_their_time_limit(fio_servers, tmp_path):
+    """Issue 30, class 2, clients mode: the controlling fio killed (SIGKILL after its grace, the OOM killer) tells no
+    server to quit — their jobs run on (the truth, read from /proc here: the servers are local) — and the revert
+    removes the files directory and finds no fio of ours here, all the read-back used to read (undone, before).
+    Now it also reads the controlling fio's report: no server's results in it, so their end is not confirmed (not
+    undone, naming why and until when); once fio's own time limit has passed, it is."""
+    import os
+    import signal
+
+    from drills.faults import Target
+    from drills.faults.storage import saturation as storage
+
+    store = tmp_path / "store"
+    store.mkdir()
+    spec = SaturationSpec(directory=str(store), mode="clients", clients=tuple(fio_servers), rw="write", bs="64k",
+                          size="4m", numjobs=1, iodepth=1, max_seconds=4, ioengine="psync", direct=False,
+                          output=str(tmp_path / "fio.json"))
+    servers = set(_server_jobs(fio_servers))
+    record = start_clients(spec, start_timeout=60).to_dict()
+    undo = storage.revert_spec(spec, record["files_dir"])
+    os.kill(record["pid"], signal.SIGKILL)  # the controlling fio, killed
+    assert set(_server_jobs(fio_servers)) - servers, "the servers' jobs run on after their client's SIGKILL"
+    assert storage.revert(Target(), undo, record) == "reverted"
+    reading = storage.verify(Target(), undo, record)
+    local, files, jobs = reading.observations
+    assert local.ok and files.ok and files.value == "absent"  # all the read-back read before: undone
+    assert reading.undone is False and not jobs.ok and jobs.value.startswith(
+        "not confirmed: the controlling fio left no readable report (killed?)"), jobs
+    assert jobs.source == f"fio report {tmp_path / 'fio.json'}" and reading.left == ("fio servers' jobs",)
+    until = datetime.fromisoformat(record["started"]) + timedelta(seconds=4)
+    while datetime.now(timezone.utc) < until:  # fio's own time limit, on the wall clock the servers run on
+        time.sleep(0.1)
+    later = storage.verify(Target(), undo, record)
+    assert later.undone is True and later.observations[2].value.startswith("ended by fio's own time limit"), later

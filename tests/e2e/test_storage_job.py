@@ -4,6 +4,8 @@ run (spread over nodes), the revert deletes the Job and every pod, a journal ent
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from drills.core.errors import InjectionFailed
@@ -178,3 +180,94 @@ slo: {checkpoint_save_ratio: 3}
     assert fio["write"]["io_bytes"] > 0 and fio["job_errors"] == [0, 0, 0]
     checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
     assert checks.get("saturation effect") == "pass", rec["reason"]
+
+
+def _files_of(twin, name="drills-fio-test") -> list:
+    """The twin's truth: what is under the Job's directory on the store (the directory the PVC backs)."""
+    from pathlib import Path
+
+    root = Path(twin.info["checkpoint_store"]) / f".drills-fio-{name}"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+def _until_files(twin, timeout_s: float = 30.0) -> list:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not [f for f in _files_of(twin) if "drills-saturate." in f]:
+        assert time.monotonic() < deadline, "fio wrote no file on the twin's store"
+        time.sleep(0.05)
+    return _files_of(twin)
+
+
+def test_fio_killed_without_its_cleanup_leaves_files_the_revert_sweeps_and_reads_gone(twin_factory):
+    """Issue 30, class 2, job mode (defect fio-files-left): fio ignores SIGTERM, the kubelet kills the container, the
+    trap never runs — the Job's pods are gone, fio's files are not. Before: the revert deleted the Job and the
+    verify read only "no pod of the Job left" (PASS, files on the checkpoint store). Now the verify lists the
+    store's directory through a read-only pod on the same claim (not undone, naming what was listed, by which pod,
+    when), the revert removes exactly that directory and reads it again, and the read-back says absent; a sweep pod
+    a killed revert left is found by its labels and deleted."""
+    from drills.faults import Target, store_reader
+    from drills.faults.storage.job import pods_of
+    from drills.faults.storage.sweep import SWEEP_LABEL
+
+    twin = twin_factory(defects=["fio-files-left"], scale=600.0)
+    cluster = connect_twin(twin.kubeconfig, twin.url)
+    try:
+        spec, target = _spec(), Target(cluster)
+        undo = storage.revert_spec(spec)
+        record = inject_job(cluster, spec, start_timeout_s=6000)
+        written = _until_files(twin)
+        revert_job(cluster, NS, spec.job_name)  # what the revert was: the Job and its pods deleted
+        assert pods_of(cluster, NS, spec.job_name) == []  # ... and all its verify read: PASS, before
+        assert [f for f in _files_of(twin) if "drills-saturate." in f], written  # the truth: the files stayed
+
+        reading = storage.verify(target, undo, record.to_dict())
+        pods, files = reading.observations
+        assert reading.undone is False and pods.ok and not files.ok, reading.to_dict()
+        assert files.object == "fio files /store/.drills-fio-drills-fio-test on pvc/ckpt-store"
+        assert files.value.startswith("present, ") and f"{record.pods[0]}/drills-saturate." in files.value
+        assert f"in pod {NS}/drills-fio-test-read-" in files.source and "read-only) @ 20" in files.source
+        assert reading.left == ("/store/.drills-fio-drills-fio-test",)
+
+        killed = store_reader.pod_body(NS, "drills-fio-test-sweep-0dead0", spec.image, [], [])  # a killed revert's
+        killed["metadata"]["labels"] = {store_reader.ROLE_LABEL: "store-sweep", SWEEP_LABEL: spec.job_name}
+        cluster.core.create_namespaced_pod(NS, killed)
+        assert storage.revert(target, undo, record.to_dict()) == "reverted"  # the sweep (and that pod deleted)
+        assert _files_of(twin) == [] and not (Path(twin.info["checkpoint_store"]) / ".drills-fio-drills-fio-test").exists()
+        after = storage.verify(target, undo, record.to_dict())
+        assert after.undone is True and after.observations[1].value == "absent", after.to_dict()
+        assert cluster.core.list_namespaced_pod(NS, label_selector=SWEEP_LABEL).items == []  # no reader left
+        assert storage.revert(target, undo, record.to_dict()) == "reverted"  # idempotent: nothing there
+    finally:
+        cluster.close()
+
+
+def test_leftovers_the_store_will_not_unlink_are_revert_failed_naming_what_was_read(twin_factory, tmp_path):
+    """Defect fio-files-locked (fio killed without its cleanup, a store under a retention lock): the sweep's `rm`
+    is refused, so the revert fails naming the listing and rm's answer; `drills revert` (the journal replayed
+    after a SIGKILL) fails the same way and finds no sweep pod of ours left behind."""
+    from drills.core.errors import RevertFailed
+    from drills.faults import Target
+    from drills.faults.storage.sweep import SWEEP_LABEL
+
+    twin = twin_factory(defects=["fio-files-locked"], scale=600.0)
+    cluster = connect_twin(twin.kubeconfig, twin.url)
+    try:
+        spec, target = _spec(parallelism=1), Target(cluster)
+        journal = Journal(tmp_path / "run" / "journal.jsonl", run_id="run")
+        entry_id = journal.open_entry(storage.KIND, spec.job_name, storage.revert_spec(spec),
+                                      connection=cluster.describe())
+        record = inject_job(cluster, spec, start_timeout_s=6000)
+        journal.mark_injected(entry_id, record.to_dict())
+        _until_files(twin)
+        with pytest.raises(RevertFailed) as failed:
+            storage.revert(target, storage.revert_spec(spec), record.to_dict())
+        assert "fio's files /store/.drills-fio-drills-fio-test on pvc/ckpt-store are still there after `rm -rf`" \
+            in str(failed.value) and "Operation not permitted" in str(failed.value), failed.value
+        assert f"{record.pods[0]}/drills-saturate." in str(failed.value)
+        outcomes = revert_open(tmp_path, "run", reverter)  # `drills revert`
+        assert [o.reverted for o in outcomes] == [False]
+        assert _files_of(twin) and cluster.core.list_namespaced_pod(NS, label_selector=SWEEP_LABEL).items == []
+    finally:
+        cluster.close()

@@ -45,6 +45,8 @@ EFFECTS = {
     "corrupt-store-reads": lambda p: p.storage.corrupt_reads > 0,
     "store-ignores-fsgroup": lambda p: not p.storage.fs_group_applied and p.storage.owner_uid == 1000
     and p.storage.mode == "0755",
+    "fio-files-left": lambda p: p.storage.fio_stop == "hung" and not p.storage.unlink_denied,
+    "fio-files-locked": lambda p: p.storage.fio_stop == "hung" and p.storage.unlink_denied,
     "no-gpu-health-check": lambda p: not p.gpu_health_check and p.unhealthy_gpu_taint is None,
     "no-tolerations-for-gpu-taint": lambda p: _job(p).tolerations == [] and _infer(p).tolerations == [],
     "no-preemption": lambda p: all(pc.preemption_policy == "Never" for pc in p.priority_classes.values()),

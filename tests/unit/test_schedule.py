@@ -120,7 +120,8 @@ def test_workload_namespaces_get_their_own_roles(docs):
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (storage,) = by_kind(docs, "Role", "storage")  # saturation.mode: job
     assert rules_of(storage) == {("batch", "jobs", "create", ()), ("batch", "jobs", "delete", ()),
-                                 ("", "pods/log", "get", ())}
+                                 ("", "pods/log", "get", ()),  # fio's reports; the pod reading and sweeping its files:
+                                 ("", "pods", "create", ()), ("", "pods", "delete", ()), ("", "pods/exec", "get", ())}
 
 
 def test_home_namespace_holds_only_the_named_secret_and_the_lock_namespace_the_lease(docs):

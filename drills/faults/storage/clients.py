@@ -11,15 +11,23 @@ created its first file (the servers write on their own mounts of the store, whic
 same path: the drill probes it too), or stops everything and raises InjectionFailed. Reverting is
 `local.stop_local(record)`: SIGTERM to the controlling fio (which tells the servers to quit, and prints
 what every client did, with an "All clients" total), then the files directory is removed.
+
+Stopping the controlling fio is not stopping the servers' jobs: a controlling fio that is killed (SIGKILL after
+its grace, the OOM killer) tells no server to quit, and each server's job runs on to its time limit, writing into
+files the revert has unlinked — invisible in any listing, still taking the store's bandwidth (seen with fio 3.33:
+~850 MB/s into a `(deleted)` file after the client's SIGKILL and `rm -rf`). `servers_ended(record, clients)` is
+what the read-back can know: the controlling fio's report holds every client's results (each server ended its
+job and answered), or fio's own time limit has passed since the start; otherwise the end is not confirmed.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from drills.core.errors import DrillError, InjectionFailed
@@ -28,7 +36,7 @@ from drills.faults.storage.local import SaturationRecord, new_files_dir, start_t
 from drills.faults.storage.remote import clients_argv, render_jobfile
 from drills.faults.storage.spec import JOB_NAME, SaturationSpec
 
-__all__ = ["start_clients"]
+__all__ = ["start_clients", "servers_ended"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +79,39 @@ def start_clients(spec: SaturationSpec, start_timeout: float = 30.0, files_dir: 
     log.info("saturating %s from fio servers %s (controlling fio pid %d)", spec.directory, ", ".join(spec.clients),
              proc.pid)
     return record
+
+
+def servers_ended(record: dict | None, clients: int) -> tuple[bool, str, str]:
+    """(confirmed, what was read, where) for the fio servers' jobs of a clients-mode saturation: confirmed when the
+    controlling fio's report holds the results of all `clients` servers, or their time limit (`max_seconds` from
+    `started`, wall clock: fio's own runtime) has passed; never from the controlling fio's absence alone."""
+    if not record:
+        return False, "not confirmed: no record of the controlling fio (its report and start are unknown)", "journal"
+    output = str(record.get("output") or "")
+    answered = _clients_in_report(Path(output)) if output else None
+    if answered is not None and answered >= clients:
+        return True, f"ended: the controlling fio's report holds all {clients} servers' results", f"fio report {output}"
+    until = datetime.fromisoformat(record["started"]) + timedelta(seconds=float(record.get("max_seconds") or 0))
+    now = datetime.now(timezone.utc)
+    got = "no readable report" if answered is None else f"results of {answered} of {clients} servers"
+    if now >= until:
+        return True, (f"ended by fio's own time limit at {until.isoformat(timespec='seconds')} (the controlling fio "
+                      f"left {got})"), f"fio report {output or '(none)'}; started {record['started']} + max_seconds"
+    return False, (f"not confirmed: the controlling fio left {got} (killed?); a server whose client did not tell it "
+                   f"to quit writes on, into unlinked files, until {until.isoformat(timespec='seconds')} (fio's "
+                   "time limit)"), f"fio report {output or '(none)'}"
+
+
+def _clients_in_report(path: Path) -> int | None:
+    """How many servers' results the controlling fio's JSON report holds (distinct host and port, the "All
+    clients" total aside); None when there is no parsable report."""
+    try:
+        text = path.read_text(errors="replace")
+        data = json.loads(text[text.index("{"):])
+    except (OSError, ValueError):
+        return None
+    return len({(e.get("hostname"), e.get("port")) for e in data.get("client_stats") or []
+                if e.get("jobname") != "All clients"})
 
 
 def _writing(directory: Path) -> bool:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from drills.core.errors import InvalidProfile
-from drills.faults.storage.spec import FILES_PREFIX, LABELS, SaturationSpec, fio_jobs, remote_job
+from drills.faults.storage.spec import LABELS, SaturationSpec, fio_jobs, remote_job
+from drills.faults.storage.sweep import files_root
 from drills.profile.images import check_image
 
 __all__ = ["render_fio_job", "render_jobfile", "clients_argv", "fio_security_context"]
@@ -28,7 +29,7 @@ def render_fio_job(spec: SaturationSpec) -> dict[str, Any]:
         check_image(spec.image, digest=True)
     except ValueError as err:
         raise InvalidProfile(f"storage.saturation.image {err}") from None
-    workdir = f"{spec.mount_path.rstrip('/')}/{FILES_PREFIX}{spec.job_name}/$(POD_NAME)"  # kubelet expands
+    workdir = f"{files_root(spec.mount_path, spec.job_name)}/$(POD_NAME)"  # kubelet expands $(POD_NAME)
     job = remote_job(fio_jobs(spec, "$D")[0], spec)
     argv = ["fio", "--output-format=json", *job.to_argv()]
     fio_cmd = " ".join(shlex.quote(a) if a != "--directory=$D" else '--directory="$D"' for a in argv)

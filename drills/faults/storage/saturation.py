@@ -10,8 +10,9 @@ The fault contract (`plan` → `inject` → `revert`) over three modes, all from
   it (also from another process, from the record's `to_dict()`) and removes its files.
 - `job` (remote.py renders, job.py applies): on a real cluster, N pods of a Kubernetes Job run fio against the store's PVC, so the load
   comes from several nodes. `render_fio_job(spec)` renders the batch/v1 Job; each pod writes under
-  its own subdirectory and removes it when fio ends or the pod is deleted. Applying it through the
-  API (and deleting it on revert) belongs to the cluster-side injector.
+  its own subdirectory and removes it when fio ends or the pod is deleted — unless the container is killed
+  (fio deaf to SIGTERM, a node lost): so the revert deletes the Job, waits for its pods, then reads the store
+  through a pod on the same claim and removes what is left of `{mount}/.drills-fio-{job}` (sweep.py).
 - `clients` (remote.py renders, clients.py runs): fio's own client/server mode, for a store that one client cannot saturate. Each storage
   client runs `fio --server` (port 8765 by default); `clients_argv(spec, jobfile)` builds the
   controlling command `fio --output-format=json --client=<host> <jobfile> --client=<host2> <jobfile>…`
@@ -56,7 +57,11 @@ KIND = "storage"
 def revert_spec(spec: SaturationSpec, files_dir: str | None = None) -> dict[str, Any]:
     """What the journal keeps so `revert_entry` can undo the saturation alone, even after a crash mid-inject."""
     if spec.mode == "job":
-        return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name}
+        from drills.faults.storage.sweep import sweep_undo
+
+        return {"mode": "job", "namespace": spec.namespace, "job_name": spec.job_name, **sweep_undo(spec)}
+    if spec.mode == "clients":  # how many servers must have answered (the read-back of their jobs' end)
+        return {"mode": "clients", "directory": spec.directory, "files_dir": files_dir, "clients": len(spec.clients)}
     return {"mode": spec.mode, "directory": spec.directory, "files_dir": files_dir}
 
 
@@ -66,6 +71,8 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
     if spec.mode == "job":
         if not spec.claim:
             raise InvalidProfile("storage.saturation.claim: job mode needs the store's PersistentVolumeClaim")
+        from drills.faults.storage.sweep import files_root
+
         cluster = target.cluster
         where = ""
         if spec.per_node:
@@ -76,7 +83,8 @@ def plan(target, profile, *, directory: str, output: str | None = None) -> Plan:
             where = f", one on each of {', '.join(nodes)}"
         return Plan(KIND, f"{spec.namespace}/{spec.job_name}",
                     f"saturate the store with fio Job {spec.namespace}/{spec.job_name} ({spec.parallelism} pods × "
-                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}",
+                    f"{spec.numjobs} jobs, bs {spec.bs}, iodepth {spec.iodepth}{where}) on {cluster.name}; on revert, "
+                    f"its files under {files_root(spec.mount_path, spec.job_name)} are read and removed",
                     revert_spec(spec), Reach(namespaces=(spec.namespace,)),
                     spec=(spec, profile.storage.saturation.start_timeout_s))
     files_dir = new_files_dir(spec)
@@ -115,8 +123,11 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     """Stop fio and remove its files (or delete the Job and wait for its pods); idempotent, any process."""
     if undo.get("mode") == "job":
         from drills.faults.storage.job import revert_job
+        from drills.faults.storage.sweep import delete_sweep_pods, sweep
 
         revert_job(target.cluster, undo["namespace"], undo["job_name"])
+        delete_sweep_pods(target.cluster, undo["namespace"], undo["job_name"])  # a killed revert's, if any
+        sweep(target.cluster, undo)  # the pods are gone; their files may not be (a killed fio has no trap)
         return "reverted"
     # Without a record (a crash before it was journaled) fio is found by its files directory.
     stop_local(SaturationRecord.from_dict(record) if record else undo["files_dir"])
@@ -125,17 +136,23 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
 
 def verify(target, undo: dict, record: dict | None = None) -> Reading:
     """Read back that the saturation is gone: no fio of its files directory and no such directory (local and
-    clients modes), or no pod of its Job (job mode)."""
+    clients modes; clients mode also every server's job confirmed ended: clients.servers_ended), or no pod of its Job and no directory of its files on the store, listed by a read-only pod
+    on the store's claim (job mode: sweep.py)."""
     if undo.get("mode") == "job":
         from drills.faults.storage.job import pods_of
+        from drills.faults.storage.sweep import read_leftovers
 
         ns, name = undo["namespace"], undo["job_name"]
 
         def job_reader():
             left = pods_of(target.cluster, ns, name)
-            return [Observation(f"fio Job {ns}/{name}", f"{len(left)} pod(s) left" + (f": {', '.join(left)}" if left
+            pods = Observation(f"fio Job {ns}/{name}", f"{len(left)} pod(s) left" + (f": {', '.join(left)}" if left
                                                                                     else ""),
-                                f"GET pods in {ns} (job-name={name})", not left)], tuple(left)
+                               f"GET pods in {ns} (job-name={name})", not left)
+            files = read_leftovers(target.cluster, undo)  # the pods gone is not their files gone
+            seen = Observation(f"fio files {files.root} on pvc/{undo['claim']}", files.value(), files.source,
+                               not files.present)
+            return [pods, seen], tuple(left) + ((files.root,) if files.present else ())
 
         return read(KIND, f"{ns}/{name}", job_reader)
     files_dir = undo.get("files_dir") or (record or {}).get("files_dir")
@@ -149,6 +166,13 @@ def verify(target, undo: dict, record: dict | None = None) -> Reading:
                             not pids),
                 Observation(f"fio files {files_dir}", "present" if there else "absent", "the store's directory listing",
                             not there)]
-        return seen, tuple([f"pid {p}" for p in pids] + ([files_dir] if there else []))
+        left = [f"pid {p}" for p in pids] + ([files_dir] if there else [])
+        if undo.get("mode") == "clients":  # the controlling fio gone is not the servers' jobs gone
+            from drills.faults.storage.clients import servers_ended
+
+            ended, value, source = servers_ended(record, int(undo.get("clients") or 1))
+            seen.append(Observation("fio servers' jobs", value, source, ended))
+            left += [] if ended else ["fio servers' jobs"]
+        return seen, tuple(left)
 
     return read(KIND, str(files_dir), local_reader)

@@ -55,7 +55,8 @@ async def exec_pod(request: web.Request, store: Store, target: Target, container
     wanted = {STDOUT: q.get("stdout") in _TRUE, STDERR: q.get("stderr") in _TRUE}
     try:
         session = container_exec.start(command, pod, container, node, store.clock.timestamp(),
-                                       stdin=q.get("stdin") in _TRUE, volume_dir=getattr(store, "volume_dir", None))
+                                       stdin=q.get("stdin") in _TRUE, volume_dir=getattr(store, "volume_dir", None),
+                                       unlink_denied=getattr(store, "unlink_denied", False))
     except container_exec.NotFound as missing:
         await _send(ws, ERROR, json.dumps(st.status_body(
             500, "InternalError", f'Internal error occurred: error executing command in container: failed to exec in '

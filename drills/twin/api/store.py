@@ -62,6 +62,7 @@ class Store(Deletion):
         # a pod volume → the host directory backing it, for exec's `find`/`cat` (the workloads set it: their
         # checkpoint store backs every PersistentVolumeClaim); None: no volume has files
         self.volume_dir: Callable[[dict], Path | None] | None = None
+        self.unlink_denied = False  # the checkpoint store refuses unlinking (twin profile storage.unlink_denied)
 
     # -- reads -------------------------------------------------------------------------------------
     @property

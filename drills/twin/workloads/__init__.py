@@ -36,6 +36,7 @@ def install(twin: Any) -> None:
     hub = hub_for(twin)
     twin.server.app[TRUTH_APP_KEY] = hub.truth
     twin.store.volume_dir = hub.volume_dir  # pods' PersistentVolumeClaims are the checkpoint store (exec find/cat)
+    twin.store.unlink_denied = bool(hub.storage is not None and hub.storage.unlink_denied)
     # Registered here (before the server starts) rather than in twin_routes: the truth lives with the workloads.
     twin.server.app.router.add_get("/twin/v1/truth", _truth)
 

@@ -71,6 +71,8 @@ class _Container:
     node: dict | None
     now: float  # twin epoch seconds
     files: dict = field(default_factory=dict)  # mountPath → host directory (container_files.mounts)
+    read_only: set = field(default_factory=set)  # mountPaths mounted readOnly (rm refuses them)
+    unlink_denied: bool = False  # the store refuses unlinking (twin profile storage.unlink_denied)
 
     @property
     def flavour(self) -> str:
@@ -78,19 +80,21 @@ class _Container:
 
 
 def run(command: list[str], pod: dict, container: str, node: dict | None, now: float,
-        volume_dir: "container_files.VolumeDir | None" = None) -> Output:
+        volume_dir: "container_files.VolumeDir | None" = None, unlink_denied: bool = False) -> Output:
     """Run `command` (stdin not attached) in `container` of `pod` on `node`: what it prints, its exit code."""
-    return start(command, pod, container, node, now, stdin=False, volume_dir=volume_dir).output
+    return start(command, pod, container, node, now, stdin=False, volume_dir=volume_dir,
+                 unlink_denied=unlink_denied).output
 
 
 def start(command: list[str], pod: dict, container: str, node: dict | None, now: float, stdin: bool,
-          volume_dir: "container_files.VolumeDir | None" = None) -> "Session":
+          volume_dir: "container_files.VolumeDir | None" = None, unlink_denied: bool = False) -> "Session":
     """A started exec; raises NotFound when `command[0]` is not on the image. `volume_dir` backs the pod's
     volumes with host directories (the twin's store), for `find` and `cat FILE`."""
     if not command:
         raise NotFound("")
     spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
-    box = _Container(pod, spec, node, now, container_files.mounts(pod, spec, volume_dir))
+    box = _Container(pod, spec, node, now, container_files.mounts(pod, spec, volume_dir),
+                     container_files.read_only(spec), unlink_denied)
     exe, args = _base(command[0]), command[1:]
     shell = Shell(lambda name: _program(box, name), _env(box))
     if exe in SHELLS:
@@ -271,6 +275,8 @@ _PROGRAMS: dict[str, Callable[[_Container, list[str], bytes], Output]] = {
     "ls": _ls,
     "cat": _cat,
     "find": lambda box, args, stdin: container_files.find(box.files, args, gnu=box.flavour != "busybox"),
+    "test": lambda box, args, stdin: container_files.test(box.files, args),
+    "rm": lambda box, args, stdin: container_files.rm(box.files, box.read_only, box.unlink_denied, args),
     "env": _env_program,
     "printenv": _env_program,
     "hostname": lambda box, args, stdin: _text(box.pod["metadata"]["name"] + "\n"),

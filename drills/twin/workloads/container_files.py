@@ -1,6 +1,8 @@
-"""Files a simulated container sees on its volumes: `find` and `cat FILE` over the volumes the twin backs with a
-directory (a PersistentVolumeClaim: the twin's checkpoint store, as for the fio pods), each at its `mountPath`
-(with its `subPath`). The image's own file system is not modelled: a path on no such volume does not exist.
+"""Files a simulated container sees on its volumes: `find`, `cat FILE`, `test -e|-d PATH` and `rm -rf PATH` over
+the volumes the twin backs with a directory (a PersistentVolumeClaim: the twin's checkpoint store, as for the fio
+pods), each at its `mountPath` (with its `subPath`). The image's own file system is not modelled: a path on no such
+volume does not exist. A mount marked `readOnly` refuses `rm` (EROFS); a store whose files may not be unlinked (twin
+profile `storage.unlink_denied`: a retention lock, WORM) refuses it with EPERM, as busybox's `rm` reports both.
 
 Output as busybox prints it: `find PATH [-maxdepth N] [-type d|f]` one path a line, the start first, a directory
 before what it holds; a missing path `find: PATH: No such file or directory`, exit 1. `cat FILE…` the files' bytes;
@@ -17,12 +19,13 @@ twin runs on the host (fio) carry the host's.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
 from drills.twin.workloads.container_shell import Output
 
-__all__ = ["mounts", "find", "cat", "VolumeDir"]
+__all__ = ["mounts", "read_only", "find", "cat", "test", "rm", "VolumeDir"]
 
 VolumeDir = Callable[[dict], "Path | None"]  # a pod volume → the host directory backing it (None: not backed)
 
@@ -38,6 +41,46 @@ def mounts(pod: dict, spec: dict, volume_dir: VolumeDir | None) -> dict[str, Pat
         if host is not None and m.get("mountPath"):
             out[m["mountPath"].rstrip("/") or "/"] = host / (m.get("subPath") or "")
     return out
+
+
+def read_only(spec: dict) -> set[str]:
+    """The container's mountPaths mounted `readOnly`."""
+    return {m["mountPath"].rstrip("/") or "/" for m in spec.get("volumeMounts") or []
+            if m.get("readOnly") and m.get("mountPath")}
+
+
+def test(where: dict[str, Path], args: list[str]) -> Output:
+    """`test -e PATH` / `test -d PATH`: exit 0 true, 1 false, 2 a usage error (as busybox's test)."""
+    if len(args) != 2 or args[0] not in ("-e", "-d"):
+        return Output(b"", b"sh: test: syntax error\n", 2)
+    host = _host(where, args[1])
+    found = host is not None and (host.is_dir() if args[0] == "-d" else host.exists())
+    return Output(code=0 if found else 1)
+
+
+def rm(where: dict[str, Path], read_only: set[str], unlink_denied: bool, args: list[str]) -> Output:
+    """`rm -rf PATH…`: a missing path is no error (-f); a path on a read-only mount or a store that denies unlinking
+    stays, with busybox's message, exit 1."""
+    flags = [a for a in args if a.startswith("-") and a != "--"]
+    paths = [a for a in args if not a.startswith("-")]
+    if any(f not in ("-rf", "-fr", "-r", "-f") for f in flags):
+        return Output(b"", f"rm: unrecognized option: {flags[0]}\n".encode(), 1)
+    err, code = b"", 0
+    for path in paths:
+        host = _host(where, path)
+        if host is None or not (host.exists() or host.is_symlink()):
+            continue
+        mount = _mount_of(where, path)
+        why = ("Read-only file system" if mount in read_only else "Operation not permitted" if unlink_denied else None)
+        if why is None:
+            try:
+                shutil.rmtree(host) if host.is_dir() and not host.is_symlink() else host.unlink()
+                continue
+            except OSError as failed:
+                why = failed.strerror or "I/O error"
+        err += f"rm: can't remove '{path}': {why}\n".encode()
+        code = 1
+    return Output(b"", err, code)
 
 
 def find(where: dict[str, Path], args: list[str], gnu: bool = False) -> Output:
@@ -109,6 +152,12 @@ def _printf(fmt: str, path: str, is_dir: bool, real: Path) -> str:
             continue
         i += 2
     return "".join(out)
+
+
+def _mount_of(where: dict[str, Path], path: str) -> str | None:
+    path = "/" + path.strip("/")
+    return next((m for m in sorted(where, key=len, reverse=True)
+                 if path == m or path.startswith(m.rstrip("/") + "/")), None)
 
 
 def _walk(host: Path, shown: str, level: int, depth: int | None):

@@ -13,7 +13,13 @@ A container that may not create its directory on the store — its uid/gid/fsGro
 and whether it applies fsGroup (twin profile `storage`, workloads/volume_access.py) — fails as busybox's
 `mkdir -p` does, before fio starts (defect store-ignores-fsgroup); so does one whose directory is not on a volume
 while its root file system is read-only.
-A pod deleted while fio runs stops it (SIGTERM, as the kubelet would) and its log is gone with it.
+fio writes where the script's `D=` says, on the volume (`{mount}/.drills-fio-{job}/{pod}` is
+`.drills-fio-{job}/{pod}` in the store), so a reader pod mounting the store sees it; like the script, fio's end
+removes that directory and leaves the Job's parent directory.
+A pod deleted while fio runs stops it (SIGTERM, as the kubelet would: the trap removes its directory) and its log is
+gone with it — unless the twin profile says `storage.fio_stop: killed`: fio ignores SIGTERM, the kubelet kills the
+container, the trap never runs and fio's files stay on the store; `hung` (defect fio-files-left) also makes the first
+fio pod of each Job hang once its I/O is done — no report, no exit — until its pod is deleted (then killed as above).
 The store's modelled bandwidth is shared with the probe and the training job, as on a real store.
 """
 
@@ -63,6 +69,7 @@ class FioPodController(ProcessPodController):
     def __init__(self, ctx: Any):
         super().__init__(ctx)
         self.hub = hub_for(ctx.twin)  # type: ignore[attr-defined]
+        self._hung: set[tuple[str, str]] = set()  # (namespace, Job) whose first fio pod hangs (fio_stop: hung)
 
     def command(self, pod: dict) -> Any:
         return fio_command(pod)
@@ -81,7 +88,13 @@ class FioPodController(ProcessPodController):
         if not may_create(identity(pod, container), VolumeRoot.from_storage(self.hub.storage), fs_group):
             await self._finish(ns, name, container, denied_line(target) + "\n", 1)
             return
-        workdir = Path(self.hub.store_root) / f".drills-fio-pod-{ns}-{name}"
+        stop = self.hub.storage.fio_stop if self.hub.storage is not None else "trap"
+        job = ((pod["metadata"].get("labels") or {}).get("job-name"), ns)
+        hang = stop == "hung" and job[0] is not None and job not in self._hung
+        if hang:
+            self._hung.add(job)
+        below = _volume_relpath(pod, container)
+        workdir = Path(self.hub.store_root) / (below or f".drills-fio-pod-{ns}-{name}")
         workdir.mkdir(parents=True, exist_ok=True)
         argv = ["fio", *self._adapt(args, workdir)]
         proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
@@ -89,14 +102,24 @@ class FioPodController(ProcessPodController):
         try:
             out, err = await proc.communicate()
         except asyncio.CancelledError:
+            killed = stop in ("killed", "hung")
             if proc.returncode is None:
-                proc.terminate()
+                proc.kill() if killed else proc.terminate()  # killed: SIGTERM ignored, SIGKILL after the grace
                 await proc.wait()
-            shutil.rmtree(workdir, ignore_errors=True)
+            if not killed:  # the script's trap: `rm -rf "$D"` (its own directory; the Job's parent stays)
+                self._remove(workdir)
             raise
-        shutil.rmtree(workdir, ignore_errors=True)
+        if hang:  # stuck after its I/O: no report, no exit, its files in place until the kubelet kills it
+            log.info("fio in pod %s/%s hangs (twin storage.fio_stop: hung)", ns, name)
+            await asyncio.Event().wait()
+        self._remove(workdir)
         text = out.decode(errors="replace") + ("" if proc.returncode == 0 else err.decode(errors="replace"))
         await self._finish(ns, name, container, text, int(proc.returncode or 0))
+
+    def _remove(self, workdir: Path) -> None:
+        """The script's `rm -rf "$D"`; a store that refuses unlinking (storage.unlink_denied) keeps the files."""
+        if self.hub.storage is None or not self.hub.storage.unlink_denied:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     async def _finish(self, ns: str, name: str, container: str, text: str, code: int) -> None:
         """The container's output into the pod's log, then its exit."""
@@ -142,6 +165,25 @@ class FioPodController(ProcessPodController):
 def _read_only_root(pod: dict, container: str) -> bool:
     spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
     return bool((spec.get("securityContext") or {}).get("readOnlyRootFilesystem"))
+
+
+def _volume_relpath(pod: dict, container: str) -> str | None:
+    """The script's `D=` (with the kubelet's $(POD_NAME) expanded) relative to the volume it lies on, or None when
+    it names none, lies on no volume, or steps up (`..`)."""
+    spec = next((c for c in pod["spec"]["containers"] if c.get("name") == container), {})
+    argv = list(spec.get("command") or []) + list(spec.get("args") or [])
+    line = next((x for x in (argv[2] if len(argv) > 2 else "").splitlines() if x.startswith("D=")), None)
+    try:
+        (target,) = shlex.split(line[2:]) if line else ("",)
+    except ValueError:
+        return None
+    target = target.replace("$(POD_NAME)", pod["metadata"]["name"])
+    for mount in sorted((m.get("mountPath", "").rstrip("/") for m in spec.get("volumeMounts") or []), key=len,
+                        reverse=True):
+        if mount and target.startswith(mount + "/"):
+            parts = [p for p in target[len(mount) + 1:].split("/") if p]
+            return "/".join(parts) if parts and ".." not in parts else None
+    return None
 
 
 def _target_dir(pod: dict, container: str, args: list[str]) -> tuple[str, bool]:
