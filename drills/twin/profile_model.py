@@ -150,6 +150,10 @@ class CheckpointSpec(Strict):
     # False (defect lost-last-save): the store acknowledges writes before they are durable (a write-back cache in the
     # pod's storage client): the last save the job reported complete is lost with the node
     durable: bool = True
+    # False (defect saves-lost-under-load): a write-back client that drops its flush when the store falls behind:
+    # a save that ends while something else loads the store (the storage drill's fio) is logged complete, and the
+    # store holds it without its completion evidence
+    durable_under_load: bool = True
 
 
 class AfterResume(Strict):
