@@ -281,6 +281,9 @@ class InferenceDeployment(Strict):
     errors_as_200: bool = False
     wedged_replacements: bool = False
     endpoints_skip_replacements: bool = False
+    # Defect fallback-model: the gateway (a LiteLLM-style router with a fallback) answers what its replicas cannot
+    # with HTTP 200 and a completion from this other model, named in the answer's `model`: users get text, not the model
+    fallback_model: str | None = None
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
