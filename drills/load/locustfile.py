@@ -51,7 +51,9 @@ except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from drills.load.buckets import BucketAccumulator
     from drills.load.watermark import watermark_line
-from drills.load.outcome import DEFAULT_CLIENT_TIMEOUT_S, classify_answer, classify_exception  # noqa: E402
+from drills.load.outcome import (  # noqa: E402
+    DEFAULT_CLIENT_TIMEOUT_S, answer_model, classify_answer, classify_exception,
+)
 
 log = logging.getLogger("drills.load.locustfile")
 
@@ -256,6 +258,9 @@ class OpenAIUser(FastHttpUser):
     wait_range = (0.0, 0.0)
     network_timeout = DEFAULT_CLIENT_TIMEOUT_S
     connection_timeout = DEFAULT_CLIENT_TIMEOUT_S
+    # the name this process's first valid answer carried (vLLM names its served model, which may differ from the
+    # name requested): a later answer naming neither is another model's (drills.load.outcome)
+    answered_as: tuple[str, ...] = ()
 
     def on_start(self) -> None:
         key = os.environ.get("DRILLS_LOAD_API_KEY")
@@ -284,10 +289,12 @@ class OpenAIUser(FastHttpUser):
                 resp.failure(BadAnswer(kind, f"no answer within the {self.network_timeout:g} s client timeout"
                                        if kind == "timeout" else _message(error)))
                 return
-            kind, reason = classify_answer(resp.status_code, resp.content)
+            kind, reason = classify_answer(resp.status_code, resp.content, {self.model, *OpenAIUser.answered_as})
             if kind is not None:
                 resp.failure(BadAnswer(kind, reason))
             else:
+                if not OpenAIUser.answered_as:  # what the endpoint answers as (the load starts before any fault)
+                    OpenAIUser.answered_as = tuple(filter(None, [answer_model(resp.content)]))
                 resp.success()
 
 

@@ -8,6 +8,8 @@ client timeout" from a field, never from the wording of a message:
 - `status`      a non-2xx answer (503 no ready replica, 502 …)
 - `error_200`   a 2xx answer whose body carries an `error` (a proxy masking an error as success)
 - `invalid`     a 2xx answer without generated text (not JSON, no choices, empty text)
+- `wrong_model` a 2xx completion from another model: its `model` names neither the model requested nor the one
+                the endpoint answered as at first (a router's fallback model serving the users: text, not the model)
 - `timeout`     no answer within the client timeout (a hung request)
 - `connection`  the connection failed (refused, reset, closed)
 
@@ -20,21 +22,25 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Collection
 
-__all__ = ["STATUS", "ERROR_200", "INVALID", "TIMEOUT", "CONNECTION", "KINDS", "MASKED", "classify_answer",
-           "classify_exception", "client_timeout_wall_s", "DEFAULT_CLIENT_TIMEOUT_S", "MIN_WALL_TIMEOUT_S"]
+__all__ = ["STATUS", "ERROR_200", "INVALID", "WRONG_MODEL", "TIMEOUT", "CONNECTION", "KINDS", "MASKED",
+           "classify_answer", "classify_exception", "answer_model", "client_timeout_wall_s", "DEFAULT_CLIENT_TIMEOUT_S",
+           "MIN_WALL_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
 STATUS, ERROR_200, INVALID, TIMEOUT, CONNECTION = "status", "error_200", "invalid", "timeout", "connection"
-KINDS = (STATUS, ERROR_200, INVALID, TIMEOUT, CONNECTION)
-MASKED = (ERROR_200, INVALID, TIMEOUT)  # failures a status-code dashboard does not see as errors
+WRONG_MODEL = "wrong_model"
+KINDS = (STATUS, ERROR_200, INVALID, WRONG_MODEL, TIMEOUT, CONNECTION)
+MASKED = (ERROR_200, INVALID, WRONG_MODEL, TIMEOUT)  # failures a status-code dashboard does not see as errors
 DEFAULT_CLIENT_TIMEOUT_S = 30.0  # cluster seconds a client waits for a completion
 MIN_WALL_TIMEOUT_S = 0.25  # never wait less wall time than this (a busy machine's HTTP hiccup is not a hang)
 
 
-def classify_answer(status: int, body: bytes | str | None) -> tuple[str | None, str]:
-    """(None, "") for a valid completion, else (kind, a short reason) for an HTTP answer."""
+def classify_answer(status: int, body: bytes | str | None, models: Collection[str] = ()) -> tuple[str | None, str]:
+    """(None, "") for a valid completion, else (kind, a short reason) for an HTTP answer. `models`: the names a
+    valid answer's `model` may carry (the one requested, the one the endpoint answered as at first); empty: any."""
     text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else (body or "")
     try:
         doc = json.loads(text) if text else None
@@ -48,7 +54,20 @@ def classify_answer(status: int, body: bytes | str | None) -> tuple[str | None, 
         return ERROR_200, f"{status} with an error payload: {_error_message(doc) or 'error'}"
     if not _generated_text(doc):
         return INVALID, f"{status} without generated text"
+    named = doc.get("model")
+    if models and isinstance(named, str) and named not in models:
+        return WRONG_MODEL, f"{status} from another model: {named[:60]}, not {' / '.join(sorted(models))[:100]}"
     return None, ""
+
+
+def answer_model(body: bytes | str | None) -> str | None:
+    """The model a completion names (`model`), None when the body names none."""
+    try:
+        doc = json.loads(body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else (body or ""))
+    except ValueError:
+        return None
+    named = doc.get("model") if isinstance(doc, dict) else None
+    return named if isinstance(named, str) and named else None
 
 
 def classify_exception(exc: BaseException) -> str:

@@ -10,9 +10,12 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-__all__ = ["find_job_checkpoints", "SCAN_LIMIT"]
+from drills.measure.ckpt_store import StoreReading, store_root_of
+from drills.measure.store_read import read_local
+
+__all__ = ["find_job_checkpoints", "job_store_reading", "SCAN_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +50,15 @@ def find_job_checkpoints(directory: str | os.PathLike, job: str, steps: Iterable
             if seen >= SCAN_LIMIT:
                 return found, seen
     return found, seen
+
+
+def job_store_reading(directory: str | os.PathLike, training: Any, steps: Iterable[int],
+                      at: str) -> tuple[str, StoreReading | None]:
+    """The job's own checkpoint directory under the flooded store (where its checkpoints at `steps` lie) and its
+    framework-aware reading (completion evidence, drills/measure/ckpt_store.py); None when no checkpoint of the
+    job at those steps is under `directory` (the store target check names that)."""
+    found, _ = find_job_checkpoints(directory, training.job, steps)
+    if not found:
+        return str(directory), None
+    path = os.path.join(str(directory), store_root_of(found[0]))
+    return path, read_local(path, getattr(training, "framework", "auto"), at)

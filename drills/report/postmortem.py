@@ -17,7 +17,7 @@ from pathlib import Path
 from drills.core import datafiles
 from drills.core.clock import Clock
 from drills.core import outcomes
-from drills.core.record import Check, Record
+from drills.core.record import Check, Outcome, Record
 from drills.report.text import category_name, fmt_seconds, labels, slug
 
 __all__ = ["write_postmortems", "postmortem_markdown", "likely_cause", "slowest_gap", "note_name"]
@@ -91,7 +91,8 @@ def postmortem_markdown(record: Record, lang: str = "en") -> str:
 def likely_cause(record: Record, lang: str = "en") -> tuple[str, list[str]]:
     """(cause, next steps) from the first rule in causes.yaml that matches the record."""
     facts = {"category": "" if record.category is None else record.category.value, "drill": record.drill,
-             "slowest_gap": (slowest_gap(record) or ("", 0))[0], "slowest_startup": _slowest_startup(record)}
+             "slowest_gap": (slowest_gap(record) or ("", 0))[0], "slowest_startup": _slowest_startup(record),
+             "failed_check": _failed_check(record)}
     for rule in _rules():
         if all(_holds(key, want, facts) for key, want in (rule.get("when") or {}).items()):
             suffix = "_zh" if lang == "zh" else ""
@@ -114,6 +115,12 @@ def _holds(key: str, want: str, facts: dict) -> bool:
     if key == "drill":
         return fnmatch.fnmatch(facts[key], str(want))
     return facts[key] == str(want)
+
+
+def _failed_check(record: Record) -> str:
+    """The name of the first check that failed (a typed name from catalog.yaml, never a reason's words)."""
+    failed = [c for c in record.checks if c.verdict is Outcome.FAIL]
+    return failed[0].name if failed else ""
 
 
 def _slowest_startup(record: Record) -> str:

@@ -150,6 +150,10 @@ class CheckpointSpec(Strict):
     # False (defect lost-last-save): the store acknowledges writes before they are durable (a write-back cache in the
     # pod's storage client): the last save the job reported complete is lost with the node
     durable: bool = True
+    # False (defect saves-lost-under-load): a write-back client that drops its flush when the store falls behind:
+    # a save that ends while something else loads the store (the storage drill's fio) is logged complete, and the
+    # store holds it without its completion evidence
+    durable_under_load: bool = True
 
 
 class AfterResume(Strict):
@@ -277,6 +281,9 @@ class InferenceDeployment(Strict):
     errors_as_200: bool = False
     wedged_replacements: bool = False
     endpoints_skip_replacements: bool = False
+    # Defect fallback-model: the gateway (a LiteLLM-style router with a fallback) answers what its replicas cannot
+    # with HTTP 200 and a completion from this other model, named in the answer's `model`: users get text, not the model
+    fallback_model: str | None = None
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]

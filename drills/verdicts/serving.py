@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Sequence
 
-from drills.load.outcome import ERROR_200, INVALID, TIMEOUT
+from drills.load.outcome import ERROR_200, INVALID, TIMEOUT, WRONG_MODEL
 from drills.measure.replicas import Replacement
 from drills.verdicts.timeline import Verdict, format_duration, judge_min
 
@@ -95,14 +95,16 @@ def judge_replacements(replacements: Sequence[Replacement], killed: int) -> Verd
 
 
 def judge_visible_failures(kinds: Mapping[str, int], client_timeout_s: float | None) -> Verdict:
-    """Pass iff no request failed invisibly: a 200 with an error payload, a 2xx without generated text, or
-    a request hung past the client timeout (each is a failure users feel and status codes hide)."""
+    """Pass iff no request failed invisibly: a 200 with an error payload, a 2xx without generated text, a
+    completion from another model, or a request hung past the client timeout (each is a failure users feel and
+    status codes hide)."""
     masked = masked_failures(kinds, client_timeout_s)
-    total = sum(kinds.get(k, 0) for k in (ERROR_200, INVALID, TIMEOUT))
+    total = sum(kinds.get(k, 0) for k in (ERROR_200, INVALID, WRONG_MODEL, TIMEOUT))
     if not masked:
         return Verdict("visible failures", True, 0.0, 0.0, "requests",
                        "visible failures: every failed request was an HTTP error answered in time "
-                       "(no 200 with an error payload, no empty completion, no hung request)")
+                       "(no 200 with an error payload, no empty completion, no other model's answer, "
+                       "no hung request)")
     return Verdict("visible failures", False, float(total), 0.0, "requests", masked)
 
 
@@ -113,6 +115,9 @@ def masked_failures(kinds: Mapping[str, int], client_timeout_s: float | None) ->
         parts.append(f"{kinds[ERROR_200]} requests returned HTTP 200 with an error payload")
     if kinds.get(INVALID):
         parts.append(f"{kinds[INVALID]} requests returned 2xx without a valid completion (no generated text)")
+    if kinds.get(WRONG_MODEL):
+        parts.append(f"{kinds[WRONG_MODEL]} requests returned 2xx with a completion from another model than the one "
+                     "the endpoint serves")
     if kinds.get(TIMEOUT):
         limit = "the" if client_timeout_s is None else f"the {format_duration(client_timeout_s)}"
         parts.append(f"{kinds[TIMEOUT]} requests hung past {limit} client timeout")

@@ -69,9 +69,10 @@ def test_healthy_store_passes_with_baseline_and_saturated_figures(healthy):
     assert d["training_saves"]["baseline_s"] > 0 and d["training_saves"]["saturated_s"] > 0
     assert d["fio"]["write"]["bw_bytes_s"] > 0 and d["store_bandwidth_mb_s"] >= 40
     assert {c["name"] for c in d["checks"]} == {"baseline checkpoint intact", "fault target", "checkpoint intact",
-                                                "checkpoint save", "training checkpoint save", "saturation effect",
-                                                "store bandwidth"}
+                                                "checkpoint save", "training checkpoint save", "saves on the store",
+                                                "saturation effect", "store bandwidth"}
     assert d["steady_state"]["before"]["nominal"] and d["steady_state"]["after"]["nominal"]  # no false refusal
+    assert d["saves_on_store"]["complete"], d["saves_on_store"]  # the saves under saturation read from the store
     saves = d["training_saves"]  # judged saves lie inside the window, at the job's own interval
     assert saves["saturated"] and saves["interval_steps"] == 1500 and saves["window_end"] is None
     assert rec["phases"]["injected"]

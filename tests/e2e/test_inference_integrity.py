@@ -6,6 +6,7 @@ test_drill_inference.py's healthy run, read by its test_healthy_twin_passes_with
 | construction                          | verdict      | reason names                                           |
 |---------------------------------------|--------------|--------------------------------------------------------|
 | error-200, all replicas killed        | fail         | N requests returned HTTP 200 with an error payload     |
+| fallback-model, all replicas killed   | fail         | N requests returned 2xx with a completion from another model |
 | hanging-pod, 1 of 2 killed            | fail         | N requests hung past the 30s client timeout            |
 | not-in-endpoints, 1 of 2 killed       | fail         | replacement X is Ready but not in the Service's endpoints |
 | stale-endpoints, 1 of 2 killed        | fail         | error budget … 502 upstream connect error (its own reason) |
@@ -56,6 +57,17 @@ def test_error_200_outage_fails_naming_the_masked_errors(tmp_path):
     n = rec["details"]["load"]["failure_kinds"]["error_200"]
     assert n > 0 and f"{n} requests returned HTTP 200 with an error payload" in rec["reason"], rec["reason"]
     assert rec["recovery_s"] > 30  # the outage is seen: a model load stands between the kill and serving
+    assert _checks(rec)["visible failures"]["verdict"] == "fail"
+
+
+def test_a_fallback_models_answers_are_not_the_endpoint_serving(tmp_path):
+    """Red team, wave 5: a router answers the outage with another model's completions — HTTP 200, text, that
+    model's name in `model`. Counted as served before (PASS, "recovered in 1.0 s"); now each is a failure."""
+    done, rec = _run(tmp_path, "fallback", ALL, "--defect", "fallback-model")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", (rec["verdict"], rec["reason"])
+    n = rec["details"]["load"]["failure_kinds"]["wrong_model"]
+    assert n > 0 and f"{n} requests returned 2xx with a completion from another model" in rec["reason"], rec["reason"]
     assert _checks(rec)["visible failures"]["verdict"] == "fail"
 
 

@@ -11,7 +11,9 @@ that fio, the checkpoint probe and the job's saves all share, so nothing is thro
 - a job that checkpoints far apart (`sparse-checkpoints`) is not blamed on the store (the training drill fails it);
 - a training save after fio stopped is not "under saturation": inconclusive (fio stopped by an event, the
   probe under it measured; the record warns that the window was shorter than the checkpoint interval);
-- a throttled fio (no effect on the store) is inconclusive, not a pass.
+- a throttled fio (no effect on the store) is inconclusive, not a pass;
+- saves the job's log reports under saturation that the store holds incomplete (`saves-lost-under-load`, a
+  write-back client dropping its flushes) fail on the store's completion evidence, not the log's word.
 A healthy twin still passes (tests/e2e/test_drill_storage.py).
 """
 
@@ -108,3 +110,13 @@ def test_a_throttled_fio_is_inconclusive(tmp_path):
     effect = checks["saturation effect"]
     assert effect["verdict"] == "inconclusive" and "the fault had no effect" in effect["reason"], effect
     assert rec["verdict"] == "inconclusive" and "store bandwidth" not in checks
+
+
+def test_saves_logged_under_saturation_but_never_written_fail_on_the_store(tmp_path):
+    """Red team, wave 5: the job logs its save under fio in good time (the save-time check passes, as it did
+    before: PASS), but the store holds it without its completion evidence — the checkpoint was never written."""
+    rec, checks = run(tmp_path, "lost", "--defect", "saves-lost-under-load")
+    assert checks["training checkpoint save"]["verdict"] == "pass"  # the log's word alone still passes
+    saves = checks["saves on the store"]
+    assert saves["verdict"] == "fail" and "its save never completed" in saves["reason"], saves
+    assert rec["verdict"] == "fail" and rec["category"] == "storage_io", (rec["verdict"], rec["category"])

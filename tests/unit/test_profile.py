@@ -56,6 +56,7 @@ EFFECTS = {
     "lagging-watch": lambda p: p.timings.watch_lag >= 1800,
     "no-headroom": lambda p: _infer(p).max_concurrency * (_infer(p).replicas - 1) < 4,  # 4 users, one replica lost
     "error-200": lambda p: _infer(p).errors_as_200,
+    "fallback-model": lambda p: _infer(p).fallback_model == "meta-llama/Llama-3.2-1B-Instruct",
     "hanging-pod": lambda p: _infer(p).wedged_replacements,
     "not-in-endpoints": lambda p: _infer(p).endpoints_skip_replacements,
     "crash-after-resume": lambda p: _job(p).after_resume.crash_after is not None,
@@ -75,6 +76,7 @@ EFFECTS = {
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,
+    "saves-lost-under-load": lambda p: not _job(p).checkpoint.durable_under_load and _job(p).checkpoint.durable,
     # broken before the fault (issue 30): the steady state is not nominal when the drill begins
     "degraded-before-drill": lambda p: _job(p).first_run.throughput_factor == 0.2,
     "gpus-unseen": lambda p: _job(p).cuda == "driver-too-old",

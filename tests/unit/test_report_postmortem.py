@@ -48,6 +48,11 @@ def failed(drill="gpu-node-loss", scenario="Drain a node", category=None, reason
     (failed(drill="inference-pod-kill", category="slo_breach"), r"local NVMe"),
     (failed(category="slo_breach"), r"Pre-pull"),  # slowest gap ends at ready
     (failed(category="slo_breach", ready="02:01:30"), r"Find the longest gap"),  # slowest ends at recovered
+    (failed(drill="storage-saturation", category="storage_io"), r"rated bandwidth"),
+    # the first failed check, a typed name: saves the log reported that the store never completed (red team wave 5)
+    (failed(drill="storage-saturation", category="storage_io",
+            details={"checks": [{"name": "training checkpoint save", "verdict": "pass"},
+                                {"name": "saves on the store", "verdict": "fail"}]}), r"write-back caching"),
     (failed(category="injector_failed"), r"allowlist"),
     (failed(category="revert_failed"), r"drills revert"),
     (failed(category="precondition_not_met"), r"Given steps"),

@@ -35,6 +35,20 @@ def test_a_success_is_a_valid_completion(status, body, kind):
     assert classify_answer(status, raw.encode())[0] == kind
 
 
+def test_a_completion_from_another_model_is_not_a_success():
+    """A router's fallback answers with another model's text: a failure of its own kind, masked from dashboards;
+    the model the endpoint answered as at first (vLLM names its served model) stays a success."""
+    asked = {"llama-7b", "meta-llama/Llama-2-7b-chat-hf"}
+    other = json.dumps({**COMPLETION, "model": "meta-llama/Llama-3.2-1B-Instruct"}).encode()
+    kind, reason = classify_answer(200, other, asked)
+    assert kind == "wrong_model" and "meta-llama/Llama-3.2-1B-Instruct, not llama-7b" in reason
+    assert classify_answer(200, json.dumps({**COMPLETION, "model": "llama-7b"}).encode(), asked) == (None, "")
+    assert classify_answer(200, json.dumps(COMPLETION).encode(), asked) == (None, "")  # no name: not judged
+    assert classify_answer(200, other) == (None, "")  # nothing to compare with
+    assert "1 requests returned 2xx with a completion from another model" in \
+        judge_visible_failures({"wrong_model": 1}, 30.0).reason
+
+
 def test_an_error_answer_keeps_its_message():
     assert classify_answer(502, b'{"error": {"message": "upstream connect error"}}') == \
         ("status", "502 upstream connect error")

@@ -21,7 +21,8 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
   headers) — a pod Ready before its model is loaded, or deleted without a preStop drain, costs users requests.
 
 - Defects: `errors_as_200` answers the 502/503 above with HTTP 200 and the error body plus a `choices`
-  list holding one empty choice (a proxy masking errors); `wedged_replacements` makes a replica that joins
+  list holding one empty choice (a proxy masking errors); `fallback_model` answers them with HTTP 200 and a
+  completion from that other model, named in its `model` (a router's fallback); `wedged_replacements` makes a replica that joins
   the Endpoints after the Deployment was whole accept requests and never answer (the handler waits until
   the client gives up; truth `wedged_replica`).
 
@@ -206,12 +207,12 @@ class Gateway:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         routable = self._routable(model)
         if not routable:
-            return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError")
+            return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError", body, chat)
         replica = self._pick(routable)
         process = self.processes.state(replica)
         if process in (GONE, LOADING) or (process is None and replica in model.stale):  # nothing listens there
             return await self._fail(model, 502, f"upstream connect error: connection refused ({replica})",
-                                    "BadGatewayError")
+                                    "BadGatewayError", body, chat)
         if replica in model.wedged:
             return await self._hang(request, replica)
         after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
@@ -226,7 +227,7 @@ class Gateway:
             self.inflight[replica] -= 1
         if aborted:  # SIGTERM reached the server while it generated: vLLM aborts what is in flight
             return await self._fail(model, 502, f"upstream reset before headers: connection termination ({replica})",
-                                    "BadGatewayError")
+                                    "BadGatewayError", body, chat)
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
@@ -284,8 +285,14 @@ class Gateway:
             self.inflight[replica] -= 1
         return web.Response(status=499)  # nobody is listening any more
 
-    async def _fail(self, model: _Model, status: int, message: str, kind: str) -> web.Response:
+    async def _fail(self, model: _Model, status: int, message: str, kind: str, body: dict | None = None,
+                    chat: bool = False) -> web.Response:
         await asyncio.sleep(max(FAIL_LATENCY_S / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+        if model.spec.fallback_model:  # defect fallback-model: another model answers, 200 with its text
+            self.hub.truth.record("inference", model.subject, "fallback_answer", status=status,
+                                  at=self.twin.clock.timestamp())
+            return web.json_response(_fallback_body(model.spec.fallback_model, body or {}, chat),
+                                     headers={LATENCY_HEADER: _ms(FAIL_LATENCY_S)})
         if model.spec.errors_as_200:
             response = web.json_response({"object": "error", "error": {"message": message, "type": kind,
                                                                        "code": status},
@@ -352,3 +359,15 @@ def _ms(seconds: float) -> str:
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"object": "error", "error": {"message": message, "type": kind, "code": status}},
                              status=status)
+
+
+def _fallback_body(name: str, req: dict, chat: bool) -> dict:
+    """A completion from the fallback model (defect fallback-model): well-formed, with text, named `name`."""
+    tokens = max(1, min(int(req.get("max_tokens") or 16), 4096))
+    text = " ".join(_WORDS[(i + 3) % len(_WORDS)] for i in range(tokens))
+    usage = {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens}
+    if chat:
+        return {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "model": name, "usage": usage,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}]}
+    return {"id": f"cmpl-{secrets.token_hex(12)}", "object": "text_completion", "model": name, "usage": usage,
+            "choices": [{"index": 0, "text": text, "finish_reason": "length"}]}

@@ -414,9 +414,12 @@ class JobSim(FabricEffects):
         while self.saves and self.saves[0][2] <= now:
             k, start, done = self.saves.pop(0)
             path = self.fmt.checkpoint_path(self.base_path, k)
-            self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path,
-                            layout=self.layout)
-            self.run_saved.append(k)
+            if self.spec.checkpoint.durable_under_load or not self.store.under_load():
+                self.store.save(self.ns, self.name, k, done, done - start, self.spec.checkpoint.size_gib, path,
+                                layout=self.layout)
+                self.run_saved.append(k)
+            else:  # defect saves-lost-under-load: the log says saved, the store never got the completion evidence
+                self.truth.record("training", self.subject, "checkpoint_lost", at=done, step=k)
             out.add(done, self.progress_pods(), self.fmt.save_done(k, path, start, done))
             self.truth.record("training", self.subject, "checkpoint_saved", at=done, step=k,
                               duration_s=round(done - start, 3))
