@@ -159,7 +159,7 @@ def inject(target, plan: Plan) -> PodKillRecord:
                 if spec.budget_wait_s:
                     window = budget.evict_paced(name)
                 else:
-                    window = cluster.clock.around(lambda: _kill(cluster, spec, name))
+                    window = cluster.around(lambda: _kill(cluster, spec, name))
             except ApiException as err:
                 if err.status == 404:
                     log.info("pod %s/%s was already gone", spec.namespace, name)
@@ -212,7 +212,7 @@ class _Budget:
 
         while True:
             try:
-                return self.cluster.clock.around(lambda: _kill(self.cluster, self.spec, name))
+                return self.cluster.around(lambda: _kill(self.cluster, self.spec, name))
             except ApiException as err:
                 if err.status != 429 or self.cluster.clock.timestamp() >= self.deadline:
                     raise
