@@ -186,6 +186,8 @@ class ServingMonitor:
         recovered_wall: float | None = None
         next_read = 0.0
         outage_expected = not restart_mode and record["running_before"] - len(killed) <= 0
+        # every replica killed: the outage can only show once the last of them was (a replica not yet killed serves)
+        done_ts = max(inj_ts, parse_iso(record.get("completed_at") or record["injected_at"]).timestamp())
 
         def mark(phase: str, ts: float) -> None:
             nonlocal timeline
@@ -240,9 +242,11 @@ class ServingMonitor:
                     seen, inj_wall = buckets(), to_wall(clock, inj_ts)
                     if outage_expected:  # every replica killed: serving again means after the outage showed,
                         # not the answers the gateway still gave while the kill propagated (at 600× under load,
-                        # tens of cluster seconds); no failure at all before Ready: the first run counts
-                        outage = first_failure(seen, inj_wall)
-                        after = outage if outage is not None else (inj_wall if ready_at is not None else None)
+                        # tens of cluster seconds), nor a replica's answers before its own kill; no failure at all
+                        # before Ready: the first run counts
+                        done_wall = to_wall(clock, done_ts)
+                        outage = first_failure(seen, done_wall)
+                        after = outage if outage is not None else (done_wall if ready_at is not None else None)
                     else:
                         after = inj_wall
                     found = None if after is None else first_sustained_success(seen, after,
