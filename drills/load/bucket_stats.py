@@ -19,6 +19,7 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
+    "first_sustained_run",
     "first_failure",
     "kind_counts",
     "served_by",
@@ -93,6 +94,15 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
     completion of its first success; the moment returned is when that success was sent (`fs`: the
     endpoint took a request it then answered), else its completion (`fo`), never before `after`.
     """
+    run = first_sustained_run(buckets, after, min_duration_s, min_ok)
+    return None if run is None else run[0]
+
+
+def first_sustained_run(buckets: Sequence[Bucket], after: float, min_duration_s: float,
+                        min_ok: int = 1) -> tuple[float, float] | None:
+    """(when its first success was sent, when it completed) of the run `first_sustained_success` finds. Failures
+    completed after the second moment came after the endpoint answered again; those before it were answered
+    before that success was (a failure takes less than an answer), even when they completed after it was sent."""
     start: float | None = None  # the moment reported
     since: float | None = None  # the run's first completion: its duration counts from here
     count = 0
@@ -115,7 +125,7 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
             else:
                 count += b.ok
         if start is not None and count >= min_ok and b.end - since >= min_duration_s:
-            return start
+            return start, max(start, since)
     return None
 
 

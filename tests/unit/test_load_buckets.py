@@ -204,3 +204,15 @@ def test_the_locustfile_refuses_to_load_outside_locust():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "LoadRunner" in proc.stdout
+
+
+def test_the_recovered_run_also_says_when_its_first_answer_arrived():
+    # sent at 102.02, answered at 102.04; the outage's last failure completed at 102.03, after the send: it was
+    # answered before that success (a failure is quicker than an answer) and belongs to the outage, not after it
+    mixed = Bucket(t=102.0, w=W, ok=3, fail=5, last_fail=102.03, first_ok_after=102.04, first_ok_sent=102.02,
+                   ok_after=3)
+    buckets = DRILL[:40] + [mixed] + [ok(t) for t in ts(102.05, 103.0)]
+    from drills.load.bucket_stats import first_sustained_run
+
+    assert first_sustained_run(buckets, after=101.0, min_duration_s=0.5) == pytest.approx((102.02, 102.04))
+    assert first_sustained_success(buckets, after=101.0, min_duration_s=0.5) == pytest.approx(102.02)
