@@ -216,3 +216,22 @@ def test_the_recovered_run_also_says_when_its_first_answer_arrived():
 
     assert first_sustained_run(buckets, after=101.0, min_duration_s=0.5) == pytest.approx((102.02, 102.04))
     assert first_sustained_success(buckets, after=101.0, min_duration_s=0.5) == pytest.approx(102.02)
+
+
+def test_a_failure_sent_before_the_first_success_does_not_end_the_recovered_run():
+    # A busy load generator stamps completions late and out of the endpoint's order: the 503 was sent at 102.000
+    # and answered before the success sent at 102.002 was, but its completion was stamped last (102.010)
+    from drills.load.bucket_stats import first_sustained_run
+
+    acc = BucketAccumulator(W)
+    acc.add(101.90, 2.0, "503 no ready replica", "status", start_s=101.899)
+    acc.add(102.004, 3.0, None, replica="new-1", start_s=102.002)
+    acc.add(102.010, 2.0, "503 no ready replica", "status", start_s=102.000)
+    for t in ts(102.02, 103.0):
+        acc.add(t + 0.001, 3.0, None, replica="new-1", start_s=t)
+    buckets = merge_buckets(acc.take_all())
+    assert first_sustained_run(buckets, after=101.5, min_duration_s=0.5) == pytest.approx((102.002, 102.004))
+    # a failure sent after that success was sent still ends the run
+    acc.add(102.0101, 2.0, "503 no ready replica", "status", start_s=102.003)
+    late = merge_buckets(buckets + acc.take_all())
+    assert first_sustained_run(late, after=101.5, min_duration_s=0.5)[0] > 102.0101
