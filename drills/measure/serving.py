@@ -185,7 +185,6 @@ class ServingMonitor:
         ready_at: float | None = None
         recovered_wall: float | None = None
         answered_wall: float | None = None  # when the first answer of the recovered run arrived (the load's stamp)
-        gone_wall: float | None = None  # every replica killed: when this watch saw none of them in the Endpoints
         next_read = 0.0
         outage_expected = not restart_mode and record["running_before"] - len(killed) <= 0
         # every replica killed: the outage can only show once the last of them was (a replica not yet killed serves)
@@ -206,7 +205,7 @@ class ServingMonitor:
             merger.watch("endpoints", self.cluster.core.list_namespaced_endpoints, ns,
                          field_selector=f"metadata.name={self.workload.service}")
             def take(event) -> None:
-                nonlocal dep, listed, ready_at, recovered_wall, answered_wall, gone_wall, next_read
+                nonlocal dep, listed, ready_at, recovered_wall, answered_wall, next_read
                 if event is not None:
                     if event.type == "ERROR":
                         raise CheckFailed(f"watching the inference workload failed: {event.obj}")
@@ -214,8 +213,6 @@ class ServingMonitor:
                         dep = event.obj
                     elif event.source == "endpoints":
                         listed = set() if event.type == "DELETED" else endpoint_pods(event.obj)
-                        if outage_expected and gone_wall is None and not listed & set(killed.values()):
-                            gone_wall = time.time()  # (seen by this process: at or after the change, never before)
                     elif event.source == "pods":
                         effect.observe(event.type, event.obj)
                         uid = event.obj["metadata"]["uid"]
@@ -248,12 +245,14 @@ class ServingMonitor:
                         # not the answers the gateway still gave while the kill propagated (at 600× under load,
                         # tens of cluster seconds), nor a replica's answers before its own kill; no failure at all
                         # before Ready: the first run counts
-                        # — and once the Endpoints listed none of the killed replicas: a killed replica still
-                        # routed (its process not yet stopped) answers between the outage's first failures
+                        # — and after the last answer of a killed replica (the load's own stamps, when the endpoint
+                        # names who answered): one still routed, its process not yet stopped, answers between the
+                        # outage's first failures (at 600x on a busy machine, a "sustained" run of cluster seconds)
                         done_wall = to_wall(clock, done_ts)
                         outage = first_failure(seen, done_wall)
                         after = outage if outage is not None else (done_wall if ready_at is not None else None)
-                        after = None if after is None or gone_wall is None else max(after, gone_wall)
+                        old = [b.end for b in seen if b.end > done_wall and set(b.served) & set(killed.values())]
+                        after = max(after, *old) if after is not None and old else after
                     else:
                         after = inj_wall
                     run = None if after is None else first_sustained_run(seen, after, clock.wall_seconds(settle_s))
