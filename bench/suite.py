@@ -1,6 +1,6 @@
 """Wall time of `drills run` on the twin, and where it goes (a benchmark, not a timed test).
 
-    .venv/bin/python bench/suite.py [--scale 60[,600]] [-m EXPR] [--repeat 1] [--no-html] [--per-scenario] [--busy N]
+    .venv/bin/python bench/suite.py [--scale 60[,600]] [-m EXPR] [--repeat 1] [--no-html] [--per-scenario] [--busy N] [--keep]
 
 Runs the real CLI in a subprocess against fresh twins (one per drill scenario) with the report
 built — by default the whole default suite, as `drills run` runs it — and prints the wall time of
@@ -45,6 +45,8 @@ def main() -> int:
     parser.add_argument("--repo", default=str(REPO), help="run this checkout's CLI (e.g. main, for a before/after)")
     parser.add_argument("--lanes", default=None, help="scenarios at once (drills run --lanes)")
     parser.add_argument("--busy", type=int, default=0, help="busy-loop processes loading the CPU meanwhile")
+    parser.add_argument("--keep", action="store_true", help="keep the reports and twin states (to see where an "
+                                                             "error vs truth came from)")
     parser.add_argument("extra", nargs="*", help="more `drills run` arguments (after --)")
     args = parser.parse_args()
     runs = []
@@ -73,7 +75,10 @@ def _bench(args, runs: list) -> None:
 
 
 def _bench_scale(args, scale: str | None, runs: list) -> None:
-    with tempfile.TemporaryDirectory(prefix="drills-bench-") as reports:
+    with tempfile.TemporaryDirectory(prefix="drills-bench-") as tmp:
+        reports = tempfile.mkdtemp(prefix="drills-bench-kept-") if args.keep else tmp
+        if args.keep:
+            print(f"  reports (and each twin's state: audit, truth) kept in {reports}")
         for n in range(args.repeat):
             argv = [sys.executable, "-c", BOOT, "run", "--reports", reports, "--run-id", f"bench-{n}"]
             argv += ["-m", args.markexpr] if args.markexpr else []

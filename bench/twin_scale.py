@@ -14,6 +14,10 @@ pod list, and one chunk of a paginated pod list (limit=500, continued through th
 the wall time of one node-loss drill (`drills run -k <scenario> --twin-state`) on this twin and on a minimal twin.
 
     .venv/bin/python bench/twin_scale.py [--profile large | --nodes 4096 --pods 50000] [--drill] [--json]
+    .venv/bin/python bench/twin_scale.py --nodes 4096 --drill-starting [--scale 600]
+
+`--drill-starting` (issue 32) is another shape: the node-loss drill runs as soon as the training job steps, while
+the fleet's DaemonSet pods are still starting; it prints the verdict and the recovery vs the twin's truth.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ _DRILL = "cordon-drain"  # the node-loss Example timed with --drill
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.drill_starting:
+        return _drill_while_starting(args)
     with tempfile.TemporaryDirectory(prefix="twin-scale-") as tmp:
         profile = _fleet_profile(Path(tmp), args.nodes) if args.nodes else args.profile
         t0 = time.perf_counter()
@@ -188,6 +194,56 @@ def _drill(state_dir: Path, tmp: Path) -> float:
     return round(elapsed, 1)
 
 
+def _drill_while_starting(args: argparse.Namespace) -> int:
+    """Issue 32: a node-loss drill on a twin whose fleet is still starting its DaemonSet pods must pass, and
+    measure its recovery as the twin's truth has it. The drill starts as soon as the training job steps (not
+    once the twin settled); prints the Pending pods then and after, the verdict, the recovery vs the truth."""
+    from bench.truth import errors
+
+    with tempfile.TemporaryDirectory(prefix="twin-scale-") as tmp:
+        profile = _fleet_profile(Path(tmp), args.nodes) if args.nodes else args.profile
+        t0 = time.perf_counter()
+        twin = start_twin(Path(tmp) / "state", profile=profile, scale=args.scale, timeout=600)
+        with twin:
+            http = requests.Session()
+            started = time.perf_counter() - t0
+            deadline = time.monotonic() + args.settle_timeout_s
+            while not all("job_started" in j.get("last", {}) for j in
+                          http.get(twin.info["truth"], timeout=60).json()["training"].values() or [{}]):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the training job did not start within {args.settle_timeout_s:.0f} s")
+                time.sleep(0.5)
+            stepping = time.perf_counter() - t0
+            pending = _pending_count(http, twin.url)
+            reports = Path(tmp) / "reports"
+            t1 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "drills.cli", "run", "-m", "gpu_node_loss", "-k", _DRILL,
+                                   "--twin-state", str(twin.state_dir), "--reports", str(reports), "--run-id", "r",
+                                   "--no-html"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+            drill_s = time.perf_counter() - t1
+            pending_after = _pending_count(http, twin.url)
+            nodes = http.get(f"{twin.url}/twin/v1/stats", timeout=60).json()["objects"].get("nodes")
+            path = reports / "r" / "records.jsonl"
+            recs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    for rec, truth, err in errors(recs):
+        rec["truth_s"], rec["error_of_target"] = round(truth, 3), round(err, 5)
+    print(f"twin with {nodes} nodes: up in {started:.1f} s, training stepping after {stepping:.1f} s with {pending} "
+          f"pods Pending; node-loss drill ({_DRILL}) exit {done.returncode} in {drill_s:.1f} s wall, {pending_after} "
+          f"pods still Pending at its end; load average {_load()}")
+    for rec in recs:
+        print(f"  {rec['verdict']}: recovery {rec.get('recovery_s')} s (target {rec.get('target_s')} s), truth "
+              f"{rec.get('truth_s')} s, error {rec.get('error_of_target', float('nan')):.2%} of the target"
+              f"{'' if rec['verdict'] == 'pass' else ' — ' + str(rec.get('reason', ''))[:300]}")
+    if not recs:
+        print(done.stdout[-3000:], done.stderr[-2000:], file=sys.stderr)
+    return 0
+
+
+def _pending_count(http: requests.Session, url: str) -> int:
+    resp = http.get(f"{url}/api/v1/pods", params={"fieldSelector": "status.phase=Pending"}, timeout=120)
+    return len(resp.json()["items"])
+
+
 def _minimal_drill(tmp: Path, scale: float | None) -> float:
     with start_twin(tmp / "minimal-state", profile="minimal", scale=scale, timeout=120) as twin:
         _settle(requests.Session(), twin, 120)
@@ -279,6 +335,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=0, help="the minimal profile plus idle 8-GPU nodes up to this many")
     p.add_argument("--pods", type=int, default=0, help="filler pods on the fleet up to this many pods in all")
     p.add_argument("--drill", action="store_true", help="time one node-loss drill here and on a minimal twin")
+    p.add_argument("--drill-starting", action="store_true",
+                   help="only: one node-loss drill as soon as the job steps, while the fleet's pods still start")
     p.add_argument("--scale", type=float, default=None, help="twin seconds per wall second (default: the profile's)")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--idle-s", type=float, default=10.0)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from drills.core.clock import Clock, DilatedClock, WallClock
+from drills.core.stamp import around as _around, capture_served
 from drills.core.errors import DrillError, TargetGone, TargetUnreachable, UnsafeTarget
 from drills.core.watch import EventMerger, WatchEvent, obj_get, short_reason, wait_for
 from drills.profile.model import TargetProfile
@@ -87,6 +88,12 @@ class Cluster:
         if self._uid is _UNREAD:
             self._uid = _read_uid(self)
         return self._uid
+
+    def around(self, request) -> tuple[float, float]:
+        """`request()` (one write) made; the cluster-time window of the change it made: this clock around it,
+        narrowed by the API server's own `Date` of its answer (drills/core/stamp.py). A fault is stamped at its
+        middle."""
+        return _around(self.clock, request)
 
     def describe(self) -> dict:
         """How this run connected and to which cluster: enough for `reconnect`, and no secrets."""
@@ -399,4 +406,5 @@ def _api_client(cfg):
 
     api = client.ApiClient(cfg)
     api.user_agent = USER_AGENT
+    capture_served(api)
     return api

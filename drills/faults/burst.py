@@ -75,7 +75,7 @@ def inject(target, plan: Plan) -> BurstRecord:
     for name in names:
         body = _job(job, name, burst_id, gpus)
         try:
-            window = cluster.clock.around(lambda: cluster.custom.create_namespaced_custom_object(
+            window = cluster.around(lambda: cluster.custom.create_namespaced_custom_object(
                 *VOLCANO[:2], ns, VOLCANO[2], body, _preload_content=False))
         except Exception as err:  # noqa: BLE001 — the journal names the burst: revert deletes what was made
             raise InjectionFailed(f"could not submit burst job {ns}/{name}: {_reason(err)}") from None

@@ -135,8 +135,10 @@ def inject(target, plan: Plan) -> NodeFaultRecord:
     try:
         if spec.mode == "cordon-drain":
             if undo["uncordon"]:
-                cluster.core.patch_node(spec.node, {"spec": {"unschedulable": True}}, _content_type=MERGE)
-            after = cluster.clock.timestamp()
+                before, after = cluster.around(lambda: cluster.core.patch_node(
+                    spec.node, {"spec": {"unschedulable": True}}, _content_type=MERGE))
+            else:
+                after = cluster.clock.timestamp()
             evicted = _drain(cluster, spec)
         elif spec.mode == "taint-noexecute":
             before, after = _add_taint(cluster, spec.node, read_node(cluster, spec.node)) or (before, None)

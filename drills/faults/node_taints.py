@@ -35,7 +35,7 @@ def update_taints(cluster: Cluster, name: str, change: Callable[[list[dict]], li
         if wanted == taints:
             return None
         try:
-            return cluster.clock.around(lambda: _patch_taints(cluster, name, node, wanted))
+            return cluster.around(lambda: _patch_taints(cluster, name, node, wanted))
         except ApiException as err:
             if err.status not in (409, 422) or attempt == attempts - 1:
                 raise

@@ -83,7 +83,7 @@ def inject(target, plan: Plan) -> RolloutRecord:
     stamp = datetime.fromtimestamp(cluster.clock.timestamp(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {"spec": {"template": {"metadata": {"annotations": {ANNOTATION: stamp}}}}}
     try:
-        window = cluster.clock.around(lambda: _patch(cluster, ns, name, body))
+        window = cluster.around(lambda: _patch(cluster, ns, name, body))
     except Exception as err:  # noqa: BLE001 — one line for the user; nothing was changed
         raise InjectionFailed(f"could not restart deployment {ns}/{name}: {_reason(err)}; nothing injected") from None
     after = _read(cluster, ns, name, f"restarted deployment {ns}/{name} but cannot read it back")

@@ -19,6 +19,7 @@ __all__ = [
     "p99",
     "baseline",
     "first_sustained_success",
+    "first_sustained_run",
     "first_failure",
     "kind_counts",
     "served_by",
@@ -89,17 +90,29 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
     """Start of the first run of successes after `after` that has no failure for `min_duration_s`
     and holds at least `min_ok` successes: the moment the endpoint "recovered". None if never.
 
-    Empty intervals (no request completed) neither break nor extend a run. The run lasts from the
-    completion of its first success; the moment returned is when that success was sent (`fs`: the
+    Empty intervals (no request completed) neither break nor extend a run, nor do failures whose requests
+    were sent before the run's first success was (`ls`: answered before it, whenever they were stamped). The run
+    lasts from the completion of its first success; the moment returned is when that success was sent (`fs`: the
     endpoint took a request it then answered), else its completion (`fo`), never before `after`.
     """
+    run = first_sustained_run(buckets, after, min_duration_s, min_ok)
+    return None if run is None else run[0]
+
+
+def first_sustained_run(buckets: Sequence[Bucket], after: float, min_duration_s: float,
+                        min_ok: int = 1) -> tuple[float, float] | None:
+    """(when its first success was sent, when it completed) of the run `first_sustained_success` finds. Failures
+    completed after the second moment came after the endpoint answered again; those before it were answered
+    before that success was (a failure takes less than an answer), even when they completed after it was sent."""
     start: float | None = None  # the moment reported
     since: float | None = None  # the run's first completion: its duration counts from here
     count = 0
     for b in buckets:
         if b.end <= after:
             continue
-        if b.fail:
+        if b.fail and start is not None and b.last_fail_sent is not None and b.last_fail_sent < start:
+            count += b.ok  # its failures were sent before the run's first success was: the outage's, stamped late
+        elif b.fail:
             start, since, count = None, None, 0
             if b.first_ok_after is not None and b.first_ok_after >= after:
                 since, count = b.first_ok_after, b.ok_after
@@ -115,7 +128,7 @@ def first_sustained_success(buckets: Sequence[Bucket], after: float, min_duratio
             else:
                 count += b.ok
         if start is not None and count >= min_ok and b.end - since >= min_duration_s:
-            return start
+            return start, max(start, since)
     return None
 
 

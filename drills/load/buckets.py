@@ -10,8 +10,9 @@ cluster minute), so the locustfile folds every request into buckets of `width` w
 
 `t` bucket start, `w` width (s); `ok`/`fail` counts; `sum`/`max` latency (ms); `h` latency
 histogram (bin centre in ms, 8 bins per octave -> count); `lf` completion time of the last
-failure in the bucket; `fo` first success after that failure (first success at all when the
-bucket has no failure), `fs` when that first success was sent (its start: when the endpoint took a
+failure in the bucket and `ls` the latest send of a failed request in it; `fo` first success after
+the failures (first success at all when the bucket has no failure; a failure sent before that success was sent does
+not count against it), `fs` when that first success was sent (its start: when the endpoint took a
 request it then answered; its completion adds the request's own latency, which at a high twin scale is
 many cluster seconds) and `na` how many successes followed it; `err` the first few distinct
 error messages with counts; `k` failures per kind (`drills.load.outcome`: status, error_200,
@@ -60,6 +61,7 @@ class Bucket:
     max_ms: float = 0.0
     hist: dict[float, int] = field(default_factory=dict)
     last_fail: float | None = None
+    last_fail_sent: float | None = None  # the latest send of a failed request in the bucket
     first_ok_after: float | None = None
     first_ok_sent: float | None = None  # start of the request that completed at first_ok_after
     ok_after: int = 0
@@ -81,6 +83,8 @@ class Bucket:
              "h": {_key(k): v for k, v in self.hist.items()}}
         if self.last_fail is not None:
             d["lf"] = round(self.last_fail, 6)
+        if self.last_fail_sent is not None:
+            d["ls"] = round(self.last_fail_sent, 6)
         if self.first_ok_after is not None:
             d["fo"] = round(self.first_ok_after, 6)
             d["na"] = self.ok_after
@@ -99,7 +103,7 @@ class Bucket:
         return cls(t=float(d["t"]), w=float(d["w"]), ok=int(d.get("ok", 0)), fail=int(d.get("fail", 0)),
                    sum_ms=float(d.get("sum", 0.0)), max_ms=float(d.get("max", 0.0)),
                    hist={float(k): int(v) for k, v in d.get("h", {}).items()},
-                   last_fail=d.get("lf"), first_ok_after=d.get("fo"), first_ok_sent=d.get("fs"),
+                   last_fail=d.get("lf"), last_fail_sent=d.get("ls"), first_ok_after=d.get("fo"), first_ok_sent=d.get("fs"),
                    ok_after=int(d.get("na", 0)),
                    errors=dict(d.get("err", {})), kinds=dict(d.get("k", {})), served=dict(d.get("r", {})))
 
@@ -168,7 +172,8 @@ def merge_buckets(buckets: Iterable[Bucket]) -> list[Bucket]:
         m = merged.get(idx)
         if m is None:
             merged[idx] = Bucket(t=b.t, w=b.w, ok=b.ok, fail=b.fail, sum_ms=b.sum_ms, max_ms=b.max_ms,
-                                 hist=dict(b.hist), last_fail=b.last_fail, first_ok_after=b.first_ok_after,
+                                 hist=dict(b.hist), last_fail=b.last_fail, last_fail_sent=b.last_fail_sent,
+                                 first_ok_after=b.first_ok_after,
                                  first_ok_sent=b.first_ok_sent, ok_after=b.ok_after, errors=dict(b.errors), kinds=dict(b.kinds),
                                  served=dict(b.served))
         else:
@@ -213,9 +218,11 @@ def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_erro
             b.ok_after += 1
         return
     b.fail += 1
+    if start_s is not None and (b.last_fail_sent is None or start_s > b.last_fail_sent):
+        b.last_fail_sent = start_s
     if b.last_fail is None or end_s > b.last_fail:
         b.last_fail = end_s
-        if b.first_ok_after is not None and b.first_ok_after <= end_s:
+        if b.first_ok_after is not None and b.first_ok_after <= end_s and not _sent_before(start_s, b.first_ok_sent):
             b.first_ok_after, b.first_ok_sent, b.ok_after = None, None, 0
     if error in b.errors or len(b.errors) < max_errors:
         b.errors[error] = b.errors.get(error, 0) + 1
@@ -237,12 +244,21 @@ def _merge_into(m: Bucket, b: Bucket) -> None:
             m.errors[k] = m.errors.get(k, 0) + v
     # The run of successes after the merged last failure: keep only the parts that follow it.
     lf = max((x for x in (m.last_fail, b.last_fail) if x is not None), default=None)
+    ls = max((x for x in (m.last_fail_sent, b.last_fail_sent) if x is not None), default=None)
     parts = [(m.first_ok_after, m.first_ok_sent, m.ok_after), (b.first_ok_after, b.first_ok_sent, b.ok_after)]
-    parts = [(fo, fs, na) for fo, fs, na in parts if fo is not None and (lf is None or fo > lf)]
-    m.last_fail = lf
+    parts = [(fo, fs, na) for fo, fs, na in parts
+             if fo is not None and (lf is None or fo > lf or (ls is not None and _sent_before(ls, fs)))]
+    m.last_fail, m.last_fail_sent = lf, ls
     first = min(parts, key=lambda part: part[0], default=(None, None, 0))
     m.first_ok_after, m.first_ok_sent = first[0], first[1]
     m.ok_after = sum(na for _, _, na in parts)
+
+
+def _sent_before(failed_sent: float | None, ok_sent: float | None) -> bool:
+    """A failure sent before the success that began a run was sent does not end the run, whenever its answer was
+    stamped: it was answered before that success was (a failure is quicker than an answer), and a busy load
+    generator stamps completions late and out of the endpoint's order (at 600x, 1 ms is 0.6 cluster s)."""
+    return failed_sent is not None and ok_sent is not None and failed_sent < ok_sent
 
 
 def _key(ms: float) -> str:

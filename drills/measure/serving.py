@@ -32,7 +32,7 @@ from drills.core.clock import Clock, parse_iso
 from drills.profile.model import InferenceWorkload
 from drills.core.errors import CheckFailed
 from drills.core.kube import Cluster, EventMerger, obj_get, wait_for
-from drills.load.bucket_stats import first_failure, first_sustained_success, served_by
+from drills.load.bucket_stats import first_failure, first_sustained_run, served_by
 from drills.load.buckets import Bucket
 from drills.measure.serving_startup import PodStartup, StartupReader, cond_time, ready_now, stamp
 from drills.measure.vllm_startup import PHASE_LABELS
@@ -184,8 +184,11 @@ class ServingMonitor:
         dep: dict | None = None
         ready_at: float | None = None
         recovered_wall: float | None = None
+        answered_wall: float | None = None  # when the first answer of the recovered run arrived (the load's stamp)
         next_read = 0.0
         outage_expected = not restart_mode and record["running_before"] - len(killed) <= 0
+        # every replica killed: the outage can only show once the last of them was (a replica not yet killed serves)
+        done_ts = max(inj_ts, parse_iso(record.get("completed_at") or record["injected_at"]).timestamp())
 
         def mark(phase: str, ts: float) -> None:
             nonlocal timeline
@@ -202,7 +205,7 @@ class ServingMonitor:
             merger.watch("endpoints", self.cluster.core.list_namespaced_endpoints, ns,
                          field_selector=f"metadata.name={self.workload.service}")
             def take(event) -> None:
-                nonlocal dep, listed, ready_at, recovered_wall, next_read
+                nonlocal dep, listed, ready_at, recovered_wall, answered_wall, next_read
                 if event is not None:
                     if event.type == "ERROR":
                         raise CheckFailed(f"watching the inference workload failed: {event.obj}")
@@ -240,16 +243,22 @@ class ServingMonitor:
                     seen, inj_wall = buckets(), to_wall(clock, inj_ts)
                     if outage_expected:  # every replica killed: serving again means after the outage showed,
                         # not the answers the gateway still gave while the kill propagated (at 600× under load,
-                        # tens of cluster seconds); no failure at all before Ready: the first run counts
-                        outage = first_failure(seen, inj_wall)
-                        after = outage if outage is not None else (inj_wall if ready_at is not None else None)
+                        # tens of cluster seconds), nor a replica's answers before its own kill; no failure at all
+                        # before Ready: the first run counts
+                        # — and after the last answer of a killed replica (the load's own stamps, when the endpoint
+                        # names who answered): one still routed, its process not yet stopped, answers between the
+                        # outage's first failures (at 600x on a busy machine, a "sustained" run of cluster seconds)
+                        done_wall = to_wall(clock, done_ts)
+                        outage = first_failure(seen, done_wall)
+                        after = outage if outage is not None else (done_wall if ready_at is not None else None)
+                        old = [b.end for b in seen if b.end > done_wall and set(b.served) & set(killed.values())]
+                        after = max(after, *old) if after is not None and old else after
                     else:
                         after = inj_wall
-                    found = None if after is None else first_sustained_success(seen, after,
-                                                                                 clock.wall_seconds(settle_s))
-                    if found is not None:
-                        recovered_wall = found
-                        mark("recovered", to_cluster(clock, found))
+                    run = None if after is None else first_sustained_run(seen, after, clock.wall_seconds(settle_s))
+                    if run is not None:
+                        recovered_wall, answered_wall = run
+                        mark("recovered", to_cluster(clock, recovered_wall))
 
             for event in merger.events(deadline_ts, tick_wall_s=0.05):  # ends with a catch-up at the deadline
                 take(event)
@@ -276,6 +285,9 @@ class ServingMonitor:
         reader = StartupReader(self.cluster, ns)
         startups = tuple(reader.startup(p, until, restart_mode) for p in sorted(fresh, key=_name))
         wall = {name: to_wall(clock, at.timestamp()) for name, at in timeline.reached.items()}
+        if recovered_wall is not None:  # the load's own stamps, not a round trip through cluster time: while the
+            # twin's clock holds, many wall moments read one cluster instant (the outage's last failures too)
+            wall["recovered"], wall["answered"] = recovered_wall, answered_wall
         wall["end"] = time.time()
         return ServingRecovery(
             timeline=timeline, killed=tuple(record["pods"]), survivors=max(0, record["running_before"] - len(killed)),

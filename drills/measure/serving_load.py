@@ -64,8 +64,8 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     outage = window(buckets, inj, back if back is not None else end)
     if recovery.survivors:
         since, label = inj, f"from the fault on ({recovery.survivors} replica(s) survived)"
-    elif back is not None:
-        since, label = back, "since the endpoint served again (no replica survived)"
+    elif back is not None:  # from its first answer on: the outage's failures answered before it are the outage's
+        since, label = w.get("answered", back), "since the endpoint served again (no replica survived)"
     else:
         since, label = None, "the endpoint never served again"
     budget = window(buckets, since, end) if since is not None else None

@@ -32,6 +32,7 @@ NS, JOB = "ai-platform", "llm-finetune-8b"
 PHASES = ("fault", "job_resumed", "resumed_from_checkpoint", "first_step_after_resume")
 FLEET_NODES = 120  # idle 8-GPU nodes whose DaemonSet pods (4 each) are still starting when the worker is killed
 TOLERANCE = 0.01  # of the quiet twin's recovery
+STAMP_TOLERANCE_S = 1.0  # a drill's stamp of its write vs the twin's audit stamp: the Date header's resolution
 
 
 def _truth(twin) -> list[dict]:
@@ -39,11 +40,19 @@ def _truth(twin) -> list[dict]:
 
 
 def _recovery(twin, *, wait_started: bool = True) -> dict[str, float]:
-    """Kill worker-0 of the fine-tuning job; each phase of its recovery, cluster seconds after the kill."""
+    """Kill worker-0 of the fine-tuning job as a drill does (`Cluster.around`, the drill's own copy of the clock);
+    each phase of its recovery, cluster seconds after the kill by the twin's audit stamp, and `stamp_error`: how
+    far the drill's stamp of the kill (the middle of its window) is from that audit stamp."""
+    from drills.core.kube import connect_twin
+
     if wait_started:
         wait_for(lambda: any(r["kind"] == "job_started" for r in _truth(twin)), "the training job to start", 120)
-    pod = f"{twin.url}/api/v1/namespaces/{NS}/pods/{JOB}-worker-0"
-    assert requests.delete(pod, timeout=30).status_code == 200
+    cluster = connect_twin(twin.kubeconfig, twin.url, state_dir=str(twin.state_dir))
+    try:
+        window = cluster.around(lambda: cluster.core.delete_namespaced_pod(f"{JOB}-worker-0", NS,
+                                                                            _preload_content=False))
+    finally:
+        cluster.close()
     (kill,) = [r for r in audit_of(twin) if r.get("verb") == "delete" and r.get("name") == f"{JOB}-worker-0"]
 
     def after() -> dict[str, float] | None:
@@ -51,7 +60,7 @@ def _recovery(twin, *, wait_started: bool = True) -> dict[str, float]:
         return seen if "first_step_after_resume" in seen else None
 
     seen = wait_for(after, "the job's first step after the kill", 180, every_s=0.2)
-    return {phase: seen[phase] for phase in PHASES}
+    return {**{phase: seen[phase] for phase in PHASES}, "stamp_error": sum(window) / 2 - kill["twinTime"]}
 
 
 def _busy(n: int) -> list[subprocess.Popen]:
@@ -90,6 +99,11 @@ def quiet(tmp_path_factory) -> dict[str, float]:
 def _agree(phases: dict[str, float], quiet: dict[str, float]) -> None:
     recovery = quiet["first_step_after_resume"]
     assert 20 < recovery < 600, quiet  # a real restart: grace, restart, checkpoint load, NCCL init
+    # The drill's own stamp of the kill: within the API server's Date second of the twin's audit stamp. Without
+    # the server's Date the window spans the request's trip outside the twin (at 600x under 3 busy loops: 5-30
+    # cluster s) and its middle fell seconds before the kill (drills/core/stamp.py).
+    for seen in (phases, quiet):
+        assert abs(seen["stamp_error"]) <= STAMP_TOLERANCE_S, seen
     for phase in PHASES:
         assert abs(phases[phase] - quiet[phase]) <= TOLERANCE * recovery, (phase, phases, quiet)
 

@@ -204,3 +204,34 @@ def test_the_locustfile_refuses_to_load_outside_locust():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "LoadRunner" in proc.stdout
+
+
+def test_the_recovered_run_also_says_when_its_first_answer_arrived():
+    # sent at 102.02, answered at 102.04; the outage's last failure completed at 102.03, after the send: it was
+    # answered before that success (a failure is quicker than an answer) and belongs to the outage, not after it
+    mixed = Bucket(t=102.0, w=W, ok=3, fail=5, last_fail=102.03, first_ok_after=102.04, first_ok_sent=102.02,
+                   ok_after=3)
+    buckets = DRILL[:40] + [mixed] + [ok(t) for t in ts(102.05, 103.0)]
+    from drills.load.bucket_stats import first_sustained_run
+
+    assert first_sustained_run(buckets, after=101.0, min_duration_s=0.5) == pytest.approx((102.02, 102.04))
+    assert first_sustained_success(buckets, after=101.0, min_duration_s=0.5) == pytest.approx(102.02)
+
+
+def test_a_failure_sent_before_the_first_success_does_not_end_the_recovered_run():
+    # A busy load generator stamps completions late and out of the endpoint's order: the 503 was sent at 102.000
+    # and answered before the success sent at 102.002 was, but its completion was stamped last (102.010)
+    from drills.load.bucket_stats import first_sustained_run
+
+    acc = BucketAccumulator(W)
+    acc.add(101.90, 2.0, "503 no ready replica", "status", start_s=101.899)
+    acc.add(102.004, 3.0, None, replica="new-1", start_s=102.002)
+    acc.add(102.010, 2.0, "503 no ready replica", "status", start_s=102.000)
+    for t in ts(102.02, 103.0):
+        acc.add(t + 0.001, 3.0, None, replica="new-1", start_s=t)
+    buckets = merge_buckets(acc.take_all())
+    assert first_sustained_run(buckets, after=101.5, min_duration_s=0.5) == pytest.approx((102.002, 102.004))
+    # a failure sent after that success was sent still ends the run
+    acc.add(102.0101, 2.0, "503 no ready replica", "status", start_s=102.003)
+    late = merge_buckets(buckets + acc.take_all())
+    assert first_sustained_run(late, after=101.5, min_duration_s=0.5)[0] > 102.0101

@@ -15,8 +15,9 @@ import asyncio
 import base64
 import hmac
 import logging
+from email.utils import formatdate
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from drills.twin.api import discovery, metrics, proxy, rbac, status as st, twin_routes, watch
 from drills.twin.api.audit import MUTATING_METHODS, TWIN_GROUP, TWIN_PREFIX, AuditLog, twin_target
@@ -297,6 +298,9 @@ def _status_response(body: dict, code: int) -> web.Response:
 
 async def _on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
     request[STARTED] = response.status
+    # The server's clock is the cluster's: `Date` in cluster time, as a real API server's is its own clock (a
+    # client narrows the stamp of its write with it: drills/core/stamp.py); aiohttp would send the wall clock.
+    response.headers[hdrs.DATE] = formatdate(request.app[STORE].clock.timestamp(), usegmt=True)
 
 
 async def _on_shutdown(app: web.Application) -> None:

@@ -38,9 +38,10 @@ import itertools
 import logging
 import secrets
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import TwinClient
@@ -108,6 +109,7 @@ class Gateway:
         self._informers.start()
         await self._informers.wait_synced()
         app = web.Application(middlewares=[self._count])
+        app.on_response_prepare.append(self._dated)
         app.add_routes([
             web.get("/twin/v1/requests", self._requests),
             web.post("/v1/completions", self._completions),
@@ -139,6 +141,10 @@ class Gateway:
         if request.path != "/twin/v1/requests":
             self.requests[f"{request.method} {request.path}"] += 1
         return await handler(request)
+
+    async def _dated(self, request: web.Request, response: web.StreamResponse) -> None:
+        """`Date` in cluster time: the gateway's clock is the cluster's (aiohttp would send the wall clock)."""
+        response.headers[hdrs.DATE] = formatdate(self.twin.clock.timestamp(), usegmt=True)
 
     async def _requests(self, request: web.Request) -> web.Response:
         return web.json_response(dict(self.requests))
