@@ -163,7 +163,7 @@ def test_what_the_site_does_not_run_is_skipped_and_named(nightly):
     skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
     reasons = {s["test"].split("[", 1)[1].rstrip("]"): s["reason"] for s in skipped}
     assert reasons.pop("gpu-unhealthy").startswith("node-loss mode gpu-unhealthy needs faults.gpu_fault in the profile")
-    assert reasons.pop("all its replicas").startswith("killing 2 of 2 replicas: a full outage")
+    assert reasons.pop("all its replicas-InferenceUnavailable").startswith("killing 2 of 2 replicas: a full outage")
     assert set(reasons) == {f"{os_}-{t}" for os_ in OTHER_OSES for t in ("shell", "exec")} - {"onyx-exec"}
     assert all(r.startswith(f"no {k.split('-')[0]} switch in the inventory (this fabric runs: sonic)")
                for k, r in reasons.items())
