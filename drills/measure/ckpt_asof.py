@@ -7,7 +7,9 @@ resume with what the job wrote *after* the fault is about the wrong moment. So a
 modification times prove (GNU `find -printf '%y %T@ %p'`, drills/measure/store_read.py):
 
 - a checkpoint was **complete at the fault** iff its completion evidence (ckpt_store's table) was written no later
-  than the fault plus `CLOCK_SKEW_S`, and has not changed since (an mtime is the *last* write): its own file
+  than the cut-off — the first replacement worker's scheduling (no resumed job writes before it; the old workers
+  may still finish a save the fault interrupted: a drain's grace period, a NoExecute eviction), or the fault when
+  none was scheduled — plus `CLOCK_SKEW_S`, and has not changed since (an mtime is the *last* write): its own file
   (trainer_state.json, .metadata, the .ckpt), or — for the frameworks whose evidence is a pointer every save
   rewrites (Megatron's tracker, DeepSpeed's `latest`, mmengine's `last_checkpoint`) — the pointer, whose text then
   is what it said at the fault;
@@ -85,7 +87,9 @@ def at_fault(store: StoreReading, fault_at: float | None, step_at_fault: int | N
     open_ = tuple(c for c in reach if not c.complete)
     if fault_at is None:
         return StoreAtFault(tuple(done), (), (), open_, True, None)
-    cutoff = fault_at + CLOCK_SKEW_S
+    # No resumed job writes before a replacement is scheduled; until then the old workers may still finish a save
+    # (a drain's grace period, a NoExecute taint's eviction): what completed by then is what the resume can load.
+    cutoff = max(fault_at, writers_from if writers_from is not None else fault_at) + CLOCK_SKEW_S
     if not store.timed:
         early = writers_from is None or (read_done is not None and read_done <= writers_from)
         if early:  # read before any new worker could write: what it holds is what the fault left

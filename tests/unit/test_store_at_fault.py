@@ -64,6 +64,18 @@ def test_an_evidence_within_the_clock_skew_of_the_fault_counts_as_before_it():
     assert at_fault(_hf((6000, F + CLOCK_SKEW_S + 0.5)), F, 7610).latest is None
 
 
+def test_a_save_the_old_workers_finished_after_the_fault_before_any_replacement_was_scheduled_counts():
+    # a drain: the old workers ran on through their grace period and completed 7500 after the injection (seen at 4
+    # workers under load: a healthy twin failed "held it complete only after the fault")
+    store = _hf((6000, F - 400), (7500, F + 40), root_at=F + 40)
+    v = judge_resumed(_rec(store, resumed=7500, log_latest=7500, rescheduled=T0 + timedelta(seconds=118)))
+    assert v.passed, v.reason
+    # written after the first replacement was scheduled: the resumed job's, not counted
+    late = _hf((6000, F - 400), (7500, F + 130), root_at=F + 130)
+    v = judge_resumed(_rec(late, resumed=6000, log_latest=7500, rescheduled=T0 + timedelta(seconds=118)))
+    assert not v.passed and "held it complete only after the fault" in v.reason, v.reason
+
+
 def test_a_checkpoint_rotated_away_after_the_fault_is_not_a_lost_save():
     # save_total_limit: the resumed job's save of 9000 (past the fault) removed checkpoint-6000 from the directory
     store = _hf((4500, F - 800), (9000, F + 700), root_at=F + 700)
