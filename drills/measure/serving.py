@@ -250,9 +250,13 @@ class ServingMonitor:
                         # outage's first failures (at 600x on a busy machine, a "sustained" run of cluster seconds)
                         done_wall = to_wall(clock, done_ts)
                         outage = first_failure(seen, done_wall)
-                        after = outage if outage is not None else (done_wall if ready_at is not None else None)
+                        # no failure since the injection: the endpoint never stopped serving (evictions a budget
+                        # paced, each replaced before the next): recovered at once, not at the last kill
+                        failed = first_failure(seen, inj_wall) is not None
+                        after = outage if outage is not None else (
+                            (done_wall if failed else inj_wall) if ready_at is not None else None)
                         old = [b.end for b in seen if b.end > done_wall and set(b.served) & set(killed.values())]
-                        after = max(after, *old) if after is not None and old else after
+                        after = max(after, *old) if after is not None and old and failed else after
                     else:
                         after = inj_wall
                     run = None if after is None else first_sustained_run(seen, after, clock.wall_seconds(settle_s))
