@@ -119,12 +119,14 @@ class TrainingRecovery:
     @property
     def store_at_fault(self) -> "StoreAtFault | None":
         """The store reading as it proves the store was at the fault (ckpt_asof), on the cluster's clock: the
-        injection, and the first replacement worker scheduled (the earliest a resumed job could write)."""
+        injection, and the first replacement worker running (else scheduled): the earliest a resumed job could write."""
         if self.store is None or not self.store.readable:
             return None
         t = self.timeline
+        writers = t.ready or t.rescheduled  # a replacement writes once it runs, not before; the old workers may
+        # finish a save until then (a drain's grace period while the replacement is created and starts)
         return at_fault(self.store, t.injected.timestamp() if t.injected else None, self.step_at_fault,
-                        t.rescheduled.timestamp() if t.rescheduled else None, self.store.read_done)
+                        writers.timestamp() if writers else None, self.store.read_done)
 
     def details(self) -> dict:
         view = self.store_at_fault

@@ -7,7 +7,7 @@ resume with what the job wrote *after* the fault is about the wrong moment. So a
 modification times prove (GNU `find -printf '%y %T@ %p'`, drills/measure/store_read.py):
 
 - a checkpoint was **complete at the fault** iff its completion evidence (ckpt_store's table) was written no later
-  than the cut-off — the first replacement worker's scheduling (no resumed job writes before it; the old workers
+  than the cut-off — the first replacement worker running, else scheduled (no resumed job writes before; the old workers
   may still finish a save the fault interrupted: a drain's grace period, a NoExecute eviction), or the fault when
   none was scheduled — plus `CLOCK_SKEW_S`, and has not changed since (an mtime is the *last* write): its own file
   (trainer_state.json, .metadata, the .ckpt), or — for the frameworks whose evidence is a pointer every save
@@ -81,7 +81,7 @@ class StoreAtFault:
 def at_fault(store: StoreReading, fault_at: float | None, step_at_fault: int | None,
              writers_from: float | None = None, read_done: float | None = None) -> StoreAtFault:
     """`store` as it was at `fault_at` (cluster epoch s). `writers_from`: when the first replacement worker was
-    scheduled (None: none was); `read_done`: when the listing ended — for a reading without times."""
+    scheduled, or running (None: none was); `read_done`: when the listing ended — for a reading without times."""
     reach = [c for c in store.checkpoints if step_at_fault is None or c.step <= step_at_fault]
     done = [c for c in reach if c.complete]
     open_ = tuple(c for c in reach if not c.complete)

@@ -177,7 +177,7 @@ def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(defect, twi
         assert "a save the job reported complete was lost or never completed" in check["reason"], check["reason"]
         assert f"latest complete checkpoint is {details['resumed_step']} (" in check["reason"], check["reason"]
         return
-    assert check["verdict"] == "pass" and "complete at the fault" in check["reason"], check
+    assert check["verdict"] == "pass" and "complete at the fault" in check["reason"], check["reason"]
     assert max(details["checkpoint_store"]["complete"]) > details["resumed_step"]  # read after the job saved again
     (row,) = [r for r in rows("training") if r.defect == defect]
     assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout)
