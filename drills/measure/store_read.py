@@ -32,7 +32,9 @@ __all__ = ["ReaderMounts", "reader_mounts", "read_through_pod", "read_local", "M
 
 log = logging.getLogger(__name__)
 
-MAX_DEPTH = 2  # the checkpoint directories and the files directly in them: every completion marker is there
+MAX_DEPTH = 3  # the checkpoints, the files in them (every completion marker is there) and one level more: a Megatron
+# shard (iter_N/mp_rank_XX/…) rewritten in place changes no directory's mtime, only its own — a re-save after the fault
+# is seen only there
 _SHARED = ("persistentVolumeClaim", "nfs", "csi", "cephfs", "glusterfs", "iscsi", "fc", "azureFile")
 
 
