@@ -105,14 +105,21 @@ def test_defect_fails_for_the_right_reason_and_the_uplink_is_up_again(defect, ex
                   "--reports", str(tmp_path), "--run-id", defect)
     assert done.returncode == 1, done.stdout + done.stderr
     (rec,) = records(tmp_path / defect)
-    assert rec["verdict"] == "fail" and expected in rec["reason"] and rec["category"] == category, rec["reason"]
+    assert rec["verdict"] == "fail" and rec["category"] == category, rec["reason"]
     if defect == "single-uplink":  # the leaf is cut off: NCCL times out and the job restarts (on the same leaf)
         d = rec["details"]
         assert d["path"] == "restarted" and d["nccl_timeouts"] >= 1 and d["job_restarts"] >= 1
-        assert "15m target" in rec["reason"] and "NCCL timed out" in rec["reason"]
-        failing = [c for c in d["checks"] if c["verdict"] == "fail"]  # the timeouts are named by a failing check
-        assert failing and any("NCCL timed out" in c["reason"] for c in failing), failing
+        # Two right reasons, by which comes first in cluster time: the 15 min target passes with the job still
+        # restarting into timeouts, or Volcano gives up (maxRetry) and the job ends; either names the timeouts.
+        failing = [c for c in d["checks"] if c["verdict"] == "fail"]
+        if "never recovered" in rec["reason"]:
+            assert "15m target" in rec["reason"] and "NCCL timed out" in rec["reason"]
+            assert any("NCCL timed out" in c["reason"] for c in failing), failing
+        else:
+            assert "the job ended after the uplink drop" in rec["reason"], rec["reason"]
+            assert any(c["name"] == "job health" and "timeout(s)" in c["reason"] for c in failing), failing
     else:
+        assert expected in rec["reason"], rec["reason"]
         assert rec["details"]["transport_seen"] == "NET/Socket"
         # only the worker behind the lossy leaf lost RDMA: one pod, named with its NCCL rank
         reason = rec["reason"]
