@@ -52,6 +52,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("megatron", 5, r"loading checkpoint from \S+ at iteration|\(min, max\) time across ranks|latest_checkpointed_iteration"),
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
     ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
+    ("megatron", 5, r"AssertionError: Rank \d+: found NaN in local grad norm"),  # Megatron's own gradient check
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
@@ -61,6 +62,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),
+    # mmcv's runner (mmengine's predecessor) logs under the OpenMMLab package's name: `… 01:32:34,502 - mmocr - INFO - `
+    ("mmengine", 5, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mm\w+ - (?:INFO|WARNING|ERROR|DEBUG) - "),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
                 r"Loading safetensors checkpoint shards|vllm"),

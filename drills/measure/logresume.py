@@ -145,8 +145,8 @@ class CheckpointReading:
                 tb.in_frames = True
                 return []
             return self._close_traceback(rec)
-        if _TB_START.match(body):
-            self._tb = _Traceback(rec.at, rec.rank)
+        if m := _TB_START.match(body):
+            self._tb = _Traceback(rec.at, rec.rank, exception=m.group("ipy"))  # IPython's header names the type
             return []
         if m := _VLLM_WORKER_EXC.search(body):  # vLLM V0: the exception, then its traceback, in one record
             self._tb = _Traceback(rec.at, exception=m.group("exc"))
