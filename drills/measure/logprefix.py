@@ -45,6 +45,8 @@ _BRACKET = re.compile(r"\[(\d+)\] ")
 _PROC = re.compile(r"\((?:(\w+(?:\([\w()]*\))?)(?: rank=\d+)? )?pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
 _SLURM = re.compile(r"(\d{1,5}): ")
 # syslog / `journalctl` short format: `Aug 19 18:34:30 host unit[pid]: ` (a month of the host's locale: `авг 18 …`)
+# a ctime stamp, which Open MPI's --timestamp-output glues to the tag (`Fri Aug 11 12:31:45 2023[1,0]<stdout>:`)
+_CTIME = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: |(?=\[\d+,\d+\]<))")
 _SYSLOG = re.compile(r"(?:[A-Z][a-z]{2}|[а-яё]{3})\s{1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: ")
 # a paste's markdown quote (`> ` before every line), nemo-run's task tag before torchrun's (`i.pretrain/0 [default2]:`)
 _QUOTE = re.compile(r">(?: |$)|[\w.-]+/\d+ (?=\[(?:default|rank)\d+\]:)")
@@ -115,7 +117,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
     while changed:
         changed = False
         for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0),
-                                 (_SYSLOG, 0), (_QUOTE, 0)):
+                                 (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
             m = pattern.match(text)
             if m:
                 if strength and strength >= rank_strength:
