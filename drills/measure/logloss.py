@@ -18,7 +18,8 @@ in every format the readers know (each shape from a real line in tests/data/real
   `step: 640/644 = 99.3789%  loss:  6.2116`);
 - the twin's legacy format: `step=6150 loss=1.234 …`.
 
-Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
+Any other line that prints a NaN or infinite loss (`epoch: 3451 loss: nan`) is read too, as that value: unknown is not
+healthy. Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ _SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
         (rf"\bstep:\s*\d+(?:/\d+ = [\d.]+%)?\s+loss:\s*(?P<v>{_VAL})\b", rf"\bgrad_norm:\s*(?P<v>{_VAL})\b"),  # torchtitan
         (rf"(?:^|\s)step=\d+ loss=(?P<v>{_VAL})\b", None),  # the twin's legacy format
     ))
+# a NaN or infinite loss in a shape no framework above prints (`epoch: 3451 loss: nan`, a partial `d0.loss_cls: nan`,
+# `val/loss=nan.0`): read as such — a diverged run must not hide in a format we do not know (fail safe). A finite
+# value in an unknown shape stays unread: it decides nothing, and guessing its key could read the wrong number.
+_NONFINITE_LOSS = re.compile(r"(?i)(?<![\w])[\w./]*loss\w*['\"]?\s*[=:]\s*['\"]?(?P<v>nan|[-+]?inf(?:inity)?)(?:\.0+)?(?![\w.])")
 # Megatron's iteration line without a loss (a NaN average is not printed) still carries the grad norm
 _MEGATRON_LINE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
 _MEGATRON_GRAD = re.compile(rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|")
@@ -76,6 +81,8 @@ def read_loss(body: str) -> LossReading | None:
             return LossReading(float(m.group("v")), float(g.group("v")) if g else None)
     if _MEGATRON_LINE.search(body) and (g := _MEGATRON_GRAD.search(body)):
         return LossReading(None, float(g.group("v")))
+    if m := _NONFINITE_LOSS.search(body):
+        return LossReading(float(m.group("v")), None)
     return None
 
 
