@@ -40,7 +40,8 @@ _VAL = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|NAN|inf|Inf|INF|in
 _SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
     (re.compile(loss), re.compile(grad) if grad else None) for loss, grad in (
         (rf"\{{'loss': (?P<v>{_VAL})\b", rf"'grad_norm': (?P<v>{_VAL})\b"),  # HF Trainer's log dict
-        (rf"\|\s*lm[ _]loss: (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),  # Megatron
+        # Megatron (2019: `| lm loss 1.020020E+01 |`, no colon)
+        (rf"\|\s*lm[ _]loss:? (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),
         (rf"^\s*steps: \d+ loss: (?P<v>{_VAL}) ", None),  # DeepSpeedExamples
         (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_|step_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # bars
         # mmengine `Epoch(train) [1][200/735]  lr: …  loss: 2.7522  grad_norm: 3.06`, mmcv `Epoch [7][5850/32025]\tlr: …,

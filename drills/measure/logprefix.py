@@ -92,6 +92,7 @@ class Record:
     proc: str | None = None  # Ray / vLLM process prefix name (EngineCore, VllmWorkerProcess …)
     raw: str = ""
     tid: int | None = None  # NCCL host:pid:tid prefix: the thread (a WARN and its `-> N` cascade share it)
+    proc_pid: int | None = None  # the Ray / vLLM process prefix's pid (`(VllmWorker rank=3 pid=268) `)
 
 
 def split_records(line: str) -> list[Record]:
@@ -112,7 +113,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
     text = _AUTOLINK.sub(r"\1", _ANSI.sub("", text))
     rank = None
     rank_strength = 0
-    proc = None
+    proc = proc_pid = None
     changed = True
     while changed:
         changed = False
@@ -127,6 +128,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
         m = _PROC.match(text)
         if m:
             proc = m.group(1) or proc
+            proc_pid = int(m.group(2))
             text = text[m.end():]
             changed = True
         if at is None:
@@ -139,8 +141,8 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
         pid = int(m.group("pid")) if m.group("pid") else None
         tid = int(m.group("tid")) if m.group("tid") else None
         return Record(m.group("msg"), at, rank, m.group("host"), pid, int(m.group("dev")),
-                      m.group("level"), proc, raw, tid)
+                      m.group("level"), proc, raw, tid, proc_pid)
     m = _NCCL_BARE.match(text)
     if m:
-        return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw)
-    return Record(text, at, rank, proc=proc, raw=raw)
+        return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw, proc_pid=proc_pid)
+    return Record(text, at, rank, proc=proc, raw=raw, proc_pid=proc_pid)

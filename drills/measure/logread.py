@@ -48,7 +48,9 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("hf-trainer", 3, r"\{'loss': .*'epoch': |\{'train_runtime': "),
     ("hf-trainer", 3, r"transformers/trainer\.py|Continuing training from global step|Saving model checkpoint to "),
     ("hf-trainer", 1, r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \["),
-    ("megatron", 5, r"^\s*iteration\s+\d+/\s*\d+ \||(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
+    # the iteration line, bare or behind Megatron-Core's `[2025-05-09 06:11:17] ` stamp
+    ("megatron", 5, r"^\s*(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\s*)?iteration\s+\d+/\s*\d+ \||"
+                    r"(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
     ("megatron", 5, r"loading checkpoint from \S+ at iteration|\(min, max\) time across ranks|latest_checkpointed_iteration"),
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
     ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
