@@ -48,8 +48,9 @@ _SLURM = re.compile(r"(\d{1,5}): ")
 # a ctime stamp, which Open MPI's --timestamp-output glues to the tag (`Fri Aug 11 12:31:45 2023[1,0]<stdout>:`)
 _CTIME = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: |(?=\[\d+,\d+\]<))")
 _SYSLOG = re.compile(r"(?:[A-Z][a-z]{2}|[а-яё]{3})\s{1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: ")
-# a paste's markdown quote (`> ` before every line), nemo-run's task tag before torchrun's (`i.pretrain/0 [default2]:`)
-_QUOTE = re.compile(r">(?: |$)|[\w.-]+/\d+ (?=\[(?:default|rank)\d+\]:)")
+# a paste's markdown quote (`> ` before every line), nemo-run's task tag before torchrun's (`i.pretrain/0 [default2]:`),
+# a wrapper that names the stream each line came from (`stderr: ERROR:torch.distributed…`)
+_QUOTE = re.compile(r">(?: |$)|[\w.-]+/\d+ (?=\[(?:default|rank)\d+\]:)|(?:stdout|stderr): ")
 # a stored copy that turned file names and addresses into links: `[net_ib.cc:101](http://net_ib.cc:101/)`
 _AUTOLINK = re.compile(r"\[([^\]\s]+)\]\(https?://\1/?\)")
 # pdsh: `10.0.0.1: `, `rdma-test-gpu-worker-1: `, or a bare hostname repeated by the NCCL prefix (`gpu1505: gpu1505:…`)

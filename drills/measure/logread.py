@@ -55,6 +55,9 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
     ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
     ("megatron", 5, r"AssertionError: Rank \d+: found NaN in local grad norm"),  # Megatron's own gradient check
+    # the iteration line's fields, there even when a terminal wrapped its start onto the line before (Megatron spells
+    # `lm loss:`; Megatron-DeepSpeed's `lm_loss:` line is DeepSpeed's, as its `samples/sec:` start says)
+    ("megatron", 5, r"\|\s*lm loss: [-+\w.]+ \|.*\| number of nan iterations:\s+\d+ \|"),
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
