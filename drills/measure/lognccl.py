@@ -210,6 +210,8 @@ class NcclReading:
     """The NCCL and error part of `LogReader` (its state lives on the reader: procs, version, errors, …; an
     error while a resume is pending fails it, through `CheckpointReading._fail`)."""
 
+    _ib_fatal_hosts: set  # hosts whose HCA reported an IB async error event (its poll failing next is its consequence)
+
     def _proc(self, rec: Record) -> NcclProcess:
         key = (rec.host or "", rec.pid)
         p = self.procs.get(key)
@@ -321,10 +323,11 @@ class NcclReading:
         elif rec.nccl == "WARN" and _NCCL_ROOT.search(body):
             if body.strip() in self._seen_root:  # the same root cause from several processes is one error
                 return []
-            if _ASYNC_POLL_FAILED.search(body) and any(e.kind == "nccl_error" and e.host == rec.host
-                                                       and _IB_ASYNC_EVENT.search(e.text) for e in self.errors):
+            if _ASYNC_POLL_FAILED.search(body) and rec.host in self._ib_fatal_hosts:
                 self._seen_root.add(body.strip())
                 return []
+            if _IB_ASYNC_EVENT.search(body):
+                self._ib_fatal_hosts.add(rec.host)
             self._seen_root.add(body.strip())
             err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
         elif rec.nccl is None and (xla := xla_nccl_failure(body)):  # XLA's report of a failed NCCL call

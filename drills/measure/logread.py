@@ -142,6 +142,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self._seen_root: set = set()
         self._propagated = PropagatedWarns()
         self._box: dict = {}
+        self._ib_fatal_hosts: set = set()
         self._workers: dict = {}
         self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
         self._terminate_open = False  # a `terminate called` line seen, its what() not yet
