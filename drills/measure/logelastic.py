@@ -7,6 +7,10 @@
   worker: `host      : …`, `rank      : 1 (local_rank: 1)`, `exitcode  : -6 (pid: 2385923)`,
   `traceback : Signal 6 (SIGABRT) received by PID …` (older boxes: `rank: 0 (local_rank: 0)`, `exitcode: 1 (pid: N)`).
 
+- The agent's restart decision: `[default] Worker group FAILED. 3/3 attempts left; will restart worker group`. When no
+  dead worker of that group was read (its `failed (exitcode: …)` line is above the excerpt, or the log level hid it),
+  the group's failure is itself one `worker_exit` (no exit code, no pid): a restart follows a failure.
+
 Each dead worker is one `worker_exit` error (exit code, rank, local rank, pid, host, signal); the agent's line and the
 box entry of the same pid are one worker. `Sending process N closing signal SIGTERM` is the agent stopping the healthy
 workers after a death: a consequence, not another dead worker.
@@ -28,6 +32,7 @@ _BOX_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)
 _BOX_EXIT = re.compile(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)\s*$")
 _BOX_SIGNAL = re.compile(r"^\s*(?:traceback|msg)\s*: \"?Signal (?P<sig>\d+) \((?P<name>\w+)\) received by PID (?P<pid>\d+)")
 _BOX_ENTRY = re.compile(r"^\[\d+\]:\s*$")
+_GROUP_FAILED = re.compile(r"\[[\w-]*\] Worker group FAILED\. \d+/\d+ attempts left")
 
 
 class ElasticReading:
@@ -43,6 +48,12 @@ class ElasticReading:
         if _BOX_ENTRY.match(body):
             box.clear()
             return []
+        if _GROUP_FAILED.search(body):
+            dead_before = getattr(self, "_group_dead", 0)
+            self._group_dead = len(workers)
+            if len(workers) > dead_before:  # its dead workers were read: the restart adds no failure
+                return []
+            return self._add_error(LogError("worker_exit", body.strip(), rec.at, rec.host), rec)
         if m := _BOX_HOST.match(body):
             box["host"] = m.group("host")
             return []

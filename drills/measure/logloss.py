@@ -11,12 +11,15 @@ in every format the readers know (each shape from a real line in tests/data/real
   is > 0, so a NaN loss is *missing* from the line, and the grad norm reads `grad norm: nan`;
 - DeepSpeed (DeepSpeedExamples' loop): `steps: 2500 loss: 12.5495 iter time (s): …`;
 - Lightning / NeMo progress bars: `…, 1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, …]`
-  (`train_loss=`, `train_loss_step=` in 2.x): the first loss field of the bar's tail;
+  (`train_loss=`, `train_loss_step=` in 2.x; accelerate scripts' `step_loss=`): the first loss field of the bar's tail;
+- mmengine / mmcv runners: `Epoch(train) [1][200/735]  … loss: 2.7522  grad_norm: 3.0608`, `Epoch [7][5850/32025]\t…,
+  loss_cls: 0.42, d0.loss_cls: 0.44, …, loss: 31.4201, grad_norm: 3637.0292` (the total, after its parts);
 - torchtitan: `step: 800  loss:  4.7215  memory: …` (and `grad_norm:` in newer versions; a fork's
   `step: 640/644 = 99.3789%  loss:  6.2116`);
 - the twin's legacy format: `step=6150 loss=1.234 …`.
 
-Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
+Any other line that prints a NaN or infinite loss (`epoch: 3451 loss: nan`) is read too, as that value: unknown is not
+healthy. Values are floats as Python reads them: `nan`, `inf` and `-inf` included (never dropped: they are the finding).
 """
 
 from __future__ import annotations
@@ -37,12 +40,21 @@ _VAL = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|NAN|inf|Inf|INF|in
 _SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
     (re.compile(loss), re.compile(grad) if grad else None) for loss, grad in (
         (rf"\{{'loss': (?P<v>{_VAL})\b", rf"'grad_norm': (?P<v>{_VAL})\b"),  # HF Trainer's log dict
-        (rf"\|\s*lm[ _]loss: (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),  # Megatron
+        # Megatron (2019: `| lm loss 1.020020E+01 |`, no colon)
+        (rf"\|\s*lm[ _]loss:? (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),
         (rf"^\s*steps: \d+ loss: (?P<v>{_VAL}) ", None),  # DeepSpeedExamples
-        (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # Lightning bar
+        (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_|step_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # bars
+        # mmengine `Epoch(train) [1][200/735]  lr: …  loss: 2.7522  grad_norm: 3.06`, mmcv `Epoch [7][5850/32025]\tlr: …,
+        # loss_cls: …, d0.loss_cls: …, loss: 31.42, grad_norm: …`: the total `loss:`, never a part (`loss_cls`, `d0.loss`)
+        (rf"(?:Epoch|Iter)(?:\(train\))?\s*\[[^\]]*\](?:\[[^\]]*\])?.*?(?<![\w.])loss: (?P<v>{_VAL})(?![\w.])",
+         rf"(?<![\w.])grad_norm: (?P<v>{_VAL})(?![\w.])"),
         (rf"\bstep:\s*\d+(?:/\d+ = [\d.]+%)?\s+loss:\s*(?P<v>{_VAL})\b", rf"\bgrad_norm:\s*(?P<v>{_VAL})\b"),  # torchtitan
         (rf"(?:^|\s)step=\d+ loss=(?P<v>{_VAL})\b", None),  # the twin's legacy format
     ))
+# a NaN or infinite loss in a shape no framework above prints (`epoch: 3451 loss: nan`, a partial `d0.loss_cls: nan`,
+# `val/loss=nan.0`): read as such — a diverged run must not hide in a format we do not know (fail safe). A finite
+# value in an unknown shape stays unread: it decides nothing, and guessing its key could read the wrong number.
+_NONFINITE_LOSS = re.compile(r"(?i)(?<![\w])[\w./]*loss\w*['\"]?\s*[=:]\s*['\"]?(?P<v>nan|[-+]?inf(?:inity)?)(?:\.0+)?(?![\w.])")
 # Megatron's iteration line without a loss (a NaN average is not printed) still carries the grad norm
 _MEGATRON_LINE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
 _MEGATRON_GRAD = re.compile(rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|")
@@ -70,6 +82,8 @@ def read_loss(body: str) -> LossReading | None:
             return LossReading(float(m.group("v")), float(g.group("v")) if g else None)
     if _MEGATRON_LINE.search(body) and (g := _MEGATRON_GRAD.search(body)):
         return LossReading(None, float(g.group("v")))
+    if m := _NONFINITE_LOSS.search(body):
+        return LossReading(float(m.group("v")), None)
     return None
 
 

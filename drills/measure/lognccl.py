@@ -154,9 +154,14 @@ _NCCL_ROOT = re.compile(r"Cuda failure (?:\d+ )?'|CUDA error|SHARP group create|
                         r"async fatal event)|"
                         r"unhandled (?:cuda|system) error|Failed to (?:open|query) (?!libibverbs).*ibv|NET/OFI Couldn't |"
                         r"is neither AF_INET")
+# the IB async thread's poll failing right after the device reported a fatal event (`local catastrophic error`): the
+# event's consequence (the device is gone), not a second root cause (nccl#230)
+_ASYNC_POLL_FAILED = re.compile(r"Call to ibv_get_async_event failed")
+_IB_ASYNC_EVENT = re.compile(r"Got async (?:error )?event|async fatal event")
 # a proxy-service request failed: the consequence of a root-cause WARN; the only NCCL error when the log has no other
 _PROXY_FAILED = re.compile(r"\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode \d+")
-_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):")
+# IPython (a notebook) names the exception before the header: `RuntimeError      Traceback (most recent call last)`
+_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):|^(?P<ipy>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)\s*$")
 _TB_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
                        r"The above exception was the direct cause of the following exception:)")
@@ -191,6 +196,8 @@ class LogError:
     @property
     def detail(self) -> str:
         if self.kind == "worker_exit":
+            if self.exitcode is None and self.pid is None:  # the agent said its group failed, not which worker
+                return self.text
             who = f"rank {self.rank}" if self.rank is not None else f"local_rank {self.local_rank}"
             return (f"{who} exitcode {self.exitcode}{f' ({self.signal})' if self.signal else ''} pid {self.pid}"
                     f"{f' on {self.host}' if self.host else ''}")
@@ -202,6 +209,8 @@ class LogError:
 class NcclReading:
     """The NCCL and error part of `LogReader` (its state lives on the reader: procs, version, errors, …; an
     error while a resume is pending fails it, through `CheckpointReading._fail`)."""
+
+    _ib_fatal_hosts: set  # hosts whose HCA reported an IB async error event (its poll failing next is its consequence)
 
     def _proc(self, rec: Record) -> NcclProcess:
         key = (rec.host or "", rec.pid)
@@ -314,6 +323,11 @@ class NcclReading:
         elif rec.nccl == "WARN" and _NCCL_ROOT.search(body):
             if body.strip() in self._seen_root:  # the same root cause from several processes is one error
                 return []
+            if _ASYNC_POLL_FAILED.search(body) and rec.host in self._ib_fatal_hosts:
+                self._seen_root.add(body.strip())
+                return []
+            if _IB_ASYNC_EVENT.search(body):
+                self._ib_fatal_hosts.add(rec.host)
             self._seen_root.add(body.strip())
             err = LogError("nccl_error", body.strip(), rec.at, rec.host, rec.rank)
         elif rec.nccl is None and (xla := xla_nccl_failure(body)):  # XLA's report of a failed NCCL call

@@ -3,6 +3,8 @@
 - **Prefixes** are peeled off in any order and nesting: the Kubernetes `--timestamps` stamp, launcher
   rank prefixes (`[N] `, `[rankN]:`, `[1,N]<stdout>:`, SLURM `N: `, pdsh `host-N: `/`10.0.0.1: `, Ray/vLLM
   `(Worker pid=N) `, `(pid=N, ip=…) `), a log shipper's stamps (`2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] `),
+  syslog/journald's `Aug 19 18:34:30 host unit[pid]: `, mpirun's `--timestamp-output` stamp, a paste's `> ` quote and
+  a stored copy's auto-links (`[net_ib.cc:101](http://net_ib.cc:101/)` is `net_ib.cc:101`),
   stray ANSI colour codes, then NCCL's own `host:pid:tid [dev]` prefix (NCCL <= 2.2: without the `NCCL` keyword;
   when a paste cut it, a bare `file:line NCCL WARN …`).
 - **Several records per line**: tqdm redraws (`\\r`) and log records glued to the end of a progress bar
@@ -17,7 +19,8 @@ from datetime import datetime, timezone
 
 __all__ = ["Record", "split_records", "split_timestamp"]
 
-_K8S_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})) ")
+# RFC 3339 (Kubernetes `--timestamps`); mpirun's `--timestamp-output` prints the same stamp with a colon after it
+_K8S_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})):? ")
 
 
 def split_timestamp(line: str) -> tuple[datetime | None, str]:
@@ -41,6 +44,15 @@ _BRACKET = re.compile(r"\[(\d+)\] ")
 # actors with parentheses in the name: `(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=N)`
 _PROC = re.compile(r"\((?:(\w+(?:\([\w()]*\))?)(?: rank=\d+)? )?pid=(\d+)(?:, ip=[\d.]+)?\)(?: |$)")
 _SLURM = re.compile(r"(\d{1,5}): ")
+# syslog / `journalctl` short format: `Aug 19 18:34:30 host unit[pid]: ` (a month of the host's locale: `авг 18 …`)
+# a ctime stamp, which Open MPI's --timestamp-output glues to the tag (`Fri Aug 11 12:31:45 2023[1,0]<stdout>:`)
+_CTIME = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?: |(?=\[\d+,\d+\]<))")
+_SYSLOG = re.compile(r"(?:[A-Z][a-z]{2}|[а-яё]{3})\s{1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: ")
+# a paste's markdown quote (`> ` before every line), nemo-run's task tag before torchrun's (`i.pretrain/0 [default2]:`),
+# a wrapper that names the stream each line came from (`stderr: ERROR:torch.distributed…`)
+_QUOTE = re.compile(r">(?: |$)|[\w.-]+/\d+ (?=\[(?:default|rank)\d+\]:)|(?:stdout|stderr): ")
+# a stored copy that turned file names and addresses into links: `[net_ib.cc:101](http://net_ib.cc:101/)`
+_AUTOLINK = re.compile(r"\[([^\]\s]+)\]\(https?://\1/?\)")
 # pdsh: `10.0.0.1: `, `rdma-test-gpu-worker-1: `, or a bare hostname repeated by the NCCL prefix (`gpu1505: gpu1505:…`)
 _PDSH = re.compile(r"((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*-\d+|(?P<h>[A-Za-z][\w-]*)(?=: (?P=h)[.:])): (?!\d)")
 # a log shipper's stamp with its zone (`2025-11-09 15:39:31.043 +08:00 `), a bracketed stamp (`[2025-11-09 07:39:30] `,
@@ -81,6 +93,7 @@ class Record:
     proc: str | None = None  # Ray / vLLM process prefix name (EngineCore, VllmWorkerProcess …)
     raw: str = ""
     tid: int | None = None  # NCCL host:pid:tid prefix: the thread (a WARN and its `-> N` cascade share it)
+    proc_pid: int | None = None  # the Ray / vLLM process prefix's pid (`(VllmWorker rank=3 pid=268) `)
 
 
 def split_records(line: str) -> list[Record]:
@@ -98,14 +111,15 @@ def split_records(line: str) -> list[Record]:
 
 
 def _peel(text: str, at: datetime | None, raw: str) -> Record:
-    text = _ANSI.sub("", text)
+    text = _AUTOLINK.sub(r"\1", _ANSI.sub("", text))
     rank = None
     rank_strength = 0
-    proc = None
+    proc = proc_pid = None
     changed = True
     while changed:
         changed = False
-        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0)):
+        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0),
+                                 (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
             m = pattern.match(text)
             if m:
                 if strength and strength >= rank_strength:
@@ -115,6 +129,7 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
         m = _PROC.match(text)
         if m:
             proc = m.group(1) or proc
+            proc_pid = int(m.group(2))
             text = text[m.end():]
             changed = True
         if at is None:
@@ -127,8 +142,8 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
         pid = int(m.group("pid")) if m.group("pid") else None
         tid = int(m.group("tid")) if m.group("tid") else None
         return Record(m.group("msg"), at, rank, m.group("host"), pid, int(m.group("dev")),
-                      m.group("level"), proc, raw, tid)
+                      m.group("level"), proc, raw, tid, proc_pid)
     m = _NCCL_BARE.match(text)
     if m:
-        return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw)
-    return Record(text, at, rank, proc=proc, raw=raw)
+        return Record(m.group("msg"), at, rank, None, None, None, m.group("level"), proc, raw, proc_pid=proc_pid)
+    return Record(text, at, rank, proc=proc, raw=raw, proc_pid=proc_pid)

@@ -48,10 +48,16 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("hf-trainer", 3, r"\{'loss': .*'epoch': |\{'train_runtime': "),
     ("hf-trainer", 3, r"transformers/trainer\.py|Continuing training from global step|Saving model checkpoint to "),
     ("hf-trainer", 1, r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \["),
-    ("megatron", 5, r"^\s*iteration\s+\d+/\s*\d+ \||(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
+    # the iteration line, bare or behind Megatron-Core's `[2025-05-09 06:11:17] ` stamp
+    ("megatron", 5, r"^\s*(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\s*)?iteration\s+\d+/\s*\d+ \||"
+                    r"(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
     ("megatron", 5, r"loading checkpoint from \S+ at iteration|\(min, max\) time across ranks|latest_checkpointed_iteration"),
     ("megatron", 3, r"megatron/|global rank \d+ is loading checkpoint|-+ end of arguments -+|model_optim_rng\.pt"),
     ("megatron", 2, r"^\s+[\w/-]+ \.{4,}\s*: \(\d+\.\d+, \d+\.\d+\)$"),  # a `(min, max) time across ranks` timer
+    ("megatron", 5, r"AssertionError: Rank \d+: found NaN in local grad norm"),  # Megatron's own gradient check
+    # the iteration line's fields, there even when a terminal wrapped its start onto the line before (Megatron spells
+    # `lm loss:`; Megatron-DeepSpeed's `lm_loss:` line is DeepSpeed's, as its `samples/sec:` start says)
+    ("megatron", 5, r"\|\s*lm loss: [-+\w.]+ \|.*\| number of nan iterations:\s+\d+ \|"),
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
@@ -61,6 +67,8 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),
+    # mmcv's runner (mmengine's predecessor) logs under the OpenMMLab package's name: `… 01:32:34,502 - mmocr - INFO - `
+    ("mmengine", 5, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mm\w+ - (?:INFO|WARNING|ERROR|DEBUG) - "),
     ("vllm", 5, r"\((?:VllmWorkerProcess|EngineCore\w*|Worker_TP\d+|APIServer|RayWorkerWrapper) pid=\d+\)"),
     ("vllm", 3, r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\]) |"
                 r"Loading safetensors checkpoint shards|vllm"),
@@ -134,6 +142,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self._seen_root: set = set()
         self._propagated = PropagatedWarns()
         self._box: dict = {}
+        self._ib_fatal_hosts: set = set()
         self._workers: dict = {}
         self._wrapped: tuple[str, int] | None = None  # a hard-wrapped watchdog message's start
         self._terminate_open = False  # a `terminate called` line seen, its what() not yet

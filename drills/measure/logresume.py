@@ -117,6 +117,7 @@ class _Traceback:
     closed: bool = False
     failed_resume: bool = False
     in_frames: bool = False  # its last line was a frame or code line (not a chain marker or a blank line)
+    proc_pid: int | None = None  # the process prefix's pid it started under (`(VllmWorker rank=3 pid=268) Traceback …`)
 
 
 class CheckpointReading:
@@ -126,9 +127,10 @@ class CheckpointReading:
         body = _VLLM_LOGGER.sub("", rec.body, count=1)
         tb = self._tb
         if tb is not None and not tb.closed:
-            if _TB_START.match(body) and tb.in_frames:  # another process's traceback, interleaved under one prefix
+            other = rec.proc_pid is not None and tb.proc_pid is not None and rec.proc_pid != tb.proc_pid
+            if _TB_START.match(body) and (tb.in_frames or other):  # another process's traceback, interleaved
                 out = self._close_traceback(None)
-                self._tb = _Traceback(rec.at, rec.rank)
+                self._tb = _Traceback(rec.at, rec.rank, proc_pid=rec.proc_pid)
                 return out
             if _TB_START.match(body) or _TB_CHAIN.match(body) or not body.strip():
                 tb.in_frames = False
@@ -145,8 +147,9 @@ class CheckpointReading:
                 tb.in_frames = True
                 return []
             return self._close_traceback(rec)
-        if _TB_START.match(body):
-            self._tb = _Traceback(rec.at, rec.rank)
+        if m := _TB_START.match(body):
+            # IPython's header names the type
+            self._tb = _Traceback(rec.at, rec.rank, exception=m.group("ipy"), proc_pid=rec.proc_pid)
             return []
         if m := _VLLM_WORKER_EXC.search(body):  # vLLM V0: the exception, then its traceback, in one record
             self._tb = _Traceback(rec.at, exception=m.group("exc"))

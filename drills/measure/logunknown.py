@@ -22,9 +22,15 @@ __all__ = ["UnknownReading", "ERROR_LIKE"]
 log = logging.getLogger(__name__)
 
 # the word ERROR, a traceback, an NCCL WARN, an Xid; and what fails without those words: a CUDA or NCCL error as
-# PyTorch words it (`RuntimeError: CUDA error: …`, `NCCL error: …`), a C++ abort, the driver failing a GPU
+# PyTorch words it (`RuntimeError: CUDA error: …`, `NCCL error: …`), a C++ abort, the driver failing a GPU.
+# A Python exception line of its own (`RuntimeError: …`, `torch.OutOfMemoryError: …`) and a C++ exception's origin
+# (`Exception raised from ncclCommWatchdog at …`) are errors without those words; so are nccl-tests' `Test NCCL failure`
+# and the kernel's reports of failed host hardware (an uncorrectable memory error, a machine check, an APEI record).
 ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
-                        r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b")
+                        r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
+                        r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
+                        r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
+                        r"Machine check events logged")
 # what NCCL's IB async thread reports without it being an error (net_ib.cc: non-fatal events; lognccl)
 _NCCL_INFO_WARN = re.compile(r"NET/IB\s*: (?:\S+:\d+ )?Got async (?:error )?event ?: (?:port active|LID change|"
                              r"P_Key change|SM change|client reregistration|GID table change|send queue drained|"

@@ -63,18 +63,22 @@ _ENDS = (  # (key, pattern); group s = seconds printed, gb = GiB
     ("server_start", re.compile(r"Application startup complete|Uvicorn running on")),
 )
 _VERSION = re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[\w.+-]*?)\)"
-                      r"|vLLM version (?P<v3>\d[\w.+-]*)")
+                      r"|vLLM version (?P<v3>\d[\w.+-]*)"
+                      r"|[\u2580-\u259f]\s+version (?P<v4>\d[\w.+-]*)\s*$")  # ≥ 0.2x: only in the ASCII-art banner
 # the startup failed: the engine or a worker died (its traceback follows), or CUDA ran out of memory while loading
 # (≤ 0.8 V1 `EngineCore hit an exception`, the same branch of run_engine_core; V0 Ray `Error executing method` of a startup
 # step); the KV cache does not fit; the model could not be fetched from the Hub
 _FAILED = re.compile(r"EngineCore failed to start|WorkerProc failed to start|Engine core initialization failed|"
+                     r"EngineCore encountered a fatal error|"  # V1 run_engine_core: the engine died (EngineDeadError follows)
                      r"Engine process failed to start|"
                      r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory|"
                      r"EngineCore hit an exception|Error executing method (?:init_device|load_model|"
                      r"determine_num_available_blocks|initialize_cache)\b|No available memory for the cache blocks|"
                      r"larger than the maximum number of tokens that can be stored in KV cache|"
                      r"\b(?:RepositoryNotFound|GatedRepo|RevisionNotFound|LocalEntryNotFound)Error: ")
-_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):|^\s*File \"[^\"]+\", line \d+, in ")
+# IPython (a notebook) names the exception before the header: `RuntimeError      Traceback (most recent call last)`
+_TB_START = re.compile(r"^\s*Traceback \(most recent call last\):|^\s*File \"[^\"]+\", line \d+, in |"
+                       r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)\s*$")
 _TB_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*)?$")
 # vLLM's own stamp; a wrapper's Python-logging one on the same clock (`INFO 2024-08-17 23:29:34,833 instructlab…`)
 _STAMP = re.compile(r"(?:^|\s)(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (?:\d{4}-)?(?P<mo>\d\d)-(?P<d>\d\d) "

@@ -44,3 +44,52 @@ def test_the_same_error_inside_a_traceback_is_the_traceback_readers():
 def test_an_error_no_reader_classifies_stays_unknown(line):
     reader = _read([line])
     assert not reader.errors and [u[1] for u in reader.unknown] == [line.strip()]
+
+
+# -- the w6 unseen round: shapes of failure no reader had a kind for (lines verbatim from the sources named) --------
+@pytest.mark.parametrize("line", [
+    # Megatron-Core's rerun state machine under nemo-run, an exception line with no traceback (NVIDIA-NeMo/Speech#14348)
+    "i.pretrain/0 [default2]:[rank2]: RuntimeError: Rank 2, node dcfai-xe9680-01, device 2, iteration -1: Unexpected "
+    "result nan (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel "
+    "communication collective')",
+    # the watchdog's C++ exception whose what() line was cut (pytorch/pytorch#123678)
+    "Exception raised from ncclCommWatchdog at /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1389 "
+    "(most recent call first):",
+    "A03-R28-I49-2-6000166: Test NCCL failure common.cu:497 'unhandled cuda error'",  # nccl-tests (NVIDIA/nccl#629)
+    # the host's memory failing uncorrectably, a machine check (ovro-lwa/lwa-issues#117)
+    "[11189.970968] EDAC MC3: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#2_DIMM#0 (channel:2 slot:0 page:0xb757589 "
+    "offset:0x140 grain:32 -  OVERFLOW err_code:0101:0092 socket:1 imc:1 rank:0 bg:3 ba:0 row:1a1e8 col:180)",
+    "[11219.196673] mce: [Hardware Error]: Machine check events logged",
+])
+def test_a_failure_in_words_no_reader_knew_stays_unknown(line):
+    reader = _read([line])
+    assert not reader.errors and len(reader.unknown) == 1
+
+
+@pytest.mark.parametrize("line", [
+    # a corrected memory error is the ECC doing its job (openstreetmap/operations#300): not a failure
+    "May  7 06:45:12 errol kernel: [21584690.529877] EDAC MC0: 4 CE error on CPU#0Channel#2_DIMM#0 (channel:2 slot:0 "
+    "page:0x0 offset:0x0 grain:8 syndrome:0x0)",
+    # warnings name a class, not an error (vllm-project/vllm#5785)
+    "(pid=53316) /opt/conda/lib/python3.10/site-packages/transformers/utils/hub.py:124: FutureWarning: Using "
+    "`TRANSFORMERS_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead.",
+])
+def test_what_is_no_failure_does_not_become_unknown(line):
+    reader = _read([line])
+    assert not reader.errors and not reader.unknown
+
+
+_GROUP_FAILED = "INFO:torch.distributed.elastic.agent.server.api:[default] Worker group FAILED. 3/3 attempts left; " \
+                "will restart worker group"  # shun-zheng/Doc2EDAG#24
+
+
+def test_a_worker_group_restart_with_no_dead_worker_read_is_a_worker_failure():
+    reader = _read([_GROUP_FAILED, "INFO:torch.distributed.elastic.agent.server.api:[default] Stopping worker group"])
+    assert [e.kind for e in reader.errors] == ["worker_exit"] and "Worker group FAILED" in reader.errors[0].detail
+
+
+def test_the_restart_after_a_dead_worker_already_read_is_no_second_failure():
+    dead = "E0323 21:57:08.583000 23 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) " \
+           "local_rank: 0 (pid: 88) of binary: /opt/venv/bin/python3"  # torchrun 2.6 (tests/data/real/logs)
+    reader = _read([dead, _GROUP_FAILED, dead.replace("pid: 88", "pid: 91"), _GROUP_FAILED])
+    assert [(e.kind, e.pid) for e in reader.errors] == [("worker_exit", 88), ("worker_exit", 91)]

@@ -60,3 +60,27 @@ def test_the_twins_step_lines_carry_a_loss_the_reader_reads_finite_and_nan(fmt):
         summary = read_log("\n".join(log.step(6151, 0.0, loss, 256.0, 0.25, 100000)))
         assert summary.steps == 1 and len(summary.losses) == 1, (fmt, summary)
         assert all(v is None or math.isfinite(v) for v in summary.losses[0]) is finite, (fmt, summary.losses)
+
+
+@pytest.mark.parametrize("body, want", [
+    # shapes of the w6 unseen round (verbatim; source in the comment)
+    ("10/30 22:19:57 - mmengine - INFO - Epoch(train) [1][240/735]  lr: 1.9813e-04  eta: 2:44:49  time: 2.8874  "
+     "data_time: 0.0042  memory: 10762  loss: 2.5128  grad_norm: nan", (2.5128, math.nan)),  # InternLM/xtuner#187
+    ("2023-10-24 08:06:41,294 - mmdet - INFO - Epoch [7][5850/32025]\tlr: 7.146e-04, eta: 4 days, 0:19:04, time: 0.775, "
+     "data_time: 0.025, memory: 30983, loss_cls: 0.4233, loss_bbox: 2.1202, d0.loss_cls: 0.4411, loss: 31.4201, "
+     "grad_norm: 3637.0292", (31.4201, 3637.0292)),  # junjie18/CMT#83 (abridged parts): the total, never a part
+    ("Steps:   0%|▏         | 2/2000 [00:19<4:57:47,  8.94s/it, lr=1e-5, step_loss=nan, td=0.11s]",
+     (math.nan, None)),  # fudan-generative-vision/hallo#152 (bar width abridged)
+    ("epoch: 3451 loss: nan", (math.nan, None)),  # vpetren/gradnorm_tf#17: a NaN in a shape no framework prints
+])
+def test_the_unseen_rounds_loss_shapes(body, want):
+    got = read_loss(body)
+    assert got is not None
+    for w, g in zip(want, (got.loss, got.grad_norm)):
+        assert (g is None) if w is None else (math.isnan(g) if math.isnan(w) else g == w)
+
+
+def test_a_finite_loss_in_an_unknown_shape_stays_unread():
+    assert read_loss("epoch: 3450 loss: 0.21063452526926987") is None  # vpetren/gradnorm_tf#17: decides nothing
+    assert read_loss("[2024-07-10 15:50:45,798] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+                     "Skipping step. Attempted loss scale: 262144, reducing to 131072") is None  # hallo#152

@@ -2,7 +2,7 @@
 
 One test per file; each asserts every value EXPECTED.yaml gives for that file. Keys a file's entry
 omits must come out empty (no transport, no error, no resume, no save, no loss) — except `nccl_version`,
-`devices` and `vllm`, which are only checked when given. `check()` is also the scorer:
+`devices`, `vllm` and `unknown` (error-like lines no kind fits, which must stay unknown), checked only when given. `check()` is also the scorer:
 `python -m tests.unit.test_real_logs` prints files fully right and values right.
 """
 
@@ -123,6 +123,9 @@ def check(name: str, want: dict, got: LogSummary) -> list[tuple[str, bool, str]]
     for i, pair in enumerate(losses):
         read = got.losses[i] if i < len(got.losses) else (None, None)
         add(f"losses[{i}]", all(_same(w, r) for w, r in zip(pair, read)), f"read {read}, want {pair}")
+    for text in want.get("unknown") or []:  # error-like lines no kind fits: kept as unknown (never healthy)
+        add(f"unknown[{text[:40]}]", any(text in u for u in got.unknown_errors),
+            f"not among the unknown lines {list(got.unknown_errors)}")
     for key, value in (want.get("vllm") or {}).items():
         read = got.vllm.get(key)
         if value is True:  # `failed: true`: the reader names the line that said so (a string); any is right
