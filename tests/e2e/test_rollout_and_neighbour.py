@@ -69,12 +69,15 @@ def _checks(rec: dict) -> dict:
     return {c["name"]: c for c in rec["details"]["checks"]}
 
 
+ISSUE_30 = {"scaled-down-deployment", "long-completions"}  # rows of both drills run on twins of their own
+
+
 def test_the_constructions_are_the_tables():
-    assert set(RESTART_ROWS) == {"no-readiness-probe", "no-prestop-drain", "rollout-all-at-once"}
+    assert set(RESTART_ROWS) - ISSUE_30 == {"no-readiness-probe", "no-prestop-drain", "rollout-all-at-once"}
     assert {d for d, r in NEIGHBOUR_ROWS.items() if r.verdict == "pass"} == {"no-priority-class", "shared-queue",
                                                                             "no-pdb"}  # alone: pass (defence in depth)
     assert NEIGHBOUR_ROWS["serving-unprotected"].verdict == "fail"  # shared-queue + no-priority-class, as one defect
-    assert {d for d, _ in TWINS} == set(RESTART_ROWS)
+    assert {d for d, _ in TWINS} == set(RESTART_ROWS) - ISSUE_30
 
 
 def test_a_healthy_platform_restarts_and_holds_a_burst_without_users_noticing(twin_factory, tmp_path):
@@ -186,3 +189,29 @@ def test_a_restart_reverted_mid_rollout_rolls_back_to_the_template_before_the_dr
     assert reading.undone, reading.sentence()
     assert {r["metadata"]["name"] for r in read("rs")["items"] if r["spec"]["replicas"]} == serving
 
+
+
+def test_a_p99_of_a_few_dozen_answers_is_not_observed(twin_factory, tmp_path):
+    """Issue 30, class 4 (red team, wave 6): completions take ~20 s (defect long-completions), so the feature's 4 users
+    get ~12 answers a cluster minute: the baseline held 16, the rollout's window about 24, the burst's about 58. Each
+    "p99" was the slowest answer; both drills PASSed on "1 x baseline" (bench/verdicts.yaml `before:`). Now the load
+    runs on before the fault until its baseline holds 100 answers, and the one p99 judge (drills/verdicts/latency.py)
+    says the window's figure was not observed, naming both counts; every other check still passes — the platform
+    serves, the drill cannot say how its tail behaved."""
+    twin = twin_factory(defects=["long-completions"], scale=SCALE)
+    # make test: the rollout; bench/matrix.py: the burst's too
+    marks = " or ".join(cases(["inference_rolling_restart"], ["inference_rolling_restart", "inference_noisy_neighbour"]))
+    done = drills("run", "-m", marks, "--twin-state", str(twin.state_dir), "--no-html", "--reports", str(tmp_path),
+                  "--run-id", "long")
+    recs = {r["drill"]: r for r in records(tmp_path / "long")}
+    assert RESTART in recs, done.stdout + done.stderr
+    for drill, rec in recs.items():
+        row = (RESTART_ROWS if drill == RESTART else NEIGHBOUR_ROWS)["long-completions"]
+        assert not mismatches(row, row.exit, rec), mismatches(row, row.exit, rec)
+        checks = _checks(rec)
+        assert checks["p99 latency"]["verdict"] == "inconclusive", checks["p99 latency"]
+        assert {c["verdict"] for n, c in checks.items() if n != "p99 latency"} == {"pass"}, checks
+        load = rec["details"]["load"]
+        # the load ran on before the fault until its baseline held 100 answers (wait_for_load); the window cannot
+        assert load["failures"] == 0 and load["baseline_answers"] >= 100 > load["answers"], load
+        assert f"the window {load['window']} held {load['answers']} answer(s)" in rec["reason"], rec["reason"]
