@@ -18,6 +18,7 @@ __all__ = [
     "percentile",
     "p99",
     "baseline",
+    "latency_baseline",
     "first_sustained_success",
     "first_sustained_run",
     "first_failure",
@@ -40,6 +41,7 @@ class WindowStats:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    latencies: int = 0  # answers whose latency the histogram holds: how many the percentiles are taken over
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.__dict__.items()}
@@ -61,7 +63,7 @@ def window(buckets: Sequence[Bucket], start: float | None = None, end: float | N
         rps=n / span if sel and span > 0 else nan,
         mean_ms=sum(b.sum_ms for b in sel) / n if n else nan,
         p50_ms=_hist_quantile(hist, 0.50), p99_ms=_hist_quantile(hist, 0.99),
-        max_ms=max((b.max_ms for b in sel), default=nan),
+        max_ms=max((b.max_ms for b in sel), default=nan), latencies=sum(hist.values()),
     )
 
 
@@ -82,6 +84,19 @@ def p99(buckets: Sequence[Bucket], start: float | None = None, end: float | None
 def baseline(buckets: Sequence[Bucket], before: float, window_s: float | None = None) -> WindowStats:
     """The steady state before a fault: the buckets ending by `before` (the last `window_s` s if given)."""
     start = before - window_s if window_s is not None else None
+    return window(buckets, start, before)
+
+
+def latency_baseline(buckets: Sequence[Bucket], before: float, window_s: float, min_answers: int) -> WindowStats:
+    """The latency baseline before a fault: the last `window_s` s before `before`, reaching further back (never
+    before the load began) until it holds `min_answers` answers — a p99 needs enough of them, and the steady
+    state before the fault is the same state however far back it is read."""
+    start = before - window_s
+    held = sum(sum(b.hist.values()) for b in _select(buckets, start, before))
+    for b in reversed([b for b in buckets if b.t < start]):
+        if held >= min_answers:
+            break
+        start, held = b.t, held + sum(b.hist.values())
     return window(buckets, start, before)
 
 

@@ -45,9 +45,11 @@ class BurstJob:
     name: str
     phase: str  # the Volcano Job's status.state.phase ("" when it has none yet)
     nodes: tuple[str, ...]  # where its pods run
+    # its pods the scheduler could not place (PodScheduled=False, Unschedulable): pod → the scheduler's message
+    unschedulable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"phase": self.phase, "nodes": list(self.nodes)}
+        return {"phase": self.phase, "nodes": list(self.nodes), "unschedulable": dict(self.unschedulable)}
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,13 @@ class NeighbourOutcome:
     queue: str
     wall: dict[str, float] = field(default_factory=dict)  # injected, end
     source: str = ""
+    serving_nodes: tuple[str, ...] = ()  # where the serving pods of before the burst ran when it was submitted
 
     def to_dict(self) -> dict:
         return {"desired": self.desired, "pods_before": dict(self.before),
                 "disrupted": [d.to_dict() for d in self.disrupted], "min_available": self.min_available,
-                "burst_jobs": {j.name: j.to_dict() for j in self.jobs}, "queue": self.queue, "source": self.source}
+                "burst_jobs": {j.name: j.to_dict() for j in self.jobs}, "queue": self.queue,
+                "serving_nodes": list(self.serving_nodes), "source": self.source}
 
 
 class NeighbourWatch:
@@ -81,6 +85,8 @@ class NeighbourWatch:
         disrupted: dict[str, Disruption] = {}
         for pod in self._list_pods():
             pods[pod["metadata"]["uid"]] = pod
+        serving_nodes = tuple(sorted({n for uid, p in pods.items() if uid in uids
+                                      if (n := obj_get(p, "spec", "nodeName"))}))
         low = sum(1 for p in pods.values() if ready_now(p))
 
         def take(event) -> None:
@@ -115,8 +121,9 @@ class NeighbourWatch:
         return NeighbourOutcome(
             desired=desired, before=dict(before), disrupted=tuple(disrupted.values()), min_available=low, jobs=jobs,
             queue=burst.get("queue", ""), wall={"injected": to_wall(clock, inj_ts), "end": time.time()},
-            source=f"pods -l {self.selector} in {self.ns} (DisruptionTarget conditions, deletions), "
-                   f"jobs.batch.volcano.sh -l {burst['selector']} (status.state.phase): watched {hold_s:.0f}s from the burst")
+            source=f"pods -l {self.selector} in {self.ns} (nodes, DisruptionTarget conditions, deletions), "
+                   f"jobs.batch.volcano.sh -l {burst['selector']} (status.state.phase) and their pods (nodes, "
+                   f"PodScheduled conditions): watched {hold_s:.0f}s from the burst", serving_nodes=serving_nodes)
 
     def _list_pods(self) -> list[dict]:
         return json.loads(self.cluster.core.list_namespaced_pod(self.ns, label_selector=self.selector,
@@ -128,10 +135,22 @@ class NeighbourWatch:
             *VOLCANO[:2], ns, VOLCANO[2], label_selector=sel, _preload_content=False).data)
         pods = json.loads(self.cluster.core.list_namespaced_pod(ns, label_selector=sel, _preload_content=False).data)
         nodes: dict[str, list[str]] = {}
+        unplaced: dict[str, dict[str, str]] = {}
         for pod in pods.get("items", []):
             job = (pod["metadata"].get("labels") or {}).get("volcano.sh/job-name", "")
             if obj_get(pod, "spec", "nodeName"):
                 nodes.setdefault(job, []).append(pod["spec"]["nodeName"])
+            elif (cond := _unschedulable(pod)) is not None:
+                unplaced.setdefault(job, {})[pod["metadata"]["name"]] = cond.get("message") or ""
         return tuple(BurstJob(j["metadata"]["name"], obj_get(j, "status", "state", "phase", default="") or "",
-                              tuple(sorted(nodes.get(j["metadata"]["name"], ()))))
+                              tuple(sorted(nodes.get(j["metadata"]["name"], ()))),
+                              unplaced.get(j["metadata"]["name"], {}))
                      for j in sorted(data.get("items", []), key=lambda j: j["metadata"]["name"]))
+
+
+def _unschedulable(pod: dict) -> dict | None:
+    """The pod's PodScheduled=False/Unschedulable condition (kube-scheduler's and Volcano's answer to a pod no node
+    can take as things stand), else None."""
+    return next((c for c in obj_get(pod, "status", "conditions", default=None) or []
+                 if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                 and c.get("reason") == "Unschedulable"), None)

@@ -77,6 +77,8 @@ class RolloutLoad:
     p99_ms: float | None
     errors: dict[str, int] = field(default_factory=dict)  # most frequent errors in the window
     window: str = "during the rollout"
+    baseline_answers: int = 0  # answers the baseline p99 is taken over
+    answers: int = 0  # answers the window's p99 is taken over
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -105,7 +107,8 @@ def load_window(buckets: list[Bucket], inj: float, end: float, clock, baseline_s
                        error_rate=_num(during.failure_rate) if during.requests else None,
                        baseline_p99_ms=_num(base.p99_ms) if base.requests else None,
                        p99_ms=_num(during.p99_ms) if during.requests else None,
-                       errors=dict(sorted(errors.items(), key=lambda kv: -kv[1])[:3]), window=label)
+                       errors=dict(sorted(errors.items(), key=lambda kv: -kv[1])[:3]), window=label,
+                       baseline_answers=base.latencies, answers=during.latencies)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from typing import Callable
 
 from drills.core.clock import Clock
 from drills.core.errors import CheckFailed
-from drills.load.bucket_stats import kind_counts, window
+from drills.load.bucket_stats import kind_counts, latency_baseline, window
 from drills.load.buckets import Bucket, rebin
 from drills.measure.serving import ServingRecovery
+from drills.verdicts.latency import MIN_P99_ANSWERS
 from drills.verdicts.timeline import format_duration
 
 __all__ = ["LoadMeasure", "measure_load", "load_overlay", "wait_for_load"]
@@ -42,6 +43,8 @@ class LoadMeasure:
     fault_errors: dict[str, int] = field(default_factory=dict)
     failure_kinds: dict[str, int] = field(default_factory=dict)  # failures per kind over the whole load
     client_timeout_s: float | None = None  # cluster seconds a request may take before it counts as hung
+    baseline_answers: int = 0  # answers the baseline p99 is taken over
+    serving_answers: int = 0  # answers the budget window's p99 is taken over
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -58,6 +61,7 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     # high twin scale, or on a loaded machine, a bucket is many cluster seconds).
     cut = (math.floor(inj / buckets[0].w) - 1) * buckets[0].w if buckets else inj
     base = window(buckets, cut - clock.wall_seconds(baseline_s), cut)
+    base_latency = latency_baseline(buckets, cut, clock.wall_seconds(baseline_s), MIN_P99_ANSWERS)
     back = w.get("recovered")
     settled = max(back, w["ready"]) if back is not None and "ready" in w else None
     after = window(buckets, settled, end) if settled is not None else None
@@ -73,12 +77,13 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     return LoadMeasure(
         requests=sum(b.n for b in buckets), failures=sum(b.fail for b in buckets),
         baseline_rps=_num(base.rps),
-        baseline_p99_ms=_num(base.p99_ms), after_p99_ms=_num(after.p99_ms) if after else None,
+        baseline_p99_ms=_num(base_latency.p99_ms), after_p99_ms=_num(after.p99_ms) if after else None,
         outage_error_rate=_num(outage.failure_rate), budget_error_rate=_num(budget.failure_rate) if budget else None,
         budget_window=label, serving_p99_ms=_num(budget.p99_ms) if budget else None,
         budget_errors=_top_errors(buckets, since, end) if since is not None else {},
         failure_kinds=kind_counts(buckets), client_timeout_s=client_timeout_s,
-        fault_error_rate=_num(throughout.failure_rate), fault_errors=_top_errors(buckets, inj, end))
+        fault_error_rate=_num(throughout.failure_rate), fault_errors=_top_errors(buckets, inj, end),
+        baseline_answers=base_latency.latencies, serving_answers=budget.latencies if budget else 0)
 
 
 def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, width_s: float = 0.25) -> list[list[float]]:
@@ -87,15 +92,24 @@ def load_overlay(buckets: list[Bucket], clock: Clock, injected_wall: float, widt
             for b in rebin(buckets, width_s)]
 
 
-def wait_for_load(buckets: Callable[[], list[Bucket]], clock: Clock, baseline_s: float, timeout_s: float = 120.0) -> None:
-    """Until the load's buckets span `baseline_s` cluster seconds (the baseline before a fault)."""
+def wait_for_load(buckets: Callable[[], list[Bucket]], clock: Clock, baseline_s: float, timeout_s: float = 120.0,
+                  min_answers: int = MIN_P99_ANSWERS) -> None:
+    """Until the load's buckets span `baseline_s` cluster seconds (the baseline before a fault) and hold
+    `min_answers` answers (a p99 baseline needs them: drills/verdicts/latency.py). A load too slow to answer that
+    many by the timeout goes on once its span is there: the p99 check then says how many it had."""
     deadline = time.monotonic() + timeout_s
     span = clock.wall_seconds(baseline_s)
+    spanned = False
     while time.monotonic() < deadline:
         got = buckets()
-        if got and got[-1].end - got[0].t >= span:
+        spanned = bool(got) and got[-1].end - got[0].t >= span
+        # the baseline stops a bucket short of the fault's (measure_load, load_window): the last two don't count
+        if spanned and sum(sum(b.hist.values()) for b in got[:-2]) >= min_answers:
             return
         time.sleep(0.05)
+    if spanned:
+        log.info("the load answered fewer than %d requests in %.0f s before the fault", min_answers, timeout_s)
+        return
     raise CheckFailed(f"the load did not run for a {format_duration(baseline_s)} baseline within {timeout_s:.0f}s")
 
 

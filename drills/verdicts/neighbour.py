@@ -10,12 +10,42 @@ from collections import Counter
 from drills.measure.neighbour import NeighbourOutcome
 from drills.verdicts.timeline import Verdict, format_duration
 
-__all__ = ["judge_serving_kept", "judge_burst_jobs", "WAITING", "FAILED"]
+__all__ = ["judge_burst_effect", "judge_serving_kept", "judge_burst_jobs", "WAITING", "FAILED"]
 
 log = logging.getLogger(__name__)
 
 WAITING = ("Pending", "Inqueue", "")  # Volcano job phases of a job waiting for its resources
 FAILED = ("Failed", "Aborted", "Aborting", "Terminated", "Terminating")
+
+
+def judge_burst_effect(outcome: NeighbourOutcome) -> Verdict:
+    """Did the burst contest the serving replicas' GPUs (issue 30, class 3: evidence of effect)? Only then does "no
+    replica evicted" say the platform protects serving: a burst that fits in the free GPUs never asks the scheduler
+    to choose. Evidence, from the objects: a serving replica disrupted, a burst pod placed on a node a replica served
+    from, or a burst pod the scheduler could not place (PodScheduled=False, Unschedulable: no free GPUs as things
+    stood, the serving nodes included — the burst tolerates the GPU taint and has no node selector). None of them:
+    inconclusive, naming where every burst job went."""
+    shared = sorted({n for j in outcome.jobs for n in j.nodes} & set(outcome.serving_nodes))
+    waiting = {pod: msg for j in outcome.jobs for pod, msg in j.unschedulable.items()}
+    if outcome.disrupted:
+        seen = f"{len(outcome.disrupted)} serving replica(s) disrupted"
+    elif shared:
+        seen = f"burst pods placed on {', '.join(shared)}, where serving replicas run"
+    elif waiting:
+        pod, msg = next(iter(waiting.items()))
+        seen = (f"{len(waiting)} burst pod(s) found no free GPUs (PodScheduled=False, Unschedulable; {pod}: "
+                f"{msg or 'no message'})")
+    else:
+        seen = None
+    if seen:
+        return Verdict("fault effect", True, None, None, "", f"fault effect: the burst contested the serving GPUs: {seen}")
+    placed = ", ".join(f"{j.name} {j.phase or 'Pending'} on {', '.join(j.nodes) or 'no node'}" for j in outcome.jobs)
+    return Verdict("fault effect", False, None, None, "",
+                   f"inconclusive: the burst never contested the serving replicas' GPUs — every burst pod was placed "
+                   f"on free GPUs away from the serving nodes ({', '.join(outcome.serving_nodes) or 'none read'}) or "
+                   f"never reached the scheduler, none was left without GPUs and no replica was disrupted "
+                   f"({placed or 'no burst job found'}), so whether serving holds under a burst was not tested",
+                   inconclusive=True)
 
 
 def judge_serving_kept(outcome: NeighbourOutcome, hold_s: float) -> Verdict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from drills.measure.rollout import RolloutLoad, RolloutOutcome
+from drills.verdicts.latency import judge_p99
 from drills.verdicts.timeline import Verdict, format_duration, judge_max
 
 __all__ = ["judge_rollout_duration", "judge_rollout_replaced", "judge_rollout_unavailable",
@@ -81,10 +82,6 @@ def judge_rollout_errors(load: RolloutLoad, budget: float, name: str = "rollout 
 
 
 def judge_rollout_p99(load: RolloutLoad, factor: float) -> Verdict:
-    """Pass iff the users' p99 over the rollout stays within `factor` × the p99 before the restart."""
-    ratio = load.p99_ms / load.baseline_p99_ms if load.p99_ms and load.baseline_p99_ms else None
-    verdict = judge_max("p99 latency", None if ratio is None else round(ratio, 2), factor, "x baseline")
-    return Verdict(verdict.name, verdict.passed, verdict.measured, verdict.target, verdict.unit,
-                   f"{verdict.reason} (p99 {load.baseline_p99_ms} ms before the fault, {load.p99_ms} ms "
-                   f"{load.window})", baseline=load.baseline_p99_ms)
-
+    """Pass iff the users' p99 over the window stays within `factor` × the p99 before the fault, each a p99 of
+    enough answers (drills/verdicts/latency.py)."""
+    return judge_p99(load.baseline_p99_ms, load.baseline_answers, load.p99_ms, load.answers, factor, load.window)

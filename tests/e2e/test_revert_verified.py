@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,13 @@ def test_the_far_end_shut_after_no_shutdown_fails_reading_both_ends(twin_factory
     assert far["source"].startswith("ssh spine-1") and not far["ok"]
     changed = {c["key"] for c in rec["details"]["state_diff"]["changed"]}
     assert {"port leaf-1 Ethernet240", "port spine-1 Ethernet0"} <= changed
+    # class 6 on the uplink drill (test_report_mapping.py proves it on the node loss): revert_failed is red wherever
+    # an auditor reads it — the Allure result and junit.xml say failed though every step passed
+    run_dir = tmp_path / row.defect
+    (result,) = [json.loads(p.read_text()) for p in (run_dir / "allure-results").glob("*-result.json")]
+    assert result["status"] == "failed" and result["statusDetails"]["message"] == rec["reason"], result["status"]
+    case = ET.parse(run_dir / "junit.xml").getroot().find("testsuite").find("testcase")
+    assert case.find("failure") is not None, ET.tostring(case)
 
 
 def test_a_port_shut_again_on_its_own_switch_is_read_back_over_ssh(tmp_path):

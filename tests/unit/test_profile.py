@@ -82,6 +82,7 @@ EFFECTS = {
     "gpus-unseen": lambda p: _job(p).cuda == "driver-too-old",
     "restarted-before-drill": lambda p: _job(p).first_run.crash_after == 0,
     "scaled-down-deployment": lambda p: _infer(p).replicas == 1,
+    "long-completions": lambda p: _infer(p).base_latency == 20.0,
     "uplink-down-before-drill": lambda p: p.fabric.port_faults.down_at_start == {"leaf-2": [0]},
     "late-crash-after-resume": lambda p: _job(p).after_resume.crash_after == 330,
     "store-no-headroom": lambda p: p.storage.io_bandwidth_mb_s == 50 and p.storage.client_bandwidth_mb_s == 40,
