@@ -49,8 +49,10 @@ def test_checkpoints_too_sparse_for_the_budget_fail_even_when_the_fault_lands_af
     promise (one interval) is ten times the budget. The interval is read from the job's saves in its log."""
     profile = yaml.safe_load((REPO / "drills/twin/profiles/minimal.yaml").read_text())
     job = profile["workloads"]["training"][JOB]
+    # a step a second: the drill's preparation before the fault (its steady-state reads, ~10-20 s of wall on a busy
+    # machine, i.e. 10-20 twin minutes at 60x) stays well inside the 2000-step budget (at 4 steps/s it did not)
     job.update(checkpoint={**job["checkpoint"], "interval_steps": 20000}, initial_step=40050,
-               initial_checkpoint=40000)
+               initial_checkpoint=40000, step_time="1s")
     path = tmp_path / "sparse.yaml"
     path.write_text(yaml.safe_dump(profile))
     twin = twin_factory(profile=str(path), scale=60.0)  # slow enough that the fault lands soon after the save
