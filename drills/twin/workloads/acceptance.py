@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from typing import Hashable
 
 from drills.twin.api.resources import by_kind
@@ -74,6 +75,9 @@ class AcceptanceController(Controller):
             return
         node = pod["spec"].get("nodeName", "")
         lines, code = self._tool_output(check, node, _env(pod))
+        fault = self._fault(node)
+        lines = [*fault.warnings.get(check, ()), *lines]
+        code = fault.exit_codes.get(check, code)
         self.done.add(uid)
         self.due.pop((ns, name), None)
         await self._append(ns, name, pod["spec"]["containers"][0]["name"], lines)
@@ -83,6 +87,28 @@ class AcceptanceController(Controller):
             await self.ctx.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: json.dumps(body)}}})
         except ApiError as err:
             log.warning("acceptance: could not end %s/%s: %s", ns, name, err)
+        if fault.changes is not None and fault.changes.after == check:
+            await self._change(node, fault)
+
+    async def _change(self, node: str, fault: NodeFault) -> None:
+        """The node after its checks: rebooted (a new bootID), fewer GPUs registered, relabelled — through the
+        API, as the kubelet, the device plugin and an operator would write it."""
+        change = fault.changes
+        status: dict = {}
+        if change.reboot:
+            old = (((self.nodes.get("", node) or {}).get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
+            status["nodeInfo"] = {"bootID": str(uuid.uuid5(uuid.NAMESPACE_OID, f"{node}/{old}/reboot"))}
+        if change.gpus is not None:
+            status["capacity"] = status["allocatable"] = {"nvidia.com/gpu": str(change.gpus)}
+        try:
+            if status:
+                await self.ctx.client.patch(NODES, None, node, {"status": status}, sub="status", kind="strategic")
+            if change.labels:
+                await self.ctx.client.patch(NODES, None, node, {"metadata": {"labels": dict(change.labels)}})
+        except ApiError as err:
+            log.warning("acceptance: could not change node %s: %s", node, err)
+        else:
+            log.info("acceptance: node %s changed after its checks (%s)", node, change)
 
     # -- what the tools print ------------------------------------------------------------------
     def _tool_output(self, check: str, node: str, env: dict[str, str]) -> tuple[list[str], int]:
@@ -95,7 +121,7 @@ class AcceptanceController(Controller):
                                 [fig.idle_temp_c + i % 3 for i in range(visible)]), 0
         if check == "dcgm":
             return T.dcgmi_diag(int(env.get("ACCEPT_LEVEL", "3")), fig.dcgm_version, fig.driver_version, visible,
-                                fault.dcgm_fail, fault.dcgm_fail_gpu), 0
+                                fault.dcgm_fail, fault.dcgm_fail_gpu, fault.dcgm_verdict), 0
         if check == "burn":
             hot = fault.hot_gpu
             gflops = [fig.gemm_gflops * (fault.throttle_factor if i == hot else 1.0) for i in range(visible)]
