@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, identity, plausible, policy
+from drills.acceptance import coverage, exits, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan
@@ -101,6 +101,7 @@ class AcceptChecks:
                               expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
+                    r = exits.check(r, pod)
                 (self.result.pairs if k == 1 else self.result.results).append(r)
 
     def _ports(self) -> None:

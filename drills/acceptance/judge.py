@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
-                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable"]
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable",
+                  "warned", "changed"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -95,6 +96,12 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
     if foreign:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
                      f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    warned = nvidia_smi.parse_warnings(text)
+    if warned:  # nvidia-smi's own warning (infoROM corrupted: its exit code 14): unknown is not healthy
+        measured["warnings"] = list(warned)
+        return _nogo(node, "gpu", "warned", f"nvidia-smi on {node} warns: {warned[0]}"
+                     + (f" (and {len(warned) - 1} more)" if len(warned) > 1 else "")
+                     + ": a GPU the tool warns about is not accepted unexamined", measured, limits)
     lost = nvidia_smi.parse_lost(text)
     if lost:  # before counting: a lost GPU is not a missing one (it is there; the driver cannot reach it)
         measured["lost_gpus"] = [pci for pci, _ in lost]
@@ -149,6 +156,13 @@ def judge_dcgm(node: str, text: str, t: Thresholds, min_level: int | None = None
         note = f": {first.notes[0]}" if first.notes else ""
         return _nogo(node, "dcgm", "diag_failed", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
                      f"{', '.join(f.name for f in result.failures)} failed{note}", measured, limits)
+    warned = [x for x in result.tests if x.result == "Warn"]
+    if warned:  # DCGM's own non-pass verdict (NVIDIA's preflight reports it with its error code): not a pass
+        first = warned[0]
+        note = f": {first.notes[0]}" if first.notes else ""
+        return _nogo(node, "dcgm", "warned", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
+                     f"{', '.join(x.name for x in warned)} ended Warn{note}", dict(measured, warned=[x.name for x in warned]),
+                     limits)
     if t.dcgm_level >= 2 and not ran:
         # DCGM skips what it cannot run (an unsupported GPU, a missing plugin, another process holding the GPUs):
         # only its software checks passed, and those say nothing of the GPUs
@@ -235,6 +249,11 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
         got = "no result row" if result.peak_busbw is None else f"{result.peak_busbw:.1f} GB/s"
         return _nogo(node, check, "slow", f"all_reduce_perf {where}: bus bandwidth {got}, below {minimum:.0f} GB/s",
                      measured, limits, peer)
+    if result.warnings:  # NCCL said something went wrong (an IB async event, a retry, a CUDA failure) and went on
+        measured["warnings"] = list(result.warnings)
+        return _nogo(node, check, "warned", f"all_reduce_perf {where} finished, but NCCL warned: "
+                     f"{result.warnings[0]}" + (f" (and {len(result.warnings) - 1} more)" if len(result.warnings) > 1
+                                                else ""), measured, limits, peer)
     via = f" over {'/'.join(sorted(set(result.transports.values())))}" if result.transports else ""
     return _go(node, check, f"bus bandwidth {result.peak_busbw:.1f} GB/s {where}{via}", measured, limits, peer)
 

@@ -14,6 +14,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from drills.acceptance import freshness
 from drills.acceptance.catalogue import Expectation, expectation_for
 from drills.core.errors import InvalidProfile, UnsafeTarget
 from drills.core.kube import obj_get
@@ -40,6 +41,7 @@ class AcceptPlan:
     reference_problem: str | None = None  # why the reference cannot prove a pair's path (None: fit)
     leaves: dict[str, str | None] = field(default_factory=dict)
     known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
+    state: dict[str, dict] = field(default_factory=dict)  # node → what its evidence depends on, as planned (freshness)
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
@@ -106,7 +108,8 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
                    (obj_get(all_nodes[n], "metadata", "annotations", default=None) or {}).get(cfg.leaf_port_annotation))
                for n in names},
         ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
-        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names),
+        state={n: freshness.state(all_nodes[n], profile) for n in names}, leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
 
 
 def unfit_reference(node: dict) -> str | None:

@@ -6,6 +6,10 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           gpu-new-04's host name, GPU UUIDs, NIC GUIDs) · gpu-new-04 sound · gpu-new-05's
                           ib_write_bw loops through its own HCA (1.2 × line rate) · gpu-new-06 has no store
                           mounted (fio measures its local NVMe)
+                          the red-team round's (each defect's fault moved onto its node): gpu-new-07 reboots with 7
+                          GPUs and gpu-new-08 is relabelled after its last check, before the gate lifts ·
+                          gpu-new-09's nvidia-smi warns of a corrupted infoROM and exits 14 · gpu-new-10's pair
+                          all-reduce finishes after NCCL warned of a port error · gpu-new-11's DCGM ends a test Warn
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -37,18 +41,26 @@ GATE = "gpu-drills.io/unaccepted"
 DEFECTS = {"gpu-new-02": "gpu-lost-everywhere", "gpu-new-05": "rdma-loopback", "gpu-new-06": "store-not-mounted",
            "gpu-iso-02": "nic-down"}
 ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
+# the red-team round (issue 31): node → defect; a change comes after the last check the round's run asks for
+LATE = {"gpu-new-07": "changed-after-checks", "gpu-new-08": "relabelled-after-checks", "gpu-new-09": "inforom-corrupted",
+        "gpu-new-10": "nccl-async-warn", "gpu-new-11": "dcgm-warn"}
+LATE_CHECKS = ["gpu", "dcgm", "nccl-pair"]
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=6, leaves=["leaf-4"])
+    pools["new"].update(count=6 + len(LATE), leaves=["leaf-4"])
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
     raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
-              ["faults"]["gpu-new-02"] for node, name in DEFECTS.items()}
+              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE}.items()}
+    for node in LATE:
+        if "changes" in faults[node]:  # the defect's "after its last check" is this module's last check
+            assert faults[node]["changes"]["after"] == "storage"
+            faults[node]["changes"]["after"] = LATE_CHECKS[-1]
     cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
     assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
     faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
@@ -186,3 +198,34 @@ def test_a_reference_that_is_a_failing_tainted_node_on_the_same_isolated_leaf_pr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     cut = _nogo(run_dir, "gpu-iso-01")["nccl-pair"]
     assert cut["details"]["failure"] == "tool_error" and "network error" in cut["reason"]
+
+
+def test_red_team_round_a_go_must_not_outlive_its_evidence_nor_rest_on_a_warning(twin, tmp_path):
+    """Issue 31's red-team round: each construction got GO (and lost its taint) before; each is a no-go now,
+    for its own reason, next to a sound node that is still accepted."""
+    from drills.profile.acceptance import DEFAULT_JOBS
+
+    quick_pairs = {**DEFAULT_JOBS["nccl-pair"].model_dump(), "timeout_s": 300}  # gpu-new-07's ring Job cannot fit 8 GPUs
+    profile = target_profile(tmp_path, "late", checks=LATE_CHECKS, jobs={"nccl-pair": quick_pairs},
+                             required={"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}})
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", *LATE]), "late", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
+    nogo = {node: _nogo(run_dir, node) for node in LATE}
+    # (g) the node changed between its checks and the gate: read again just before the taint would go
+    assert set(nogo["gpu-new-07"]) == {"gate"} and nogo["gpu-new-07"]["gate"]["details"]["failure"] == "changed"
+    reason = nogo["gpu-new-07"]["gate"]["reason"]
+    assert "the machine rebooted" in reason and "capacity nvidia.com/gpu '8' → '7'" in reason
+    relabel = nogo["gpu-new-08"]["gate"]["reason"]
+    assert set(nogo["gpu-new-08"]) == {"gate"} and "node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'" in relabel
+    # (f) a warning is not a pass: nvidia-smi's own, DCGM's Warn, NCCL's WARN in a run that finished
+    assert {n: {c: r["details"]["failure"] for c, r in nogo[n].items()} for n in ("gpu-new-09", "gpu-new-10", "gpu-new-11")} == {
+        "gpu-new-09": {"gpu": "warned"}, "gpu-new-10": {"nccl-pair": "warned"}, "gpu-new-11": {"dcgm": "warned"}}
+    assert "infoROM is corrupted at gpu 0000:18:00.0" in nogo["gpu-new-09"]["gpu"]["reason"]
+    assert "Got async event : port error" in nogo["gpu-new-10"]["nccl-pair"]["reason"]
+    assert "GPU Memory ended Warn" in nogo["gpu-new-11"]["dcgm"]["reason"]
+    for node in LATE:  # the gate agrees with the record: every one keeps its taint, with the reason
+        got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
+        assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+        assert got["metadata"]["annotations"]["gpu-drills.io/acceptance"] == "no-go" and f"{node}: NO-GO" in proc.stdout
+    assert "| gpu-new-07 | **NO-GO** |" in (run_dir / "summary.md").read_text()
