@@ -1,0 +1,91 @@
+"""Issue 31's red-team round, the pure rules: a GO never rests on a tool that failed (its exit code), on a
+warning the tool printed (nvidia-smi's `WARNING:`, DCGM's `Warn`, `NCCL WARN` in a run that finished), nor
+on a node that changed after its checks (the gate's re-read). Inputs are the tools' shapes as the twin
+prints them (drills/twin/workloads/accept_tools.py), with one line changed each; every test shows the same
+input without that line is a GO, so each rule is what turns it."""
+
+from __future__ import annotations
+
+from drills.acceptance import exits, freshness
+from drills.acceptance.catalogue import expectation_for
+from drills.acceptance.judge import judge_dcgm, judge_gpu, judge_nccl_node, judge_nccl_pair
+from drills.measure.accept import nccl_tests, nvidia_smi
+from drills.profile.acceptance import AcceptanceConfig, Thresholds
+from drills.profile.model import load_target
+from drills.twin.workloads import accept_tools as T
+
+H100 = "NVIDIA H100 80GB HBM3"
+DGX = expectation_for("gpu-new-01", {"node.kubernetes.io/instance-type": "dgx-h100"}, AcceptanceConfig())
+T_ = Thresholds(driver_version=None, cuda_version=None)
+INFOROM = "WARNING: infoROM is corrupted at gpu 0000:18:00.0"  # nvidia-smi(1) RETURN VALUE 14: infoROM corrupted
+ASYNC = "gpu-new-01:4100:4157 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : mlx5_3:1 Got async event : port error"
+
+
+def _smi() -> list[str]:
+    return T.nvidia_smi("gpu-new-01", H100, 8, "550.90.07", "12.4", [34] * 8)
+
+
+def test_nvidia_smis_own_warning_makes_a_whole_table_a_warned_no_go():
+    assert judge_gpu("gpu-new-01", "\n".join(_smi()), T_, 8, DGX).go
+    text = "\n".join([*_smi(), INFOROM])  # where nvidia-smi prints it: after its table
+    assert nvidia_smi.parse_warnings(text) == (INFOROM,)
+    got = judge_gpu("gpu-new-01", text, T_, 8, DGX)
+    assert not got.go and got.failure == "warned" and INFOROM in got.reason
+    assert got.measured["warnings"] == [INFOROM] and got.measured["visible_gpus"] == 8
+
+
+def test_an_nccl_warn_in_a_run_that_finished_is_a_warned_no_go():
+    node = T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE")
+    assert judge_nccl_node("gpu-new-01", "\n".join(node), T_).go
+    cut = node.index("# Out of bounds values : 0 OK")
+    warned = [*node[:cut], ASYNC, *node[cut:]]
+    assert nccl_tests.parse_perf("\n".join(warned)).warnings == (ASYNC,)
+    got = judge_nccl_node("gpu-new-01", "\n".join(warned), T_)
+    assert not got.go and got.failure == "warned" and "Got async event : port error" in got.reason
+    pair = T.all_reduce_perf([("gpu-new-01", "10.0.0.1"), ("gpu-train-01", "10.0.0.9")], 8, H100, 372.0, "IB",
+                             ["mlx5_0"], "RoCE")
+    assert judge_nccl_pair("gpu-new-01", "gpu-train-01", "\n".join(pair), T_).go
+    got = judge_nccl_pair("gpu-new-01", "gpu-train-01", "\n".join([ASYNC, *pair]), T_)
+    assert not got.go and got.failure == "warned" and got.peer == "gpu-train-01"
+
+
+def test_a_dcgm_test_that_ends_warn_is_not_a_pass():
+    ok = T.dcgmi_diag(3, "3.3.8", "550.90.07", 8)
+    assert judge_dcgm("gpu-new-01", "\n".join(ok), T_, 2).go
+    warn = T.dcgmi_diag(3, "3.3.8", "550.90.07", 8, "GPU Memory", 0, verdict="Warn")
+    got = judge_dcgm("gpu-new-01", "\n".join(warn), T_, 2)
+    assert not got.go and got.failure == "warned" and "GPU Memory ended Warn" in got.reason
+    assert got.measured["failed"] == []  # DCGM failed nothing: the Warn alone decides
+
+
+def _pod(phase: str, code: int | None) -> dict:
+    state = {"terminated": {"exitCode": code, "reason": "Error"}} if code is not None else {"running": {}}
+    return {"metadata": {"name": "acc-gpu"}, "status": {"phase": phase, "containerStatuses": [{"name": "gpu", "state": state}]}}
+
+
+def test_a_go_whose_tool_exited_non_zero_is_a_tool_error_and_a_no_go_keeps_its_reason():
+    go = judge_gpu("gpu-new-01", "\n".join(_smi()), T_, 8, DGX)
+    assert exits.check(go, _pod("Succeeded", 0)).go
+    got = exits.check(go, _pod("Failed", 14))
+    assert not got.go and got.failure == "tool_error" and "exited with code 14" in got.reason
+    assert got.evidence["exit_code"] == 14 and exits.check(go, _pod("Failed", None)).failure == "tool_error"
+    warned = judge_gpu("gpu-new-01", "\n".join([*_smi(), INFOROM]), T_, 8, DGX)
+    assert exits.check(warned, _pod("Failed", 14)).failure == "warned"  # the more specific reason stands
+
+
+def _node(boot: str = "b-1", gpus: str = "8", itype: str = "dgx-h100", ready: str = "True") -> dict:
+    return {"metadata": {"name": "gpu-new-01", "labels": {"node.kubernetes.io/instance-type": itype},
+                         "annotations": {}},
+            "status": {"nodeInfo": {"bootID": boot, "systemUUID": "s-1"}, "capacity": {"nvidia.com/gpu": gpus},
+                       "allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def test_the_gates_re_read_names_every_change_since_the_plan():
+    profile = load_target(None)
+    planned = freshness.state(_node(), profile)
+    assert freshness.changes(planned, freshness.state(_node(), profile)) == []
+    moved = freshness.changes(planned, freshness.state(_node(boot="b-2", gpus="7"), profile))
+    assert moved == ["allocatable nvidia.com/gpu '8' → '7'", "bootID 'b-1' → 'b-2'", "capacity nvidia.com/gpu '8' → '7'"]
+    relabelled = freshness.changes(planned, freshness.state(_node(itype="p5.48xlarge"), profile))
+    assert relabelled == ["label node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'"]
+    assert freshness.changes(planned, freshness.state(_node(ready="Unknown"), profile)) == ["Ready 'True' → 'Unknown'"]
