@@ -5,9 +5,10 @@ run's checks, each one step of the runbook, over the planned nodes.
 Examples rows ask for it (every node's row of a check's Scenario Outline reads the one phase that ran the
 check's Jobs on every new node at once: each check wants the nodes' GPUs to itself, and the nodes run it
 side by side). The batch-wide steps come in a fixed order — the identity cross-check, then the policy's
-required checks, then the shared store's aggregate — and `finish()` runs whichever of them the runbook did
-not, so a runbook that lost a scenario loses no guarantee: a required check without a result is still a
-`not_run` no-go, the same UUID on two nodes still `wrong_node`.
+required checks, then the shared store's aggregate, then each passing node read again (freshness: it must
+still be the node its checks judged) — and `finish()` runs whichever of them the runbook did not, so a
+runbook that lost a scenario loses no guarantee: a required check without a result is still a `not_run`
+no-go, the same UUID on two nodes still `wrong_node`. The gate reads each node once more before it lifts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, exits, identity, plausible, policy
+from drills.acceptance import coverage, exits, freshness, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan
@@ -29,7 +30,7 @@ __all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS"]
 log = logging.getLogger(__name__)
 
 JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
-BATCH_STEPS = ("identity", "required", "aggregate")  # after every check, in this order
+BATCH_STEPS = ("identity", "required", "aggregate", "fresh")  # after every check, in this order
 
 
 @dataclass
@@ -59,7 +60,7 @@ class AcceptChecks:
                              f"({', '.join(s for s in BATCH_STEPS if s in self.done)}): list every check first")
         self.done.append(check)
         {"switch-port": self._ports, "identity": self._identity, "required": self._required,
-         "aggregate": self._aggregate}.get(check, lambda: self._phase(check))()
+         "aggregate": self._aggregate, "fresh": self._fresh}.get(check, lambda: self._phase(check))()
 
     def finish(self) -> None:
         """The batch steps the runbook did not run (a scenario deselected or removed): never skipped."""
@@ -123,7 +124,14 @@ class AcceptChecks:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)
 
     def _required(self) -> None:
-        self.result.results += policy.missing_required(self.profile.acceptance, self.plan.nodes, self.result.results)
+        cfg = self.profile.acceptance
+        self.result.results += policy.missing_required(cfg, self.plan.nodes, self.result.results)
+        self.result.results += policy.no_evidence(cfg, self.plan.nodes, self.result.results)
+
+    def _fresh(self) -> None:
+        """Every node that would pass, read again: one that changed since the plan is a `changed` no-go."""
+        self.result.results += [r for n in self.plan.nodes if not self.blocking(n)
+                                and (r := freshness.recheck(self.cluster, self.profile, self.plan, n)) is not None]
 
     def _aggregate(self) -> None:
         t = self.profile.acceptance.thresholds

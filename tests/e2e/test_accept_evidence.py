@@ -229,3 +229,18 @@ def test_red_team_round_a_go_must_not_outlive_its_evidence_nor_rest_on_a_warning
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
         assert got["metadata"]["annotations"]["gpu-drills.io/acceptance"] == "no-go" and f"{node}: NO-GO" in proc.stdout
     assert "| gpu-new-07 | **NO-GO** |" in (run_dir / "summary.md").read_text()
+    rows = _runbook(run_dir)  # the runbook read them again too: its sign-off agrees with the record and the gate
+    assert {node: rows[("test_signoff", node)] for node in ["gpu-new-01", *LATE]} == {
+        "gpu-new-01": "passed", **{node: "failure" for node in LATE}}
+
+
+def test_a_policy_that_requires_nothing_accepts_nothing(twin, tmp_path):
+    """(c) a GO without any evidence: no check asked for, none required — the node was accepted on silence."""
+    profile = target_profile(tmp_path, "nothing", checks=[], required={})
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-06", "nothing", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, "gpu-new-06")
+    assert set(nogo) == {"evidence"} and nogo["evidence"]["details"]["failure"] == "not_run"
+    assert "nothing was observed of gpu-new-06" in nogo["evidence"]["reason"]
+    got = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-06", timeout=5).json()
+    assert any(t["key"] == GATE for t in got["spec"].get("taints") or [])
