@@ -117,8 +117,8 @@ class AcceptChecks:
         except DrillError as err:
             self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
         else:
-            self.result.results += check_ports(self.profile, inventory, self.plan.ports,
-                                               self.profile.acceptance.thresholds, self.result.raw)
+            self.result.results += [identity.port_claims(r, self.plan.port_shared.get(r.node, ())) for r in check_ports(
+                self.profile, inventory, self.plan.ports, self.profile.acceptance.thresholds, self.result.raw)]
 
     def _identity(self) -> None:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from drills.acceptance.judge import CheckResult
 
-__all__ = ["bind", "cross_check", "of_node", "store_mount"]
+__all__ = ["bind", "cross_check", "of_node", "store_mount", "port_claims"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,14 @@ def bind(r: CheckResult, pod: dict | None) -> CheckResult:
         other = sorted(set(hosts) - {r.node})
         return _wrong(r, f"all_reduce_perf for {r.node} ran its ranks on {', '.join(sorted(hosts))}", other[0] if other else None)
     return r
+
+
+def port_claims(r: CheckResult, others: tuple[str, ...]) -> CheckResult:
+    """The switch-port result of a node whose leaf port other nodes name too: `wrong_node`, naming them."""
+    if r.check != "switch-port" or not others:
+        return r
+    return _wrong(r, f"its leaf port is named by {', '.join(others)} too (label and annotation): the switch's "
+                     "answer cannot tell which node the port faces", others[0])
 
 
 def store_mount(r: CheckResult, text: str, t) -> CheckResult:

@@ -42,6 +42,7 @@ class AcceptPlan:
     leaves: dict[str, str | None] = field(default_factory=dict)
     known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
     state: dict[str, dict] = field(default_factory=dict)  # node → what its evidence depends on, as planned (freshness)
+    port_shared: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → other nodes naming its leaf port
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
@@ -109,7 +110,8 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
                for n in names},
         ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
         expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names),
-        state={n: freshness.state(all_nodes[n], profile) for n in names}, leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+        state={n: freshness.state(all_nodes[n], profile) for n in names},
+        port_shared=_shared_ports(all_nodes, names, leaf_label, cfg.leaf_port_annotation), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
 
 
 def unfit_reference(node: dict) -> str | None:
@@ -175,6 +177,17 @@ def _known_identities(all_nodes: dict, names: list[str]) -> dict[str, dict]:
         except ValueError:
             log.warning("node %s: unreadable %s annotation; its identities are not compared", name, IDENTITY_ANNOTATION)
     return out
+
+
+def _shared_ports(all_nodes: dict, names: list[str], leaf_label: str, annotation: str) -> dict[str, tuple[str, ...]]:
+    """Each planned node whose (leaf, port) another node of the cluster names too → those nodes: the labels
+    and annotations are the nodes' own words, and two nodes cannot face one port."""
+    def port(node: dict) -> tuple[str | None, str | None]:
+        return _labels(node).get(leaf_label), (obj_get(node, "metadata", "annotations", default=None) or {}).get(annotation)
+
+    ports = {n: port(o) for n, o in all_nodes.items()}
+    return {n: tuple(sorted(m for m, p in ports.items() if m != n and p == ports[n])) for n in names
+            if all(ports[n]) and any(m != n and p == ports[n] for m, p in ports.items())}
 
 
 def _labels(node: dict) -> dict:

@@ -10,6 +10,7 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           GPUs and gpu-new-08 is relabelled after its last check, before the gate lifts ·
                           gpu-new-09's nvidia-smi warns of a corrupted infoROM and exits 14 · gpu-new-10's pair
                           all-reduce finishes after NCCL warned of a port error · gpu-new-11's DCGM ends a test Warn
+                          · gpu-new-12's leaf port runs without PFC and ECN, and its port annotation names gpu-new-01's
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -45,16 +46,21 @@ ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
 LATE = {"gpu-new-07": "changed-after-checks", "gpu-new-08": "relabelled-after-checks", "gpu-new-09": "inforom-corrupted",
         "gpu-new-10": "nccl-async-warn", "gpu-new-11": "dcgm-warn"}
 LATE_CHECKS = ["gpu", "dcgm", "nccl-pair"]
+COPIED_PORT = "gpu-new-12"  # its own leaf port lost its lossless config ("pfc-off-on-new-port"); it names gpu-new-01's
+PORT = "network.gpu-drills.io/leaf-port"
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=6 + len(LATE), leaves=["leaf-4"])
+    pools["new"].update(count=6 + len(LATE) + 1, leaves=["leaf-4"])
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
     raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
+    lossy = yaml.safe_load((REPO / "drills/twin/defects/pfc-off-on-new-port.yaml").read_text())["overlay"]
+    assert lossy["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"]
+    raw["fabric"]["port_faults"]["lossy_nodes"] = [COPIED_PORT]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
               ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE}.items()}
     for node in LATE:
@@ -244,3 +250,19 @@ def test_a_policy_that_requires_nothing_accepts_nothing(twin, tmp_path):
     assert "nothing was observed of gpu-new-06" in nogo["evidence"]["reason"]
     got = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-06", timeout=5).json()
     assert any(t["key"] == GATE for t in got["spec"].get("taints") or [])
+
+
+def test_a_node_that_names_another_nodes_switch_port_is_judged_by_neither(twin, tmp_path):
+    """(a)/(b) × switch-port: which port faces a node is the node's own word (leaf label, port annotation);
+    gpu-new-12's own port lost its lossless config, and its annotation names gpu-new-01's healthy port."""
+    profile = target_profile(tmp_path, "port", checks=["switch-port"], required={"switch-port": {}})
+    proc, run_dir = _accept(twin, tmp_path, COPIED_PORT, "own-port", "--profile", profile)
+    own = _nogo(run_dir, COPIED_PORT)["switch-port"]  # by its own annotation: its own, lossy port
+    assert own["details"]["failure"] == "port_config" and "PFC off" in own["reason"], proc.stdout
+    theirs = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"][PORT]
+    requests.patch(f"{twin.url}/api/v1/nodes/{COPIED_PORT}", json={"metadata": {"annotations": {PORT: theirs}}},
+                   timeout=5, headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    proc, run_dir = _accept(twin, tmp_path, COPIED_PORT, "port", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    port = _nogo(run_dir, COPIED_PORT)["switch-port"]
+    assert port["details"]["failure"] == "wrong_node" and f"leaf port is named by gpu-new-01 too" in port["reason"]
