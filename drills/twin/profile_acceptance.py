@@ -27,9 +27,12 @@ AcceptCheck = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "
 class NodeChange(Strict):
     """The node changes under the acceptance once its `after` check's tool has printed, before any gate is
     lifted: the machine reboots (a new `status.nodeInfo.bootID`), a GPU falls off the bus and the device plugin
-    re-registers fewer (`nvidia.com/gpu` capacity and allocatable), or someone relabels it."""
+    re-registers fewer (`nvidia.com/gpu` capacity and allocatable), or someone relabels it — or, with `node`,
+    another node does at that moment (the reference, cordoned for maintenance while the batch runs)."""
 
     after: AcceptCheck = "storage"
+    node: str | None = None  # the node that changes (None: this one)
+    cordon: bool = False  # spec.unschedulable
     reboot: bool = False
     gpus: int | None = Field(default=None, ge=0)
     labels: dict[str, str | None] = {}  # label → its new value (None: removed)

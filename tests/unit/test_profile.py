@@ -118,6 +118,8 @@ ACCEPT_EFFECTS = {
     and _new(p).changes.labels == {"node.kubernetes.io/instance-type": "p5.48xlarge"},
     "inforom-corrupted": lambda p: _new(p).exit_codes == {"gpu": 14} and "infoROM" in _new(p).warnings["gpu"][0],
     "nccl-async-warn": lambda p: "NCCL WARN" in "".join(_new(p).warnings.get("nccl-pair", ())),
+    "reference-cordoned-mid-run": lambda p: _new(p).changes is not None
+    and (_new(p).changes.after, _new(p).changes.node, _new(p).changes.cordon) == ("dcgm", "gpu-train-01", True),
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
 }
 

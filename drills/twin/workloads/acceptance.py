@@ -94,6 +94,7 @@ class AcceptanceController(Controller):
         """The node after its checks: rebooted (a new bootID), fewer GPUs registered, relabelled — through the
         API, as the kubelet, the device plugin and an operator would write it."""
         change = fault.changes
+        node = change.node or node
         status: dict = {}
         if change.reboot:
             old = (((self.nodes.get("", node) or {}).get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
@@ -105,6 +106,8 @@ class AcceptanceController(Controller):
                 await self.ctx.client.patch(NODES, None, node, {"status": status}, sub="status", kind="strategic")
             if change.labels:
                 await self.ctx.client.patch(NODES, None, node, {"metadata": {"labels": dict(change.labels)}})
+            if change.cordon:
+                await self.ctx.client.patch(NODES, None, node, {"spec": {"unschedulable": True}})
         except ApiError as err:
             log.warning("acceptance: could not change node %s: %s", node, err)
         else:
