@@ -20,7 +20,7 @@ from typing import Any, Callable
 from drills.acceptance import coverage, exits, freshness, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
-from drills.acceptance.plan import AcceptPlan
+from drills.acceptance.plan import AcceptPlan, reference_now
 from drills.core.errors import DrillError
 from drills.core.kube import EventMerger, obj_get
 from drills.faults.accept_jobs import selector
@@ -87,8 +87,10 @@ class AcceptChecks:
             ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
             rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
         for k, pairs in enumerate(rounds):
-            if check == "nccl-pair" and k == 0 and (plan.reference is None or plan.reference_problem):
-                why = (f"the reference node cannot prove the path: {plan.reference_problem}" if plan.reference
+            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves)
+                       if check == "nccl-pair" and k == 0 else None)  # fit when planned is not fit now
+            if check == "nccl-pair" and k == 0 and (plan.reference is None or problem):
+                why = (f"the reference node cannot prove the path: {problem}" if plan.reference
                        else "no known-good node to pair with (acceptance.reference_node)")
                 self.result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
                 continue

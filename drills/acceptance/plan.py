@@ -23,7 +23,7 @@ from drills.faults.accept_gate import VERDICT_ANNOTATION as ACCEPTANCE_ANNOTATIO
 from drills.profile.acceptance import GATE_TAINT_KEY
 from drills.profile.safety import check_namespace_allowed, check_node_allowed
 
-__all__ = ["AcceptPlan", "make_plan", "node_capacity"]
+__all__ = ["AcceptPlan", "make_plan", "node_capacity", "unfit_reference", "reference_now"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,24 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
         expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names),
         state={n: freshness.state(all_nodes[n], profile) for n in names},
         port_shared=_shared_ports(all_nodes, names, leaf_label, cfg.leaf_port_annotation), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+
+
+def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool) -> str | None:
+    """Why the reference cannot prove a path *now* (None: it still can), read just before the pair tests: fit
+    at plan time is not fit an hour of DCGM and burn-in later (cordoned, tainted, NotReady, moved)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if plan.reference is None or plan.reference_problem:
+        return plan.reference_problem
+    try:
+        node = json.loads(cluster.core.read_node(plan.reference, _preload_content=False).data)
+    except ApiException as err:
+        return f"{plan.reference} could not be read again ({err.status} {err.reason})"
+    problem = unfit_reference(node)
+    leaf = _labels(node).get(leaf_label)
+    if problem is None and across_leaves and leaf and leaf in {plan.leaves.get(n) for n in plan.nodes}:
+        problem = f"{plan.reference} is now under {leaf}, the new nodes' leaf: the pair would never cross the spine"
+    return problem
 
 
 def unfit_reference(node: dict) -> str | None:

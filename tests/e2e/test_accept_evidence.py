@@ -11,6 +11,7 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           gpu-new-09's nvidia-smi warns of a corrupted infoROM and exits 14 · gpu-new-10's pair
                           all-reduce finishes after NCCL warned of a port error · gpu-new-11's DCGM ends a test Warn
                           · gpu-new-12's leaf port runs without PFC and ECN, and its port annotation names gpu-new-01's
+                          · gpu-new-13's DCGM run is when its reference gpu-train-02 gets cordoned (after the plan)
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -48,12 +49,14 @@ LATE = {"gpu-new-07": "changed-after-checks", "gpu-new-08": "relabelled-after-ch
 LATE_CHECKS = ["gpu", "dcgm", "nccl-pair"]
 COPIED_PORT = "gpu-new-12"  # its own leaf port lost its lossless config ("pfc-off-on-new-port"); it names gpu-new-01's
 PORT = "network.gpu-drills.io/leaf-port"
+# "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
+MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=6 + len(LATE) + 1, leaves=["leaf-4"])
+    pools["new"].update(count=6 + len(LATE) + 2, leaves=["leaf-4"])
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
@@ -70,6 +73,10 @@ def twin_profile() -> dict:
     cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
     assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
     faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
+    moved = yaml.safe_load((REPO / "drills/twin/defects/reference-cordoned-mid-run.yaml").read_text())["overlay"]
+    faults[MOVED_REF] = moved["new_nodes"]["faults"]["gpu-new-02"]
+    assert faults[MOVED_REF]["changes"]["node"] == "gpu-train-01"
+    faults[MOVED_REF]["changes"]["node"] = REF
     raw["new_nodes"]["faults"] = faults
     return raw
 
@@ -266,3 +273,21 @@ def test_a_node_that_names_another_nodes_switch_port_is_judged_by_neither(twin, 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     port = _nogo(run_dir, COPIED_PORT)["switch-port"]
     assert port["details"]["failure"] == "wrong_node" and f"leaf port is named by gpu-new-01 too" in port["reason"]
+
+
+def test_a_reference_cordoned_after_the_plan_proves_no_path(twin, tmp_path):
+    """(d) the reference was fit when planned, then cordoned for maintenance while the batch ran its DCGM
+    diagnostic: the pair tests must not lean on it (read again just before they run)."""
+    profile = target_profile(tmp_path, "ref-moved", checks=["dcgm", "nccl-pair"], reference_node=REF,
+                             required={"dcgm": {"min_level": 2}, "nccl-pair": {}})
+    try:
+        proc, run_dir = _accept(twin, tmp_path, MOVED_REF, "ref-moved", "--profile", profile)
+        cordoned = requests.get(f"{twin.url}/api/v1/nodes/{REF}", timeout=5).json()["spec"].get("unschedulable")
+    finally:
+        requests.patch(f"{twin.url}/api/v1/nodes/{REF}", json={"spec": {"unschedulable": None}}, timeout=5,
+                       headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    assert cordoned, "the construction did not cordon the reference"
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, MOVED_REF)
+    assert set(nogo) == {"nccl-pair"} and nogo["nccl-pair"]["details"]["failure"] == "not_run"
+    assert f"{REF} is cordoned" in nogo["nccl-pair"]["reason"]
