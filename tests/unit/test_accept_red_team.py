@@ -89,3 +89,27 @@ def test_the_gates_re_read_names_every_change_since_the_plan():
     relabelled = freshness.changes(planned, freshness.state(_node(itype="p5.48xlarge"), profile))
     assert relabelled == ["label node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'"]
     assert freshness.changes(planned, freshness.state(_node(ready="Unknown"), profile)) == ["Ready 'True' → 'Unknown'"]
+
+
+def test_a_lossless_word_the_reader_does_not_know_is_unknown_not_on():
+    """(f) × switch-port: Onyx's real `show roce` with its congestion mode changed to a word no list holds
+    (and NVUE's pfc-priority likewise): before, anything not known as "off" read as on — a GO."""
+    from pathlib import Path
+
+    from drills.acceptance.port_facts import read_facts
+    from drills.acceptance.switch import judge_port
+    from drills.faults.switch.dialect import load_switch_dialect
+
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "switch_port"
+    onyx = (real / "onyx-show_roce-1.txt").read_text().split("\n", 1)[1]
+    view = [load_switch_dialect("onyx").port[1]]
+    assert read_facts(view, [onyx], "Eth1/1").ecn is True
+    odd = read_facts(view, [onyx.replace("Mode: ecn, absolute", "Mode: tail-drop")], "Eth1/1")
+    assert odd.pfc is True and odd.ecn is None
+    t = Thresholds(port_speed=None, port_mtu=None)
+    got = judge_port("gpu-new-01", "leaf Eth1/1", "up", "up", odd, t, "onyx")
+    assert not got.go and got.failure == "not_run" and "ECN not shown" in got.reason
+    nvue = (real / "cumulus-nv_show_interface_qos_roce_status-1.txt").read_text().split("\n", 1)[1]
+    cview = [load_switch_dialect("cumulus").port[1]]
+    assert read_facts(cview, [nvue], "swp16").pfc is True
+    assert read_facts(cview, [nvue.replace("pfc-priority      3 ", "pfc-priority      auto ")], "swp16").pfc is None
