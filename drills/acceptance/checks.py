@@ -25,12 +25,13 @@ from drills.core.errors import DrillError
 from drills.core.kube import EventMerger, obj_get
 from drills.faults.accept_jobs import selector
 
-__all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS"]
+__all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS", "AGGREGATE"]
 
 log = logging.getLogger(__name__)
 
 JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
 BATCH_STEPS = ("identity", "required", "aggregate", "fresh")  # after every check, in this order
+AGGREGATE = "store-aggregate"  # the result's check for the batch's shared-store aggregate, on each of its nodes
 
 
 @dataclass
@@ -141,6 +142,13 @@ class AcceptChecks:
             total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results if r.check == "storage")
             self.result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
                                      "go": total >= t.store_aggregate_read_mb_s_min}
+            if not self.result.aggregate["go"]:  # the batch's no-go is each of its nodes' (else the gate lets them in)
+                self.result.results += [CheckResult(
+                    n, AGGREGATE, False, f"the {len(self.plan.nodes)} new nodes together read {total:.0f} MB/s from "
+                    f"the shared store, below {t.store_aggregate_read_mb_s_min:.0f} "
+                    "(acceptance.thresholds.store_aggregate_read_mb_s_min): the store cannot serve the batch it would "
+                    "admit", {"read_mb_s": round(total, 1)}, {"read_mb_s_min": t.store_aggregate_read_mb_s_min}, "slow")
+                    for n in self.plan.nodes]
 
     def _jobs(self, check: str, pairs: list[tuple[str, str | None]]
               ) -> dict[tuple[str, str | None], tuple[str | None, str, dict | None]]:
