@@ -125,6 +125,7 @@ class AcceptChecks:
 
     def _identity(self) -> None:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)
+        self.result.results += identity.machine_clashes(self.plan.machine_shared)
 
     def _required(self) -> None:
         cfg = self.profile.acceptance

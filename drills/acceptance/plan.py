@@ -43,6 +43,7 @@ class AcceptPlan:
     known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
     state: dict[str, dict] = field(default_factory=dict)  # node → what its evidence depends on, as planned (freshness)
     port_shared: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → other nodes naming its leaf port
+    machine_shared: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # node → {field: others}
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
@@ -111,7 +112,8 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
         ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
         expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names),
         state={n: freshness.state(all_nodes[n], profile) for n in names},
-        port_shared=_shared_ports(all_nodes, names, leaf_label, cfg.leaf_port_annotation), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+        port_shared=_shared_ports(all_nodes, names, leaf_label, cfg.leaf_port_annotation),
+        machine_shared=_shared_machines(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
 
 
 def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool) -> str | None:
@@ -206,6 +208,23 @@ def _shared_ports(all_nodes: dict, names: list[str], leaf_label: str, annotation
     ports = {n: port(o) for n, o in all_nodes.items()}
     return {n: tuple(sorted(m for m, p in ports.items() if m != n and p == ports[n])) for n in names
             if all(ports[n]) and any(m != n and p == ports[n] for m, p in ports.items())}
+
+
+def _shared_machines(all_nodes: dict, names: list[str]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Each planned node whose machine identity (the kubelet's `status.nodeInfo.systemUUID` from DMI, `machineID`
+    from /etc/machine-id) another Node object reports too → {field: those nodes}: two Node objects, one machine
+    (a re-registered host, a cloned image)."""
+    def ident(node: dict, key: str) -> str | None:
+        return (obj_get(node, "status", "nodeInfo", default=None) or {}).get(key) or None
+
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for n in names:
+        for key in ("systemUUID", "machineID"):
+            mine = ident(all_nodes[n], key)
+            others = tuple(sorted(m for m, o in all_nodes.items() if m != n and mine and ident(o, key) == mine))
+            if others:
+                out.setdefault(n, {})[key] = others
+    return out
 
 
 def _labels(node: dict) -> dict:

@@ -299,11 +299,23 @@ def test_a_batch_the_store_cannot_serve_keeps_its_nodes_out(twin, tmp_path):
     t = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())["acceptance"]["thresholds"]
     profile = target_profile(tmp_path, "aggregate", checks=["storage"], required={"storage": {}},
                              thresholds={**t, "store_aggregate_read_mb_s_min": 30000})  # 2 × 12,000 MB/s
-    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-04", "aggregate", "--profile", profile)
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-05", "aggregate", "--profile", profile)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    for node in ("gpu-new-01", "gpu-new-04"):
+    for node in ("gpu-new-01", "gpu-new-05"):  # gpu-new-05's fault is in its rdma check only
         nogo = _nogo(run_dir, node)
         assert set(nogo) == {"store-aggregate"} and "read 24000 MB/s" in nogo["store-aggregate"]["reason"]
         assert f"{node}: NO-GO" in proc.stdout
         got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+
+
+def test_a_node_fronting_another_machine_is_caught_alone_by_its_machine_identity(twin, tmp_path):
+    """(a) gpu-new-03 fronts gpu-new-04's machine, and is accepted alone (gpu-new-04 never was): no GPU UUID
+    clashes within the run nor with an accepted node. Its kubelet reports that machine's DMI system UUID and
+    machine-id, the same as gpu-new-04's Node object — two Node objects, one machine."""
+    profile = target_profile(tmp_path, "alone", checks=["gpu"], required={"gpu": {}})
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-03", "alone", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, "gpu-new-03")
+    assert set(nogo) == {"identity"} and nogo["identity"]["details"]["failure"] == "wrong_node"
+    assert "systemUUID" in nogo["identity"]["reason"] and "gpu-new-04" in nogo["identity"]["reason"]
