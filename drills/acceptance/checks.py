@@ -140,7 +140,10 @@ class AcceptChecks:
     def _aggregate(self) -> None:
         t = self.profile.acceptance.thresholds
         if "storage" in self.plan.checks and t.store_aggregate_read_mb_s_min is not None:
-            total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results if r.check == "storage")
+            # only readings of the store count: a node that measured its own disk (wrong_target), someone else's
+            # (wrong_node), or a figure above physics does not add to what the store served the batch
+            total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results
+                        if r.check == "storage" and (r.go or r.failure == "slow"))
             self.result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
                                      "go": total >= t.store_aggregate_read_mb_s_min}
             if not self.result.aggregate["go"]:  # the batch's no-go is each of its nodes' (else the gate lets them in)
