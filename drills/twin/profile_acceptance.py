@@ -33,6 +33,9 @@ class NodeChange(Strict):
     after: AcceptCheck = "storage"
     node: str | None = None  # the node that changes (None: this one)
     cordon: bool = False  # spec.unschedulable
+    # "namespace/name" of a pod someone starts on the node, tolerating every taint (a debug pod, a stray job):
+    # the node is in use before it was accepted
+    workload: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[a-z0-9-]+$")
     reboot: bool = False
     gpus: int | None = Field(default=None, ge=0)
     labels: dict[str, str | None] = {}  # label → its new value (None: removed)

@@ -120,6 +120,8 @@ ACCEPT_EFFECTS = {
     "nccl-async-warn": lambda p: "NCCL WARN" in "".join(_new(p).warnings.get("nccl-pair", ())),
     "reference-cordoned-mid-run": lambda p: _new(p).changes is not None
     and (_new(p).changes.after, _new(p).changes.node, _new(p).changes.cordon) == ("dcgm", "gpu-train-01", True),
+    "workload-lands-mid-run": lambda p: _new(p).changes is not None
+    and _new(p).changes.workload == "ai-platform/stray-debug",
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
 }
 

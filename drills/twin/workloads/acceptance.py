@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CHECK_LABEL = "gpu-drills.io/accept-check"
 CHECKS = ("gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "storage")
+STRAY_IMAGE = "registry.local/gpu-drills/accept-tools:1.0"  # cached on the new nodes: the stray pod starts at once
 PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
 
@@ -108,6 +109,12 @@ class AcceptanceController(Controller):
                 await self.ctx.client.patch(NODES, None, node, {"metadata": {"labels": dict(change.labels)}})
             if change.cordon:
                 await self.ctx.client.patch(NODES, None, node, {"spec": {"unschedulable": True}})
+            if change.workload:
+                ns, name = change.workload.split("/")
+                await self.ctx.client.create(PODS, {"metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+                                                    "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+                                                             "containers": [{"name": "main", "image": STRAY_IMAGE,
+                                                                             "command": ["sleep", "infinity"]}]}})
         except ApiError as err:
             log.warning("acceptance: could not change node %s: %s", node, err)
         else:
