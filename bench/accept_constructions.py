@@ -47,8 +47,8 @@ from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, ISOLATED, LATE
 _LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
          "jobs": {"nccl-pair": {**DEFAULT_JOBS["nccl-pair"].model_dump(), "timeout_s": 300}}}  # a ring Job may not fit
 CONSTRUCTIONS += [
-    ("GO outlives evidence (g)", "gpu-new-07 reboots with 7 GPUs, gpu-new-08 is relabelled — after their checks, "
-     "before the gate", "gpu-new-07,gpu-new-08", _LATE),
+    ("GO outlives evidence (g)", "gpu-new-07 reboots with 7 GPUs, gpu-new-08 is relabelled, a pod tolerating every "
+     "taint lands on gpu-new-14 — after their checks, before the gate", "gpu-new-07,gpu-new-08,gpu-new-14", _LATE),
     ("unknown is not healthy (f)", "gpu-new-09: nvidia-smi warns infoROM corrupted, exits 14; gpu-new-10: NCCL WARN "
      "port error in a pair run that finished; gpu-new-11: DCGM ends GPU Memory Warn", "gpu-new-09,gpu-new-10,gpu-new-11",
      _LATE),

@@ -5,8 +5,10 @@ What the evidence depends on, as the API shows it: the machine (`status.nodeInfo
 what the checks warmed, loaded and measured; `systemUUID`), the GPUs the device plugin registers
 (`nvidia.com/gpu` capacity and allocatable), the labels that chose the node's expectation and placement
 (instance type, GPU product, leaf) and the annotations that named its leaf port and rails, and that it is
-Ready. A node that changed between its checks and the gate — rebooted, lost a GPU, relabelled — is a
-`changed` no-go on the `gate` check, naming each change: the checks judged a node that no longer exists.
+Ready — and that it is still empty: a pod that tolerates the gate taint (a debug pod, a stray job) shares
+the node with the checks and would be in the pool before the node is. A node that changed between its checks
+and the gate — rebooted, lost a GPU, relabelled, in use — is a `changed` no-go on the `gate` check, naming
+each change: the checks judged a node that no longer exists.
 A node that cannot be read is the same no-go (unknown is not healthy).
 """
 
@@ -67,7 +69,12 @@ def recheck(cluster, profile, plan, node: str) -> CheckResult | None:
         now = state(json.loads(cluster.core.read_node(node, _preload_content=False).data), profile)
     except ApiException as err:
         return _changed(node, before, {}, [f"the node could not be read again ({err.status} {err.reason})"])
+    from drills.acceptance.plan import workload_pods
+
     found = changes(before, now)
+    busy = workload_pods(cluster, [node]).get(node)
+    if busy:
+        found.append(f"it runs workload pods now: {', '.join(busy[:3])}" + (" …" if len(busy) > 3 else ""))
     return _changed(node, before, now, found) if found else None
 
 

@@ -23,7 +23,7 @@ from drills.faults.accept_gate import VERDICT_ANNOTATION as ACCEPTANCE_ANNOTATIO
 from drills.profile.acceptance import GATE_TAINT_KEY
 from drills.profile.safety import check_namespace_allowed, check_node_allowed
 
-__all__ = ["AcceptPlan", "make_plan", "node_capacity", "unfit_reference", "reference_now"]
+__all__ = ["AcceptPlan", "make_plan", "node_capacity", "unfit_reference", "reference_now", "workload_pods"]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
     check_namespace_allowed(profile, cfg.namespace)
     for name in names:
         check_node_allowed(profile, name, obj_get(all_nodes[name], "metadata", "labels", default=None) or {})
-    busy = _workload_pods(cluster, names)
+    busy = workload_pods(cluster, names)
     if busy:
         node, pods = next(iter(busy.items()))
         raise UnsafeTarget(f"node {node} already runs {len(pods)} workload pod(s) ({', '.join(pods[:3])}): it is not "
@@ -160,7 +160,8 @@ def _list(resp) -> list[dict]:
     return json.loads(resp.data).get("items", [])
 
 
-def _workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
+def workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
+    """node → its pods that are neither DaemonSet pods, this tool's acceptance Jobs, nor finished."""
     out: dict[str, list[str]] = {}
     for name in names:
         resp = cluster.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}", _preload_content=False)

@@ -10,6 +10,7 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           GPUs and gpu-new-08 is relabelled after its last check, before the gate lifts ·
                           gpu-new-09's nvidia-smi warns of a corrupted infoROM and exits 14 · gpu-new-10's pair
                           all-reduce finishes after NCCL warned of a port error · gpu-new-11's DCGM ends a test Warn
+                          · a pod tolerating every taint lands on gpu-new-14 during its checks
                           · gpu-new-12's leaf port runs without PFC and ECN, and its port annotation names gpu-new-01's
                           · gpu-new-13's DCGM run is when its reference gpu-train-02 gets cordoned (after the plan)
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
@@ -45,7 +46,7 @@ DEFECTS = {"gpu-new-02": "gpu-lost-everywhere", "gpu-new-05": "rdma-loopback", "
 ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
 # the red-team round (issue 31): node → defect; a change comes after the last check the round's run asks for
 LATE = {"gpu-new-07": "changed-after-checks", "gpu-new-08": "relabelled-after-checks", "gpu-new-09": "inforom-corrupted",
-        "gpu-new-10": "nccl-async-warn", "gpu-new-11": "dcgm-warn"}
+        "gpu-new-10": "nccl-async-warn", "gpu-new-11": "dcgm-warn", "gpu-new-14": "workload-lands-mid-run"}
 LATE_CHECKS = ["gpu", "dcgm", "nccl-pair"]
 COPIED_PORT = "gpu-new-12"  # its own leaf port lost its lossless config ("pfc-off-on-new-port"); it names gpu-new-01's
 PORT = "network.gpu-drills.io/leaf-port"
@@ -229,6 +230,8 @@ def test_red_team_round_a_go_must_not_outlive_its_evidence_nor_rest_on_a_warning
     assert set(nogo["gpu-new-07"]) == {"gate"} and nogo["gpu-new-07"]["gate"]["details"]["failure"] == "changed"
     reason = nogo["gpu-new-07"]["gate"]["reason"]
     assert "the machine rebooted" in reason and "capacity nvidia.com/gpu '8' → '7'" in reason
+    stray = nogo["gpu-new-14"]["gate"]["reason"]  # a pod that tolerates every taint: the gate kept nothing out
+    assert set(nogo["gpu-new-14"]) == {"gate"} and "runs workload pods now: ai-platform/stray-debug" in stray
     relabel = nogo["gpu-new-08"]["gate"]["reason"]
     assert set(nogo["gpu-new-08"]) == {"gate"} and "node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'" in relabel
     # (f) a warning is not a pass: nvidia-smi's own, DCGM's Warn, NCCL's WARN in a run that finished
