@@ -125,6 +125,10 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
         measured["memory_mib"] = [x.memory_total_mib for x in table.gpus]
         return _nogo(node, "gpu", "product_mismatch", f"GPU {g.index} of {node} has {g.memory_total_mib} MiB; a "
                      f"{expect.gpu} has {memory.value} GB ({memory.source})", measured, dict(limits, memory_gb=memory.value))
+    shown = len(table.gpus) + len([i for i in table.errored if i not in {g.index for g in table.gpus}])
+    if shown < len(gpus) and not table.errored:  # the table is cut or a block is missing: the rest is unread
+        return _nogo(node, "gpu", "tool_error", f"nvidia-smi on {node} lists {len(gpus)} GPUs (-L) but its table shows "
+                     f"{shown}: the readings of the rest are missing", dict(measured, table_gpus=shown), limits)
     if table.errored:  # listed by -L, but the driver cannot read it (fallen off the bus, GSP timeout, …)
         measured["errored_gpus"] = list(table.errored)
         return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} shows ERR! for GPU "
@@ -207,6 +211,10 @@ def judge_burn(node: str, text: str, t: Thresholds, min_seconds: int | None = No
         i = slow[0]
         return _nogo(node, "burn", "slow", f"GPU {i} of {node}: {gflops[i]:.0f} Gflop/s in the burn-in, below "
                      f"{t.gemm_gflops_min:.0f}", measured, limits)
+    if not result.finished:  # killed, cut or hung: its figures are of the part that ran
+        return _nogo(node, "burn", "not_run", f"gpu-burn on {node} stopped at {result.snapshots[-1].percent:g} % of its "
+                     f"{result.seconds or '?'} s run (no 100 % line, no `GPU n: OK` verdicts): the burn-in did not finish",
+                     dict(measured, percent=result.snapshots[-1].percent), limits)
     if min_seconds is not None and (result.seconds or 0) < min_seconds:
         ran = "no `Burning for N seconds` line" if result.seconds is None else f"{result.seconds} s"
         return _nogo(node, "burn", "not_run", f"gpu-burn on {node} burned {ran}; the acceptance policy requires "
@@ -245,6 +253,9 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
     if result.wrong:
         return _nogo(node, check, "diag_failed", f"all_reduce_perf {where}: {result.wrong} wrong results", measured,
                      limits, peer)
+    if result.unchecked:  # `-c 0`: `Out of bounds values : 0 OK` counted nothing
+        return _nogo(node, check, "not_run", f"all_reduce_perf {where} did not check its results (#wrong N/A: run "
+                     "with -c 0): a bandwidth without its correctness check is no pass", measured, limits, peer)
     if result.peak_busbw is None or result.peak_busbw < minimum:
         got = "no result row" if result.peak_busbw is None else f"{result.peak_busbw:.1f} GB/s"
         return _nogo(node, check, "slow", f"all_reduce_perf {where}: bus bandwidth {got}, below {minimum:.0f} GB/s",

@@ -113,3 +113,39 @@ def test_a_lossless_word_the_reader_does_not_know_is_unknown_not_on():
     cview = [load_switch_dialect("cumulus").port[1]]
     assert read_facts(cview, [nvue], "swp16").pfc is True
     assert read_facts(cview, [nvue.replace("pfc-priority      3 ", "pfc-priority      auto ")], "swp16").pfc is None
+
+
+def test_an_all_reduce_that_validated_nothing_is_no_pass():
+    """(f) `all_reduce_perf -c 0` prints `N/A` in its #wrong columns and still `Out of bounds values : 0 OK`
+    (the shape of nccl-tests#82's run): zero checks found zero errors. Before: a GO on its bandwidth."""
+    node = T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE")
+
+    def no_check(line: str) -> str:  # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+        cells = line.split()
+        if len(cells) != 13 or not cells[0].isdigit():
+            return line
+        return "  ".join([*cells[:8], "N/A", *cells[9:12], "N/A"])
+
+    unchecked = [no_check(line) for line in node]
+    assert sum("N/A" in line for line in unchecked) == 11 and "# Out of bounds values : 0 OK" in unchecked
+    assert nccl_tests.parse_perf("\n".join(unchecked)).unchecked and not nccl_tests.parse_perf("\n".join(node)).unchecked
+    got = judge_nccl_node("gpu-new-01", "\n".join(unchecked), T_)
+    assert not got.go and got.failure == "not_run" and "-c 0" in got.reason
+
+
+def test_a_burn_in_cut_before_its_end_is_not_run():
+    """(c) gpu-burn announced 180 s and stopped after its first snapshot (20 %): before, a GO on 36 s of load."""
+    from drills.acceptance.judge import judge_burn
+
+    burn = T.gpu_burn("gpu-new-01", H100, 180, [52000.0] * 8, [67] * 8)
+    assert judge_burn("gpu-new-01", "\n".join(burn), T_, 180).go
+    cut = burn[:burn.index("") + 1]
+    got = judge_burn("gpu-new-01", "\n".join(cut), T_, 180)
+    assert not got.go and got.failure == "not_run" and "stopped at 20 %" in got.reason
+
+
+def test_an_nvidia_smi_table_that_shows_fewer_gpus_than_it_lists_is_unread():
+    """(f) -L lists 8 GPUs, the table's last block is missing (a cut log): before, a GO on 7 readings."""
+    smi = _smi()
+    got = judge_gpu("gpu-new-01", "\n".join(smi[:-4]), T_, 8, DGX)
+    assert not got.go and got.failure == "tool_error" and "table shows 7" in got.reason

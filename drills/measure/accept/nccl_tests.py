@@ -34,6 +34,7 @@ class PerfRow:
     busbw_out: float  # GB/s, out-of-place
     busbw_in: float  # GB/s, in-place
     wrong: int  # out-of-place + in-place #wrong
+    checked: bool = True  # False: `N/A` in the #wrong (or old `error`) column — run with `-c 0`, nothing validated
 
     @property
     def busbw(self) -> float:
@@ -64,6 +65,12 @@ class PerfResult:
         return max(sum(r.wrong for r in self.rows), self.out_of_bounds or 0)
 
     @property
+    def unchecked(self) -> bool:
+        """Rows whose results nccl-tests did not validate (`-c 0`): its `Out of bounds values : 0 OK` then
+        says nothing — zero checks found zero errors."""
+        return any(not r.checked for r in self.rows)
+
+    @property
     def finished(self) -> bool:
         """The run printed its summary (`# Out of bounds values`, `# Avg bus bandwidth`): it got to the end."""
         return self.avg_busbw is not None or self.out_of_bounds is not None
@@ -88,7 +95,8 @@ def parse_perf(text: str) -> PerfResult:
         if (r := _RANK.match(line)):
             ranks.append((int(r["rank"]), r["host"], r["name"].strip()))
         elif (row := _ROW.match(line)):
-            rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"])))
+            rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"]),
+                                "N/A" not in (row["w1"], row["w2"])))
         elif (o := _OOB.match(line)):
             oob = int(o["n"])
         elif (a := _AVG.match(line)):
