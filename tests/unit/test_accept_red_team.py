@@ -107,7 +107,9 @@ def test_a_lossless_word_the_reader_does_not_know_is_unknown_not_on():
     odd = read_facts(view, [onyx.replace("Mode: ecn, absolute", "Mode: tail-drop")], "Eth1/1")
     assert odd.pfc is True and odd.ecn is None
     t = Thresholds(port_speed=None, port_mtu=None)
-    got = judge_port("gpu-new-01", "leaf Eth1/1", "up", "up", odd, t, "onyx")
+    from dataclasses import replace
+
+    got = judge_port("gpu-new-01", "leaf Eth1/1", "up", "up", replace(odd, errors={"packets": 0}), t, "onyx")
     assert not got.go and got.failure == "not_run" and "ECN not shown" in got.reason
     nvue = (real / "cumulus-nv_show_interface_qos_roce_status-1.txt").read_text().split("\n", 1)[1]
     cview = [load_switch_dialect("cumulus").port[1]]
@@ -149,3 +151,16 @@ def test_an_nvidia_smi_table_that_shows_fewer_gpus_than_it_lists_is_unread():
     smi = _smi()
     got = judge_gpu("gpu-new-01", "\n".join(smi[:-4]), T_, 8, DGX)
     assert not got.go and got.failure == "tool_error" and "table shows 7" in got.reason
+
+
+def test_a_port_whose_error_counters_were_not_shown_is_not_a_clean_port():
+    """(f) × switch-port: no error counter read (a view that matched nothing) summed to "0 errors" — a GO."""
+    from drills.acceptance.port_facts import PortFacts
+    from drills.acceptance.switch import judge_port
+
+    t = Thresholds(port_speed="400G", port_mtu=9100)
+    seen = PortFacts(400.0, 9216, {"input": 0, "output": 0}, True, (3,), True)
+    assert judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", seen, t, "nxos").go
+    unseen = PortFacts(400.0, 9216, {}, True, (3,), True)
+    got = judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", unseen, t, "nxos")
+    assert not got.go and got.failure == "not_run" and "error counters not shown" in got.reason
