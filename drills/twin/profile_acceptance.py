@@ -6,9 +6,10 @@ the twin's acceptance workload (drills/twin/workloads/acceptance.py) prints the 
 these figures. `faults` maps a node name to what is wrong with it (the defects `missing-gpu`,
 `dcgm-fail`, `hot-gpu`, `slow-rail`, `nic-down`, `slow-store-client` set one entry each;
 `pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`; `gpu-lost-everywhere`,
-`cloned-node-identity`, `rdma-loopback` set the evidence faults below; `changed-after-checks` and
-`inforom-corrupted` the red-team round's: a node that changes after its checks ran, a tool that warns and fails
-while its output reads healthy).
+`cloned-node-identity`, `rdma-loopback` set the evidence faults below; the red-team round's (issue 31):
+`changed-after-checks`, `relabelled-after-checks`, `workload-lands-mid-run` and `reference-cordoned-mid-run`
+(`changes`: the node, or the reference, is no longer what the checks judged), `inforom-corrupted`,
+`nccl-async-warn` and `dcgm-warn` (a tool that warns, or fails, while its output reads healthy)).
 """
 
 from __future__ import annotations
