@@ -54,6 +54,7 @@ class NodeFault(Strict):
     throttle_factor: Fraction = 0.55  # its GEMM rate while throttled
     slow_rails: dict[str, Fraction] = {}  # HCA → fraction of line rate it reaches
     down_rails: list[str] = []  # HCAs whose port is down
+    absent_rails: list[str] = []  # HCAs the machine does not show at all (a card not detected: ibstat omits it)
     store_factor: Fraction = 1.0  # share of the per-client store bandwidth this node gets
     # the device plugin saw the lost GPUs too: the node advertises only `visible_gpus` (nvidia.com/gpu)
     advertised_lost: bool = False

@@ -122,6 +122,7 @@ ACCEPT_EFFECTS = {
     and (_new(p).changes.after, _new(p).changes.node, _new(p).changes.cordon) == ("dcgm", "gpu-train-01", True),
     "workload-lands-mid-run": lambda p: _new(p).changes is not None
     and _new(p).changes.workload == "ai-platform/stray-debug",
+    "nics-absent-relabelled": lambda p: _new(p).absent_rails == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"],
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
 }
 

@@ -200,7 +200,8 @@ class AcceptanceController(Controller):
         gpus = int(((obj.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 8))
         pool = next((p for p in (profile.node_pools.values() if profile else ())
                      if node.startswith(p.name_prefix + "-")), None)
-        return gpus, list(pool.rdma_devices) if pool is not None else ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        hcas = list(pool.rdma_devices) if pool is not None else ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        return gpus, [h for h in hcas if h not in self._fault(node).absent_rails]
 
     def _rail_rate(self, node: str, hca: str) -> float:
         fault = self._fault(node)
