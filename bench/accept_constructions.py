@@ -40,8 +40,8 @@ CONSTRUCTIONS = [
 ]
 
 from drills.profile.acceptance import DEFAULT_JOBS  # noqa: E402
-from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, ISOLATED, LATE_CHECKS, MOVED_REF, REF,  # noqa: E402,F401
-                                            twin_profile)
+from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, HALF_NICS, ISOLATED, LATE_CHECKS,  # noqa: E402,F401
+                                            MOVED_REF, REF, twin_profile)
 
 # issue 31's red-team round (the same module twin; its test module: test_accept_evidence.py's later tests)
 _LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
@@ -58,6 +58,8 @@ CONSTRUCTIONS += [
      {"checks": ["dcgm", "nccl-pair"], "required": {"dcgm": {"min_level": 2}, "nccl-pair": {}}, "reference_node": REF}),
     ("identity (a): switch port", f"{COPIED_PORT}'s own port lost PFC; its annotation names gpu-new-01's", COPIED_PORT,
      {"checks": ["switch-port"], "required": {"switch-port": {}}}),
+    ("expectation (b)", f"{HALF_NICS}: a DGX H100 showing 4 of its 8 NICs, labelled p5.48xlarge (NICs known only "
+     "as a 3,200 Gb/s total)", HALF_NICS, {"checks": ["rdma"], "required": {"rdma": {}}}),
     ("identity (a): machine", "gpu-new-03 fronts gpu-new-04's machine, accepted alone", "gpu-new-03",
      {"checks": ["gpu"], "required": {"gpu": {}}}),
     ("report vs record (h)", "the batch's store aggregate below the site's 30,000 MB/s: 2 × 12,000 from the store, "
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                 target = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
                 if nodes == COPIED_PORT:
                     _copy_port(twin)  # just before its row: from then on gpu-new-01's port is named twice
+                if nodes == HALF_NICS:
+                    _label(twin, HALF_NICS, "node.kubernetes.io/instance-type", "p5.48xlarge")
                 if acceptance.get("thresholds") == "aggregate 30000":  # the twin profile's thresholds, one added
                     acceptance = {**acceptance, "thresholds": {**target["acceptance"]["thresholds"],
                                                                "store_aggregate_read_mb_s_min": 30000}}
@@ -95,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             twin.stop()
     return 0
+
+
+def _label(twin, node: str, key: str, value: str) -> None:
+    import requests
+
+    requests.patch(f"{twin.url}/api/v1/nodes/{node}", json={"metadata": {"labels": {key: value}}}, timeout=5,
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
 
 
 def _copy_port(twin) -> None:

@@ -301,6 +301,14 @@ def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None =
         if len(cas) < int(nics.value):
             return _nogo(node, "rdma", "missing_nic", f"ibstat on {node} lists {len(cas)} RDMA adapters; a "
                          f"{expect.server} has {nics.value} compute NICs ({nics.origin}: {nics.source})", measured, limits)
+    total = expect.get("nics.aggregate_gbps") if expect is not None and nics is None else None
+    if total is not None:  # the product known only by its NICs' total: the ports ibstat lists must add up to it
+        limits["nics_aggregate_gbps"] = total.value
+        shown = sum(c.ports[0].rate_gbps or 0 for c in cas if c.ports)
+        if shown < float(total.value):
+            return _nogo(node, "rdma", "missing_nic", f"ibstat on {node} lists {len(cas)} RDMA adapters, {shown:g} Gb/s "
+                         f"in all; a {expect.server} has {total.value} Gb/s of compute NICs ({total.origin}: "
+                         f"{total.source})", measured, limits)
     down = [c.name for c in cas if not c.ports or not c.ports[0].up]
     if down:
         return _nogo(node, "rdma", "port_down", f"RDMA port of {', '.join(down)} on {node} is down (ibstat: "

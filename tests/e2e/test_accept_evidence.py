@@ -13,6 +13,7 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           · a pod tolerating every taint lands on gpu-new-14 during its checks
                           · gpu-new-12's leaf port runs without PFC and ECN, and its port annotation names gpu-new-01's
                           · gpu-new-13's DCGM run is when its reference gpu-train-02 gets cordoned (after the plan)
+                          · gpu-new-15 shows 4 of its 8 NICs and is labelled (by the test) a p5.48xlarge
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -52,12 +53,13 @@ COPIED_PORT = "gpu-new-12"  # its own leaf port lost its lossless config ("pfc-o
 PORT = "network.gpu-drills.io/leaf-port"
 # "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
 MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
+HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; the test labels it a p5.48xlarge
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=6 + len(LATE) + 2, leaves=["leaf-4"])
+    pools["new"].update(count=15, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
@@ -78,6 +80,8 @@ def twin_profile() -> dict:
     faults[MOVED_REF] = moved["new_nodes"]["faults"]["gpu-new-02"]
     assert faults[MOVED_REF]["changes"]["node"] == "gpu-train-01"
     faults[MOVED_REF]["changes"]["node"] = REF
+    faults[HALF_NICS] = yaml.safe_load((REPO / "drills/twin/defects/nics-absent-relabelled.yaml").read_text())[
+        "overlay"]["new_nodes"]["faults"]["gpu-new-02"]
     raw["new_nodes"]["faults"] = faults
     return raw
 
@@ -325,3 +329,16 @@ def test_a_node_fronting_another_machine_is_caught_alone_by_its_machine_identity
     nogo = _nogo(run_dir, "gpu-new-03")
     assert set(nogo) == {"identity"} and nogo["identity"]["details"]["failure"] == "wrong_node"
     assert "systemUUID" in nogo["identity"]["reason"] and "gpu-new-04" in nogo["identity"]["reason"]
+
+
+def test_a_node_labelled_as_a_product_with_only_a_nic_total_still_shows_that_total(twin, tmp_path):
+    """(b) the node's own instance-type label picks a product the catalogue knows only by its NIC aggregate
+    (p5.48xlarge: 3,200 Gb/s, no count): a DGX H100 that shows 4 of its 8 NICs passed every rail it showed."""
+    requests.patch(f"{twin.url}/api/v1/nodes/{HALF_NICS}",
+                   json={"metadata": {"labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}}, timeout=5,
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    profile = target_profile(tmp_path, "nics", checks=["rdma"], required={"rdma": {}})
+    proc, run_dir = _accept(twin, tmp_path, HALF_NICS, "nics", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rdma = _nogo(run_dir, HALF_NICS)["rdma"]
+    assert rdma["details"]["failure"] == "missing_nic" and "1600 Gb/s" in rdma["reason"] and "3200" in rdma["reason"]
