@@ -39,8 +39,33 @@ CONSTRUCTIONS = [
      {"reference_node": "gpu-iso-02"}),
 ]
 
+from drills.profile.acceptance import DEFAULT_JOBS  # noqa: E402
+from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, HALF_NICS, ISOLATED, LATE_CHECKS,  # noqa: E402,F401
+                                            MOVED_REF, REF, twin_profile)
 
-from tests.e2e.test_accept_evidence import DEFECTS, ISOLATED, twin_profile  # noqa: E402,F401 (the e2e module's twin)
+# issue 31's red-team round (the same module twin; its test module: test_accept_evidence.py's later tests)
+_LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
+         "jobs": {"nccl-pair": {**DEFAULT_JOBS["nccl-pair"].model_dump(), "timeout_s": 300}}}  # a ring Job may not fit
+CONSTRUCTIONS += [
+    ("GO outlives evidence (g)", "gpu-new-07 reboots with 7 GPUs, gpu-new-08 is relabelled, a pod tolerating every "
+     "taint lands on gpu-new-14 — after their checks, before the gate", "gpu-new-07,gpu-new-08,gpu-new-14", _LATE),
+    ("unknown is not healthy (f)", "gpu-new-09: nvidia-smi warns infoROM corrupted, exits 14; gpu-new-10: NCCL WARN "
+     "port error in a pair run that finished; gpu-new-11: DCGM ends GPU Memory Warn", "gpu-new-09,gpu-new-10,gpu-new-11",
+     _LATE),
+    ("required check (c)", "no check asked for, none required (nothing observed)", "gpu-new-06",
+     {"checks": [], "required": {}}),
+    ("path (d)", f"reference {REF} fit at plan time, cordoned during the batch's DCGM", MOVED_REF,
+     {"checks": ["dcgm", "nccl-pair"], "required": {"dcgm": {"min_level": 2}, "nccl-pair": {}}, "reference_node": REF}),
+    ("identity (a): switch port", f"{COPIED_PORT}'s own port lost PFC; its annotation names gpu-new-01's", COPIED_PORT,
+     {"checks": ["switch-port"], "required": {"switch-port": {}}}),
+    ("expectation (b)", f"{HALF_NICS}: a DGX H100 showing 4 of its 8 NICs, labelled p5.48xlarge (NICs known only "
+     "as a 3,200 Gb/s total)", HALF_NICS, {"checks": ["rdma"], "required": {"rdma": {}}}),
+    ("identity (a): machine", "gpu-new-03 fronts gpu-new-04's machine, accepted alone", "gpu-new-03",
+     {"checks": ["gpu"], "required": {"gpu": {}}}),
+    ("report vs record (h)", "the batch's store aggregate below the site's 30,000 MB/s: 2 × 12,000 from the store, "
+     "gpu-new-06's 25,000 from its own NVMe", "gpu-new-01,gpu-new-05,gpu-new-06",
+     {"checks": ["storage"], "required": {"storage": {}}, "thresholds": "aggregate 30000"}),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
             print("| class | construction | node | verdict | failing checks |\n|---|---|---|---|---|")
             for i, (klass, what, nodes, acceptance) in enumerate(CONSTRUCTIONS):
                 target = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
+                if nodes == COPIED_PORT:
+                    _copy_port(twin)  # just before its row: from then on gpu-new-01's port is named twice
+                if nodes == HALF_NICS:
+                    _label(twin, HALF_NICS, "node.kubernetes.io/instance-type", "p5.48xlarge")
+                if acceptance.get("thresholds") == "aggregate 30000":  # the twin profile's thresholds, one added
+                    acceptance = {**acceptance, "thresholds": {**target["acceptance"]["thresholds"],
+                                                               "store_aggregate_read_mb_s_min": 30000}}
                 target["acceptance"].update(acceptance)
                 (root / f"target-{i}.yaml").write_text(yaml.safe_dump(target))
                 result = run_acceptance(AcceptOptions(nodes=nodes, gate=True, twin_state=str(twin.state_dir),
@@ -67,6 +99,23 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             twin.stop()
     return 0
+
+
+def _label(twin, node: str, key: str, value: str) -> None:
+    import requests
+
+    requests.patch(f"{twin.url}/api/v1/nodes/{node}", json={"metadata": {"labels": {key: value}}}, timeout=5,
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+
+
+def _copy_port(twin) -> None:
+    """gpu-new-12's port annotation names gpu-new-01's leaf port (an operator's copy-paste)."""
+    import requests
+
+    port = "network.gpu-drills.io/leaf-port"
+    theirs = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"][port]
+    requests.patch(f"{twin.url}/api/v1/nodes/{COPIED_PORT}", json={"metadata": {"annotations": {port: theirs}}},
+                   timeout=5, headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
 
 
 def _taint_failed_reference(twin) -> None:

@@ -5,9 +5,10 @@ run's checks, each one step of the runbook, over the planned nodes.
 Examples rows ask for it (every node's row of a check's Scenario Outline reads the one phase that ran the
 check's Jobs on every new node at once: each check wants the nodes' GPUs to itself, and the nodes run it
 side by side). The batch-wide steps come in a fixed order — the identity cross-check, then the policy's
-required checks, then the shared store's aggregate — and `finish()` runs whichever of them the runbook did
-not, so a runbook that lost a scenario loses no guarantee: a required check without a result is still a
-`not_run` no-go, the same UUID on two nodes still `wrong_node`.
+required checks, then the shared store's aggregate, then each passing node read again (freshness: it must
+still be the node its checks judged) — and `finish()` runs whichever of them the runbook did not, so a
+runbook that lost a scenario loses no guarantee: a required check without a result is still a `not_run`
+no-go, the same UUID on two nodes still `wrong_node`. The gate reads each node once more before it lifts.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, identity, plausible, policy
+from drills.acceptance import coverage, exits, freshness, identity, plausible, policy
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
-from drills.acceptance.plan import AcceptPlan
+from drills.acceptance.plan import AcceptPlan, reference_now
 from drills.core.errors import DrillError
 from drills.core.kube import EventMerger, obj_get
 from drills.faults.accept_jobs import selector
 
-__all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS"]
+__all__ = ["AcceptChecks", "JOB_PHASES", "BATCH_STEPS", "AGGREGATE"]
 
 log = logging.getLogger(__name__)
 
 JOB_PHASES = ("gpu", "dcgm", "burn", "nccl-node", "rdma", "nccl-pair", "storage")
-BATCH_STEPS = ("identity", "required", "aggregate")  # after every check, in this order
+BATCH_STEPS = ("identity", "required", "aggregate", "fresh")  # after every check, in this order
+AGGREGATE = "store-aggregate"  # the result's check for the batch's shared-store aggregate, on each of its nodes
 
 
 @dataclass
@@ -59,7 +61,7 @@ class AcceptChecks:
                              f"({', '.join(s for s in BATCH_STEPS if s in self.done)}): list every check first")
         self.done.append(check)
         {"switch-port": self._ports, "identity": self._identity, "required": self._required,
-         "aggregate": self._aggregate}.get(check, lambda: self._phase(check))()
+         "aggregate": self._aggregate, "fresh": self._fresh}.get(check, lambda: self._phase(check))()
 
     def finish(self) -> None:
         """The batch steps the runbook did not run (a scenario deselected or removed): never skipped."""
@@ -86,8 +88,10 @@ class AcceptChecks:
             ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
             rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
         for k, pairs in enumerate(rounds):
-            if check == "nccl-pair" and k == 0 and (plan.reference is None or plan.reference_problem):
-                why = (f"the reference node cannot prove the path: {plan.reference_problem}" if plan.reference
+            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves)
+                       if check == "nccl-pair" and k == 0 else None)  # fit when planned is not fit now
+            if check == "nccl-pair" and k == 0 and (plan.reference is None or problem):
+                why = (f"the reference node cannot prove the path: {problem}" if plan.reference
                        else "no known-good node to pair with (acceptance.reference_node)")
                 self.result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
                 continue
@@ -101,6 +105,7 @@ class AcceptChecks:
                               expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
+                    r = exits.check(r, pod)
                 (self.result.pairs if k == 1 else self.result.results).append(r)
 
     def _ports(self) -> None:
@@ -115,21 +120,39 @@ class AcceptChecks:
         except DrillError as err:
             self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
         else:
-            self.result.results += check_ports(self.profile, inventory, self.plan.ports,
-                                               self.profile.acceptance.thresholds, self.result.raw)
+            self.result.results += [identity.port_claims(r, self.plan.port_shared.get(r.node, ())) for r in check_ports(
+                self.profile, inventory, self.plan.ports, self.profile.acceptance.thresholds, self.result.raw)]
 
     def _identity(self) -> None:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)
+        self.result.results += identity.machine_clashes(self.plan.machine_shared)
 
     def _required(self) -> None:
-        self.result.results += policy.missing_required(self.profile.acceptance, self.plan.nodes, self.result.results)
+        cfg = self.profile.acceptance
+        self.result.results += policy.missing_required(cfg, self.plan.nodes, self.result.results)
+        self.result.results += policy.no_evidence(cfg, self.plan.nodes, self.result.results)
+
+    def _fresh(self) -> None:
+        """Every node that would pass, read again: one that changed since the plan is a `changed` no-go."""
+        self.result.results += [r for n in self.plan.nodes if not self.blocking(n)
+                                and (r := freshness.recheck(self.cluster, self.profile, self.plan, n)) is not None]
 
     def _aggregate(self) -> None:
         t = self.profile.acceptance.thresholds
         if "storage" in self.plan.checks and t.store_aggregate_read_mb_s_min is not None:
-            total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results if r.check == "storage")
+            # only readings of the store count: a node that measured its own disk (wrong_target), someone else's
+            # (wrong_node), or a figure above physics does not add to what the store served the batch
+            total = sum(r.measured.get("read_mb_s", 0.0) for r in self.result.results
+                        if r.check == "storage" and (r.go or r.failure == "slow"))
             self.result.aggregate = {"read_mb_s": round(total, 1), "min_mb_s": t.store_aggregate_read_mb_s_min,
                                      "go": total >= t.store_aggregate_read_mb_s_min}
+            if not self.result.aggregate["go"]:  # the batch's no-go is each of its nodes' (else the gate lets them in)
+                self.result.results += [CheckResult(
+                    n, AGGREGATE, False, f"the {len(self.plan.nodes)} new nodes together read {total:.0f} MB/s from "
+                    f"the shared store, below {t.store_aggregate_read_mb_s_min:.0f} "
+                    "(acceptance.thresholds.store_aggregate_read_mb_s_min): the store cannot serve the batch it would "
+                    "admit", {"read_mb_s": round(total, 1)}, {"read_mb_s_min": t.store_aggregate_read_mb_s_min}, "slow")
+                    for n in self.plan.nodes]
 
     def _jobs(self, check: str, pairs: list[tuple[str, str | None]]
               ) -> dict[tuple[str, str | None], tuple[str | None, str, dict | None]]:

@@ -14,7 +14,9 @@ from dataclasses import replace
 
 from drills.acceptance.judge import CheckResult
 
-__all__ = ["bind", "cross_check", "of_node", "store_mount"]
+__all__ = ["bind", "cross_check", "of_node", "store_mount", "port_claims", "machine_clashes", "CHECK"]
+
+CHECK = "identity"  # the result's check for a node whose machine identity another Node object reports too
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,26 @@ def bind(r: CheckResult, pod: dict | None) -> CheckResult:
         other = sorted(set(hosts) - {r.node})
         return _wrong(r, f"all_reduce_perf for {r.node} ran its ranks on {', '.join(sorted(hosts))}", other[0] if other else None)
     return r
+
+
+def machine_clashes(shared: dict[str, dict[str, tuple[str, ...]]]) -> list[CheckResult]:
+    """A `wrong_node` result per planned node whose systemUUID / machineID another Node object reports."""
+    out = []
+    for node, fields in sorted(shared.items()):
+        words = "; ".join(f"its {key} is also {', '.join(others)}'s" for key, others in fields.items())
+        other = next(iter(fields.values()))[0]
+        r = CheckResult(node, CHECK, False, "", {"shared": {k: list(v) for k, v in fields.items()}}, {}, "wrong_node")
+        out.append(_wrong(r, f"{words} (status.nodeInfo, as the kubelet reads the machine): two Node objects "
+                             "on one machine", other))
+    return out
+
+
+def port_claims(r: CheckResult, others: tuple[str, ...]) -> CheckResult:
+    """The switch-port result of a node whose leaf port other nodes name too: `wrong_node`, naming them."""
+    if r.check != "switch-port" or not others:
+        return r
+    return _wrong(r, f"its leaf port is named by {', '.join(others)} too (label and annotation): the switch's "
+                     "answer cannot tell which node the port faces", others[0])
 
 
 def store_mount(r: CheckResult, text: str, t) -> CheckResult:

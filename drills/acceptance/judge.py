@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
-                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable"]
+                  "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable",
+                  "warned", "changed"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 
@@ -95,6 +96,12 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
     if foreign:
         return _nogo(node, "gpu", "product_mismatch", f"nvidia-smi on {node} lists {', '.join(foreign)}; a "
                      f"{expect.server or expect.gpu} carries {' or '.join(names)} ({figure.source})", measured, limits)
+    warned = nvidia_smi.parse_warnings(text)
+    if warned:  # nvidia-smi's own warning (infoROM corrupted: its exit code 14): unknown is not healthy
+        measured["warnings"] = list(warned)
+        return _nogo(node, "gpu", "warned", f"nvidia-smi on {node} warns: {warned[0]}"
+                     + (f" (and {len(warned) - 1} more)" if len(warned) > 1 else "")
+                     + ": a GPU the tool warns about is not accepted unexamined", measured, limits)
     lost = nvidia_smi.parse_lost(text)
     if lost:  # before counting: a lost GPU is not a missing one (it is there; the driver cannot reach it)
         measured["lost_gpus"] = [pci for pci, _ in lost]
@@ -118,6 +125,10 @@ def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expect
         measured["memory_mib"] = [x.memory_total_mib for x in table.gpus]
         return _nogo(node, "gpu", "product_mismatch", f"GPU {g.index} of {node} has {g.memory_total_mib} MiB; a "
                      f"{expect.gpu} has {memory.value} GB ({memory.source})", measured, dict(limits, memory_gb=memory.value))
+    shown = len(table.gpus) + len([i for i in table.errored if i not in {g.index for g in table.gpus}])
+    if shown < len(gpus) and not table.errored:  # the table is cut or a block is missing: the rest is unread
+        return _nogo(node, "gpu", "tool_error", f"nvidia-smi on {node} lists {len(gpus)} GPUs (-L) but its table shows "
+                     f"{shown}: the readings of the rest are missing", dict(measured, table_gpus=shown), limits)
     if table.errored:  # listed by -L, but the driver cannot read it (fallen off the bus, GSP timeout, …)
         measured["errored_gpus"] = list(table.errored)
         return _nogo(node, "gpu", "diag_failed", f"nvidia-smi on {node} shows ERR! for GPU "
@@ -149,6 +160,13 @@ def judge_dcgm(node: str, text: str, t: Thresholds, min_level: int | None = None
         note = f": {first.notes[0]}" if first.notes else ""
         return _nogo(node, "dcgm", "diag_failed", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
                      f"{', '.join(f.name for f in result.failures)} failed{note}", measured, limits)
+    warned = [x for x in result.tests if x.result == "Warn"]
+    if warned:  # DCGM's own non-pass verdict (NVIDIA's preflight reports it with its error code): not a pass
+        first = warned[0]
+        note = f": {first.notes[0]}" if first.notes else ""
+        return _nogo(node, "dcgm", "warned", f"DCGM diagnostic level {t.dcgm_level} on {node}: "
+                     f"{', '.join(x.name for x in warned)} ended Warn{note}", dict(measured, warned=[x.name for x in warned]),
+                     limits)
     if t.dcgm_level >= 2 and not ran:
         # DCGM skips what it cannot run (an unsupported GPU, a missing plugin, another process holding the GPUs):
         # only its software checks passed, and those say nothing of the GPUs
@@ -193,6 +211,10 @@ def judge_burn(node: str, text: str, t: Thresholds, min_seconds: int | None = No
         i = slow[0]
         return _nogo(node, "burn", "slow", f"GPU {i} of {node}: {gflops[i]:.0f} Gflop/s in the burn-in, below "
                      f"{t.gemm_gflops_min:.0f}", measured, limits)
+    if not result.finished:  # killed, cut or hung: its figures are of the part that ran
+        return _nogo(node, "burn", "not_run", f"gpu-burn on {node} stopped at {result.snapshots[-1].percent:g} % of its "
+                     f"{result.seconds or '?'} s run (no 100 % line, no `GPU n: OK` verdicts): the burn-in did not finish",
+                     dict(measured, percent=result.snapshots[-1].percent), limits)
     if min_seconds is not None and (result.seconds or 0) < min_seconds:
         ran = "no `Burning for N seconds` line" if result.seconds is None else f"{result.seconds} s"
         return _nogo(node, "burn", "not_run", f"gpu-burn on {node} burned {ran}; the acceptance policy requires "
@@ -231,10 +253,18 @@ def _nccl(node: str, check: str, result: nccl_tests.PerfResult, minimum: float, 
     if result.wrong:
         return _nogo(node, check, "diag_failed", f"all_reduce_perf {where}: {result.wrong} wrong results", measured,
                      limits, peer)
+    if result.unchecked:  # `-c 0`: `Out of bounds values : 0 OK` counted nothing
+        return _nogo(node, check, "not_run", f"all_reduce_perf {where} did not check its results (#wrong N/A: run "
+                     "with -c 0): a bandwidth without its correctness check is no pass", measured, limits, peer)
     if result.peak_busbw is None or result.peak_busbw < minimum:
         got = "no result row" if result.peak_busbw is None else f"{result.peak_busbw:.1f} GB/s"
         return _nogo(node, check, "slow", f"all_reduce_perf {where}: bus bandwidth {got}, below {minimum:.0f} GB/s",
                      measured, limits, peer)
+    if result.warnings:  # NCCL said something went wrong (an IB async event, a retry, a CUDA failure) and went on
+        measured["warnings"] = list(result.warnings)
+        return _nogo(node, check, "warned", f"all_reduce_perf {where} finished, but NCCL warned: "
+                     f"{result.warnings[0]}" + (f" (and {len(result.warnings) - 1} more)" if len(result.warnings) > 1
+                                                else ""), measured, limits, peer)
     via = f" over {'/'.join(sorted(set(result.transports.values())))}" if result.transports else ""
     return _go(node, check, f"bus bandwidth {result.peak_busbw:.1f} GB/s {where}{via}", measured, limits, peer)
 
@@ -271,6 +301,14 @@ def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None =
         if len(cas) < int(nics.value):
             return _nogo(node, "rdma", "missing_nic", f"ibstat on {node} lists {len(cas)} RDMA adapters; a "
                          f"{expect.server} has {nics.value} compute NICs ({nics.origin}: {nics.source})", measured, limits)
+    total = expect.get("nics.aggregate_gbps") if expect is not None and nics is None else None
+    if total is not None:  # the product known only by its NICs' total: the ports ibstat lists must add up to it
+        limits["nics_aggregate_gbps"] = total.value
+        shown = sum(c.ports[0].rate_gbps or 0 for c in cas if c.ports)
+        if shown < float(total.value):
+            return _nogo(node, "rdma", "missing_nic", f"ibstat on {node} lists {len(cas)} RDMA adapters, {shown:g} Gb/s "
+                         f"in all; a {expect.server} has {total.value} Gb/s of compute NICs ({total.origin}: "
+                         f"{total.source})", measured, limits)
     down = [c.name for c in cas if not c.ports or not c.ports[0].up]
     if down:
         return _nogo(node, "rdma", "port_down", f"RDMA port of {', '.join(down)} on {node} is down (ibstat: "

@@ -14,6 +14,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from drills.acceptance import freshness
 from drills.acceptance.catalogue import Expectation, expectation_for
 from drills.core.errors import InvalidProfile, UnsafeTarget
 from drills.core.kube import obj_get
@@ -22,7 +23,7 @@ from drills.faults.accept_gate import VERDICT_ANNOTATION as ACCEPTANCE_ANNOTATIO
 from drills.profile.acceptance import GATE_TAINT_KEY
 from drills.profile.safety import check_namespace_allowed, check_node_allowed
 
-__all__ = ["AcceptPlan", "make_plan", "node_capacity"]
+__all__ = ["AcceptPlan", "make_plan", "node_capacity", "unfit_reference", "reference_now", "workload_pods"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ class AcceptPlan:
     reference_problem: str | None = None  # why the reference cannot prove a pair's path (None: fit)
     leaves: dict[str, str | None] = field(default_factory=dict)
     known: dict[str, dict] = field(default_factory=dict)  # accepted nodes outside the batch → recorded identities
+    state: dict[str, dict] = field(default_factory=dict)  # node → what its evidence depends on, as planned (freshness)
+    port_shared: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → other nodes naming its leaf port
+    machine_shared: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # node → {field: others}
 
     def describe(self, namespace: str, gate: bool) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
@@ -76,7 +80,7 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
     check_namespace_allowed(profile, cfg.namespace)
     for name in names:
         check_node_allowed(profile, name, obj_get(all_nodes[name], "metadata", "labels", default=None) or {})
-    busy = _workload_pods(cluster, names)
+    busy = workload_pods(cluster, names)
     if busy:
         node, pods = next(iter(busy.items()))
         raise UnsafeTarget(f"node {node} already runs {len(pods)} workload pod(s) ({', '.join(pods[:3])}): it is not "
@@ -106,7 +110,28 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
                    (obj_get(all_nodes[n], "metadata", "annotations", default=None) or {}).get(cfg.leaf_port_annotation))
                for n in names},
         ips={n: _ip(all_nodes[n]) for n in [*names, *([reference] if reference else [])]},
-        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+        expect=expect, reference_problem=problem, known=_known_identities(all_nodes, names),
+        state={n: freshness.state(all_nodes[n], profile) for n in names},
+        port_shared=_shared_ports(all_nodes, names, leaf_label, cfg.leaf_port_annotation),
+        machine_shared=_shared_machines(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
+
+
+def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool) -> str | None:
+    """Why the reference cannot prove a path *now* (None: it still can), read just before the pair tests: fit
+    at plan time is not fit an hour of DCGM and burn-in later (cordoned, tainted, NotReady, moved)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if plan.reference is None or plan.reference_problem:
+        return plan.reference_problem
+    try:
+        node = json.loads(cluster.core.read_node(plan.reference, _preload_content=False).data)
+    except ApiException as err:
+        return f"{plan.reference} could not be read again ({err.status} {err.reason})"
+    problem = unfit_reference(node)
+    leaf = _labels(node).get(leaf_label)
+    if problem is None and across_leaves and leaf and leaf in {plan.leaves.get(n) for n in plan.nodes}:
+        problem = f"{plan.reference} is now under {leaf}, the new nodes' leaf: the pair would never cross the spine"
+    return problem
 
 
 def unfit_reference(node: dict) -> str | None:
@@ -135,7 +160,8 @@ def _list(resp) -> list[dict]:
     return json.loads(resp.data).get("items", [])
 
 
-def _workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
+def workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
+    """node → its pods that are neither DaemonSet pods, this tool's acceptance Jobs, nor finished."""
     out: dict[str, list[str]] = {}
     for name in names:
         resp = cluster.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}", _preload_content=False)
@@ -171,6 +197,34 @@ def _known_identities(all_nodes: dict, names: list[str]) -> dict[str, dict]:
             out[name] = json.loads(text)
         except ValueError:
             log.warning("node %s: unreadable %s annotation; its identities are not compared", name, IDENTITY_ANNOTATION)
+    return out
+
+
+def _shared_ports(all_nodes: dict, names: list[str], leaf_label: str, annotation: str) -> dict[str, tuple[str, ...]]:
+    """Each planned node whose (leaf, port) another node of the cluster names too → those nodes: the labels
+    and annotations are the nodes' own words, and two nodes cannot face one port."""
+    def port(node: dict) -> tuple[str | None, str | None]:
+        return _labels(node).get(leaf_label), (obj_get(node, "metadata", "annotations", default=None) or {}).get(annotation)
+
+    ports = {n: port(o) for n, o in all_nodes.items()}
+    return {n: tuple(sorted(m for m, p in ports.items() if m != n and p == ports[n])) for n in names
+            if all(ports[n]) and any(m != n and p == ports[n] for m, p in ports.items())}
+
+
+def _shared_machines(all_nodes: dict, names: list[str]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Each planned node whose machine identity (the kubelet's `status.nodeInfo.systemUUID` from DMI, `machineID`
+    from /etc/machine-id) another Node object reports too → {field: those nodes}: two Node objects, one machine
+    (a re-registered host, a cloned image)."""
+    def ident(node: dict, key: str) -> str | None:
+        return (obj_get(node, "status", "nodeInfo", default=None) or {}).get(key) or None
+
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for n in names:
+        for key in ("systemUUID", "machineID"):
+            mine = ident(all_nodes[n], key)
+            others = tuple(sorted(m for m, o in all_nodes.items() if m != n and mine and ident(o, key) == mine))
+            if others:
+                out.setdefault(n, {})[key] = others
     return out
 
 

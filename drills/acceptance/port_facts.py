@@ -4,7 +4,8 @@ Each switch dialect (drills/faults/switch/dialects/*.yaml, `port:`) lists the re
 per fact, a regex whose group `v` holds the value — behaviour as data, so a new OS is a YAML entry. This
 module only turns the matched words into typed facts; a fact no view matched stays None (unknown, never
 healthy). Words for on/off are the vendors' own: NX-OS `On`/`Off`, SONiC `3,4`/`N/A`, NVUE `yes`/`-`,
-Onyx `enabled`/`N/A`, ECN `ecn_all`/`ecn, absolute`/`ECN` versus `ecn_none`/`-`.
+Onyx `enabled`/`N/A`, ECN `ecn_all`/`ecn, absolute`/`ECN` versus `ecn_none`/`-`. Both lists are closed: a
+word in neither (a mode this reader was never shown) is unknown, not "on" — the port is then `not_run`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = ["PortFacts", "read_facts", "speed_gbps"]
 log = logging.getLogger(__name__)
 
 _OFF = {"off", "n/a", "na", "none", "ecn_none", "disabled", "no", "-", "false", "lossy"}
+_ON = {"on", "enabled", "enable", "yes", "true", "lossless", "ecn"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def read_facts(views, outputs: list[str], iface: str) -> PortFacts:
             elif name == "pfc" and pfc is None:
                 pfc, prios = _pfc(value)
             elif name == "ecn" and ecn is None:
-                ecn = value.lower() not in _OFF
+                ecn = _ecn(value)
     return PortFacts(speed, mtu, errors, pfc, prios, ecn)
 
 
@@ -71,7 +73,20 @@ def speed_gbps(value: str, unit: str = "G") -> float | None:
     return float(m.group(1)) * scale
 
 
-def _pfc(value: str) -> tuple[bool, tuple[int, ...] | None]:
+def _pfc(value: str) -> tuple[bool | None, tuple[int, ...] | None]:
     if re.fullmatch(r"\d(,\d)*", value):
         return True, tuple(int(p) for p in value.split(","))
-    return value.lower() not in _OFF, None
+    return _word(value), None
+
+
+def _ecn(value: str) -> bool | None:
+    """`ecn_all`/`ecn_green` (SONiC's WRED modes), `ecn, absolute` (NVUE, Onyx) are on; `ecn_none` is off."""
+    word = value.lower().strip()
+    if word != "ecn_none" and (word.startswith("ecn_") or word.startswith("ecn,")):
+        return True
+    return _word(word)
+
+
+def _word(value: str) -> bool | None:
+    word = value.lower().strip()
+    return True if word in _ON else False if word in _OFF else None

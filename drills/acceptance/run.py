@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from drills.acceptance import identity, policy
+from drills.acceptance import freshness, identity, policy
 from drills.acceptance.checks import JOB_PHASES, AcceptChecks
 from drills.acceptance.judge import CheckResult
 from drills.acceptance.plan import AcceptPlan, make_plan
@@ -119,19 +119,26 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
                 result.interrupted = interrupts.first or "SIGINT"
             finally:  # `drills run`'s guarantees: every step runs to its end whatever signal arrives (the first one
                 # raises once a deferred section ends — it must not skip the steps after it; later ones only record)
+                def fresh(node: str) -> CheckResult | None:  # the node read again just before its verdict stands
+                    return freshness.recheck(cluster, profile, plan, node)
+
                 def settle() -> None:
                     if finished and not result.interrupted:
-                        result.gate = entries.settle_gate(cluster, result.node_verdicts(), result.results)
+                        result.gate = entries.settle_gate(cluster, result, fresh)
                     else:  # an interrupted run leaves no taint of its own
                         entries.revert("accept-gate")
+
+                def recheck() -> None:  # no gate to lift: the verdict itself must not outlive its evidence
+                    if finished and not result.interrupted:
+                        result.results += [r for n, failed in sorted(result.node_verdicts().items())
+                                           if not failed and (r := fresh(n)) is not None]
 
                 def release() -> None:
                     journal.guard = None
                     lock.release()
 
-                for step in (lambda: entries.revert("accept-jobs"), settle if opts.gate else None, release):
-                    if step is not None:
-                        _to_its_end(step, result, interrupts)
+                for step in (lambda: entries.revert("accept-jobs"), settle if opts.gate else recheck, release):
+                    _to_its_end(step, result, interrupts)
             result.open_entries = journal.open_entries()
             from drills.acceptance.report import write_report
 
@@ -228,22 +235,26 @@ class _Entries:
             self.journal.close_entry(entry_id, outcome or "reverted")
         return True
 
-    def settle_gate(self, cluster, verdicts: dict[str, list[CheckResult]],
-                    results: list[CheckResult]) -> dict[str, list[str]]:
-        """The run finished: untaint the nodes that passed, keep (annotate, event) the ones that did not."""
+    def settle_gate(self, cluster, result: AcceptResult,
+                    fresh: Callable[[str], CheckResult | None]) -> dict[str, list[str]]:
+        """The run finished: untaint the nodes that passed — each read again just before (`fresh`: a node that
+        changed since its checks is a no-go) — and keep (annotate, event) the ones that did not."""
         from drills.faults import accept_gate
 
         entry_id, plan, record = self.open_.pop("accept-gate")
         done: dict[str, list[str]] = {"untainted": [], "kept": []}
         with deferred_signals():
-            for node, failed in sorted(verdicts.items()):
+            for node, failed in sorted(result.node_verdicts().items()):
+                if not failed and (changed := fresh(node)) is not None:
+                    result.results.append(changed)
+                    failed = [changed]
                 if failed:
                     reason = "; ".join(f"{r.check}: {r.reason}" for r in failed)
                     accept_gate.keep(cluster, node, reason)
                     done["kept"].append(node)
                 else:
                     accept_gate.release(cluster, node)
-                    accept_gate.accepted(cluster, node, identity.of_node(results, node))
+                    accept_gate.accepted(cluster, node, identity.of_node(result.results, node))
                     done["untainted"].append(node)
             outcome = (f"settled: untainted {', '.join(done['untainted']) or 'none'}; kept on "
                        f"{', '.join(done['kept']) or 'none'} (no-go)")

@@ -82,7 +82,8 @@ def judge_port(node: str, where: str, admin: str, oper: str, facts: PortFacts, t
     unread = [what for what, missing in (("speed", want_speed is not None and facts.speed_gbps is None),
                                          ("MTU", t.port_mtu is not None and facts.mtu is None),
                                          ("PFC", t.roce and facts.pfc is None),
-                                         ("ECN", t.roce and facts.ecn is None)) if missing]
+                                         ("ECN", t.roce and facts.ecn is None),
+                                         ("error counters", not facts.errors)) if missing]
     if unread:
         return CheckResult(node, "switch-port", False, f"{where}: {', '.join(unread)} not shown by the switch "
                            f"({dialect}); unknown is not healthy", measured, limits, "not_run")

@@ -6,16 +6,40 @@ the twin's acceptance workload (drills/twin/workloads/acceptance.py) prints the 
 these figures. `faults` maps a node name to what is wrong with it (the defects `missing-gpu`,
 `dcgm-fail`, `hot-gpu`, `slow-rail`, `nic-down`, `slow-store-client` set one entry each;
 `pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`; `gpu-lost-everywhere`,
-`cloned-node-identity`, `rdma-loopback` set the evidence faults below).
+`cloned-node-identity`, `rdma-loopback` set the evidence faults below; the red-team round's (issue 31):
+`changed-after-checks`, `relabelled-after-checks`, `workload-lands-mid-run` and `reference-cordoned-mid-run`
+(`changes`: the node, or the reference, is no longer what the checks judged), `inforom-corrupted`,
+`nccl-async-warn` and `dcgm-warn` (a tool that warns, or fails, while its output reads healthy)).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
 from drills.twin.profile_types import Duration, Fraction, Strict
 
-__all__ = ["NodeFault", "ToolFigures", "CheckDurations", "NewNodes"]
+__all__ = ["NodeChange", "NodeFault", "ToolFigures", "CheckDurations", "NewNodes"]
+
+AcceptCheck = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "storage"]
+
+
+class NodeChange(Strict):
+    """The node changes under the acceptance once its `after` check's tool has printed, before any gate is
+    lifted: the machine reboots (a new `status.nodeInfo.bootID`), a GPU falls off the bus and the device plugin
+    re-registers fewer (`nvidia.com/gpu` capacity and allocatable), or someone relabels it — or, with `node`,
+    another node does at that moment (the reference, cordoned for maintenance while the batch runs)."""
+
+    after: AcceptCheck = "storage"
+    node: str | None = None  # the node that changes (None: this one)
+    cordon: bool = False  # spec.unschedulable
+    # "namespace/name" of a pod someone starts on the node, tolerating every taint (a debug pod, a stray job):
+    # the node is in use before it was accepted
+    workload: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/[a-z0-9-]+$")
+    reboot: bool = False
+    gpus: int | None = Field(default=None, ge=0)
+    labels: dict[str, str | None] = {}  # label → its new value (None: removed)
 
 
 class NodeFault(Strict):
@@ -24,11 +48,13 @@ class NodeFault(Strict):
     visible_gpus: int | None = Field(default=None, ge=0)  # GPUs a pod sees (nvidia-smi -L); None: all
     dcgm_fail: str | None = None  # the DCGM test that fails (e.g. "GPU Memory"), on `dcgm_fail_gpu`
     dcgm_fail_gpu: int = Field(default=0, ge=0)
+    dcgm_verdict: Literal["Fail", "Warn"] = "Fail"  # what DCGM prints for `dcgm_fail` (Warn: not a pass either)
     hot_gpu: int | None = Field(default=None, ge=0)  # this GPU runs hot under load and throttles
     hot_temp_c: int = Field(default=88, ge=0)
     throttle_factor: Fraction = 0.55  # its GEMM rate while throttled
     slow_rails: dict[str, Fraction] = {}  # HCA → fraction of line rate it reaches
     down_rails: list[str] = []  # HCAs whose port is down
+    absent_rails: list[str] = []  # HCAs the machine does not show at all (a card not detected: ibstat omits it)
     store_factor: Fraction = 1.0  # share of the per-client store bandwidth this node gets
     # the device plugin saw the lost GPUs too: the node advertises only `visible_gpus` (nvidia.com/gpu)
     advertised_lost: bool = False
@@ -41,6 +67,12 @@ class NodeFault(Strict):
     # the shared store is not mounted on this node: the hostPath lands on its local NVMe (ext4) and fio
     # measures that disk
     store_not_mounted: bool = False
+    # after its checks ran, the node is no longer the one they judged
+    changes: NodeChange | None = None
+    # check → lines its tool prints before its own output (nvidia-smi: `WARNING: infoROM is corrupted at gpu …`)
+    warnings: dict[AcceptCheck, list[str]] = {}
+    # check → its tool's exit code whatever it printed (nvidia-smi exits 14 when an infoROM is corrupted)
+    exit_codes: dict[AcceptCheck, int] = {}
 
 
 class ToolFigures(Strict):

@@ -160,10 +160,10 @@ def node_object(profile: TwinProfile, node: NodeSpec, now: str | None = None) ->
                 "kernelVersion": info.kernel_version,
                 "kubeProxyVersion": info.kubelet_version or profile.kubernetes_version,
                 "kubeletVersion": info.kubelet_version or profile.kubernetes_version,
-                "machineID": _uuidish(f"machine-{node.name}").replace("-", ""),
+                "machineID": _uuidish(f"machine-{_machine(profile, node.name)}").replace("-", ""),
                 "operatingSystem": info.operating_system,
                 "osImage": info.os_image,
-                "systemUUID": _uuidish(f"system-{node.name}"),
+                "systemUUID": _uuidish(f"system-{_machine(profile, node.name)}"),
             },
             "images": [{"names": [image], "sizeBytes": 8_000_000_000} for image in pool.cached_images],
         },
@@ -335,6 +335,13 @@ def _advertised_gpus(profile: TwinProfile, node: str, gpus: int) -> int:
     if fault is not None and fault.advertised_lost and fault.visible_gpus is not None:
         return min(gpus, fault.visible_gpus)
     return gpus
+
+
+def _machine(profile: TwinProfile, node: str) -> str:
+    """The machine behind a Node object: itself, unless it fronts another's (`new_nodes.faults[…].machine`) —
+    then its kubelet reports that machine's DMI system UUID and /etc/machine-id, as a real one reads them."""
+    fault = profile.new_nodes.faults.get(node) if profile.new_nodes is not None else None
+    return (fault.machine if fault is not None else None) or node
 
 
 def _instance_type(pool: NodePool) -> str:

@@ -6,6 +6,14 @@ trusted what a node says about itself. One twin for the module (the expansion pr
                           gpu-new-04's host name, GPU UUIDs, NIC GUIDs) · gpu-new-04 sound · gpu-new-05's
                           ib_write_bw loops through its own HCA (1.2 × line rate) · gpu-new-06 has no store
                           mounted (fio measures its local NVMe)
+                          the red-team round's (each defect's fault moved onto its node): gpu-new-07 reboots with 7
+                          GPUs and gpu-new-08 is relabelled after its last check, before the gate lifts ·
+                          gpu-new-09's nvidia-smi warns of a corrupted infoROM and exits 14 · gpu-new-10's pair
+                          all-reduce finishes after NCCL warned of a port error · gpu-new-11's DCGM ends a test Warn
+                          · a pod tolerating every taint lands on gpu-new-14 during its checks
+                          · gpu-new-12's leaf port runs without PFC and ECN, and its port annotation names gpu-new-01's
+                          · gpu-new-13's DCGM run is when its reference gpu-train-02 gets cordoned (after the plan)
+                          · gpu-new-15 shows 4 of its 8 NICs and is labelled (by the test) a p5.48xlarge
     leaf-3 (no uplink)    gpu-iso-01 new · gpu-iso-02 new, failing, still tainted from an earlier run
 
 Each class gets GO without the change and a no-go with it, for the right reason: expectation
@@ -37,21 +45,43 @@ GATE = "gpu-drills.io/unaccepted"
 DEFECTS = {"gpu-new-02": "gpu-lost-everywhere", "gpu-new-05": "rdma-loopback", "gpu-new-06": "store-not-mounted",
            "gpu-iso-02": "nic-down"}
 ISOLATED = "isolated-new-leaf"  # leaf-3, where gpu-iso-01/02 sit
+# the red-team round (issue 31): node → defect; a change comes after the last check the round's run asks for
+LATE = {"gpu-new-07": "changed-after-checks", "gpu-new-08": "relabelled-after-checks", "gpu-new-09": "inforom-corrupted",
+        "gpu-new-10": "nccl-async-warn", "gpu-new-11": "dcgm-warn", "gpu-new-14": "workload-lands-mid-run"}
+LATE_CHECKS = ["gpu", "dcgm", "nccl-pair"]
+COPIED_PORT = "gpu-new-12"  # its own leaf port lost its lossless config ("pfc-off-on-new-port"); it names gpu-new-01's
+PORT = "network.gpu-drills.io/leaf-port"
+# "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
+MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
+HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; the test labels it a p5.48xlarge
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=6, leaves=["leaf-4"])
+    pools["new"].update(count=15, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
     raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
+    lossy = yaml.safe_load((REPO / "drills/twin/defects/pfc-off-on-new-port.yaml").read_text())["overlay"]
+    assert lossy["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"]
+    raw["fabric"]["port_faults"]["lossy_nodes"] = [COPIED_PORT]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
-              ["faults"]["gpu-new-02"] for node, name in DEFECTS.items()}
+              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE}.items()}
+    for node in LATE:
+        if "changes" in faults[node]:  # the defect's "after its last check" is this module's last check
+            assert faults[node]["changes"]["after"] == "storage"
+            faults[node]["changes"]["after"] = LATE_CHECKS[-1]
     cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
     assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
     faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
+    moved = yaml.safe_load((REPO / "drills/twin/defects/reference-cordoned-mid-run.yaml").read_text())["overlay"]
+    faults[MOVED_REF] = moved["new_nodes"]["faults"]["gpu-new-02"]
+    assert faults[MOVED_REF]["changes"]["node"] == "gpu-train-01"
+    faults[MOVED_REF]["changes"]["node"] = REF
+    faults[HALF_NICS] = yaml.safe_load((REPO / "drills/twin/defects/nics-absent-relabelled.yaml").read_text())[
+        "overlay"]["new_nodes"]["faults"]["gpu-new-02"]
     raw["new_nodes"]["faults"] = faults
     return raw
 
@@ -186,3 +216,129 @@ def test_a_reference_that_is_a_failing_tainted_node_on_the_same_isolated_leaf_pr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     cut = _nogo(run_dir, "gpu-iso-01")["nccl-pair"]
     assert cut["details"]["failure"] == "tool_error" and "network error" in cut["reason"]
+
+
+def test_red_team_round_a_go_must_not_outlive_its_evidence_nor_rest_on_a_warning(twin, tmp_path):
+    """Issue 31's red-team round: each construction got GO (and lost its taint) before; each is a no-go now,
+    for its own reason, next to a sound node that is still accepted."""
+    from drills.profile.acceptance import DEFAULT_JOBS
+
+    quick_pairs = {**DEFAULT_JOBS["nccl-pair"].model_dump(), "timeout_s": 300}  # gpu-new-07's ring Job cannot fit 8 GPUs
+    profile = target_profile(tmp_path, "late", checks=LATE_CHECKS, jobs={"nccl-pair": quick_pairs},
+                             required={"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}})
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", *LATE]), "late", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
+    nogo = {node: _nogo(run_dir, node) for node in LATE}
+    # (g) the node changed between its checks and the gate: read again just before the taint would go
+    assert set(nogo["gpu-new-07"]) == {"gate"} and nogo["gpu-new-07"]["gate"]["details"]["failure"] == "changed"
+    reason = nogo["gpu-new-07"]["gate"]["reason"]
+    assert "the machine rebooted" in reason and "capacity nvidia.com/gpu '8' → '7'" in reason
+    stray = nogo["gpu-new-14"]["gate"]["reason"]  # a pod that tolerates every taint: the gate kept nothing out
+    assert set(nogo["gpu-new-14"]) == {"gate"} and "runs workload pods now: ai-platform/stray-debug" in stray
+    relabel = nogo["gpu-new-08"]["gate"]["reason"]
+    assert set(nogo["gpu-new-08"]) == {"gate"} and "node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'" in relabel
+    # (f) a warning is not a pass: nvidia-smi's own, DCGM's Warn, NCCL's WARN in a run that finished
+    assert {n: {c: r["details"]["failure"] for c, r in nogo[n].items()} for n in ("gpu-new-09", "gpu-new-10", "gpu-new-11")} == {
+        "gpu-new-09": {"gpu": "warned"}, "gpu-new-10": {"nccl-pair": "warned"}, "gpu-new-11": {"dcgm": "warned"}}
+    assert "infoROM is corrupted at gpu 0000:18:00.0" in nogo["gpu-new-09"]["gpu"]["reason"]
+    assert "Got async event : port error" in nogo["gpu-new-10"]["nccl-pair"]["reason"]
+    assert "GPU Memory ended Warn" in nogo["gpu-new-11"]["dcgm"]["reason"]
+    for node in LATE:  # the gate agrees with the record: every one keeps its taint, with the reason
+        got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
+        assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+        assert got["metadata"]["annotations"]["gpu-drills.io/acceptance"] == "no-go" and f"{node}: NO-GO" in proc.stdout
+    assert "| gpu-new-07 | **NO-GO** |" in (run_dir / "summary.md").read_text()
+    rows = _runbook(run_dir)  # the runbook read them again too: its sign-off agrees with the record and the gate
+    assert {node: rows[("test_signoff", node)] for node in ["gpu-new-01", *LATE]} == {
+        "gpu-new-01": "passed", **{node: "failure" for node in LATE}}
+
+
+def test_a_policy_that_requires_nothing_accepts_nothing(twin, tmp_path):
+    """(c) a GO without any evidence: no check asked for, none required — the node was accepted on silence."""
+    profile = target_profile(tmp_path, "nothing", checks=[], required={})
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-06", "nothing", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, "gpu-new-06")
+    assert set(nogo) == {"evidence"} and nogo["evidence"]["details"]["failure"] == "not_run"
+    assert "nothing was observed of gpu-new-06" in nogo["evidence"]["reason"]
+    got = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-06", timeout=5).json()
+    assert any(t["key"] == GATE for t in got["spec"].get("taints") or [])
+
+
+def test_a_node_that_names_another_nodes_switch_port_is_judged_by_neither(twin, tmp_path):
+    """(a)/(b) × switch-port: which port faces a node is the node's own word (leaf label, port annotation);
+    gpu-new-12's own port lost its lossless config, and its annotation names gpu-new-01's healthy port."""
+    profile = target_profile(tmp_path, "port", checks=["switch-port"], required={"switch-port": {}})
+    proc, run_dir = _accept(twin, tmp_path, COPIED_PORT, "own-port", "--profile", profile)
+    own = _nogo(run_dir, COPIED_PORT)["switch-port"]  # by its own annotation: its own, lossy port
+    assert own["details"]["failure"] == "port_config" and "PFC off" in own["reason"], proc.stdout
+    theirs = requests.get(f"{twin.url}/api/v1/nodes/gpu-new-01", timeout=5).json()["metadata"]["annotations"][PORT]
+    requests.patch(f"{twin.url}/api/v1/nodes/{COPIED_PORT}", json={"metadata": {"annotations": {PORT: theirs}}},
+                   timeout=5, headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    proc, run_dir = _accept(twin, tmp_path, COPIED_PORT, "port", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    port = _nogo(run_dir, COPIED_PORT)["switch-port"]
+    assert port["details"]["failure"] == "wrong_node" and f"leaf port is named by gpu-new-01 too" in port["reason"]
+
+
+def test_a_reference_cordoned_after_the_plan_proves_no_path(twin, tmp_path):
+    """(d) the reference was fit when planned, then cordoned for maintenance while the batch ran its DCGM
+    diagnostic: the pair tests must not lean on it (read again just before they run)."""
+    profile = target_profile(tmp_path, "ref-moved", checks=["dcgm", "nccl-pair"], reference_node=REF,
+                             required={"dcgm": {"min_level": 2}, "nccl-pair": {}})
+    try:
+        proc, run_dir = _accept(twin, tmp_path, MOVED_REF, "ref-moved", "--profile", profile)
+        cordoned = requests.get(f"{twin.url}/api/v1/nodes/{REF}", timeout=5).json()["spec"].get("unschedulable")
+    finally:
+        requests.patch(f"{twin.url}/api/v1/nodes/{REF}", json={"spec": {"unschedulable": None}}, timeout=5,
+                       headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    assert cordoned, "the construction did not cordon the reference"
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, MOVED_REF)
+    assert set(nogo) == {"nccl-pair"} and nogo["nccl-pair"]["details"]["failure"] == "not_run"
+    assert f"{REF} is cordoned" in nogo["nccl-pair"]["reason"]
+
+
+def test_a_batch_the_store_cannot_serve_keeps_its_nodes_out(twin, tmp_path):
+    """(h) the run said no-go (the batch's aggregate read below the site's target, exit 1) while each node was
+    printed GO and lost its taint: the batch's no-go is now each node's, in the record, the table and the gate.
+    (a) gpu-new-06 measured its own NVMe (25,000 MB/s): that reading is no share of the store's aggregate —
+    before, it lifted the sum to 49,000 and the batch passed the target it had missed."""
+    t = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())["acceptance"]["thresholds"]
+    profile = target_profile(tmp_path, "aggregate", checks=["storage"], required={"storage": {}},
+                             thresholds={**t, "store_aggregate_read_mb_s_min": 30000})  # 2 × 12,000 MB/s from the store
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01,gpu-new-05,gpu-new-06", "aggregate", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for node in ("gpu-new-01", "gpu-new-05", "gpu-new-06"):  # gpu-new-05's fault is in its rdma check only
+        nogo = _nogo(run_dir, node)
+        assert set(nogo) == ({"store-aggregate", "storage"} if node == "gpu-new-06" else {"store-aggregate"}), node
+        assert "read 24000 MB/s" in nogo["store-aggregate"]["reason"]
+        assert f"{node}: NO-GO" in proc.stdout
+        got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
+        assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+
+
+def test_a_node_fronting_another_machine_is_caught_alone_by_its_machine_identity(twin, tmp_path):
+    """(a) gpu-new-03 fronts gpu-new-04's machine, and is accepted alone (gpu-new-04 never was): no GPU UUID
+    clashes within the run nor with an accepted node. Its kubelet reports that machine's DMI system UUID and
+    machine-id, the same as gpu-new-04's Node object — two Node objects, one machine."""
+    profile = target_profile(tmp_path, "alone", checks=["gpu"], required={"gpu": {}})
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-03", "alone", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, "gpu-new-03")
+    assert set(nogo) == {"identity"} and nogo["identity"]["details"]["failure"] == "wrong_node"
+    assert "systemUUID" in nogo["identity"]["reason"] and "gpu-new-04" in nogo["identity"]["reason"]
+
+
+def test_a_node_labelled_as_a_product_with_only_a_nic_total_still_shows_that_total(twin, tmp_path):
+    """(b) the node's own instance-type label picks a product the catalogue knows only by its NIC aggregate
+    (p5.48xlarge: 3,200 Gb/s, no count): a DGX H100 that shows 4 of its 8 NICs passed every rail it showed."""
+    requests.patch(f"{twin.url}/api/v1/nodes/{HALF_NICS}",
+                   json={"metadata": {"labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}}, timeout=5,
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    profile = target_profile(tmp_path, "nics", checks=["rdma"], required={"rdma": {}})
+    proc, run_dir = _accept(twin, tmp_path, HALF_NICS, "nics", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rdma = _nogo(run_dir, HALF_NICS)["rdma"]
+    assert rdma["details"]["failure"] == "missing_nic" and "1600 Gb/s" in rdma["reason"] and "3200" in rdma["reason"]

@@ -131,5 +131,5 @@ def test_each_wrong_fact_is_a_port_config_no_go(facts, words):
 
 
 def test_a_fact_the_switch_did_not_show_is_not_healthy():
-    got = judge_port("n1", "leaf Ethernet1/1", "up", "up", PortFacts(400.0, 9216, {}, True, None, None), T, "nxos")
+    got = judge_port("n1", "leaf Ethernet1/1", "up", "up", PortFacts(400.0, 9216, {"input": 0}, True, None, None), T, "nxos")
     assert not got.go and got.failure == "not_run" and "ECN not shown" in got.reason

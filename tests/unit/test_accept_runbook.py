@@ -99,7 +99,8 @@ def _rows(run_dir: Path) -> dict[str, str]:
 
 def test_a_runbook_that_measured_nothing_signs_nothing_off(tmp_path):
     """No check in acceptance.checks: every check's rows skip, every required check is a not_run no-go row, the
-    sign-off rows fail; a waiver turns its row into an xfail and its node into a GO."""
+    sign-off rows fail; a waiver turns its row into an xfail — but a node of which nothing at all was observed is
+    no GO even so (issue 31: a waiver excuses a check, never the want of all evidence)."""
     waiver = Waiver(check="gpu", node="gpu-new-02", reason="no GPU image mirrored", by="j.doe")
     checks = _checks(tmp_path, checks=[], required={"gpu": Requirement()}, waivers=[waiver])
     run_runbook(checks, tmp_path)
@@ -108,9 +109,10 @@ def test_a_runbook_that_measured_nothing_signs_nothing_off(tmp_path):
     required = {k.rsplit("[", 1)[1][:-1]: v for k, v in rows.items() if k.startswith("test_required")}
     assert required == {"gpu-new-01": "failure", "gpu-new-02": "skipped"}  # xfail: junit says skipped
     signoff = {k.rsplit("[", 1)[1][:-1]: v for k, v in rows.items() if k.startswith("test_signoff")}
-    assert signoff == {"gpu-new-01": "failure", "gpu-new-02": "passed"}
+    assert signoff == {"gpu-new-01": "failure", "gpu-new-02": "failure"}
     assert [(r.node, r.check, r.failure) for r in checks.result.results] == \
-        [("gpu-new-01", "gpu", "not_run"), ("gpu-new-02", "gpu", "not_run")]
+        [("gpu-new-01", "gpu", "not_run"), ("gpu-new-02", "gpu", "not_run"), ("gpu-new-02", "evidence", "not_run")]
+    assert "every check of gpu-new-02 is waived (gpu)" in checks.result.results[-1].reason
     assert checks.done[-len(BATCH_STEPS):] == list(BATCH_STEPS)
     assert not (tmp_path / "records.jsonl").exists()  # the drills' recorder is not loaded: the report writes them
 
@@ -122,7 +124,7 @@ def test_a_check_asked_for_after_the_verdicts_were_settled_is_refused(tmp_path):
     with pytest.raises(DrillError, match="list every check first"):
         checks.run("gpu")
     checks.finish()
-    assert checks.done == ["identity", "required", "aggregate"]
+    assert checks.done == ["identity", "required", "aggregate", "fresh"]
 
 
 def test_an_error_that_is_no_verdict_stops_the_runbook_and_is_raised_as_before(tmp_path):

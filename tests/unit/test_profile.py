@@ -112,6 +112,19 @@ ACCEPT_EFFECTS = {
     "rdma-loopback": lambda p: _new(p).rdma_loopback,
     "isolated-new-leaf": lambda p: p.fabric.port_faults.isolated_leaves == ["leaf-3"],
     "store-not-mounted": lambda p: _new(p).store_not_mounted,
+    # issue 31's red-team round: the GO outlives its evidence; the tool warns, or fails, behind a healthy output
+    "changed-after-checks": lambda p: _new(p).changes is not None
+    and (_new(p).changes.after, _new(p).changes.reboot, _new(p).changes.gpus) == ("storage", True, 7),
+    "relabelled-after-checks": lambda p: _new(p).changes is not None
+    and _new(p).changes.labels == {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+    "inforom-corrupted": lambda p: _new(p).exit_codes == {"gpu": 14} and "infoROM" in _new(p).warnings["gpu"][0],
+    "nccl-async-warn": lambda p: "NCCL WARN" in "".join(_new(p).warnings.get("nccl-pair", ())),
+    "reference-cordoned-mid-run": lambda p: _new(p).changes is not None
+    and (_new(p).changes.after, _new(p).changes.node, _new(p).changes.cordon) == ("dcgm", "gpu-train-01", True),
+    "workload-lands-mid-run": lambda p: _new(p).changes is not None
+    and _new(p).changes.workload == "ai-platform/stray-debug",
+    "nics-absent-relabelled": lambda p: _new(p).absent_rails == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"],
+    "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
 }
 
 

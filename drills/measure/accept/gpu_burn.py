@@ -40,6 +40,11 @@ class BurnResult:
     init_error: str | None = None  # `Couldn't init a GPU test: …`: CUDA could not be used on a GPU it was given
 
     @property
+    def finished(self) -> bool:
+        """The burn ran to its end: a progress line at 100 % or the final `GPU n: OK|FAULTY` verdicts."""
+        return self.snapshots[-1].percent >= 100.0 or bool(self.verdicts)
+
+    @property
     def gpus(self) -> int:
         return len(self.snapshots[-1].gflops)
 

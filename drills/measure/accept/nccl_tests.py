@@ -1,6 +1,6 @@
 """nccl-tests `*_perf` (NVIDIA/nccl-tests): the ranks and their hosts, the result table (size, time,
 algbw, busbw, #wrong, out-of-place and in-place), `# Out of bounds values`, `# Avg bus bandwidth`, a
-`Test … failure` line, and the NCCL transport when run with NCCL_DEBUG=INFO (read with
+`Test … failure` line, NCCL's own `NCCL WARN` lines, and the NCCL transport when run with NCCL_DEBUG=INFO (read with
 drills.measure.logread, as the drills do). Older nccl-tests print no `root` column and an `error` column
 (the largest deviation, not a count): their wrong results show only in `Out of bounds values`. Before
 nccl-tests 2.13 the tests without a reduction (all_gather, broadcast) print no `redop` column, and before
@@ -24,6 +24,7 @@ _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<n>\d+)")  # no `#` befo
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d+)?)")
 # mpirun --tag-output (an MPIJob launcher's log): `[1,0]<stdout>:` before every line
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:")
+_WARN = re.compile(r"\bNCCL WARN\b")  # `host:pid:tid [dev] file.cc:line NCCL WARN <what>` (NCCL_DEBUG ≥ WARN)
 _FAIL = re.compile(r"Test (?:NCCL |CUDA )?failure (?P<where>\S+)(?: '(?P<what>[^']*)')?")
 
 
@@ -33,6 +34,7 @@ class PerfRow:
     busbw_out: float  # GB/s, out-of-place
     busbw_in: float  # GB/s, in-place
     wrong: int  # out-of-place + in-place #wrong
+    checked: bool = True  # False: `N/A` in the #wrong (or old `error`) column — run with `-c 0`, nothing validated
 
     @property
     def busbw(self) -> float:
@@ -47,6 +49,7 @@ class PerfResult:
     failure: str | None  # the first `Test … failure` line's place and message
     transports: dict[str, str]  # host → NCCL NET transport (IB, Socket, …) when NCCL_DEBUG=INFO
     out_of_bounds: int | None = None  # `# Out of bounds values : N OK|FAILED` (absent when the run died)
+    warnings: tuple[str, ...] = ()  # NCCL's `NCCL WARN …` lines (what went wrong, even in a run that finished)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -60,6 +63,12 @@ class PerfResult:
     def wrong(self) -> int:
         """Wrong results: the rows' #wrong, or the summary's out-of-bounds count when larger (old layouts)."""
         return max(sum(r.wrong for r in self.rows), self.out_of_bounds or 0)
+
+    @property
+    def unchecked(self) -> bool:
+        """Rows whose results nccl-tests did not validate (`-c 0`): its `Out of bounds values : 0 OK` then
+        says nothing — zero checks found zero errors."""
+        return any(not r.checked for r in self.rows)
 
     @property
     def finished(self) -> bool:
@@ -78,20 +87,23 @@ def parse_perf(text: str) -> PerfResult:
 
     if "out-of-place" not in text and "# nThread" not in text:
         raise ToolOutputError("no `# nThread …` header or `out-of-place` table: not nccl-tests output")
-    ranks, rows, avg, failure, oob = [], [], None, None, None
+    ranks, rows, avg, failure, oob, warns = [], [], None, None, None, []
     for raw in text.splitlines():
         line = _MPI_TAG.sub("", raw, count=1).strip()
+        if _WARN.search(line):
+            warns.append(line)
         if (r := _RANK.match(line)):
             ranks.append((int(r["rank"]), r["host"], r["name"].strip()))
         elif (row := _ROW.match(line)):
-            rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"])))
+            rows.append(PerfRow(int(row["size"]), _f(row["bus1"]), _f(row["bus2"]), _i(row["w1"]) + _i(row["w2"]),
+                                "N/A" not in (row["w1"], row["w2"])))
         elif (o := _OOB.match(line)):
             oob = int(o["n"])
         elif (a := _AVG.match(line)):
             avg = float(a["bw"])
         elif failure is None and (f := _FAIL.search(line)):
             failure = f"{f['where']}" + (f" {f['what'].strip(' /')}" if f["what"] else "")
-    return PerfResult(tuple(ranks), tuple(rows), avg, failure, dict(read_log(text).transports), oob)
+    return PerfResult(tuple(ranks), tuple(rows), avg, failure, dict(read_log(text).transports), oob, tuple(warns))
 
 
 def _f(value: str) -> float:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from drills.core.errors import ToolOutputError
 
-__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_list", "parse_table", "parse_mig", "parse_lost", "parse_utilization",
+__all__ = ["Gpu", "GpuReading", "SmiTable", "parse_warnings", "parse_list", "parse_table", "parse_mig", "parse_lost", "parse_utilization",
            "parse_compute_apps", "UTILIZATION_QUERY", "COMPUTE_APPS_QUERY"]
 
 UTILIZATION_QUERY = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv"]
@@ -20,6 +20,9 @@ COMPUTE_APPS_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--f
 # with or without a space before the address (`for GPU0000:07:00.0: Unknown Error`, `…: GPU is lost. Reboot …`)
 _LOST = re.compile(r"Unable to determine the device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
                    r"[0-9A-Fa-f]{2}\.\d): (?P<why>.+?)\s*$")
+# nvidia-smi's own warnings, on a line of their own after its output (`WARNING: infoROM is corrupted at gpu
+# 0000:67:00.0`, its exit code 14 — the man page's RETURN VALUE)
+_WARNING = re.compile(r"^WARNING:\s*(?P<what>.+?)\s*$")
 _LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # drivers before 410 print no `CUDA Version`
 _HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)(?:\s+CUDA Version: (?P<cuda>\S+))?")
@@ -62,6 +65,11 @@ class SmiTable:
 def parse_lost(text: str) -> tuple[tuple[str, str], ...]:
     """(PCI address, nvidia-smi's words) of every GPU it could not get a handle for: present, but lost to the driver."""
     return tuple((m["pci"], m["why"]) for line in text.splitlines() if (m := _LOST.search(line)))
+
+
+def parse_warnings(text: str) -> tuple[str, ...]:
+    """Every `WARNING: …` line nvidia-smi printed (its own words, whole)."""
+    return tuple(m.group(0).strip() for line in text.splitlines() if (m := _WARNING.match(line.strip())))
 
 
 def parse_list(text: str) -> tuple[Gpu, ...]:

@@ -67,9 +67,10 @@ def nvidia_smi_list(node: str, name: str, visible: int) -> list[str]:
 
 
 def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | None = None,
-               failing_gpu: int = 0) -> list[str]:
+               failing_gpu: int = 0, verdict: str = "Fail") -> list[str]:
     """`dcgmi diag -r LEVEL` in DCGM 3's table (dcgmi-diag-r3-gpu-memory-fail.txt); `failing` names the test
-    that fails (`Fail - All` and a Warning naming the GPU, as DCGM 3 prints it)."""
+    that does not pass (`Fail - All`, or `Warn - All` with `verdict="Warn"`, and a Warning naming the GPU, as
+    DCGM 3 prints it)."""
     def row(name: str, value: str) -> str:
         return f"| {name:<25} | {value:<46} |"
 
@@ -78,7 +79,7 @@ def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | 
             return [row(test, "Pass - All" if scoped else "Pass")]
         note = (f"GPU {failing_gpu} {test} test failed: errors found in the GPU's memory. Drain the node, "
                 f"reset the GPU and rerun the diagnostic; replace the GPU if it fails again.")
-        lines = [row(test, "Fail - All")]
+        lines = [row(test, f"{verdict} - All")]
         chunks = [note[i:i + 45] for i in range(0, len(note), 45)]
         return lines + [row("Warning" if k == 0 else "", c) for k, c in enumerate(chunks)]
 

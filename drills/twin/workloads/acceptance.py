@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from typing import Hashable
 
 from drills.twin.api.resources import by_kind
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CHECK_LABEL = "gpu-drills.io/accept-check"
 CHECKS = ("gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "storage")
+STRAY_IMAGE = "registry.local/gpu-drills/accept-tools:1.0"  # cached on the new nodes: the stray pod starts at once
 PODS = by_kind("v1", "Pod")
 NODES = by_kind("v1", "Node")
 
@@ -74,6 +76,9 @@ class AcceptanceController(Controller):
             return
         node = pod["spec"].get("nodeName", "")
         lines, code = self._tool_output(check, node, _env(pod))
+        fault = self._fault(node)
+        lines = [*fault.warnings.get(check, ()), *lines]
+        code = fault.exit_codes.get(check, code)
         self.done.add(uid)
         self.due.pop((ns, name), None)
         await self._append(ns, name, pod["spec"]["containers"][0]["name"], lines)
@@ -83,6 +88,37 @@ class AcceptanceController(Controller):
             await self.ctx.client.patch(PODS, ns, name, {"metadata": {"annotations": {EXIT_ANNOTATION: json.dumps(body)}}})
         except ApiError as err:
             log.warning("acceptance: could not end %s/%s: %s", ns, name, err)
+        if fault.changes is not None and fault.changes.after == check:
+            await self._change(node, fault)
+
+    async def _change(self, node: str, fault: NodeFault) -> None:
+        """The node after its checks: rebooted (a new bootID), fewer GPUs registered, relabelled — through the
+        API, as the kubelet, the device plugin and an operator would write it."""
+        change = fault.changes
+        node = change.node or node
+        status: dict = {}
+        if change.reboot:
+            old = (((self.nodes.get("", node) or {}).get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
+            status["nodeInfo"] = {"bootID": str(uuid.uuid5(uuid.NAMESPACE_OID, f"{node}/{old}/reboot"))}
+        if change.gpus is not None:
+            status["capacity"] = status["allocatable"] = {"nvidia.com/gpu": str(change.gpus)}
+        try:
+            if status:
+                await self.ctx.client.patch(NODES, None, node, {"status": status}, sub="status", kind="strategic")
+            if change.labels:
+                await self.ctx.client.patch(NODES, None, node, {"metadata": {"labels": dict(change.labels)}})
+            if change.cordon:
+                await self.ctx.client.patch(NODES, None, node, {"spec": {"unschedulable": True}})
+            if change.workload:
+                ns, name = change.workload.split("/")
+                await self.ctx.client.create(PODS, {"metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+                                                    "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+                                                             "containers": [{"name": "main", "image": STRAY_IMAGE,
+                                                                             "command": ["sleep", "infinity"]}]}})
+        except ApiError as err:
+            log.warning("acceptance: could not change node %s: %s", node, err)
+        else:
+            log.info("acceptance: node %s changed after its checks (%s)", node, change)
 
     # -- what the tools print ------------------------------------------------------------------
     def _tool_output(self, check: str, node: str, env: dict[str, str]) -> tuple[list[str], int]:
@@ -95,7 +131,7 @@ class AcceptanceController(Controller):
                                 [fig.idle_temp_c + i % 3 for i in range(visible)]), 0
         if check == "dcgm":
             return T.dcgmi_diag(int(env.get("ACCEPT_LEVEL", "3")), fig.dcgm_version, fig.driver_version, visible,
-                                fault.dcgm_fail, fault.dcgm_fail_gpu), 0
+                                fault.dcgm_fail, fault.dcgm_fail_gpu, fault.dcgm_verdict), 0
         if check == "burn":
             hot = fault.hot_gpu
             gflops = [fig.gemm_gflops * (fault.throttle_factor if i == hot else 1.0) for i in range(visible)]
@@ -164,7 +200,8 @@ class AcceptanceController(Controller):
         gpus = int(((obj.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 8))
         pool = next((p for p in (profile.node_pools.values() if profile else ())
                      if node.startswith(p.name_prefix + "-")), None)
-        return gpus, list(pool.rdma_devices) if pool is not None else ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        hcas = list(pool.rdma_devices) if pool is not None else ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        return gpus, [h for h in hcas if h not in self._fault(node).absent_rails]
 
     def _rail_rate(self, node: str, hca: str) -> float:
         fault = self._fault(node)

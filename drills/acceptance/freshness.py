@@ -1,0 +1,90 @@
+"""A GO holds only for the node its evidence was gathered on: just before the gate is lifted, each node is
+read again and compared with what it was when the run planned it.
+
+What the evidence depends on, as the API shows it: the machine (`status.nodeInfo.bootID` — a reboot clears
+what the checks warmed, loaded and measured; `systemUUID`), the GPUs the device plugin registers
+(`nvidia.com/gpu` capacity and allocatable), the labels that chose the node's expectation and placement
+(instance type, GPU product, leaf) and the annotations that named its leaf port and rails, and that it is
+Ready — and that it is still empty: a pod that tolerates the gate taint (a debug pod, a stray job) shares
+the node with the checks and would be in the pool before the node is. A node that changed between its checks
+and the gate — rebooted, lost a GPU, relabelled, in use — is a `changed` no-go on the `gate` check, naming
+each change: the checks judged a node that no longer exists.
+A node that cannot be read is the same no-go (unknown is not healthy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from drills.acceptance.catalogue import GPU_PRODUCT_LABEL, INSTANCE_TYPE_LABEL
+from drills.acceptance.judge import CheckResult
+from drills.core.kube import obj_get
+
+__all__ = ["CHECK", "state", "changes", "recheck"]
+
+log = logging.getLogger(__name__)
+
+CHECK = "gate"  # the result's check: the gate's own re-read, before it lets the node in
+GPU = "nvidia.com/gpu"
+RDMA_ANNOTATION = "gpu-drills.io/rdma-devices"
+
+
+def state(node: dict, profile) -> dict[str, Any]:
+    """What the evidence about `node` depends on, by name (the record prints these names)."""
+    labels = obj_get(node, "metadata", "labels", default=None) or {}
+    notes = obj_get(node, "metadata", "annotations", default=None) or {}
+    info = obj_get(node, "status", "nodeInfo", default=None) or {}
+    ready = next((c.get("status") for c in obj_get(node, "status", "conditions", default=None) or []
+                  if c.get("type") == "Ready"), None)
+    out: dict[str, Any] = {"bootID": info.get("bootID"), "systemUUID": info.get("systemUUID"),
+                           f"capacity {GPU}": _qty(obj_get(node, "status", "capacity", default=None), GPU),
+                           f"allocatable {GPU}": _qty(obj_get(node, "status", "allocatable", default=None), GPU),
+                           "Ready": ready}
+    for key in (INSTANCE_TYPE_LABEL, GPU_PRODUCT_LABEL, profile.faults.leaf_label):
+        out[f"label {key}"] = labels.get(key)
+    for key in (profile.acceptance.leaf_port_annotation, RDMA_ANNOTATION):
+        out[f"annotation {key}"] = notes.get(key)
+    return out
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Each field that differs, as `name before → after`; a node not Ready now is a change whatever it was."""
+    out = [f"{k} {before.get(k)!r} → {after.get(k)!r}" for k in sorted(set(before) | set(after))
+           if before.get(k) != after.get(k)]
+    if after.get("Ready") != "True" and not any(c.startswith("Ready ") for c in out):
+        out.append(f"Ready {after.get('Ready')!r}")
+    return out
+
+
+def recheck(cluster, profile, plan, node: str) -> CheckResult | None:
+    """The node read again now: None when it is the node its checks judged, else a `changed` no-go."""
+    from kubernetes.client.exceptions import ApiException
+
+    before = plan.state.get(node)
+    if before is None:
+        return None  # a plan from before this check (tests that build one by hand)
+    try:
+        now = state(json.loads(cluster.core.read_node(node, _preload_content=False).data), profile)
+    except ApiException as err:
+        return _changed(node, before, {}, [f"the node could not be read again ({err.status} {err.reason})"])
+    from drills.acceptance.plan import workload_pods
+
+    found = changes(before, now)
+    busy = workload_pods(cluster, [node]).get(node)
+    if busy:
+        found.append(f"it runs workload pods now: {', '.join(busy[:3])}" + (" …" if len(busy) > 3 else ""))
+    return _changed(node, before, now, found) if found else None
+
+
+def _changed(node: str, before: dict, now: dict, found: list[str]) -> CheckResult:
+    rebooted = " (the machine rebooted)" if any(c.startswith("bootID ") for c in found) else ""
+    return CheckResult(node, CHECK, False, f"{node} changed after its checks ran{rebooted}: {'; '.join(found)} — the "
+                       "evidence is of a node that no longer exists; run the acceptance again",
+                       {"now": now}, {"planned": before}, "changed", evidence={"changes": found})
+
+
+def _qty(resources: dict | None, key: str) -> str | None:
+    value = (resources or {}).get(key)
+    return None if value is None else str(value)

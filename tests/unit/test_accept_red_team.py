@@ -1,0 +1,166 @@
+"""Issue 31's red-team round, the pure rules: a GO never rests on a tool that failed (its exit code), on a
+warning the tool printed (nvidia-smi's `WARNING:`, DCGM's `Warn`, `NCCL WARN` in a run that finished), nor
+on a node that changed after its checks (the gate's re-read). Inputs are the tools' shapes as the twin
+prints them (drills/twin/workloads/accept_tools.py), with one line changed each; every test shows the same
+input without that line is a GO, so each rule is what turns it."""
+
+from __future__ import annotations
+
+from drills.acceptance import exits, freshness
+from drills.acceptance.catalogue import expectation_for
+from drills.acceptance.judge import judge_dcgm, judge_gpu, judge_nccl_node, judge_nccl_pair
+from drills.measure.accept import nccl_tests, nvidia_smi
+from drills.profile.acceptance import AcceptanceConfig, Thresholds
+from drills.profile.model import load_target
+from drills.twin.workloads import accept_tools as T
+
+H100 = "NVIDIA H100 80GB HBM3"
+DGX = expectation_for("gpu-new-01", {"node.kubernetes.io/instance-type": "dgx-h100"}, AcceptanceConfig())
+T_ = Thresholds(driver_version=None, cuda_version=None)
+INFOROM = "WARNING: infoROM is corrupted at gpu 0000:18:00.0"  # nvidia-smi(1) RETURN VALUE 14: infoROM corrupted
+ASYNC = "gpu-new-01:4100:4157 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : mlx5_3:1 Got async event : port error"
+
+
+def _smi() -> list[str]:
+    return T.nvidia_smi("gpu-new-01", H100, 8, "550.90.07", "12.4", [34] * 8)
+
+
+def test_nvidia_smis_own_warning_makes_a_whole_table_a_warned_no_go():
+    assert judge_gpu("gpu-new-01", "\n".join(_smi()), T_, 8, DGX).go
+    text = "\n".join([*_smi(), INFOROM])  # where nvidia-smi prints it: after its table
+    assert nvidia_smi.parse_warnings(text) == (INFOROM,)
+    got = judge_gpu("gpu-new-01", text, T_, 8, DGX)
+    assert not got.go and got.failure == "warned" and INFOROM in got.reason
+    assert got.measured["warnings"] == [INFOROM] and got.measured["visible_gpus"] == 8
+
+
+def test_an_nccl_warn_in_a_run_that_finished_is_a_warned_no_go():
+    node = T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE")
+    assert judge_nccl_node("gpu-new-01", "\n".join(node), T_).go
+    cut = node.index("# Out of bounds values : 0 OK")
+    warned = [*node[:cut], ASYNC, *node[cut:]]
+    assert nccl_tests.parse_perf("\n".join(warned)).warnings == (ASYNC,)
+    got = judge_nccl_node("gpu-new-01", "\n".join(warned), T_)
+    assert not got.go and got.failure == "warned" and "Got async event : port error" in got.reason
+    pair = T.all_reduce_perf([("gpu-new-01", "10.0.0.1"), ("gpu-train-01", "10.0.0.9")], 8, H100, 372.0, "IB",
+                             ["mlx5_0"], "RoCE")
+    assert judge_nccl_pair("gpu-new-01", "gpu-train-01", "\n".join(pair), T_).go
+    got = judge_nccl_pair("gpu-new-01", "gpu-train-01", "\n".join([ASYNC, *pair]), T_)
+    assert not got.go and got.failure == "warned" and got.peer == "gpu-train-01"
+
+
+def test_a_dcgm_test_that_ends_warn_is_not_a_pass():
+    ok = T.dcgmi_diag(3, "3.3.8", "550.90.07", 8)
+    assert judge_dcgm("gpu-new-01", "\n".join(ok), T_, 2).go
+    warn = T.dcgmi_diag(3, "3.3.8", "550.90.07", 8, "GPU Memory", 0, verdict="Warn")
+    got = judge_dcgm("gpu-new-01", "\n".join(warn), T_, 2)
+    assert not got.go and got.failure == "warned" and "GPU Memory ended Warn" in got.reason
+    assert got.measured["failed"] == []  # DCGM failed nothing: the Warn alone decides
+
+
+def _pod(phase: str, code: int | None) -> dict:
+    state = {"terminated": {"exitCode": code, "reason": "Error"}} if code is not None else {"running": {}}
+    return {"metadata": {"name": "acc-gpu"}, "status": {"phase": phase, "containerStatuses": [{"name": "gpu", "state": state}]}}
+
+
+def test_a_go_whose_tool_exited_non_zero_is_a_tool_error_and_a_no_go_keeps_its_reason():
+    go = judge_gpu("gpu-new-01", "\n".join(_smi()), T_, 8, DGX)
+    assert exits.check(go, _pod("Succeeded", 0)).go
+    got = exits.check(go, _pod("Failed", 14))
+    assert not got.go and got.failure == "tool_error" and "exited with code 14" in got.reason
+    assert got.evidence["exit_code"] == 14 and exits.check(go, _pod("Failed", None)).failure == "tool_error"
+    warned = judge_gpu("gpu-new-01", "\n".join([*_smi(), INFOROM]), T_, 8, DGX)
+    assert exits.check(warned, _pod("Failed", 14)).failure == "warned"  # the more specific reason stands
+
+
+def _node(boot: str = "b-1", gpus: str = "8", itype: str = "dgx-h100", ready: str = "True") -> dict:
+    return {"metadata": {"name": "gpu-new-01", "labels": {"node.kubernetes.io/instance-type": itype},
+                         "annotations": {}},
+            "status": {"nodeInfo": {"bootID": boot, "systemUUID": "s-1"}, "capacity": {"nvidia.com/gpu": gpus},
+                       "allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def test_the_gates_re_read_names_every_change_since_the_plan():
+    profile = load_target(None)
+    planned = freshness.state(_node(), profile)
+    assert freshness.changes(planned, freshness.state(_node(), profile)) == []
+    moved = freshness.changes(planned, freshness.state(_node(boot="b-2", gpus="7"), profile))
+    assert moved == ["allocatable nvidia.com/gpu '8' → '7'", "bootID 'b-1' → 'b-2'", "capacity nvidia.com/gpu '8' → '7'"]
+    relabelled = freshness.changes(planned, freshness.state(_node(itype="p5.48xlarge"), profile))
+    assert relabelled == ["label node.kubernetes.io/instance-type 'dgx-h100' → 'p5.48xlarge'"]
+    assert freshness.changes(planned, freshness.state(_node(ready="Unknown"), profile)) == ["Ready 'True' → 'Unknown'"]
+
+
+def test_a_lossless_word_the_reader_does_not_know_is_unknown_not_on():
+    """(f) × switch-port: Onyx's real `show roce` with its congestion mode changed to a word no list holds
+    (and NVUE's pfc-priority likewise): before, anything not known as "off" read as on — a GO."""
+    from pathlib import Path
+
+    from drills.acceptance.port_facts import read_facts
+    from drills.acceptance.switch import judge_port
+    from drills.faults.switch.dialect import load_switch_dialect
+
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "switch_port"
+    onyx = (real / "onyx-show_roce-1.txt").read_text().split("\n", 1)[1]
+    view = [load_switch_dialect("onyx").port[1]]
+    assert read_facts(view, [onyx], "Eth1/1").ecn is True
+    odd = read_facts(view, [onyx.replace("Mode: ecn, absolute", "Mode: tail-drop")], "Eth1/1")
+    assert odd.pfc is True and odd.ecn is None
+    t = Thresholds(port_speed=None, port_mtu=None)
+    from dataclasses import replace
+
+    got = judge_port("gpu-new-01", "leaf Eth1/1", "up", "up", replace(odd, errors={"packets": 0}), t, "onyx")
+    assert not got.go and got.failure == "not_run" and "ECN not shown" in got.reason
+    nvue = (real / "cumulus-nv_show_interface_qos_roce_status-1.txt").read_text().split("\n", 1)[1]
+    cview = [load_switch_dialect("cumulus").port[1]]
+    assert read_facts(cview, [nvue], "swp16").pfc is True
+    assert read_facts(cview, [nvue.replace("pfc-priority      3 ", "pfc-priority      auto ")], "swp16").pfc is None
+
+
+def test_an_all_reduce_that_validated_nothing_is_no_pass():
+    """(f) `all_reduce_perf -c 0` prints `N/A` in its #wrong columns and still `Out of bounds values : 0 OK`
+    (the shape of nccl-tests#82's run): zero checks found zero errors. Before: a GO on its bandwidth."""
+    node = T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE")
+
+    def no_check(line: str) -> str:  # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+        cells = line.split()
+        if len(cells) != 13 or not cells[0].isdigit():
+            return line
+        return "  ".join([*cells[:8], "N/A", *cells[9:12], "N/A"])
+
+    unchecked = [no_check(line) for line in node]
+    assert sum("N/A" in line for line in unchecked) == 11 and "# Out of bounds values : 0 OK" in unchecked
+    assert nccl_tests.parse_perf("\n".join(unchecked)).unchecked and not nccl_tests.parse_perf("\n".join(node)).unchecked
+    got = judge_nccl_node("gpu-new-01", "\n".join(unchecked), T_)
+    assert not got.go and got.failure == "not_run" and "-c 0" in got.reason
+
+
+def test_a_burn_in_cut_before_its_end_is_not_run():
+    """(c) gpu-burn announced 180 s and stopped after its first snapshot (20 %): before, a GO on 36 s of load."""
+    from drills.acceptance.judge import judge_burn
+
+    burn = T.gpu_burn("gpu-new-01", H100, 180, [52000.0] * 8, [67] * 8)
+    assert judge_burn("gpu-new-01", "\n".join(burn), T_, 180).go
+    cut = burn[:burn.index("") + 1]
+    got = judge_burn("gpu-new-01", "\n".join(cut), T_, 180)
+    assert not got.go and got.failure == "not_run" and "stopped at 20 %" in got.reason
+
+
+def test_an_nvidia_smi_table_that_shows_fewer_gpus_than_it_lists_is_unread():
+    """(f) -L lists 8 GPUs, the table's last block is missing (a cut log): before, a GO on 7 readings."""
+    smi = _smi()
+    got = judge_gpu("gpu-new-01", "\n".join(smi[:-4]), T_, 8, DGX)
+    assert not got.go and got.failure == "tool_error" and "table shows 7" in got.reason
+
+
+def test_a_port_whose_error_counters_were_not_shown_is_not_a_clean_port():
+    """(f) × switch-port: no error counter read (a view that matched nothing) summed to "0 errors" — a GO."""
+    from drills.acceptance.port_facts import PortFacts
+    from drills.acceptance.switch import judge_port
+
+    t = Thresholds(port_speed="400G", port_mtu=9100)
+    seen = PortFacts(400.0, 9216, {"input": 0, "output": 0}, True, (3,), True)
+    assert judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", seen, t, "nxos").go
+    unseen = PortFacts(400.0, 9216, {}, True, (3,), True)
+    got = judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", unseen, t, "nxos")
+    assert not got.go and got.failure == "not_run" and "error counters not shown" in got.reason
