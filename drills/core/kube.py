@@ -41,7 +41,10 @@ USER_AGENT = "gpu-drills/0.1"  # mutations by drills are found in a twin's audit
 SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # token, ca.crt, namespace in a pod
 SERVICEACCOUNT_DIR_ENV = "DRILLS_SERVICEACCOUNT_DIR"  # another dir holding them (tests: a TLS twin's)
 IDENTITY_NAMESPACE = "kube-system"  # every cluster has it; its uid names the cluster
-_TIMEOUT_S = 5.0
+# The first calls that tell "reachable" from "not": an API server starting, or the machine busy (a twin on 2 cores
+# with two busy loops and the test suite took over 5 s to answer its clock read), is slow, not gone — kubectl
+# itself waits far longer.
+_TIMEOUT_S = 15.0
 _UNREAD = object()
 
 
@@ -288,7 +291,7 @@ def _followed_clock(state_dir: str) -> Clock | None:
     return FollowingClock.of_twin(info) if isinstance(info, dict) else None
 
 
-def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> DilatedClock:
+def twin_clock(twin_url: str, timeout: float = _TIMEOUT_S, samples: int = 5) -> DilatedClock:
     """The twin's clock, read over HTTP: of `samples` reads, the one with the shortest round trip, anchored
     at its midpoint: the copy is within RTT/2 (its `error_s`; at 600× a 20 ms round trip is already 6 cluster
     seconds)."""
@@ -311,7 +314,7 @@ def twin_clock(twin_url: str, timeout: float = 5.0, samples: int = 5) -> Dilated
     return DilatedClock(scale=scale, epoch=best[1], wall_anchor=best[2], error_s=best[0] / 2 * scale)
 
 
-def probe(cluster: Cluster, timeout: float = 5.0) -> None:
+def probe(cluster: Cluster, timeout: float = _TIMEOUT_S) -> None:
     """One cheap authenticated call; failure is one TargetUnreachable line."""
     from kubernetes.client.exceptions import ApiException
 
