@@ -80,7 +80,7 @@ def seed_workloads(profile: TwinProfile) -> list[dict]:
         out.extend(inference_objects(profile, dep))
     if any(pool.role == "cpu" for pool in profile.node_pools.values()):
         system = datafiles.load_file(SYSTEM_MONITORING)  # kube-state-metrics, snmp_exporter: on the system pool
-        out.extend([*system["deployments"], *system.get("services", [])])
+        out.extend([*system["deployments"], *system.get("daemonsets", []), *system.get("services", [])])
     return out
 
 

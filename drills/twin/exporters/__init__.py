@@ -6,6 +6,8 @@ Prometheus scrapes the twin as it scrapes a cluster.
 - `kube-state-metrics` pods (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answer
   `GET :8080/metrics` with the API objects' state (kube_state.py);
 - each vLLM replica answers `GET :8000/metrics` itself (vllm.py, served by drills/twin/workloads/vllm_replica.py);
+- the `node-exporter` pods of the system pool (a DaemonSet, drills/twin/system/monitoring.yaml) answer
+  `GET :9100/metrics` with node_exporter's mountstats of the checkpoint store's mount (mountstats.py);
 - the `snmp-exporter` pod (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answers
   `GET :9116/snmp?target=<switch>&module=if_mib` with that switch's interfaces, as Prometheus's snmp_exporter
   walks them from the switch (snmp.py): the scrape names the switch, the exporter reaches it.
@@ -31,6 +33,7 @@ from drills.twin.controllers.nodeutil import kubelet_stopped
 from drills.twin.controllers.volcano_objects import JOB_NAME
 from drills.twin.exporters.dcgm import DcgmCollector, read_gpus
 from drills.twin.exporters.kube_state import KubeStateCollector
+from drills.twin.exporters.mountstats import NODE_EXPORTER_PORT, MountStatsCollector
 from drills.twin.exporters.snmp import IfMibCollector
 from drills.twin.exporters.text import exposition
 from drills.twin.workloads.container_ports import PORT_PROGRAMS, Factory, HttpConnection, HttpReply, HttpRequest
@@ -71,6 +74,11 @@ class _Exporters:
             return lambda: HttpConnection(_metrics(lambda: self._dcgm(node["metadata"]["name"])), now, "")
         if port == KSM_PORT and any("/kube-state-metrics:" in i for i in images):
             return lambda: HttpConnection(_metrics(self._kube_state), now, "")
+        if port == NODE_EXPORTER_PORT and any("/node-exporter:" in i for i in images):
+            node = self._node(pod)
+            if node is None or kubelet_stopped(node):
+                return None
+            return lambda: HttpConnection(_metrics(self._mountstats), now, "")
         if port == SNMP_PORT and any("/snmp-exporter:" in i for i in images):
             return lambda: HttpConnection(self._snmp, now, "")
         return None
@@ -136,6 +144,21 @@ class _Exporters:
         registry.register(KubeStateCollector(lambda kind: store.list(kinds[kind])[0]))
         return registry
 
+
+    # -- node_exporter (mountstats) ------------------------------------------------------------------
+    def _mountstats(self) -> CollectorRegistry:
+        from drills.twin.workloads.hub import hub_for
+
+        hub = hub_for(self.twin)
+        model = getattr(hub.mount, "model", None)  # None: the store is a plain directory, no mount to report
+        store_dir = hub.storage.store_dir if hub.storage is not None else "checkpoint-store"
+        # the twin's store clients share one mount: each node_exporter reports its share, so the sums are the store's
+        share = 1 / max(1, sum(1 for p in self.twin.store.list(_PODS)[0] if _running(p) and any(
+            "/node-exporter:" in (c.get("image") or "") for c in (p.get("spec") or {}).get("containers") or [])))
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(MountStatsCollector(store_dir, lambda: None if model is None else model.op_totals(share),
+                                              lambda: 0.0 if model is None else model.age_s()))
+        return registry
 
     # -- snmp_exporter ------------------------------------------------------------------------------
     async def _snmp(self, req: HttpRequest) -> HttpReply:
