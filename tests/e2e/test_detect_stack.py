@@ -125,6 +125,21 @@ def test_the_stack_evaluates_the_pack_it_was_given(monitoring):
     assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed"])))
 
 
+def test_a_rule_is_watching_only_when_prometheus_evaluates_it_over_series_it_scrapes(monitoring, xid_fault):
+    """What makes silence a claim (drills/detect/watching.py): the pack's GpuXidError reads a series the target
+    exports; the seed's NvidiaXidError reads NVIDIA_XID_ERRORS_TOTAL, which nothing exports (blind: its silence
+    proves nothing); a rule Prometheus does not have is named as such."""
+    from drills.detect.watching import unwatched
+
+    timing = monitoring.timing
+    found = unwatched(monitoring.prometheus_url, ["GpuXidError", "NvidiaXidError", "InferenceUnavailable"],
+                      4 * timing.wall(timing.scrape_s))
+    assert found["GpuXidError"] is None
+    assert found["NvidiaXidError"] == ("its rule reads NVIDIA_XID_ERRORS_TOTAL, of which Prometheus has no series: "
+                                       "nothing it scrapes exports it")
+    assert found["InferenceUnavailable"] == "Prometheus has no alerting rule named InferenceUnavailable"
+
+
 def test_a_sites_own_stack_is_read_where_it_is_and_on_the_wall_clock(monitoring, xid_fault):
     """prometheus: <url>, alertmanager: <url> — nothing started, nothing rewritten, only GETs."""
     site = open_monitoring(MonitoringConfig(prometheus=monitoring.prometheus_url,
