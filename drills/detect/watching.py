@@ -8,7 +8,8 @@ is not watching (None: it is), from Prometheus's own API (read-only GETs: `/api/
 
 The series a rule reads are the metric names in its PromQL (`rule_metrics`: selectors, not functions, keywords,
 label names in `by (…)`/`on (…)`, label matchers, strings or durations). Each must have at least one series in
-the last `LOOKBACK` of the stack's own evaluation (`count(last_over_time(name[…]))` through the query API).
+Prometheus's lookback (`--query.lookback-delta`: the window a rule's evaluation reads a sample from), through the
+query API (`count(last_over_time(name[…]))`).
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def read_rules(prometheus_url: str, timeout_s: float = 5.0) -> dict[str, dict] |
 
 def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float, timeout_s: float = 5.0) -> dict[str, str | None]:
     """alert → why its silence proves nothing (None: its rule is evaluated and every series it reads exists in the
-    last `lookback_s` of the stack's own clock). `lookback_s` is the stack's time (wall seconds for a dilated twin
-    stack: a few scrapes), so a series that stopped being scraped a while ago does not count."""
+    last `lookback_s` of the stack's own clock: its lookback-delta, wall seconds for a dilated twin stack), so a
+    series that stopped being scraped longer ago than a rule would still read it does not count."""
     alerts = list(dict.fromkeys(alerts))
     rules = read_rules(prometheus_url, timeout_s)
     if rules is None:

@@ -11,9 +11,15 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 |   name dcgm-exporter does not export: blind)          |                  |                               |
 | the XID cleared (recovery)                           | resolution       | pass                          |
 | XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
+| the pack's GpuXidError / the seed's NvidiaXidError    | watching?        | yes / no: NVIDIA_XID_ERRORS_… |
+|                                                      |                  |   has no series               |
 | `drills run`, built-in profile: node loss, uplink,    | detection ≤ 1 m, | pass each (TrainingNodeLost,  |
-|   inference pod kill on the healthy twin             | resolution, storm|   FabricLinkDown, InferenceRe…|
+|   inference pod kill, storage flood on the healthy   | resolution, storm|   FabricLinkDown, InferenceRe…|
+|   twin                                               |                  |   CheckpointStoreSaturated)   |
+| `drills run` rolling restart, healthy twin            | quiet, storm     | pass (none fired, watching)   |
 | `drills run` node loss, monitoring managed but blind  | detection ≤ 1 m  | FAIL not_detected (the drill) |
+| `drills run` storage flood, its rule blind            | detection ≤ 1 m  | FAIL not_detected             |
+| `drills run` rolling restart, serving rules blind     | quiet            | INCONCLUSIVE not_observed     |
 
 Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from datetime import datetime
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -228,7 +235,8 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     exporters (kube-state-metrics, dcgm-exporter, vLLM, snmp_exporter for the switches) and each fault pages its
     alert within a minute — a node lost under the job TrainingNodeLost, a shut uplink FabricLinkDown (both ends of
     the cable), a killed replica InferenceReplicasUnavailable — which resolves after the recovery (the uplink: after
-    it is brought back), nothing else fires: every drill PASS."""
+    it is brought back), nothing else fires: every drill PASS. (The storage flood and the rolling restart are CPU
+    bound on the twin: they run alone, below.)"""
     reports = tmp_path / "reports"
     done = drills("run", "-m", EVERY_KIND, "--lanes", "2", "--no-html", "--reports", str(reports), "--run-id", "seen",
                   env=_judged(), timeout=300)
@@ -248,22 +256,76 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     assert len(ports) == 2 and {s for s, _ in ports} == {"leaf-1", "spine-1"}, ports  # both ends of the cable
 
 
-def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
-    """The issue's construction: the training rules with one metric name wrong (`kube_node_unschedulable` for
-    kube-state-metrics' `kube_node_spec_unschedulable`, and the Ready condition's series likewise) — a blind
-    monitoring stack on a healthy twin — so the node-loss drill recovers but FAILS not_detected, and the record
-    says what judged and that nothing fired."""
-    training = (Path(pack.__file__).parent / "rules" / "training.yaml").read_text()
-    blind = training.replace("kube_node_spec_unschedulable", "kube_node_unschedulable").replace(
-        "kube_node_spec_taint", "kube_node_taint").replace("kube_node_status_condition", "kube_node_condition")
-    assert blind != training
-    (tmp_path / "training-blind.yaml").write_text(blind)
+def test_a_flood_pages_checkpoint_store_saturated_a_blind_copy_never_and_a_rolling_restart_no_one(tmp_path):
+    """The storage flood and the rolling restart on the healthy twin, one after the other (both CPU bound: fio
+    through the twin's modelled store, the restart's users at a 0.5 s timeout), with the pack plus a blind copy of
+    the storage rule (named CheckpointStoreSaturatedBlind, reading `…_request_time_seconds`: node_exporter's name
+    ends `_total`). fio flooding the store pages CheckpointStoreSaturated within a minute from the store's NFS
+    clients (node_exporter's mountstats), which resolves after the flood stops; the blind copy watched the same
+    flood and never fired — a drill asserting it would FAIL not_detected ("no alert … within 1m"). The rolling
+    restart pages no one, and its silence counts: every serving rule was watching. Both PASS."""
+    storage = (Path(pack.__file__).parent / "rules" / "storage.yaml").read_text()
+    blind = storage.replace("request_time_seconds_total", "request_time_seconds").replace(
+        "alert: CheckpointStoreSaturated", "alert: CheckpointStoreSaturatedBlind").replace(
+        "alert: CheckpointStoreFull", "alert: CheckpointStoreFullCopy").replace("name: storage", "name: storage-blind")
+    assert blind.count("CheckpointStoreSaturatedBlind") == 1 and "request_time_seconds_total" not in blind
+    (tmp_path / "storage-blind.yaml").write_text(blind)
     reports = tmp_path / "reports"
-    profile = _monitored(tmp_path, ["gpu", str(tmp_path / "training-blind.yaml"), "inference", "storage"])
-    done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
-                  "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged())
+    profile = _monitored(tmp_path, ["gpu", "training", "network", "inference", "storage", str(tmp_path / "storage-blind.yaml")])
+    done = drills("run", "-m", "storage_saturation or inference_rolling_restart", "--profile", str(profile),
+                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "alone",
+                  env=_judged(), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    recs = {r["drill"]: r for r in records(reports / "alone")}
+    assert set(recs) == {"storage-saturation", "inference-rolling-restart"}, sorted(recs)
+
+    flood = recs["storage-saturation"]
+    checks = {c["name"]: c["verdict"] for c in flood["details"]["checks"]}
+    assert checks["detection"] == checks["alert resolution"] == checks["alert storm"] == "pass", checks
+    detection = flood["details"]["detection"]
+    assert detection["judged"] and not detection["monitoring"]["slowed"] and "alerted" in flood["phases"]
+    [alert] = detection["alerts"]
+    assert alert["alert"] == "CheckpointStoreSaturated" and alert["gone"], detection["alerts"]
+    assert alert["labels"]["export"].endswith(":/checkpoint-store"), alert  # the store fio flooded, by its mount
+    assert "CheckpointStoreSaturatedBlind" in detection["rules"]  # evaluated through the same flood, never fired
+    injected = datetime.fromisoformat(flood["phases"]["injected"].replace("Z", "+00:00"))
+    verdict = judge_detection("CheckpointStoreSaturatedBlind", injected, None, MINUTE, rules=detection["rules"])
+    assert not verdict.passed and not verdict.inconclusive
+    assert verdict.reason.startswith("no alert CheckpointStoreSaturatedBlind within 1m")
+    assert drill_for_tags(["storage_saturation"]).category(verdict.name) is Category.NOT_DETECTED
+
+    restart = recs["inference-rolling-restart"]
+    checks = {c["name"]: c for c in restart["details"]["checks"]}
+    assert checks["quiet monitoring"]["verdict"] == checks["alert storm"]["verdict"] == "pass", checks
+    assert "each was watching" in checks["quiet monitoring"]["reason"]
+    assert restart["details"]["detection"]["alerts"] == []
+
+
+def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
+    """The issue's construction, and its twin for a quiet claim, in one run on a healthy twin: the training rules
+    with one metric name wrong (`kube_node_unschedulable` for kube-state-metrics' `kube_node_spec_unschedulable`,
+    and the Ready condition's series likewise) — the node-loss drill recovers but FAILS not_detected; the serving
+    rules reading `kube_deployment_status_replicas_avail` — the rolling restart pages no one, but a blind rule's
+    silence proves nothing: INCONCLUSIVE not_observed naming the blind rules, not PASS. Each record says what judged
+    and that nothing fired."""
+    rules = Path(pack.__file__).parent / "rules"
+    blind = {
+        "training": (rules / "training.yaml").read_text().replace("kube_node_spec_unschedulable", "kube_node_unschedulable")
+        .replace("kube_node_spec_taint", "kube_node_taint").replace("kube_node_status_condition", "kube_node_condition"),
+        "inference": (rules / "inference.yaml").read_text().replace("kube_deployment_status_replicas_available",
+                                                                    "kube_deployment_status_replicas_avail"),
+    }
+    for name, text in blind.items():
+        assert text != (rules / f"{name}.yaml").read_text(), name
+        (tmp_path / f"{name}-blind.yaml").write_text(text)
+    reports = tmp_path / "reports"
+    profile = _monitored(tmp_path, ["gpu", *(str(tmp_path / f"{n}-blind.yaml") for n in blind), "storage"])
+    done = drills("run", "-m", "cordon_drain or inference_rolling_restart", "--profile", str(profile), "--scale", "60",
+                  "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged(), timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    [rec] = records(reports / "blind")
+    recs = {r["drill"]: r for r in records(reports / "blind")}
+    assert set(recs) == {"gpu-node-loss", "inference-rolling-restart"}, sorted(recs)
+    rec = recs["gpu-node-loss"]
     assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]
     assert rec["reason"].startswith("no alert TrainingNodeLost within 1m")
     checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
@@ -274,3 +336,13 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
     assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
     assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
+
+    restart = recs["inference-rolling-restart"]
+    checks = {c["name"]: c for c in restart["details"]["checks"]}
+    assert (restart["verdict"], restart["category"]) == ("inconclusive", "not_observed"), restart["reason"]
+    quiet = checks["quiet monitoring"]
+    assert quiet["verdict"] == "inconclusive" and quiet["reason"].startswith("quiet proves nothing"), quiet
+    assert ("InferenceUnavailable: its rule reads kube_deployment_status_replicas_avail, of which Prometheus has no "
+            "series") in quiet["reason"]
+    assert "InferenceLatencyBurn" not in quiet["reason"]  # it was watching: only the blind ones are named
+    assert checks["rollout errors"]["verdict"] == "pass"  # the platform held; only the claim about it is void
