@@ -22,6 +22,7 @@ container runs and its node is up; a node without an exporter pod has no GPU met
 from __future__ import annotations
 
 import logging
+import time
 import urllib.parse
 from typing import Any, Callable
 
@@ -62,6 +63,7 @@ class _Exporters:
         self.twin = twin
         self.totals: dict[str, dict[str, dict[int, float]]] = {}  # node → the DCGM counters' running totals
         self.scraped: dict[str, float] = {}  # node → twin time of the last scrape (counters integrate between)
+        self._ne_read: tuple[float, int] = (-1e9, 1)  # (wall monotonic, node_exporter pods running) last counted
 
     def program(self, pod: dict, port: int, now: Callable[[], float]) -> Factory | None:
         images = [c.get("image") or "" for c in (pod.get("spec") or {}).get("containers") or []]
@@ -78,7 +80,10 @@ class _Exporters:
             node = self._node(pod)
             if node is None or kubelet_stopped(node):
                 return None
-            return lambda: HttpConnection(_metrics(self._mountstats), now, "")
+            # node_exporter's mountstats collector is off by default: only a container that enables it reports mounts
+            mountstats = any("--collector.mountstats" in (c.get("args") or []) + (c.get("command") or [])
+                             for c in pod["spec"]["containers"])
+            return lambda: HttpConnection(_metrics(lambda: self._mountstats(mountstats)), now, "")
         if port == SNMP_PORT and any("/snmp-exporter:" in i for i in images):
             return lambda: HttpConnection(self._snmp, now, "")
         return None
@@ -146,19 +151,27 @@ class _Exporters:
 
 
     # -- node_exporter (mountstats) ------------------------------------------------------------------
-    def _mountstats(self) -> CollectorRegistry:
+    def _mountstats(self, enabled: bool) -> CollectorRegistry:
         from drills.twin.workloads.hub import hub_for
 
         hub = hub_for(self.twin)
-        model = getattr(hub.mount, "model", None)  # None: the store is a plain directory, no mount to report
+        model = getattr(hub.mount, "model", None) if enabled else None  # None: no mount to report
         store_dir = hub.storage.store_dir if hub.storage is not None else "checkpoint-store"
         # the twin's store clients share one mount: each node_exporter reports its share, so the sums are the store's
-        share = 1 / max(1, sum(1 for p in self.twin.store.list(_PODS)[0] if _running(p) and any(
-            "/node-exporter:" in (c.get("image") or "") for c in (p.get("spec") or {}).get("containers") or [])))
+        share = 1 / self._node_exporters()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(MountStatsCollector(store_dir, lambda: None if model is None else model.op_totals(share),
                                               lambda: 0.0 if model is None else model.age_s()))
         return registry
+
+    def _node_exporters(self) -> int:
+        """How many node_exporter pods run (read at most once a wall second: every scrape asks)."""
+        now = time.monotonic()
+        if now - self._ne_read[0] > 1.0:
+            count = sum(1 for p in self.twin.store.list(_PODS)[0] if _running(p) and any(
+                "/node-exporter:" in (c.get("image") or "") for c in (p.get("spec") or {}).get("containers") or []))
+            self._ne_read = (now, max(1, count))
+        return self._ne_read[1]
 
     # -- snmp_exporter ------------------------------------------------------------------------------
     async def _snmp(self, req: HttpRequest) -> HttpReply:
