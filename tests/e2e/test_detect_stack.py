@@ -14,11 +14,12 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 | the pack's GpuXidError / the seed's NvidiaXidError    | watching?        | yes / no: NVIDIA_XID_ERRORS_… |
 |                                                      |                  |   has no series               |
 | `drills run`, built-in profile: node loss, uplink,    | detection ≤ 1 m, | pass each (TrainingNodeLost,  |
-|   inference pod kill, storage flood on the healthy   | resolution, storm|   FabricLinkDown, InferenceRe…|
-|   twin                                               |                  |   CheckpointStoreSaturated)   |
-| `drills run` rolling restart, healthy twin            | quiet, storm     | pass (none fired, watching)   |
+|   inference pod kill on the healthy twin             | resolution, storm|   FabricLinkDown, InferenceRe…|
+| `drills run` storage flood, healthy twin (alone)      | detection ≤ 1 m, | pass (CheckpointStoreSaturat…)|
+|                                                      | resolution, storm|                               |
+|   … a blind copy of its rule, same flood              | detection ≤ 1 m  | FAIL not_detected             |
+| `drills run` rolling restart, healthy twin (alone)    | quiet, storm     | pass (none fired, watching)   |
 | `drills run` node loss, monitoring managed but blind  | detection ≤ 1 m  | FAIL not_detected (the drill) |
-| `drills run` storage flood, its rule blind            | detection ≤ 1 m  | FAIL not_detected             |
 | `drills run` rolling restart, serving rules blind     | quiet            | INCONCLUSIVE not_observed     |
 
 Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
