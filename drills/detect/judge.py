@@ -4,8 +4,8 @@ on-call mutes them)? Pure functions from measured times and counts to `Verdict`s
 
 Check names are the catalog's keys (drills/core/catalog.yaml): `detection` → not_detected, `alert storm` →
 alert_storm, `alert resolution` → not_restored, `quiet monitoring` → paged (a planned operation woke the on-call).
-Quiet is a claim only when the stack was watching (drills/detect/watching.py): otherwise inconclusive, naming why. A detection that never came is not `never_reached` (that would
-read as an SLO breach): it is its own category, so a report says "the monitoring is blind", not "recovery slow".
+Quiet is a claim only when the stack was watching (drills/detect/watching.py): otherwise inconclusive, naming why.
+A detection that never came is not `never_reached` (that would read as an SLO breach): it is its own category, so a report says "the monitoring is blind", not "recovery slow".
 When the twin's clock was too fast for Prometheus to scrape and evaluate at the site's cadence (`slowed`), a
 late or missing alert cannot be blamed on the platform: that verdict is inconclusive and says why.
 """

@@ -54,7 +54,8 @@ def read_rules(prometheus_url: str, timeout_s: float = 5.0) -> dict[str, dict] |
             if r.get("type") == "alerting"}
 
 
-def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float, timeout_s: float = 5.0) -> dict[str, str | None]:
+def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
+              timeout_s: float = 5.0) -> dict[str, str | None]:
     """alert → why its silence proves nothing (None: its rule is evaluated and every series it reads exists in the
     last `lookback_s` of the stack's own clock: its lookback-delta, wall seconds for a dilated twin stack), so a
     series that stopped being scraped longer ago than a rule would still read it does not count."""

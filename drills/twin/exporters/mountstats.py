@@ -58,8 +58,9 @@ class MountStatsCollector:
         age = RawCounter(f"{_P}age_seconds_total", "The age of the NFS mount in seconds.", _LABELS)
         age.add_metric(base, round(self.age_s(), 3))
         yield age
-        for name, op, help_ in (("total_read_bytes_total", "READ", "Number of bytes read from the NFS server, in total."),
-                                ("total_write_bytes_total", "WRITE", "Number of bytes written to the NFS server, in total.")):
+        for name, op, help_ in (
+                ("total_read_bytes_total", "READ", "Number of bytes read from the NFS server, in total."),
+                ("total_write_bytes_total", "WRITE", "Number of bytes written to the NFS server, in total.")):
             family = RawCounter(_P + name, help_, _LABELS)
             family.add_metric(base, float(totals[op].bytes) if op in totals else 0.0)
             yield family
