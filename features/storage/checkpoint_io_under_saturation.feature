@@ -17,6 +17,6 @@ Feature: Checkpoint I/O holds while the checkpoint store is saturated
     And a checkpoint written under saturation reads back intact
     And its save time stays within 2x its baseline
     And the training job's checkpoint saves stay within 2x their baseline
-    And the store delivers its declared bandwidth under fio and the probe
-    And it resolves after recovery
+    And it resolves after the flood stops
     And the monitoring raises no more distinct alerts than its budget
+    And the store delivers its declared bandwidth under fio and the probe

@@ -66,3 +66,30 @@ def test_rule_metrics_are_the_selectors_not_functions_keywords_labels_or_strings
                                                     "kube_deployment_spec_replicas",
                                                     "kube_deployment_status_replicas_updated"]
     assert pack["CheckpointStoreSaturated"] == ["node_mountstats_nfs_operations_request_time_seconds_total"]
+
+
+def test_every_detection_step_arms_the_watch_in_either_language():
+    """A zh-CN run must arm detection before its fault as an English one does (else an alert that fired and went
+    during the drill is never seen, and a quiet claim passes it by): every feature line of a detection step, in
+    features/ and features/zh/, is recognised; no Given/When line is."""
+    from pathlib import Path
+
+    from fixtures.detection import monitoring_step
+
+    root = Path(__file__).parents[2] / "features"
+    keywords = {"Given": "setup", "When": "setup", "假如": "setup", "当": "setup",
+                "Then": "check", "And": "check", "而且": "check", "那么": "check"}
+
+    def split(line: str) -> tuple[str, str] | None:
+        for word, kind in keywords.items():
+            if line.startswith(word):
+                return kind, line[len(word):].strip()
+        return None
+
+    parsed = [p for f in root.rglob("*.feature") for line in f.read_text(encoding="utf-8").splitlines()
+              if (p := split(line.strip())) is not None]
+    armed = [text for kind, text in parsed if kind == "check" and monitoring_step(text)]
+    assert sum("CheckpointStoreSaturated" in s for s in armed) == 2  # en + zh
+    assert sum("InferenceLatencyBurn" in s for s in armed) == 4  # rolling restart, noisy neighbour; en + zh
+    assert sum(s in ("it resolves after the flood stops", "打满结束后该告警解除") for s in armed) == 2
+    assert not [text for kind, text in parsed if kind == "setup" and monitoring_step(text)]
