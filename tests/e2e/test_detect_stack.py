@@ -338,7 +338,8 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
     assert checks["recovery"] == "pass" and checks["detection"] == "fail"  # recovered; nobody was told
     detection = rec["details"]["detection"]
     assert detection["judged"] and detection["monitoring"]["managed"] and detection["alerts"] == []
-    assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 61
+    # the twin's clock over the scenario, read over HTTP at both ends: 60x within the reads' own latency (±5 %)
+    assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 63
     assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
     assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
