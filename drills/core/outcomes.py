@@ -10,7 +10,7 @@ Why these statuses (Allure's own meanings: `failed` = the product failed an asse
 test could not reach a conclusion, `skipped` = it did not run):
 - `failed` / JUnit `failure`: the platform was judged and did not hold — a judged check missed its
   target (slo_breach, stale_checkpoint, socket_fallback, storage_io, unsafe_rollout, serving_evicted), the
-  platform's monitoring missed the fault or buried it (not_detected, alert_storm), or a fault the drill injected could
+  platform's monitoring missed the fault or buried it (not_detected, alert_storm, paged), or a fault the drill injected could
   not be taken back (revert_failed): the platform is left broken, which is the worst finding a drill has.
 - `broken` / JUnit `error`: the drill reached no judgement on recovery — the fault had no effect or a
   precondition was not met (inconclusive), a stop condition aborted it, a check could not measure, the
@@ -91,6 +91,7 @@ TABLE: Mapping[tuple[Outcome, Category | None], Presentation] = {
     (V.FAIL, C.NOT_RESTORED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.NOT_DETECTED):                 Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.ALERT_STORM):                  Presentation(1, _F, _FAILURE, "fail", False),
+    (V.FAIL, C.PAGED):                        Presentation(1, _F, _FAILURE, "fail", False),
     (V.FAIL, C.REVERT_FAILED):                Presentation(1, _F, _FAILURE, "revert_failed", False),
     (V.FAIL, C.CHECK_FAILED):                 Presentation(1, _B, _ERROR, "fail", False),
     (V.FAIL, C.INJECTOR_FAILED):              Presentation(2, _B, _ERROR, "fail", False),

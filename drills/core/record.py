@@ -71,6 +71,7 @@ class Category(str, enum.Enum):
     NOT_RESTORED = "not_restored"  # reverted, but the steady state was not back to nominal after the settle period
     NOT_DETECTED = "not_detected"  # the platform's own monitoring raised no alert for the fault within its budget
     ALERT_STORM = "alert_storm"  # one fault raised more distinct alerts than the profile's budget
+    PAGED = "paged"  # a planned operation woke the on-call: an alert that must stay quiet fired
     CHECK_FAILED = "check_failed"  # after injecting: a check could not measure, or failed outside a judged verdict
     INTERRUPTED = "interrupted"  # SIGINT / SIGTERM (KeyboardInterrupt)
     ABORTED = "aborted"  # StopConditionBreached: a stop condition over the steady state tripped

@@ -3,8 +3,9 @@ recovery, and stay quiet enough that an on-call would not mute it (the seed: hun
 on-call mutes them)? Pure functions from measured times and counts to `Verdict`s (drills/verdicts/timeline).
 
 Check names are the catalog's keys (drills/core/catalog.yaml): `detection` → not_detected, `alert storm` →
-alert_storm, `alert resolution` → not_restored. A detection that never came is not `never_reached` (that would
-read as an SLO breach): it is its own category, so a report says "the monitoring is blind", not "recovery slow".
+alert_storm, `alert resolution` → not_restored, `quiet monitoring` → paged (a planned operation woke the on-call).
+Quiet is a claim only when the stack was watching (drills/detect/watching.py): otherwise inconclusive, naming why.
+A detection that never came is not `never_reached` (that would read as an SLO breach): it is its own category, so a report says "the monitoring is blind", not "recovery slow".
 When the twin's clock was too fast for Prometheus to scrape and evaluate at the site's cadence (`slowed`), a
 late or missing alert cannot be blamed on the platform: that verdict is inconclusive and says why.
 """
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from drills.verdicts.timeline import Verdict, format_duration, within
 
-__all__ = ["judge_detection", "judge_resolution", "judge_storm", "DETECTION", "RESOLUTION", "STORM"]
+__all__ = ["judge_detection", "judge_resolution", "judge_storm", "judge_quiet", "DETECTION", "RESOLUTION", "STORM",
+           "QUIET"]
 
 log = logging.getLogger(__name__)
 
-DETECTION, RESOLUTION, STORM = "detection", "alert resolution", "alert storm"
+DETECTION, RESOLUTION, STORM, QUIET = "detection", "alert resolution", "alert storm", "quiet monitoring"
 
 
 def judge_detection(alert: str, injected: datetime | None, raised: datetime | None, budget_s: float, *,
@@ -77,3 +79,35 @@ def judge_storm(distinct: Sequence[str], budget: int) -> Verdict:
     return Verdict(STORM, False, float(count), float(budget), "alerts",
                    f"alert storm: {count} distinct alerts for one fault ({shown}), over the budget of {budget}: an "
                    f"on-call buried like this mutes them")
+
+
+def judge_quiet(alerts: Sequence[str], injected: datetime | None, fired: Mapping[str, datetime | None],
+                unwatched: Mapping[str, str | None], already: Sequence[str] = (), unread: str | None = None) -> Verdict:
+    """Pass iff none of `alerts` fired (notifying) since the injection, and each could have: its rule evaluated
+    over series that exist (`unwatched[a]` None). A fired one fails (the on-call was paged); one already firing
+    before the fault (`already`), an Alertmanager not read through the drill (`unread`: why) or a rule that was not
+    watching make the silence inconclusive — a blind stack is quiet whatever the platform does."""
+    names = ", ".join(alerts)
+    if injected is None:
+        return Verdict(QUIET, False, None, 0, "alerts", f"{names}: no fault was injected, nothing to stay quiet about",
+                       inconclusive=True)
+    paged = sorted(((a, t) for a in alerts if (t := fired.get(a)) is not None), key=lambda at: at[1])
+    if paged:
+        said = "; ".join(f"{a} {format_duration(max(0.0, (t - injected).total_seconds()))} after it" for a, t in paged)
+        return Verdict(QUIET, False, float(len(paged)), 0, "alerts",
+                       f"the monitoring paged during the drill: {said} — the on-call was woken for it")
+    if already:
+        return Verdict(QUIET, False, None, 0, "alerts",
+                       f"{', '.join(already)} was already firing before the fault: its silence during the drill "
+                       f"cannot be told apart", inconclusive=True, unobserved=True)
+    if unread is not None:
+        return Verdict(QUIET, False, None, 0, "alerts", f"whether {names} fired is unknown: {unread}",
+                       inconclusive=True, unobserved=True)
+    blind = [f"{a}: {why}" for a in alerts if (why := unwatched.get(a, "not checked")) is not None]
+    if blind:
+        return Verdict(QUIET, False, None, 0, "alerts",
+                       f"quiet proves nothing, the monitoring was not watching — {'; '.join(blind)}",
+                       inconclusive=True, unobserved=True)
+    return Verdict(QUIET, True, 0.0, 0, "alerts",
+                   f"none of {names} fired through the drill, and each was watching (its rule evaluated, every "
+                   f"series it reads scraped)")

@@ -17,13 +17,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from drills.core.clock import parse_iso
 from drills.core.kube import Cluster, obj_get, wait_for
 from drills.core.watch import retry_at
 from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "wait_cordoned", "exported_value"]
+__all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "marked_since", "wait_cordoned", "exported_value"]
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,12 @@ def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: 
     return None, f"its /metrics has no {metric} series for gpu {gpu}"
 
 
-def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float) -> Marked | None:
-    """Until the deadline (cluster time): the first moment the node shows the GPU unhealthy, else None."""
+def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float,
+                not_before_ts: float | None = None) -> Marked | None:
+    """Until the deadline (cluster time): the node showing the GPU unhealthy, else None. When it was marked is what
+    the node itself says (`marked_since`: a condition's or taint's own time, not before `not_before_ts`) where it
+    says it — the drill may look long after the mark (it reads the exporter first, slower on a busy machine) — else
+    the moment it was observed."""
     conditions = [tuple(c.split("=", 1)) for c in cfg.unhealthy_conditions if "=" in c]
 
     def marked(obj: dict) -> str | None:
@@ -111,7 +116,39 @@ def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float) 
                 return f"condition {cond['type']}={cond['status']}"
         return None
 
-    return _wait_node(cluster, node, marked, deadline_ts)
+    found = wait_for(cluster, cluster.core.list_node, marked, deadline_ts, field_selector=f"metadata.name={node}")
+    if found is None:
+        return None
+    obj, observed = found
+    where = f"nodes/{node} @ resourceVersion {obj_get(obj, 'metadata', 'resourceVersion')}"
+    stamped = marked_since(obj, cfg, observed, not_before_ts) if not_before_ts is not None else None
+    if stamped is None:
+        return Marked(marked(obj), observed, f"{where}, observed")
+    return Marked(marked(obj), stamped[0], f"{where}: {stamped[1]}")
+
+
+def marked_since(node: dict, cfg: GpuFault, observed: datetime, not_before_ts: float) -> tuple[datetime, str] | None:
+    """When the node itself says the GPU was marked: the earliest `lastTransitionTime` of a matching unhealthy
+    condition or `timeAdded` of a matching taint, at or before `observed` and not older than `not_before_ts` (a mark
+    left from before the fault is not this one's) — with what it was read from. None when the node says nothing
+    (allocatable alone carries no time): then only the moment it was observed is known."""
+    conditions = {tuple(c.split("=", 1)) for c in cfg.unhealthy_conditions if "=" in c}
+    stamps = []
+    for cond in obj_get(node, "status", "conditions", default=None) or []:
+        if (cond.get("type"), cond.get("status")) in conditions and cond.get("lastTransitionTime"):
+            stamps.append((cond["lastTransitionTime"], f"condition {cond['type']}={cond['status']} lastTransitionTime"))
+    for taint in obj_get(node, "spec", "taints", default=None) or []:
+        if taint.get("key") in cfg.unhealthy_taints and taint.get("timeAdded"):
+            stamps.append((taint["timeAdded"], f"taint {taint['key']} timeAdded"))
+    found = []
+    for text, what in stamps:
+        try:
+            at = parse_iso(text)
+        except ValueError:
+            continue
+        if not_before_ts <= at.timestamp() <= observed.timestamp():
+            found.append((at, what))
+    return min(found, key=lambda f: f[0]) if found else None
 
 
 def wait_cordoned(cluster: Cluster, node: str, deadline_ts: float) -> Marked | None:

@@ -390,6 +390,7 @@ class TwinProfile(Strict):
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
     gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
     dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
+    node_exporter_mountstats: bool = True  # the system pool's node_exporter runs --collector.mountstats (its default: off)
     timings: Timings = Timings()
     fabric: Fabric = Fabric()
     queues: Named(Queue) = {}

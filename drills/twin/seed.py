@@ -72,7 +72,8 @@ def seed_cluster(profile: TwinProfile, now: str | None = None) -> list[dict]:
 
 def seed_workloads(profile: TwinProfile) -> list[dict]:
     """Workload objects: one Volcano Job per training job, Deployment + Service (+ PDB) per inference one, and
-    the exporters (kube-state-metrics, snmp_exporter) when the profile has a system (CPU) pool to run them."""
+    the exporters (kube-state-metrics, snmp_exporter, node_exporter) when the profile has a system (CPU) pool to run
+    them; node_exporter without `--collector.mountstats` when the profile says so (defect node-exporter-defaults)."""
     out: list[dict] = []
     for job in profile.workloads.training.values():
         out.append(training_job_object(profile, job))
@@ -80,7 +81,10 @@ def seed_workloads(profile: TwinProfile) -> list[dict]:
         out.extend(inference_objects(profile, dep))
     if any(pool.role == "cpu" for pool in profile.node_pools.values()):
         system = datafiles.load_file(SYSTEM_MONITORING)  # kube-state-metrics, snmp_exporter: on the system pool
-        out.extend([*system["deployments"], *system.get("services", [])])
+        daemonsets = system.get("daemonsets", [])
+        if not profile.node_exporter_mountstats:
+            daemonsets = [_without_arg(d, "--collector.mountstats") for d in daemonsets]
+        out.extend([*system["deployments"], *daemonsets, *system.get("services", [])])
     return out
 
 
@@ -293,6 +297,14 @@ def _system_daemonsets(namespaces: set[str], exporter: bool = True) -> list[dict
     data = datafiles.load_file(SYSTEM_DAEMONSETS)
     daemonsets = [d for d in data["daemonsets"] if exporter or d["metadata"]["name"] != "nvidia-dcgm-exporter"]
     return [*(_namespace(ns) for ns in data["namespaces"] if ns not in namespaces), *daemonsets]
+
+
+def _without_arg(obj: dict, arg: str) -> dict:
+    """A copy of a workload object whose containers do not pass `arg`."""
+    out = copy.deepcopy(obj)
+    for c in out["spec"]["template"]["spec"]["containers"]:
+        c["args"] = [a for a in c.get("args") or [] if a != arg]
+    return out
 
 
 def _namespace(name: str) -> dict:

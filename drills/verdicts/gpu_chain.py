@@ -46,7 +46,7 @@ def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node
                        f"GPU {gpu} of node {node} was never marked unhealthy within {format_duration(limit_s)} of the "
                        "XID DCGM reported: allocatable nvidia.com/gpu did not drop and no health taint or condition "
                        "appeared")
-    took = marked.at.timestamp() - injected_ts
+    took = max(0.0, marked.at.timestamp() - injected_ts)  # the node's own stamp may precede the exec's midpoint
     ok = within(took, limit_s)
     return Verdict("gpu marked unhealthy", ok, round(took, 3), limit_s, "s",
                    f"GPU {gpu} of node {node} marked unhealthy ({marked.how}) {format_duration(took)} after the XID "

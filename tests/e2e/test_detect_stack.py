@@ -11,9 +11,16 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 |   name dcgm-exporter does not export: blind)          |                  |                               |
 | the XID cleared (recovery)                           | resolution       | pass                          |
 | XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
+| the pack's GpuXidError / the seed's NvidiaXidError    | watching?        | yes / no: NVIDIA_XID_ERRORS_… |
+|                                                      |                  |   has no series               |
 | `drills run`, built-in profile: node loss, uplink,    | detection ≤ 1 m, | pass each (TrainingNodeLost,  |
 |   inference pod kill on the healthy twin             | resolution, storm|   FabricLinkDown, InferenceRe…|
+| `drills run` storage flood, healthy twin (alone)      | detection ≤ 1 m, | pass (CheckpointStoreSaturat…)|
+|                                                      | resolution, storm|                               |
+|   … a blind copy of its rule, same flood              | detection ≤ 1 m  | FAIL not_detected             |
+| `drills run` rolling restart, healthy twin (alone)    | quiet, storm     | pass (none fired, watching)   |
 | `drills run` node loss, monitoring managed but blind  | detection ≤ 1 m  | FAIL not_detected (the drill) |
+| `drills run` rolling restart, serving rules blind     | quiet            | INCONCLUSIVE not_observed     |
 
 Skipped, naming why, where Debian's prometheus / prometheus-alertmanager are not installed.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from datetime import datetime
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -125,6 +133,21 @@ def test_the_stack_evaluates_the_pack_it_was_given(monitoring):
     assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed"])))
 
 
+def test_a_rule_is_watching_only_when_prometheus_evaluates_it_over_series_it_scrapes(monitoring, xid_fault):
+    """What makes silence a claim (drills/detect/watching.py): the pack's GpuXidError reads a series the target
+    exports; the seed's NvidiaXidError reads NVIDIA_XID_ERRORS_TOTAL, which nothing exports (blind: its silence
+    proves nothing); a rule Prometheus does not have is named as such."""
+    from drills.detect.watching import unwatched
+
+    timing = monitoring.timing
+    found = unwatched(monitoring.prometheus_url, ["GpuXidError", "NvidiaXidError", "InferenceUnavailable"],
+                      4 * timing.wall(timing.scrape_s))
+    assert found["GpuXidError"] is None
+    assert found["NvidiaXidError"] == ("its rule reads NVIDIA_XID_ERRORS_TOTAL, of which Prometheus has no series: "
+                                       "nothing it scrapes exports it")
+    assert found["InferenceUnavailable"] == "Prometheus has no alerting rule named InferenceUnavailable"
+
+
 def test_a_sites_own_stack_is_read_where_it_is_and_on_the_wall_clock(monitoring, xid_fault):
     """prometheus: <url>, alertmanager: <url> — nothing started, nothing rewritten, only GETs."""
     site = open_monitoring(MonitoringConfig(prometheus=monitoring.prometheus_url,
@@ -205,6 +228,9 @@ def _judged() -> dict:
 EXPECTED = {"gpu-node-loss": "TrainingNodeLost", "switch-uplink": "FabricLinkDown",
             "inference-pod-kill": "InferenceReplicasUnavailable"}
 EVERY_KIND = "cordon_drain or kill_one or (switch_uplink and not (sonic or nxos or eos or cumulus or onyx))"
+# The rolling restart's checks judged after its quiet claim that a machine loaded past its cores can fail on its
+# own (the users' 0.5 s client timeout): they never decide a detection verdict here.
+LOAD_BOUND_ROLLOUT = {"rollout errors", "p99 latency"}
 
 
 def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_path):
@@ -213,7 +239,8 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     exporters (kube-state-metrics, dcgm-exporter, vLLM, snmp_exporter for the switches) and each fault pages its
     alert within a minute — a node lost under the job TrainingNodeLost, a shut uplink FabricLinkDown (both ends of
     the cable), a killed replica InferenceReplicasUnavailable — which resolves after the recovery (the uplink: after
-    it is brought back), nothing else fires: every drill PASS."""
+    it is brought back), nothing else fires: every drill PASS. (The storage flood and the rolling restart are CPU
+    bound on the twin: they run alone, below.)"""
     reports = tmp_path / "reports"
     done = drills("run", "-m", EVERY_KIND, "--lanes", "2", "--no-html", "--reports", str(reports), "--run-id", "seen",
                   env=_judged(), timeout=300)
@@ -233,29 +260,105 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     assert len(ports) == 2 and {s for s, _ in ports} == {"leaf-1", "spine-1"}, ports  # both ends of the cable
 
 
-def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
-    """The issue's construction: the training rules with one metric name wrong (`kube_node_unschedulable` for
-    kube-state-metrics' `kube_node_spec_unschedulable`, and the Ready condition's series likewise) — a blind
-    monitoring stack on a healthy twin — so the node-loss drill recovers but FAILS not_detected, and the record
-    says what judged and that nothing fired."""
-    training = (Path(pack.__file__).parent / "rules" / "training.yaml").read_text()
-    blind = training.replace("kube_node_spec_unschedulable", "kube_node_unschedulable").replace(
-        "kube_node_spec_taint", "kube_node_taint").replace("kube_node_status_condition", "kube_node_condition")
-    assert blind != training
-    (tmp_path / "training-blind.yaml").write_text(blind)
+def test_a_flood_pages_checkpoint_store_saturated_a_blind_copy_never_and_a_rolling_restart_no_one(tmp_path):
+    """The storage flood and the rolling restart on the healthy twin, one after the other (both CPU bound: fio
+    through the twin's modelled store, the restart's users at a 0.5 s timeout), with the pack plus a blind copy of
+    the storage rule (named CheckpointStoreSaturatedBlind, reading `…_request_time_seconds`: node_exporter's name
+    ends `_total`). fio flooding the store pages CheckpointStoreSaturated within a minute from the store's NFS
+    clients (node_exporter's mountstats), which resolves after the flood stops; the blind copy watched the same
+    flood and never fired — a drill asserting it would FAIL not_detected ("no alert … within 1m"). The rolling
+    restart pages no one, and its silence counts: every serving rule was watching. Both PASS (the store's bandwidth
+    check aside, CPU bound on the twin)."""
+    storage = (Path(pack.__file__).parent / "rules" / "storage.yaml").read_text()
+    blind = storage.replace("request_time_seconds_total", "request_time_seconds").replace(
+        "alert: CheckpointStoreSaturated", "alert: CheckpointStoreSaturatedBlind").replace(
+        "alert: CheckpointStoreFull", "alert: CheckpointStoreFullCopy").replace("name: storage", "name: storage-blind")
+    assert blind.count("CheckpointStoreSaturatedBlind") == 1 and "request_time_seconds_total" not in blind
+    (tmp_path / "storage-blind.yaml").write_text(blind)
     reports = tmp_path / "reports"
-    profile = _monitored(tmp_path, ["gpu", str(tmp_path / "training-blind.yaml"), "inference", "storage"])
-    done = drills("run", "-m", "cordon_drain", "--profile", str(profile), "--scale", "60", "--lanes", "1",
-                  "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged())
+    profile = _monitored(tmp_path, ["gpu", "training", "network", "inference", "storage", str(tmp_path / "storage-blind.yaml")])
+    done = drills("run", "-m", "storage_saturation or inference_rolling_restart", "--profile", str(profile),
+                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "alone",
+                  env=_judged(), timeout=300)
+    recs = {r["drill"]: r for r in records(reports / "alone")}
+    assert set(recs) == {"storage-saturation", "inference-rolling-restart"}, done.stdout[-3000:] + done.stderr[-3000:]
+
+    flood = recs["storage-saturation"]
+    checks = {c["name"]: c["verdict"] for c in flood["details"]["checks"]}
+    assert checks["detection"] == checks["alert resolution"] == checks["alert storm"] == "pass", checks
+    # every other check passes too — but the store's bandwidth, which the twin's FUSE store delivers by CPU: on a
+    # machine loaded past its cores fio gets less than the declared 40 MB/s (tests/e2e/test_drill_storage.py judges
+    # it); it is judged after detection, so it cannot hide a detection failure
+    assert {n for n, v in checks.items() if v != "pass"} <= {"store bandwidth"}, checks
+    assert done.returncode == (0 if {r["verdict"] for r in recs.values()} == {"pass"} else 1), done.stdout[-3000:]
+    detection = flood["details"]["detection"]
+    assert detection["judged"] and not detection["monitoring"]["slowed"] and "alerted" in flood["phases"]
+    [alert] = detection["alerts"]
+    assert alert["alert"] == "CheckpointStoreSaturated" and alert["gone"], detection["alerts"]
+    assert alert["labels"]["export"].endswith(":/checkpoint-store"), alert  # the store fio flooded, by its mount
+    assert "CheckpointStoreSaturatedBlind" in detection["rules"]  # evaluated through the same flood, never fired
+    injected = datetime.fromisoformat(flood["phases"]["injected"].replace("Z", "+00:00"))
+    verdict = judge_detection("CheckpointStoreSaturatedBlind", injected, None, MINUTE, rules=detection["rules"])
+    assert not verdict.passed and not verdict.inconclusive
+    assert verdict.reason.startswith("no alert CheckpointStoreSaturatedBlind within 1m")
+    assert drill_for_tags(["storage_saturation"]).category(verdict.name) is Category.NOT_DETECTED
+
+    restart = recs["inference-rolling-restart"]
+    checks = {c["name"]: c for c in restart["details"]["checks"]}
+    assert checks["quiet monitoring"]["verdict"] == checks["alert storm"]["verdict"] == "pass", checks
+    assert "each was watching" in checks["quiet monitoring"]["reason"]
+    assert restart["details"]["detection"]["alerts"] == []
+    # judged after the quiet claim: the users' 0.5 s timeout, which a machine loaded past its cores misses
+    # (tests/e2e/test_rollout_and_neighbour.py judges them)
+    assert {n for n, c in checks.items() if c["verdict"] != "pass"} <= LOAD_BOUND_ROLLOUT, checks
+
+
+def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_detected(tmp_path):
+    """The issue's construction, and its twin for a quiet claim, in one run on a healthy twin: the training rules
+    with one metric name wrong (`kube_node_unschedulable` for kube-state-metrics' `kube_node_spec_unschedulable`,
+    and the Ready condition's series likewise) — the node-loss drill recovers but FAILS not_detected; the serving
+    rules reading `kube_deployment_status_replicas_avail` — the rolling restart pages no one, but a blind rule's
+    silence proves nothing: INCONCLUSIVE not_observed naming the blind rules, not PASS. Each record says what judged
+    and that nothing fired."""
+    rules = Path(pack.__file__).parent / "rules"
+    blind = {
+        "training": (rules / "training.yaml").read_text().replace("kube_node_spec_unschedulable", "kube_node_unschedulable")
+        .replace("kube_node_spec_taint", "kube_node_taint").replace("kube_node_status_condition", "kube_node_condition"),
+        "inference": (rules / "inference.yaml").read_text().replace("kube_deployment_status_replicas_available",
+                                                                    "kube_deployment_status_replicas_avail"),
+    }
+    for name, text in blind.items():
+        assert text != (rules / f"{name}.yaml").read_text(), name
+        (tmp_path / f"{name}-blind.yaml").write_text(text)
+    reports = tmp_path / "reports"
+    profile = _monitored(tmp_path, ["gpu", *(str(tmp_path / f"{n}-blind.yaml") for n in blind), "storage"])
+    done = drills("run", "-m", "cordon_drain or inference_rolling_restart", "--profile", str(profile), "--scale", "60",
+                  "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged(), timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    [rec] = records(reports / "blind")
+    recs = {r["drill"]: r for r in records(reports / "blind")}
+    assert set(recs) == {"gpu-node-loss", "inference-rolling-restart"}, sorted(recs)
+    rec = recs["gpu-node-loss"]
     assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]
     assert rec["reason"].startswith("no alert TrainingNodeLost within 1m")
     checks = {c["name"]: c["verdict"] for c in rec["details"]["checks"]}
     assert checks["recovery"] == "pass" and checks["detection"] == "fail"  # recovered; nobody was told
     detection = rec["details"]["detection"]
     assert detection["judged"] and detection["monitoring"]["managed"] and detection["alerts"] == []
-    assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 61
+    # the twin's clock over the scenario, read over HTTP at both ends: 60x within the reads' own latency (±5 %)
+    assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 63
     assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
     assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
+
+    restart = recs["inference-rolling-restart"]
+    checks = {c["name"]: c for c in restart["details"]["checks"]}
+    failed = {n for n, c in checks.items() if c["verdict"] == "fail"}
+    assert failed <= LOAD_BOUND_ROLLOUT, checks  # what a loaded machine's 0.5 s user timeout can fail, judged after
+    if not failed:
+        assert (restart["verdict"], restart["category"]) == ("inconclusive", "not_observed"), restart["reason"]
+    quiet = checks["quiet monitoring"]
+    assert quiet["verdict"] == "inconclusive" and quiet["reason"].startswith("quiet proves nothing"), quiet
+    assert ("InferenceUnavailable: its rule reads kube_deployment_status_replicas_avail, of which Prometheus has no "
+            "series") in quiet["reason"]
+    assert "InferenceLatencyBurn" not in quiet["reason"]  # it was watching: only the blind ones are named
+    assert checks["unavailable replicas"]["verdict"] == "pass"  # the platform held; only the claim about it is void

@@ -70,7 +70,8 @@ def test_discovery_finds_every_node_and_the_annotated_pods_and_scrapes_them(stac
     pods = requests.get(f"{handle.url}/api/v1/pods", timeout=10).json()["items"]
     annotated = {p["metadata"]["name"] for p in pods
                  if (p["metadata"].get("annotations") or {}).get("prometheus.io/scrape") == "true"}
-    assert len(annotated) == 6 + 2 + 1  # dcgm-exporter per GPU node, 2 vLLM replicas, kube-state-metrics
+    # dcgm-exporter per GPU node, 2 vLLM replicas, kube-state-metrics, node_exporter per system node
+    assert len(annotated) == 6 + 2 + 1 + len(CPU_NODES)
 
     def up():
         targets = prom.targets()
@@ -98,6 +99,10 @@ def test_every_gpu_reports_through_its_nodes_exporter_with_its_owner(stack):
     assert {m["modelName"] for m in owned} == {"NVIDIA H100 80GB HBM3"}
     assert len(_until(lambda: prom.query("kube_node_spec_unschedulable"), "kube-state-metrics")) == 8
     assert len(_until(lambda: prom.query("vllm:num_requests_running"), "vLLM's own metrics")) == 2
+    store = _until(lambda: prom.query('node_mountstats_nfs_operations_request_time_seconds_total{operation="WRITE"}'),
+                   "node_exporter's mountstats of the checkpoint store")
+    assert {s["metric"]["kubernetes_node"] for s in store} == CPU_NODES  # the system pool's node_exporters
+    assert {s["metric"]["export"] for s in store} == {"ckpt-store.storage.twin:/checkpoint-store"}
 
 
 def test_an_xid_on_a_broken_gpu_reaches_prometheus_and_clears(stack):

@@ -119,8 +119,8 @@ def test_validate_names_what_detection_needs(tmp_path, monkeypatch):
     assert opted.ok and f"{OPT_OUT}=off" in opted.detail
     monkeypatch.delenv(OPT_OUT)
 
-    assert expected_alerts() == ["FabricLinkDown", "InferenceReplicasUnavailable",  # an outline: its Examples
-                                 "InferenceUnavailable", "TrainingNodeLost"]  # what the features' detection steps expect today
+    assert expected_alerts() == ["CheckpointStoreSaturated", "FabricLinkDown", "InferenceReplicasUnavailable",
+                                 "InferenceUnavailable", "TrainingNodeLost"]  # the features' detection steps (an outline: its Examples)
     [off] = monitoring_checks(parse_profile("name: x"))
     assert off.ok and "not judged" in off.detail
     lines = monitoring_checks(parse_profile("monitoring: {prometheus: managed}"))

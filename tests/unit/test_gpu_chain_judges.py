@@ -143,3 +143,30 @@ def test_the_scheduled_run_may_exec_in_the_dcgm_namespace_only_when_the_site_run
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]}]
     assert "gpu-operator" not in roles("faults: {gpu_fault: {}, node_modes: [cordon-drain]}\n")
+
+
+def test_the_mark_is_timed_by_the_nodes_own_stamp_not_by_when_the_drill_looked():
+    """Under a busy machine the drill reads the exporter first and looks at the node minutes (of a 600x clock) after
+    the device plugin marked it: the mark's time is the condition's lastTransitionTime (or the taint's timeAdded),
+    not the observation — which alone failed a healthy twin "marked 6–11 min after the XID". A stamp older than
+    the window (a mark from before the fault) or later than the observation is not used; allocatable alone has no
+    time, so only the observation is known."""
+    from drills.measure.gpu_chain import marked_since
+    from drills.profile.gpu_fault import GpuFault
+
+    cfg = GpuFault()
+    node = {**NODE, "status": {**NODE["status"], "allocatable": {"nvidia.com/gpu": "7"}, "conditions": [
+        {"type": "GPUHealthy", "status": "False", "lastTransitionTime": "2026-12-05T12:01:10Z"}]},
+            "spec": {"taints": [{"key": "nvidia.com/gpu.unhealthy", "effect": "NoSchedule",
+                                 "timeAdded": "2026-12-05T12:01:12Z"}]}}
+    observed = datetime(2026, 12, 5, 12, 9, tzinfo=timezone.utc)  # looked 8 minutes later
+    at, what = marked_since(node, cfg, observed, T0.timestamp() - 300)
+    assert at == datetime(2026, 12, 5, 12, 1, 10, tzinfo=timezone.utc)
+    assert what == "condition GPUHealthy=False lastTransitionTime"
+    verdict = judge_marked(Marked("allocatable nvidia.com/gpu 7 of 8", at, "nodes/gpu-train-01"), T0.timestamp(),
+                           300, "gpu-train-01", 5)
+    assert verdict.passed and verdict.measured == 70
+    assert marked_since(node, cfg, observed, T0.timestamp() + 600) is None  # both stamps older than the window
+    assert marked_since(node, cfg, datetime(2026, 12, 5, 12, 1, tzinfo=timezone.utc), 0) is None  # after the look
+    plain = {**NODE, "status": {**NODE["status"], "allocatable": {"nvidia.com/gpu": "7"}}}
+    assert marked_since(plain, cfg, observed, 0) is None

@@ -40,6 +40,7 @@ EXPECTED = {
     ("fail", "not_restored"): (F, "failure", 1),
     ("fail", "not_detected"): (F, "failure", 1),
     ("fail", "alert_storm"): (F, "failure", 1),
+    ("fail", "paged"): (F, "failure", 1),
     ("fail", "stale_checkpoint"): (F, "failure", 1),
     ("fail", "socket_fallback"): (F, "failure", 1),
     ("fail", "storage_io"): (F, "failure", 1),

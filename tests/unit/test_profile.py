@@ -73,6 +73,7 @@ EFFECTS = {
     "ephemeral-checkpoints": lambda p: not _job(p).checkpoint.persistent,
     "recordon-agent": lambda p: p.health_agent is not None and p.health_agent.recordon_after == 15,
     "no-dcgm-exporter": lambda p: not p.dcgm_exporter,
+    "node-exporter-defaults": lambda p: not p.node_exporter_mountstats,
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,

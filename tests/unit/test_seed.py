@@ -129,6 +129,19 @@ def test_kube_state_metrics_runs_on_the_system_pool_only():
     assert not [o for o in seed_workloads(load_profile("large")) if o["metadata"]["name"] == "kube-state-metrics"]
 
 
+def test_node_exporter_runs_mountstats_on_the_system_pool_unless_the_site_runs_its_defaults():
+    def node_exporter(defects=()):
+        [ds] = [o for o in seed_workloads(load_profile("minimal", list(defects))) if o["kind"] == "DaemonSet"
+                and o["metadata"]["name"] == "node-exporter"]
+        return ds["spec"]["template"]["spec"]
+
+    spec = node_exporter()
+    assert spec["nodeSelector"]["gpu-drills.io/role"] == "cpu" and not spec.get("tolerations")
+    assert "--collector.mountstats" in spec["containers"][0]["args"]
+    assert "--collector.mountstats" not in node_exporter(["node-exporter-defaults"])["containers"][0]["args"]
+    assert "--collector.mountstats" in node_exporter()["containers"][0]["args"]  # the file itself is untouched
+
+
 def test_no_pdb_defect_drops_the_pdb():
     kinds = [o["kind"] for o in seed_workloads(load_profile("minimal", ["no-pdb"]))]
     assert "PodDisruptionBudget" not in kinds and "Deployment" in kinds

@@ -201,3 +201,48 @@ def test_snmp_exporters_interface_table_follows_the_fabric_both_ends_of_a_shut_c
     assert all(v == (1, 1) for k, v in on_leaf.items() if k != uplink.iface)
     assert [int(s.labels["ifIndex"]) for s in _scrape(IfMibCollector(fabric, None, leaf.name))["ifOperStatus"].samples] \
         == list(range(1, len(on_leaf) + 1))
+
+
+def test_mountstats_of_the_store_has_node_exporters_names_and_follows_the_store_model():
+    """node_exporter's mountstats for the checkpoint store's mount (collector/mountstats_linux.go@014ea4e5: names,
+    `export`/`protocol`/`mountaddr`(/`operation`) labels): nothing without a modelled store; one writer alone never
+    has more than one write in flight and waits for nobody; three writers on a store that gives each less than its
+    own link keep three in flight and queue — the request time the rule reads is the queue length × time."""
+    import threading
+    import time
+
+    from drills.twin.exporters.mountstats import MountStatsCollector
+    from drills.twin.workloads.storefs import StoreModel
+
+    assert _scrape(MountStatsCollector("checkpoint-store", lambda: None, lambda: 0.0)) == {}
+    P = "node_mountstats_nfs_"
+
+    def run(writers: int) -> tuple[dict, float]:
+        model = StoreModel(bandwidth_mb_s=6, client_bandwidth_mb_s=4)  # 3 writers: 2 MB/s each, half their link
+        threads = [threading.Thread(target=lambda c=c: [model.transfer(c, 1 << 17) for _ in range(2)])
+                   for c in range(writers)]
+        began = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return _scrape(MountStatsCollector("checkpoint-store", model.op_totals, model.age_s)), time.monotonic() - began
+
+    def write(fams, metric):
+        [value] = [s.value for s in fams[metric].samples if s.labels["operation"] == "WRITE"]
+        return value
+
+    alone, wall_alone = run(1)
+    assert {f"{P}operations_requests", f"{P}operations_request_time_seconds", f"{P}total_write_bytes"} <= set(alone)
+    sample = alone[f"{P}operations_request_time_seconds"].samples[0]
+    assert sample.name == f"{P}operations_request_time_seconds_total"
+    assert set(sample.labels) == {"export", "protocol", "mountaddr", "operation"}
+    assert sample.labels["export"].endswith(":/checkpoint-store") and sample.labels["protocol"] == "tcp"
+    assert write(alone, f"{P}operations_requests") == 2 and alone[f"{P}total_write_bytes"].samples[0].value == 2 << 17
+    assert write(alone, f"{P}operations_request_time_seconds") <= wall_alone * 1.05  # ≤ 1 in flight
+    assert write(alone, f"{P}operations_queue_time_seconds") < 0.2 * write(alone, f"{P}operations_request_time_seconds")
+
+    flood, wall_flood = run(3)
+    assert write(flood, f"{P}operations_requests") == 6
+    assert write(flood, f"{P}operations_request_time_seconds") > 2 * wall_flood  # ~3 in flight all along
+    assert write(flood, f"{P}operations_queue_time_seconds") > 0.3 * write(flood, f"{P}operations_request_time_seconds")

@@ -6,6 +6,8 @@ Prometheus scrapes the twin as it scrapes a cluster.
 - `kube-state-metrics` pods (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answer
   `GET :8080/metrics` with the API objects' state (kube_state.py);
 - each vLLM replica answers `GET :8000/metrics` itself (vllm.py, served by drills/twin/workloads/vllm_replica.py);
+- the `node-exporter` pods of the system pool (a DaemonSet, drills/twin/system/monitoring.yaml) answer
+  `GET :9100/metrics` with node_exporter's mountstats of the checkpoint store's mount (mountstats.py);
 - the `snmp-exporter` pod (a Deployment on the system pool, drills/twin/system/monitoring.yaml) answers
   `GET :9116/snmp?target=<switch>&module=if_mib` with that switch's interfaces, as Prometheus's snmp_exporter
   walks them from the switch (snmp.py): the scrape names the switch, the exporter reaches it.
@@ -20,6 +22,7 @@ container runs and its node is up; a node without an exporter pod has no GPU met
 from __future__ import annotations
 
 import logging
+import time
 import urllib.parse
 from typing import Any, Callable
 
@@ -31,6 +34,7 @@ from drills.twin.controllers.nodeutil import kubelet_stopped
 from drills.twin.controllers.volcano_objects import JOB_NAME
 from drills.twin.exporters.dcgm import DcgmCollector, read_gpus
 from drills.twin.exporters.kube_state import KubeStateCollector
+from drills.twin.exporters.mountstats import NODE_EXPORTER_PORT, MountStatsCollector
 from drills.twin.exporters.snmp import IfMibCollector
 from drills.twin.exporters.text import exposition
 from drills.twin.workloads.container_ports import PORT_PROGRAMS, Factory, HttpConnection, HttpReply, HttpRequest
@@ -59,6 +63,7 @@ class _Exporters:
         self.twin = twin
         self.totals: dict[str, dict[str, dict[int, float]]] = {}  # node → the DCGM counters' running totals
         self.scraped: dict[str, float] = {}  # node → twin time of the last scrape (counters integrate between)
+        self._ne_read: tuple[float, int] = (-1e9, 1)  # (wall monotonic, node_exporter pods running) last counted
 
     def program(self, pod: dict, port: int, now: Callable[[], float]) -> Factory | None:
         images = [c.get("image") or "" for c in (pod.get("spec") or {}).get("containers") or []]
@@ -71,6 +76,14 @@ class _Exporters:
             return lambda: HttpConnection(_metrics(lambda: self._dcgm(node["metadata"]["name"])), now, "")
         if port == KSM_PORT and any("/kube-state-metrics:" in i for i in images):
             return lambda: HttpConnection(_metrics(self._kube_state), now, "")
+        if port == NODE_EXPORTER_PORT and any("/node-exporter:" in i for i in images):
+            node = self._node(pod)
+            if node is None or kubelet_stopped(node):
+                return None
+            # node_exporter's mountstats collector is off by default: only a container that enables it reports mounts
+            mountstats = any("--collector.mountstats" in (c.get("args") or []) + (c.get("command") or [])
+                             for c in pod["spec"]["containers"])
+            return lambda: HttpConnection(_metrics(lambda: self._mountstats(mountstats)), now, "")
         if port == SNMP_PORT and any("/snmp-exporter:" in i for i in images):
             return lambda: HttpConnection(self._snmp, now, "")
         return None
@@ -136,6 +149,29 @@ class _Exporters:
         registry.register(KubeStateCollector(lambda kind: store.list(kinds[kind])[0]))
         return registry
 
+
+    # -- node_exporter (mountstats) ------------------------------------------------------------------
+    def _mountstats(self, enabled: bool) -> CollectorRegistry:
+        from drills.twin.workloads.hub import hub_for
+
+        hub = hub_for(self.twin)
+        model = getattr(hub.mount, "model", None) if enabled else None  # None: no mount to report
+        store_dir = hub.storage.store_dir if hub.storage is not None else "checkpoint-store"
+        # the twin's store clients share one mount: each node_exporter reports its share, so the sums are the store's
+        share = 1 / self._node_exporters()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(MountStatsCollector(store_dir, lambda: None if model is None else model.op_totals(share),
+                                              lambda: 0.0 if model is None else model.age_s()))
+        return registry
+
+    def _node_exporters(self) -> int:
+        """How many node_exporter pods run (read at most once a wall second: every scrape asks)."""
+        now = time.monotonic()
+        if now - self._ne_read[0] > 1.0:
+            count = sum(1 for p in self.twin.store.list(_PODS)[0] if _running(p) and any(
+                "/node-exporter:" in (c.get("image") or "") for c in (p.get("spec") or {}).get("containers") or []))
+            self._ne_read = (now, max(1, count))
+        return self._ne_read[1]
 
     # -- snmp_exporter ------------------------------------------------------------------------------
     async def _snmp(self, req: HttpRequest) -> HttpReply:

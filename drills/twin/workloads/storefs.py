@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StoreModel", "StoreMount", "fuse_available", "ACTIVE_S"]
+__all__ = ["OpStats", "StoreModel", "StoreMount", "fuse_available", "ACTIVE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,22 @@ class _Client:
 
 
 @dataclass
+class OpStats:
+    """One operation's running totals on the store, as an NFS client counts them per mount (/proc/self/mountstats):
+    requests, bytes, and wall seconds from the call to its completion (`request_s`), of which `response_s` the
+    bytes needed at the client's own link rate — the rest waited for the store (`queue_s`)."""
+
+    requests: float = 0
+    bytes: float = 0
+    request_s: float = 0.0
+    response_s: float = 0.0
+
+    @property
+    def queue_s(self) -> float:
+        return max(0.0, self.request_s - self.response_s)
+
+
+@dataclass
 class StoreModel:
     """Fair sharing of a store's bandwidth among its active clients, each also capped by its own link."""
 
@@ -56,6 +72,8 @@ class StoreModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
     moved: int = 0
     busy_since: float | None = None
+    ops: dict[str, OpStats] = field(default_factory=dict)  # "READ"/"WRITE" → totals (the twin's mountstats)
+    started: float = field(default_factory=time.monotonic)
 
     def rate(self, now: float, extra: int = 0) -> float:
         """Bytes per second one client gets now (with `extra` more clients than are active)."""
@@ -63,8 +81,29 @@ class StoreModel:
         share = self.bandwidth_mb_s / max(1, active)
         return min(share, self.client_bandwidth_mb_s) * MB
 
-    def transfer(self, client: int, nbytes: int) -> None:
-        """Block the caller for as long as the store takes to move `nbytes` for `client`."""
+    def transfer(self, client: int, nbytes: int, op: str = "WRITE") -> None:
+        """Block the caller for as long as the store takes to move `nbytes` for `client`; counted as one `op`."""
+        called = time.monotonic()
+        self._move(client, nbytes)
+        own = nbytes / (self.client_bandwidth_mb_s * MB)
+        with self.lock:
+            stats = self.ops.setdefault(op, OpStats())
+            stats.requests += 1
+            stats.bytes += nbytes
+            stats.request_s += time.monotonic() - called
+            stats.response_s += own
+
+    def age_s(self) -> float:
+        """Wall seconds since the store was mounted (the mount's age)."""
+        return time.monotonic() - self.started
+
+    def op_totals(self, share: float = 1.0) -> dict[str, OpStats]:
+        """A consistent copy of the per-operation totals (`share` of them: one of several clients' part)."""
+        with self.lock:
+            return {op: OpStats(s.requests * share, s.bytes * share, s.request_s * share,
+                                s.response_s * share) for op, s in self.ops.items()}
+
+    def _move(self, client: int, nbytes: int) -> None:
         left = nbytes
         while left > 0:
             chunk = min(QUANTUM, left)
@@ -247,7 +286,7 @@ class _Ops:
 
     def read(self, path, size, offset, fh):
         data = os.pread(fh, size, offset)
-        self.model.transfer(_pid(), len(data))
+        self.model.transfer(_pid(), len(data), "READ")
         if data and self.corrupt_left > 0:
             with self._guard:
                 if self.corrupt_left > 0 and fh not in self.corrupted:
@@ -258,7 +297,7 @@ class _Ops:
         return data
 
     def write(self, path, data, offset, fh):
-        self.model.transfer(_pid(), len(data))
+        self.model.transfer(_pid(), len(data), "WRITE")
         return os.pwrite(fh, data, offset)
 
     def flush(self, path, fh):

@@ -1,0 +1,107 @@
+"""Is the monitoring watching? What makes "no alert fired" a claim about the platform rather than about a blind stack.
+
+An alert that stayed quiet proves something only if its rule could have fired: Prometheus evaluates it (loaded,
+healthy) and every series it reads exists there now (its exporters are scraped and export those names). A rule on
+a metric nobody exports — a wrong name, a target that is down or never discovered — is quiet whatever happens, and
+a drill that reads its silence as "the platform did not page" is fooled. `unwatched` answers, per alert, why it
+is not watching (None: it is), from Prometheus's own API (read-only GETs: `/api/v1/rules`, `/api/v1/query`).
+
+The series a rule reads are the metric names in its PromQL (`rule_metrics`: selectors, not functions, keywords,
+label names in `by (…)`/`on (…)`, label matchers, strings or durations). Each must have at least one series in
+Prometheus's lookback (`--query.lookback-delta`: the window a rule's evaluation reads a sample from), through the
+query API (`count(last_over_time(name[…]))`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Iterable
+
+__all__ = ["unwatched", "rule_metrics", "read_rules"]
+
+log = logging.getLogger(__name__)
+
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset",
+             "inf", "nan", "atan2", "start", "end"}
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_BRACES = re.compile(r"\{[^}]*\}")
+_RANGES = re.compile(r"\[[^\]]*\]")
+_IDENT = re.compile(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?")
+_NAME_MATCHER = re.compile(r'__name__\s*=\s*"([^"]+)"')
+
+
+def rule_metrics(query: str) -> list[str]:
+    """The metric names a PromQL expression selects, in order of first use."""
+    named = _NAME_MATCHER.findall(query)
+    text = _STRINGS.sub(" ", query)
+    text = _GROUPING.sub(" ", _RANGES.sub(" ", _BRACES.sub(" ", text)))
+    found = [m.group(1) for m in _IDENT.finditer(text) if not m.group(2) and m.group(1).lower() not in _KEYWORDS]
+    return list(dict.fromkeys([*named, *found]))
+
+
+def read_rules(prometheus_url: str, timeout_s: float = 5.0) -> dict[str, dict] | None:
+    """Alerting rules by name as Prometheus evaluates them (`query`, `health`, `lastError`); None when unreadable."""
+    body = _get(prometheus_url, "/api/v1/rules?type=alert", timeout_s)
+    if body is None:
+        return None
+    return {r.get("name", "?"): r for g in (body.get("data") or {}).get("groups") or [] for r in g.get("rules") or []
+            if r.get("type") == "alerting"}
+
+
+def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
+              timeout_s: float = 5.0) -> dict[str, str | None]:
+    """alert → why its silence proves nothing (None: its rule is evaluated and every series it reads exists in the
+    last `lookback_s` of the stack's own clock: its lookback-delta, wall seconds for a dilated twin stack), so a
+    series that stopped being scraped longer ago than a rule would still read it does not count."""
+    alerts = list(dict.fromkeys(alerts))
+    rules = read_rules(prometheus_url, timeout_s)
+    if rules is None:
+        return {a: f"Prometheus {prometheus_url} did not list its rules" for a in alerts}
+    out: dict[str, str | None] = {}
+    present: dict[str, bool | None] = {}
+    window = f"{max(1, round(lookback_s * 1000))}ms"
+    for alert in alerts:
+        rule = rules.get(alert)
+        if rule is None:
+            out[alert] = f"Prometheus has no alerting rule named {alert}"
+            continue
+        if rule.get("health") not in (None, "ok", "unknown"):
+            out[alert] = f"its rule does not evaluate ({rule.get('lastError') or rule.get('health')})"
+            continue
+        missing = []
+        for metric in rule_metrics(str(rule.get("query") or "")):
+            if metric not in present:
+                present[metric] = _has_series(prometheus_url, metric, window, timeout_s)
+            if present[metric] is None:
+                out[alert] = f"Prometheus {prometheus_url} did not answer a query for {metric}"
+                break
+            if not present[metric]:
+                missing.append(metric)
+        else:
+            out[alert] = (f"its rule reads {', '.join(missing)}, of which Prometheus has no series: nothing it "
+                          f"scrapes exports {'it' if len(missing) == 1 else 'them'}") if missing else None
+    return out
+
+
+def _has_series(prometheus_url: str, metric: str, window: str, timeout_s: float) -> bool | None:
+    query = f'count(last_over_time({{__name__="{metric}"}}[{window}]))'
+    body = _get(prometheus_url, "/api/v1/query?" + urllib.parse.urlencode({"query": query}), timeout_s)
+    if body is None or body.get("status") != "success":
+        return None
+    return bool((body.get("data") or {}).get("result"))
+
+
+def _get(prometheus_url: str, path: str, timeout_s: float) -> dict | None:
+    try:
+        with urllib.request.urlopen(prometheus_url.rstrip("/") + path, timeout=timeout_s) as answer:
+            body = json.load(answer)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        log.warning("Prometheus %s: %s failed (%s)", prometheus_url, path.split("?")[0], err)
+        return None
+    return body if isinstance(body, dict) else None
