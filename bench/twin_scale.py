@@ -214,6 +214,7 @@ def _drill_while_starting(args: argparse.Namespace) -> int:
                     raise SystemExit(f"the training job did not start within {args.settle_timeout_s:.0f} s")
                 time.sleep(0.5)
             stepping = time.perf_counter() - t0
+            cpu_stepping = _cpu_seconds(twin.pid)
             pending = _pending_count(http, twin.url)
             reports = Path(tmp) / "reports"
             t1 = time.perf_counter()
@@ -221,6 +222,7 @@ def _drill_while_starting(args: argparse.Namespace) -> int:
                                    "--twin-state", str(twin.state_dir), "--reports", str(reports), "--run-id", "r",
                                    "--no-html"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
             drill_s = time.perf_counter() - t1
+            cpu_end, drill_cpu = _cpu_seconds(twin.pid), _children_cpu_s()
             pending_after = _pending_count(http, twin.url)
             nodes = http.get(f"{twin.url}/twin/v1/stats", timeout=60).json()["objects"].get("nodes")
             path = reports / "r" / "records.jsonl"
@@ -230,6 +232,8 @@ def _drill_while_starting(args: argparse.Namespace) -> int:
     print(f"twin with {nodes} nodes: up in {started:.1f} s, training stepping after {stepping:.1f} s with {pending} "
           f"pods Pending; node-loss drill ({_DRILL}) exit {done.returncode} in {drill_s:.1f} s wall, {pending_after} "
           f"pods still Pending at its end; load average {_load()}")
+    print(f"  CPU seconds: the twin {cpu_stepping:.1f} until the job stepped, {cpu_end:.1f} at the drill's end; the "
+          f"drill's process {drill_cpu:.1f} (a shared machine stretches the wall times, not these)")
     for rec in recs:
         print(f"  {rec['verdict']}: recovery {rec.get('recovery_s')} s (target {rec.get('target_s')} s), truth "
               f"{rec.get('truth_s')} s, error {rec.get('error_of_target', float('nan')):.2%} of the target"
@@ -280,6 +284,14 @@ def _rss_mib(pid: int) -> int:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children (the drill's `drills run`)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _load() -> float:
