@@ -29,7 +29,7 @@ from drills.twin.controllers.daemontally import DaemonTally
 from drills.twin.controllers.nodeutil import matches_node_selector, untolerated
 from drills.twin.controllers.podutil import pod_from_template
 
-__all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
+__all__ = ["DaemonSetController", "Placement", "daemon_tolerations", "eligible"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _fits(probe: dict, node: dict, running: bool) -> bool:
 
 
 @dataclass
-class _Placement:
+class Placement:
     """Where one template generation of a DaemonSet belongs: the nodes it should run on (`wanted`) and those
     where a daemon already there may keep running (`keep`, a superset: only NoExecute taints count). Computed
     over every node once per generation, then kept current per node event, so a reconcile (one per daemon pod
@@ -90,7 +90,7 @@ class _Placement:
     keep: set[str]
 
     @classmethod
-    def of(cls, ds: dict, nodes: list[dict]) -> "_Placement":
+    def of(cls, ds: dict, nodes: list[dict]) -> "Placement":
         probe = _probe(ds)
         wanted, keep = set(), set()
         for node in nodes:
@@ -122,7 +122,7 @@ class DaemonSetController(Controller):
         self.nodes.add_handler(self._on_node)
         self.sets.add_handler(self._on_set)
         self._creating: dict[tuple, set[str]] = {}  # DaemonSet key → nodes with a create in flight
-        self._placed: dict[tuple, _Placement] = {}  # DaemonSet key → where its template generation belongs
+        self._placed: dict[tuple, Placement] = {}  # DaemonSet key → where its template generation belongs
         self._revisions: dict[tuple, str] = {}  # (uid, generation) → its template's hash, hashed once
 
     def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
@@ -146,11 +146,11 @@ class DaemonSetController(Controller):
         for ds in self.sets.items():
             self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
 
-    def _placement(self, key: tuple, ds: dict) -> _Placement:
+    def _placement(self, key: tuple, ds: dict) -> Placement:
         """Where `ds` belongs (cached per template generation, kept current by node events)."""
         placed = self._placed.get(key)
         if placed is None or placed.sig != _signature(ds):
-            placed = self._placed[key] = _Placement.of(ds, self.nodes.items())
+            placed = self._placed[key] = Placement.of(ds, self.nodes.items())
         return placed
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
