@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Hashable
 
 from drills.twin.api.resources import by_kind
@@ -28,7 +29,7 @@ from drills.twin.controllers.daemontally import DaemonTally
 from drills.twin.controllers.nodeutil import matches_node_selector, untolerated
 from drills.twin.controllers.podutil import pod_from_template
 
-__all__ = ["DaemonSetController", "daemon_tolerations", "eligible"]
+__all__ = ["DaemonSetController", "Placement", "daemon_tolerations", "eligible"]
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,54 @@ def daemon_tolerations(pod_spec: dict) -> list[dict]:
 def eligible(ds: dict, node: dict, running: bool = False) -> bool:
     """Should this DaemonSet run a pod on this node (selector, affinity, taints)? `running`: may a pod already
     there keep running (only NoExecute taints count then)?"""
+    return _fits(_probe(ds), node, running)
+
+
+def _probe(ds: dict) -> dict:
+    """The daemon pod as placement sees it: the template's spec with the tolerations the controller adds."""
     spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    probe = {"spec": {**spec, "tolerations": daemon_tolerations(spec)}}
+    return {"spec": {**spec, "tolerations": daemon_tolerations(spec)}}
+
+
+def _fits(probe: dict, node: dict, running: bool) -> bool:
     if not matches_node_selector(probe, node):
         return False
     effects = ("NoExecute",) if running else ("NoSchedule", "NoExecute")
     return untolerated((node.get("spec") or {}).get("taints") or [], probe["spec"]["tolerations"], effects) is None
+
+
+@dataclass
+class Placement:
+    """Where one template generation of a DaemonSet belongs: the nodes it should run on (`wanted`) and those
+    where a daemon already there may keep running (`keep`, a superset: only NoExecute taints count). Computed
+    over every node once per generation, then kept current per node event, so a reconcile (one per daemon pod
+    event: thousands while a fleet starts) costs set operations, not a walk over every node."""
+
+    sig: tuple
+    probe: dict
+    wanted: set[str]
+    keep: set[str]
+
+    @classmethod
+    def of(cls, ds: dict, nodes: list[dict]) -> "Placement":
+        probe = _probe(ds)
+        wanted, keep = set(), set()
+        for node in nodes:
+            cls._sort(probe, node, wanted, keep)
+        return cls(_signature(ds), probe, wanted, keep)
+
+    def node_changed(self, node: dict | None, name: str) -> None:
+        self.wanted.discard(name)
+        self.keep.discard(name)
+        if node is not None:
+            self._sort(self.probe, node, self.wanted, self.keep)
+
+    @staticmethod
+    def _sort(probe: dict, node: dict, wanted: set[str], keep: set[str]) -> None:
+        if _fits(probe, node, running=True):
+            keep.add(node["metadata"]["name"])
+            if _fits(probe, node, running=False):
+                wanted.add(node["metadata"]["name"])
 
 
 class DaemonSetController(Controller):
@@ -79,15 +122,13 @@ class DaemonSetController(Controller):
         self.nodes.add_handler(self._on_node)
         self.sets.add_handler(self._on_set)
         self._creating: dict[tuple, set[str]] = {}  # DaemonSet key → nodes with a create in flight
-        # DaemonSet key → ((uid, generation), the nodes it should run on): computed over every node once per
-        # template generation, then kept current per node event, so a pod event does not re-read 4,096 nodes
-        self._wanted: dict[tuple, tuple[tuple, set[str]]] = {}
+        self._placed: dict[tuple, Placement] = {}  # DaemonSet key → where its template generation belongs
         self._revisions: dict[tuple, str] = {}  # (uid, generation) → its template's hash, hashed once
 
     def _on_set(self, etype: str, ds: dict, old: dict | None) -> None:
         key = (ds["metadata"]["namespace"], ds["metadata"]["name"])
         if etype == "DELETED":
-            self._wanted.pop(key, None)
+            self._placed.pop(key, None)
             self._revisions = {sig: rev for sig, rev in self._revisions.items() if sig[0] != ds["metadata"].get("uid")}
         else:
             self.enqueue(key)
@@ -96,24 +137,21 @@ class DaemonSetController(Controller):
         if old is not None and etype == "MODIFIED" and _placement(old) == _placement(node):
             return  # heartbeats do not change where daemons belong
         name = node["metadata"]["name"]
-        for key, (sig, wanted) in list(self._wanted.items()):
+        for key, placed in list(self._placed.items()):
             ds = self.sets.get(*key)
-            if ds is None or _signature(ds) != sig:
-                del self._wanted[key]  # recomputed over every node by the next reconcile
-            elif etype != "DELETED" and eligible(ds, node):
-                wanted.add(name)
+            if ds is None or _signature(ds) != placed.sig:
+                del self._placed[key]  # recomputed over every node by the next reconcile
             else:
-                wanted.discard(name)
+                placed.node_changed(None if etype == "DELETED" else node, name)
         for ds in self.sets.items():
             self.enqueue((ds["metadata"]["namespace"], ds["metadata"]["name"]))
 
-    def _nodes_wanted(self, key: tuple, ds: dict) -> set[str]:
-        """The nodes `ds` should run on (cached per template generation, kept current by node events)."""
-        sig = _signature(ds)
-        hit = self._wanted.get(key)
-        if hit is None or hit[0] != sig:
-            hit = self._wanted[key] = (sig, {n["metadata"]["name"] for n in self.nodes.items() if eligible(ds, n)})
-        return hit[1]
+    def _placement(self, key: tuple, ds: dict) -> Placement:
+        """Where `ds` belongs (cached per template generation, kept current by node events)."""
+        placed = self._placed.get(key)
+        if placed is None or placed.sig != _signature(ds):
+            placed = self._placed[key] = Placement.of(ds, self.nodes.items())
+        return placed
 
     def _on_pod(self, etype: str, pod: dict, old: dict | None) -> None:
         ref = self.tally.update(etype, pod)
@@ -126,10 +164,11 @@ class DaemonSetController(Controller):
         if ds is None or ds["metadata"].get("deletionTimestamp"):
             return
         daemons = self.tally.of(ds["metadata"]["uid"])
-        wanted = set(self._nodes_wanted(key, ds))
+        placed = self._placement(key, ds)
+        wanted = set(placed.wanted)
         have = daemons.nodes()
         status = self._status(ds, daemons, wanted)
-        keep = {n for n in have if (node := self.nodes.get("", n)) is not None and eligible(ds, node, running=True)}
+        keep = have & placed.keep
         extra = list(daemons.extra(wanted | keep))
         creating = self._creating.setdefault(key, set())
         missing = sorted(wanted - have - creating)
