@@ -190,9 +190,14 @@ def test_survivor_defects_fail_the_check_users_feel(survivor_run):
         assert rate, rec["reason"]
         assert float(rate.group(1)) == pytest.approx(100 * load["budget_error_rate"], abs=0.01) and float(rate.group(1)) > 1
         assert "502 upstream connect error: connection refused" in rec["reason"]
-    else:
-        ratio = re.match(r"p99 latency: ([\d.]+) x baseline, over the limit of 2 x baseline", rec["reason"])
-        assert ratio and float(ratio.group(1)) > 2, rec["reason"]
+    else:  # the p99 check fails; an overloaded survivor may also hold a few requests past the client timeout (75 s:
+        # 1.25 s of wall at 60x), which a busy machine makes likelier — then that check leads the reason
+        p99 = checks["p99 latency"]
+        ratio = re.match(r"p99 latency: ([\d.]+) x baseline, over the limit of 2 x baseline", p99["reason"])
+        assert p99["verdict"] == "fail" and ratio and float(ratio.group(1)) > 2, (p99, rec["reason"])
+        assert rec["reason"].startswith("p99 latency:") or "requests hung past" in rec["reason"], rec["reason"]
+        visible = checks.get("visible failures")
+        assert visible is None or visible["verdict"] == "pass" or "hung past" in visible["reason"], visible
         assert checks["error budget"]["verdict"] == "pass"
         assert load["after_p99_ms"] < load["serving_p99_ms"]  # back to normal once the replacement serves
     assert not locust_processes(str(run_dir))

@@ -170,3 +170,33 @@ def test_every_switch_port_reports_through_snmp_exporter_and_a_shut_uplink_goes_
     busy = _until(lambda: prom.query('rate(ifHCOutOctets{job="snmp"}[5s]) > 0'), "the job's traffic on uplinks")
     leaves = {x["metric"]["instance"] for x in busy}
     assert leaves and all(x["metric"]["ifName"].startswith("Ethernet") for x in busy)
+
+
+def _node_exporter_metrics(handle) -> dict[str, str]:
+    """Each node_exporter pod's `/metrics`, read as Prometheus reads it: through the API server's pod proxy."""
+    pods = requests.get(f"{handle.url}/api/v1/pods", timeout=10).json()["items"]
+    out = {}
+    for pod in pods:
+        if not any("/node-exporter:" in c.get("image", "") for c in pod["spec"]["containers"]):
+            continue
+        meta = pod["metadata"]
+        url = f"{handle.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}:9100/proxy/metrics"
+        out[pod["spec"].get("nodeName", "")] = requests.get(url, timeout=10).text
+    return out
+
+
+def test_node_exporter_as_it_ships_reports_nothing_of_the_store_a_flood_could_page_on(stack, tmp_path):
+    """Defect node-exporter-defaults: the system pool's node_exporter without `--collector.mountstats` (its default)
+    serves its metrics but no `node_mountstats_*` series — CheckpointStoreSaturated has nothing to fire on (the
+    drill-level FAIL not_detected of a rule with no series: test_detect_stack.py's blind copy). The module's twin,
+    with the collector on, serves them from every system node."""
+    handle, _ = stack
+    on = _until(lambda: (m := _node_exporter_metrics(handle)) and len(m) == len(CPU_NODES) and m, "node_exporters")
+    assert all("node_mountstats_nfs_operations_request_time_seconds_total" in text for text in on.values())
+    shipped = start_twin(tmp_path / "twin", profile="minimal", defects=["node-exporter-defaults"])
+    try:
+        off = _until(lambda: (m := _node_exporter_metrics(shipped)) and len(m) == len(CPU_NODES) and m,
+                     "node_exporters as they ship")
+    finally:
+        shipped.stop()
+    assert all(text and "node_mountstats" not in text for text in off.values()), off
