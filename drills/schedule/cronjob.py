@@ -26,6 +26,7 @@ import yaml
 
 from drills.profile.model import TargetProfile, load_target
 from drills.core.errors import DrillError
+from drills.schedule.cron import validate_cron
 from drills.schedule.options import check_options, parse_node_selector, parse_toleration
 
 __all__ = ["ScheduleOptions", "render", "render_yaml", "profile_warnings", "validate_cron", "rbac_rules",
@@ -49,12 +50,6 @@ INSTANCE_NAMESPACE_LABEL = "gpu-drills.io/schedule-namespace"  # the install's n
 IDENTITY_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", INSTANCE_NAMESPACE_LABEL,
                    SCHEDULE_LABEL)  # what `--apply` selects on to prune: every one, never a part
 RUN_AS = 10001  # the image's non-root user (deploy/Containerfile)
-_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_CRON_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
-                ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
-                ("day of week", 0, 6, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")))
-
-
 @dataclass(frozen=True)
 class ScheduleOptions:
     profile: str  # the target profile file (carried into the cluster in a ConfigMap)
@@ -145,25 +140,6 @@ def profile_warnings(opts: ScheduleOptions) -> list[str]:
         out.append(f"storage.checkpoint_store {profile.storage.checkpoint_store} is not mounted in the pod "
                        "(--checkpoint-pvc NAME mounts the store's claim there); the storage drill cannot reach it")
     return out
-
-
-def validate_cron(expr: str) -> None:
-    """A standard five-field cron line or a macro, as the CronJob controller parses it (robfig/cron)."""
-    text = (expr or "").strip()
-    if text.startswith(("TZ=", "CRON_TZ=")):
-        raise DrillError(f"--cron {expr!r}: time zones in the schedule are not allowed; pass --time-zone instead")
-    if text.startswith("@"):
-        if text not in _CRON_MACROS:
-            raise DrillError(f"--cron {expr!r}: unknown macro; use one of {', '.join(_CRON_MACROS)}")
-        return
-    fields = text.split()
-    if len(fields) != 5:
-        raise DrillError(f"--cron {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week), "
-                         f"got {len(fields)}; e.g. \"0 2 * * *\" for 02:00 every night")
-    for value, (name, low, high, names) in zip(fields, _CRON_FIELDS):
-        problem = _cron_field(value, low, high, names)
-        if problem:
-            raise DrillError(f"--cron {expr!r}: {name} field {value!r} {problem}")
 
 
 def feature_files(folder: str | Path) -> dict[str, tuple[str, str]]:
@@ -388,24 +364,3 @@ def _inventory_files(profile_path: str, text: str) -> dict[str, str]:
     if not isinstance(inventory, str) or PurePosixPath(inventory).name != inventory or inventory == "profile.yaml":
         return {}
     return {inventory: (Path(profile_path).resolve().parent / inventory).read_text(encoding="utf-8")}
-
-
-def _cron_field(value: str, low: int, high: int, names: tuple[str, ...]) -> str | None:
-    for part in value.split(","):
-        rng, _, step = part.partition("/")
-        if step and (not step.isdigit() or int(step) == 0):
-            return f"has a bad step {step!r} (a positive number)"
-        if rng in ("*", "?"):
-            continue
-        bounds = rng.split("-")
-        if len(bounds) > 2:
-            return f"has a bad range {rng!r}"
-        numbers = []
-        for bound in bounds:
-            n = names.index(bound.upper()) + low if bound.upper() in names else (int(bound) if bound.isdigit() else None)
-            if n is None or not low <= n <= high:
-                return f"is out of range: {bound!r} (allowed {low}-{high}{', or names' if names else ''})"
-            numbers.append(n)
-        if len(numbers) == 2 and numbers[0] > numbers[1]:
-            return f"has a range that runs backwards ({rng!r})"
-    return None
