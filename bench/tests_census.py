@@ -35,6 +35,7 @@ def kind(line: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test's TEST_WORKERS)")
+    parser.add_argument("--files", type=int, default=40, help="how many test files to list, most CPU first")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
     census = Path(tempfile.mkdtemp(prefix="drills-census-")) / "census.jsonl"
@@ -61,6 +62,13 @@ def main() -> int:
     for name, seconds in cpu.most_common():
         print(f"{name:<22} {count[name]:>6} {seconds:>8.1f} {seconds / total:>6.1%} {seconds / count[name]:>9.2f} "
               f"{walls[name] / count[name]:>10.2f}")
+    per_file, file_count = collections.Counter(), collections.Counter()
+    for line in lines:
+        per_file[line.get("test") or "?"] += line["cpu_s"]
+        file_count[line.get("test") or "?"] += 1
+    print(f"\n{'test file (forked processes only)':<60} {'count':>6} {'CPU s':>8}")
+    for name, seconds in per_file.most_common(args.files):
+        print(f"{name:<60} {file_count[name]:>6} {seconds:>8.1f}")
     rest = total - sum(cpu.values())
     print(f"{'the rest (pytest, …)':<22} {'':>6} {rest:>8.1f} {rest / total:>6.1%}")
     return done.returncode

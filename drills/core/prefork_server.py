@@ -153,7 +153,8 @@ def _fork_one(conn: socket.socket, objects: list, fds: list[int]) -> tuple[int, 
     pidfd = os.pidfd_open(pid)  # before anyone can reap it: we are its parent
     socket.send_fds(conn, [json.dumps({"pid": pid}).encode() + b"\n"], [pidfd])
     conn.settimeout(None)
-    return pidfd, pid, {"module": request["module"], "args": request["args"][:3], "t0": time.monotonic()}
+    test = (request["env"].get("PYTEST_CURRENT_TEST") or "").split("::")[0]  # the census's file, under pytest
+    return pidfd, pid, {"module": request["module"], "args": request["args"][:3], "test": test, "t0": time.monotonic()}
 
 
 def _child(request: dict, stdio: list[int], objects: list, fds: list[int], mask) -> None:
