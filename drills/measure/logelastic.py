@@ -14,6 +14,11 @@
 - Ray's raylet when a worker process dies under a task (`(raylet) A worker died or was killed while executing a task by an
   unexpected system error. … Worker PID: 442 Worker exit type: SYSTEM_ERROR …`, vLLM's Ray executor, verl, OpenRLHF):
   a dead worker (pid) whatever the driver prints after it — Ray prints this only for an unexpected exit.
+- DeepSpeed's launcher tearing its workers down (`[launch.py:319:sigkill_handler] Killing subprocess 410126`, one line
+  per worker, then `… exits with return code = 1`): it does so only when a worker failed or the launcher was signalled —
+  one `worker_exit` per teardown (no pid: the killed ones are the survivors), its return code when printed.
+- The kernel's OOM killer (`Out of memory: Killed process 410126 (python) …`, `Memory cgroup out of memory: Killed
+  process …`): that process is dead, its pid the worker's.
 - The agent's error record (`error_handler: {` then a JSON record whose `"message": "RendezvousTimeoutError: …"` names
   the exception; PyTorch ≥ 1.9's `@record`): a failure of kind `traceback` with that exception (the rendezvous never
   completed, no worker ran); the Python traceback of the same exception right after it is that failure, not another.
@@ -42,6 +47,9 @@ _BOX_ENTRY = re.compile(r"^\[\d+\]:\s*$")
 _GROUP_FAILED = re.compile(r"\[[\w-]*\] Worker group FAILED\. \d+/\d+ attempts left")
 _RAY_WORKER_DIED = re.compile(r"A worker died or was killed while executing a task by an unexpected system error")
 _RAY_PID = re.compile(r"\bWorker PID: (?P<pid>\d+)")
+_DS_TEARDOWN = re.compile(r"\[launch\.py:\d+:sigkill_handler\] (?:Killing subprocess \d+|.* exits with return code = "
+                          r"(?P<code>-?\d+))")
+_OOM_KILLED = re.compile(r"[Oo]ut of memory: Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)")
 _ERROR_RECORD = re.compile(r"\berror_handler:\s*\{\s*$")
 _RECORD_MESSAGE = re.compile(r'^\s*"message":\s*"(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception))(?::\s?(?P<msg>[^"]*))?"')
 
@@ -58,6 +66,25 @@ class ElasticReading:
         box, workers = self._box, self._workers
         if out := self._error_record(rec):
             return out
+        if m := _DS_TEARDOWN.search(body):
+            self._consumed = True
+            err = getattr(self, "_teardown", None)
+            if m.group("code") is not None and err is not None:
+                err.exitcode = int(m.group("code"))
+                return []
+            if err is not None:
+                return []
+            self._teardown = LogError("worker_exit", body.strip(), rec.at, rec.host,
+                                      exitcode=int(m.group("code")) if m.group("code") else None)
+            return self._add_error(self._teardown, rec)
+        if body.strip():
+            self._teardown = None  # the teardown's lines are consecutive
+        if m := _OOM_KILLED.search(body):
+            pid = int(m.group("pid"))
+            if pid in workers:
+                return []
+            workers[pid] = LogError("worker_exit", body.strip(), rec.at, rec.host, pid=pid, signal="SIGKILL")
+            return self._add_error(workers[pid], rec)
         if _RAY_WORKER_DIED.search(body):
             m = _RAY_PID.search(body)
             pid = int(m.group("pid")) if m else None

@@ -62,9 +62,10 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
-    ("lightning", 3, r"pytorch_lightning/|lightning/pytorch/|lightning/fabric/|GPU available: (?:True|False)|"
+    ("lightning", 3, r"pytorch_lightning[/\\]|lightning[/\\](?:pytorch|fabric)[/\\]|GPU available: (?:True|False)|"
                      r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|Initializing distributed: GLOBAL_RANK"),
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
+    ("lightning", 5, r"Epoch \d+, global step \d+: \S+ (?:was not in top \d+|reached )"),  # ModelCheckpoint's verdict
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),

@@ -148,3 +148,42 @@ def test_axolotls_auto_resume_is_an_hf_trainer_attempt():
 ])
 def test_skipped_steps_are_read_as_the_framework_counts_them(line, skipped):
     assert read_skipped(line) == skipped
+
+
+# -- held-out batch: DeepSpeed's launcher teardown and the kernel's OOM killer (2U1/Qwen-VL-Series-Finetune#135) --------
+_TEARDOWN = [f"[2025-06-02 20:51:24,18{i}] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41012{6 + i}"
+             for i in range(3)]
+
+
+def test_the_launchers_teardown_is_one_worker_failure_not_one_per_survivor():
+    reader = _read(_TEARDOWN)
+    assert [(e.kind, e.pid) for e in reader.errors] == [("worker_exit", None)]
+
+
+def test_a_second_teardown_after_training_went_on_is_a_second_failure():
+    step = "[2025-06-02 20:55:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-05]"  # constructed
+    assert [e.kind for e in _read(_TEARDOWN + [step] + _TEARDOWN).errors] == ["worker_exit", "worker_exit"]
+
+
+def test_the_kernels_oom_kill_is_a_dead_worker_with_its_pid():
+    reader = _read(["[856341.770960] Out of memory: Killed process 410126 (python) total-vm:79905000kB, "
+                    "anon-rss:22957108kB, file-rss:72036kB, shmem-rss:15143164kB, UID:1000 pgtables:78032kB oom_score_adj:0"])
+    assert [(e.kind, e.pid, e.signal) for e in reader.errors] == [("worker_exit", 410126, "SIGKILL")]
+
+
+# -- held-out batch: the watchdog's verdict line (mila-iqia/milabench#269, hiyouga/LlamaFactory#7396) ------------------
+_TIMEOUT = ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) "
+            "ran for 600060 milliseconds before timing out.")
+_VERDICT = ("[rank{r}]:[E321 02:07:08.465150152 ProcessGroupNCCL.cpp:1664] [PG 1 Rank {r}] Exception (either an error or "
+            "timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.")
+
+
+def test_the_verdict_after_its_process_timeout_line_is_the_same_failure():
+    reader = _read([_TIMEOUT, _VERDICT.format(r=0)])
+    assert [(e.kind, e.rank, e.seq, e.op_type) for e in reader.errors] == [("watchdog_timeout", 0, 1580, "ALLREDUCE")]
+
+
+def test_a_verdict_alone_is_its_process_failure():
+    reader = _read([_TIMEOUT, _VERDICT.format(r=3)])
+    assert [(e.rank, e.seq) for e in reader.errors] == [(0, 1580), (3, 1580)]
