@@ -18,6 +18,8 @@
   GPU that failed (`_GPU_CUDA_ERRORS`), not for a kernel bug. Inside a traceback the traceback reader reports it.
   Other frameworks word the same CUDA error their way: caffe2's glog check `Check failed: error == cudaSuccess
   unspecified launch failure` (nine threads' FATAL lines glued on one line are one failure).
+- NVML unable to reach a GPU (`nvidia-smi`: `Unable to determine the device handle for GPU0000:03:00.0: Unknown Error`,
+  `…: GPU is lost. Reboot the system to recover this GPU`): the GPU is gone from the driver's view — lost, as after Xid 79.
 - The driver asking for the GPU to be reset (`NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required
   [NV_ERR_RESET_REQUIRED] …`, an RM status code): the GPU is unusable until reset, whatever the job printed.
 
@@ -42,6 +44,8 @@ _GPU_START = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)\s*$")
 _NVRM_MORE = re.compile(r"NVRM: (?P<text>.*)$")
 _OFF_BUS = re.compile(r"fallen off the bus")
 _NVRM_GPU = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?): ")
+_NVML_NO_HANDLE = re.compile(r"Unable to determine the device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                             r"[0-9A-Fa-f]{2}\.\d)")
 _RESET_REQUIRED = re.compile(r"NVRM: .*\[NV_ERR_RESET_REQUIRED\]")  # the RM status code, not the sentence
 _INIT_FAILED = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F:.]+): (?:RmInitAdapter failed!|rm_init_adapter failed)")
 # what CUDA returns to a process whose GPU failed (NVIDIA's Xid catalogue maps the hardware Xids to these), as PyTorch
@@ -72,6 +76,8 @@ class GpuReading:
             return self._gpu_error(key, body[m.start():].strip(), rec, rec.rank)
         if m := _INIT_FAILED.search(body):
             return self._gpu_error(("init", _pci(m.group("pci"))), body[m.start():].strip(), rec, rec.rank)
+        if m := _NVML_NO_HANDLE.search(body):
+            return self._gpu_error(("lost", _pci(m.group("pci"))), body[m.start():].strip(), rec, rec.rank)
         if m := _RESET_REQUIRED.search(body):
             return self._gpu_error(("reset", rec.host), body[body.index("NVRM:"):].strip(), rec, rec.rank)
         if (m := _CUDA_GPU_FAILURE.search(body)) and not getattr(self, "_in_traceback", False):

@@ -135,7 +135,9 @@ _ASYNC_EXC = re.compile(r"WorkNCCL\((?P<args>.*?)\) raised the following async e
                         r"NCCL communication aborted: ")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
 # no closing quote: interleaved terminate lines glue the type to the next process's text (`…DistBackendErrorterminate …`)
-_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: ")
+# (PyTorch < 2.0 raised the same report, `NCCL error in: <file>:<line>, <result>, NCCL version X`, as a RuntimeError)
+_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: |"
+                           r"^RuntimeError: NCCL error in: \S+:\d+, ")
 _TERMINATE = re.compile(r"terminate called after throwing an instance of")
 # the start of a watchdog message that a terminal hard-wrapped (`… Watchdog caught colle` / `ctive operation …`)
 _WATCHDOG_START = re.compile(r"Watchdog caught|watchdog thread terminated with exception|WorkNCCL\(|"

@@ -187,3 +187,32 @@ def test_the_verdict_after_its_process_timeout_line_is_the_same_failure():
 def test_a_verdict_alone_is_its_process_failure():
     reader = _read([_TIMEOUT, _VERDICT.format(r=3)])
     assert [(e.rank, e.seq) for e in reader.errors] == [(0, 1580), (3, 1580)]
+
+
+# -- second held-out batch (rwth-i6/returnn#1486, swz30/Restormer#75, vllm-project/vllm#20226, LambdaLabsML/examples#41) --
+def test_nvml_unable_to_reach_a_gpu_is_a_lost_gpu():
+    reader = _read(["Unable to determine the device handle for GPU0000:03:00.0: Unknown Error"])
+    assert [e.kind for e in reader.errors] == ["gpu_error"]
+
+
+def test_pcie_errors_the_hardware_corrected_are_no_failure():
+    reader = _read(["[  +0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0",
+                    "[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, "
+                    "(Transmitter ID)"])
+    assert not reader.errors and not reader.unknown
+
+
+def test_pytorch_1x_runtime_error_of_a_failed_nccl_call_is_its_dist_backend_report():
+    reader = _read(["RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1616554786529/work/torch/lib/c10d/"
+                    "ProcessGroupNCCL.cpp:33, unhandled cuda error, NCCL version 2.7.8"])
+    assert [e.kind for e in reader.errors] == ["dist_backend"]
+
+
+def test_vllms_own_nccl_error_wording_is_not_that_report_but_never_healthy():
+    reader = _read(["RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"])
+    assert not [e for e in reader.errors if e.kind == "dist_backend"] and (reader.errors or reader.unknown)
+
+
+def test_the_shells_killed_is_never_healthy_and_the_scripts_own_message_is_nothing():
+    reader = _read(["Summoning checkpoint.", "Killed"])
+    assert not reader.errors and [u[1] for u in reader.unknown] == ["Killed"]
