@@ -11,6 +11,18 @@
   dead worker of that group was read (its `failed (exitcode: …)` line is above the excerpt, or the log level hid it),
   the group's failure is itself one `worker_exit` (no exit code, no pid): a restart follows a failure.
 
+- Ray's raylet when a worker process dies under a task (`(raylet) A worker died or was killed while executing a task by an
+  unexpected system error. … Worker PID: 442 Worker exit type: SYSTEM_ERROR …`, vLLM's Ray executor, verl, OpenRLHF):
+  a dead worker (pid) whatever the driver prints after it — Ray prints this only for an unexpected exit.
+- DeepSpeed's launcher tearing its workers down (`[launch.py:319:sigkill_handler] Killing subprocess 410126`, one line
+  per worker, then `… exits with return code = 1`): it does so only when a worker failed or the launcher was signalled —
+  one `worker_exit` per teardown (no pid: the killed ones are the survivors), its return code when printed.
+- The kernel's OOM killer (`Out of memory: Killed process 410126 (python) …`, `Memory cgroup out of memory: Killed
+  process …`): that process is dead, its pid the worker's.
+- The agent's error record (`error_handler: {` then a JSON record whose `"message": "RendezvousTimeoutError: …"` names
+  the exception; PyTorch ≥ 1.9's `@record`): a failure of kind `traceback` with that exception (the rendezvous never
+  completed, no worker ran); the Python traceback of the same exception right after it is that failure, not another.
+
 Each dead worker is one `worker_exit` error (exit code, rank, local rank, pid, host, signal); the agent's line and the
 box entry of the same pid are one worker. `Sending process N closing signal SIGTERM` is the agent stopping the healthy
 workers after a death: a consequence, not another dead worker.
@@ -33,6 +45,13 @@ _BOX_EXIT = re.compile(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)\
 _BOX_SIGNAL = re.compile(r"^\s*(?:traceback|msg)\s*: \"?Signal (?P<sig>\d+) \((?P<name>\w+)\) received by PID (?P<pid>\d+)")
 _BOX_ENTRY = re.compile(r"^\[\d+\]:\s*$")
 _GROUP_FAILED = re.compile(r"\[[\w-]*\] Worker group FAILED\. \d+/\d+ attempts left")
+_RAY_WORKER_DIED = re.compile(r"A worker died or was killed while executing a task by an unexpected system error")
+_RAY_PID = re.compile(r"\bWorker PID: (?P<pid>\d+)")
+_DS_TEARDOWN = re.compile(r"\[launch\.py:\d+:sigkill_handler\] (?:Killing subprocess \d+|.* exits with return code = "
+                          r"(?P<code>-?\d+))")
+_OOM_KILLED = re.compile(r"[Oo]ut of memory: Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_ERROR_RECORD = re.compile(r"\berror_handler:\s*\{\s*$")
+_RECORD_MESSAGE = re.compile(r'^\s*"message":\s*"(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception))(?::\s?(?P<msg>[^"]*))?"')
 
 
 class ElasticReading:
@@ -45,6 +64,36 @@ class ElasticReading:
     def _elastic(self, rec: Record) -> list[TrainingEvent]:
         body = rec.body
         box, workers = self._box, self._workers
+        if out := self._error_record(rec):
+            return out
+        if m := _DS_TEARDOWN.search(body):
+            self._consumed = True
+            err = getattr(self, "_teardown", None)
+            if m.group("code") is not None and err is not None:
+                err.exitcode = int(m.group("code"))
+                return []
+            if err is not None:
+                return []
+            self._teardown = LogError("worker_exit", body.strip(), rec.at, rec.host,
+                                      exitcode=int(m.group("code")) if m.group("code") else None)
+            return self._add_error(self._teardown, rec)
+        if body.strip():
+            self._teardown = None  # the teardown's lines are consecutive
+        if m := _OOM_KILLED.search(body):
+            pid = int(m.group("pid"))
+            if pid in workers:
+                return []
+            workers[pid] = LogError("worker_exit", body.strip(), rec.at, rec.host, pid=pid, signal="SIGKILL")
+            return self._add_error(workers[pid], rec)
+        if _RAY_WORKER_DIED.search(body):
+            m = _RAY_PID.search(body)
+            pid = int(m.group("pid")) if m else None
+            if pid is not None and pid in workers:
+                return []
+            err = LogError("worker_exit", body.strip(), rec.at, rec.host, pid=pid)
+            if pid is not None:
+                workers[pid] = err
+            return self._add_error(err, rec)
         if _BOX_ENTRY.match(body):
             box.clear()
             return []
@@ -81,3 +130,32 @@ class ElasticReading:
         err = LogError("worker_exit", body.strip(), rec.at, host, rank, exitcode=code, local_rank=local, pid=pid)
         workers[pid] = err
         return self._add_error(err, rec)
+
+    def _error_record(self, rec: Record) -> list[TrainingEvent]:
+        """torchelastic's error record: its opening line, then (within a few lines) the message naming the exception."""
+        if _ERROR_RECORD.search(rec.body):
+            self._record_open = (rec, 0)
+            return []
+        opened = getattr(self, "_record_open", None)
+        if opened is None:
+            return []
+        start, lines = opened
+        m = _RECORD_MESSAGE.match(rec.body)
+        if m is None:
+            self._record_open = (start, lines + 1) if lines < 4 else None
+            return []
+        self._record_open = None
+        self._consumed = True
+        exc = f"{m.group('exc')}: {m.group('msg') or ''}".strip()
+        err = LogError("traceback", f"torchelastic error_handler: {exc}", start.at, start.host, exception=exc)
+        self._record_error = err
+        return self._add_error(err, start)  # the event carries the opening line: no longer an unknown one
+
+    def _echoes_error_record(self, exception: str | None) -> bool:
+        """The traceback that follows an error record and raises its exception (or is cut before any): the same failure."""
+        err = getattr(self, "_record_error", None)
+        if err is None:
+            return False
+        self._record_error = None
+        name = (exception or "").split(":", 1)[0].rsplit(".", 1)[-1]
+        return not name or name == (err.exception or "").split(":", 1)[0].rsplit(".", 1)[-1]

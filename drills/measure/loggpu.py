@@ -16,6 +16,12 @@
   uncorrectable ECC error encountered` as a bare line, under rich's traceback box, or as a UI quoted the message;
   PyTorch 1.x `cuda runtime error (39) : uncorrectable ECC error encountered at …`): the errors CUDA returns for a
   GPU that failed (`_GPU_CUDA_ERRORS`), not for a kernel bug. Inside a traceback the traceback reader reports it.
+  Other frameworks word the same CUDA error their way: caffe2's glog check `Check failed: error == cudaSuccess
+  unspecified launch failure` (nine threads' FATAL lines glued on one line are one failure).
+- NVML unable to reach a GPU (`nvidia-smi`: `Unable to determine the device handle for GPU0000:03:00.0: Unknown Error`,
+  `…: GPU is lost. Reboot the system to recover this GPU`): the GPU is gone from the driver's view — lost, as after Xid 79.
+- The driver asking for the GPU to be reset (`NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required
+  [NV_ERR_RESET_REQUIRED] …`, an RM status code): the GPU is unusable until reset, whatever the job printed.
 
 Real examples: tests/data/real/logs/torch-watchdog-uncorrectable-ecc-*.log, vllm-ray-worker-nccl-watchdog-*.log,
 nvrm-*.log, torch-bare-runtimeerror-cuda-uncorrectable-ecc-no-traceback.log, torch-1.x-cuda-runtime-error-39-*.log.
@@ -38,12 +44,15 @@ _GPU_START = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)\s*$")
 _NVRM_MORE = re.compile(r"NVRM: (?P<text>.*)$")
 _OFF_BUS = re.compile(r"fallen off the bus")
 _NVRM_GPU = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?): ")
+_NVML_NO_HANDLE = re.compile(r"Unable to determine the device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                             r"[0-9A-Fa-f]{2}\.\d)")
+_RESET_REQUIRED = re.compile(r"NVRM: .*\[NV_ERR_RESET_REQUIRED\]")  # the RM status code, not the sentence
 _INIT_FAILED = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F:.]+): (?:RmInitAdapter failed!|rm_init_adapter failed)")
 # what CUDA returns to a process whose GPU failed (NVIDIA's Xid catalogue maps the hardware Xids to these), as PyTorch
 # words it (`CUDA error: …`, 1.x `cuda runtime error (N) : …`); an illegal address or a device assert is a kernel bug
 _GPU_CUDA_ERRORS = ("uncorrectable ECC error encountered", "unspecified launch failure", "unknown error",
                     "uncorrectable NVLink error detected during the execution", "GPU is lost")
-_CUDA_GPU_FAILURE = re.compile(r"(?:CUDA error|cuda runtime error \(\d+\)) ?: (?:" +
+_CUDA_GPU_FAILURE = re.compile(r"(?:(?:CUDA error|cuda runtime error \(\d+\)) ?: |error == cudaSuccess )(?:" +
                                "|".join(map(re.escape, _GPU_CUDA_ERRORS)) + ")")
 
 
@@ -67,6 +76,10 @@ class GpuReading:
             return self._gpu_error(key, body[m.start():].strip(), rec, rec.rank)
         if m := _INIT_FAILED.search(body):
             return self._gpu_error(("init", _pci(m.group("pci"))), body[m.start():].strip(), rec, rec.rank)
+        if m := _NVML_NO_HANDLE.search(body):
+            return self._gpu_error(("lost", _pci(m.group("pci"))), body[m.start():].strip(), rec, rec.rank)
+        if m := _RESET_REQUIRED.search(body):
+            return self._gpu_error(("reset", rec.host), body[body.index("NVRM:"):].strip(), rec, rec.rank)
         if (m := _CUDA_GPU_FAILURE.search(body)) and not getattr(self, "_in_traceback", False):
             return self._gpu_error(("cuda", rec.rank, m.group(0)), body.strip(), rec, rec.rank)
         if m := _GPU_START.search(body):

@@ -29,7 +29,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["LossReading", "read_loss", "finite"]
+__all__ = ["LossReading", "read_loss", "read_skipped", "finite"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ _SHAPES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
     (re.compile(loss), re.compile(grad) if grad else None) for loss, grad in (
         (rf"\{{'loss': (?P<v>{_VAL})\b", rf"'grad_norm': (?P<v>{_VAL})\b"),  # HF Trainer's log dict
         # Megatron (2019: `| lm loss 1.020020E+01 |`, no colon)
-        (rf"\|\s*lm[ _]loss:? (?P<v>{_VAL})\s*\|", rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|"),
+        # (nanotron: `iteration: N / M | … | lm_loss: 2.38 | … | grad_norm: 1.25`, the last field without a closing bar)
+        (rf"\|\s*lm[ _]loss:? (?P<v>{_VAL})\s*\|", rf"\|\s*grad[ _]norm: (?P<v>{_VAL})\s*(?:\||$)"),
         (rf"^\s*steps: \d+ loss: (?P<v>{_VAL}) ", None),  # DeepSpeedExamples
         (rf"(?:it/s|s/it),[^\]]*?(?<![\w])(?:reduced_|step_)?(?:train_)?loss(?:_step)?=(?P<v>{_VAL})\b", None),  # bars
         # mmengine `Epoch(train) [1][200/735]  lr: …  loss: 2.7522  grad_norm: 3.06`, mmcv `Epoch [7][5850/32025]\tlr: …,
@@ -58,6 +59,15 @@ _NONFINITE_LOSS = re.compile(r"(?i)(?<![\w])[\w./]*loss\w*['\"]?\s*[=:]\s*['\"]?
 # Megatron's iteration line without a loss (a NaN average is not printed) still carries the grad norm
 _MEGATRON_LINE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
 _MEGATRON_GRAD = re.compile(rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|")
+
+
+# optimizer steps the framework says it skipped (a loss-scaler overflow): DeepSpeed's loss scaler, one line per skipped
+# step (`[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1`; ≤ 2021 `[deepscale]`; also
+# when it only lowers the hysteresis); apex amp (`Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale
+# to …`); Megatron's count for the logging interval (`| number of skipped iterations:  10 |`). A step skipped is no
+# training progress: at the floor scale (`reducing to 1`) every step is skipped while the bar still advances.
+_SKIPPED_ONE = re.compile(r"OVERFLOW! Rank \d+ Skipping step|\bGradient overflow\.\s+Skipping step")
+_SKIPPED_COUNT = re.compile(r"\|\s*number of skipped iterations:\s*(?P<n>\d+)\s*\|")
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,13 @@ def read_loss(body: str) -> LossReading | None:
     if m := _NONFINITE_LOSS.search(body):
         return LossReading(float(m.group("v")), None)
     return None
+
+
+def read_skipped(body: str) -> int | None:
+    """Optimizer steps one record says were skipped; None when it says nothing about skipping (0 when it says none)."""
+    if m := _SKIPPED_COUNT.search(body):
+        return int(m.group("n"))
+    return 1 if _SKIPPED_ONE.search(body) else None
 
 
 def finite(value: float | None) -> bool:

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 
+from drills.measure.logerror import LogError
 from drills.measure.logformats import TrainingEvent
 from drills.measure.logprefix import Record
 from drills.measure.logstacks import xla_nccl_failure
@@ -125,6 +125,9 @@ _IB_COMPLETION = re.compile(
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\((?P<args>.*?)\)\s*ran for "
                        r"(?P<ran>\d+) milliseconds")
 _RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+# the watchdog's verdict for its rank (PyTorch ≥ 2.3), after the timeout line — the only one left when that was cut away
+_LAUNCHER_RANK = re.compile(r"\[rank(?P<r>\d+)\]:")  # torchrun's `--tee` prefix, where a wrapper left it in the body
+_WATCHDOG_EXC = re.compile(r"Exception \(either an error or timeout\) detected\s*by watchdog at work: (?P<seq>\d+)")
 # the watchdog found NCCL's asynchronous error on a collective (not a timeout; pytorch#149984): `Collective
 # WorkNCCL(SeqNum=2, OpType=ALLREDUCE, …) raised the following async exception: NCCL error: unhandled system error`;
 # TensorFlow/HybridBackend's `NCCL communication aborted: unhandled system error`
@@ -132,10 +135,13 @@ _ASYNC_EXC = re.compile(r"WorkNCCL\((?P<args>.*?)\) raised the following async e
                         r"NCCL communication aborted: ")
 _COMM_ABORTED = re.compile(r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?|[Cc]ommunicator (?:was )?aborted")
 # no closing quote: interleaved terminate lines glue the type to the next process's text (`…DistBackendErrorterminate …`)
-_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: ")
+# (PyTorch < 2.0 raised the same report, `NCCL error in: <file>:<line>, <result>, NCCL version X`, as a RuntimeError)
+_DIST_BACKEND = re.compile(r"instance of 'c10::DistBackendError|(?:torch\.distributed\.)?DistBackendError: |"
+                           r"^RuntimeError: NCCL error in: \S+:\d+, ")
 _TERMINATE = re.compile(r"terminate called after throwing an instance of")
 # the start of a watchdog message that a terminal hard-wrapped (`… Watchdog caught colle` / `ctive operation …`)
-_WATCHDOG_START = re.compile(r"Watchdog caught|watchdog thread terminated with exception|WorkNCCL\(")
+_WATCHDOG_START = re.compile(r"Watchdog caught|watchdog thread terminated with exception|WorkNCCL\(|"
+                             r"Exception \(either an error or timeout\)(?! detected\s*by watchdog at work)")
 # async events NCCL only reports (net_ib.cc lists them as non-fatal): not port error, CQ/QP/device errors
 _IB_EVENT_INFO = ("port active", "LID change", "P_Key change", "SM change", "client reregistration", "GID table change",
                   "send queue drained", "path migrated", "last WQE reached", "SRQ limit reached",
@@ -167,43 +173,6 @@ _TB_CHAIN = re.compile(r"^(?:During handling of the above exception, another exc
                        r"The above exception was the direct cause of the following exception:)")
 _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Warning)|"
                        r"[A-Za-z_][\w.]*\.\w*Error|AssertionError|KeyError|StopIteration)(?::\s?(?P<msg>.*))?$")
-
-
-@dataclass
-class LogError:
-    """One classified error; fields the message does not carry are None."""
-
-    kind: str  # ib_completion | watchdog_timeout | heartbeat_timeout | comm_aborted | dist_backend | socket_closed |
-    #            nccl_error | traceback | worker_exit (`logelastic`) | gpu_error (`loggpu`)
-    text: str
-    at: datetime | None = None
-    host: str | None = None
-    rank: int | None = None
-    seq: int | None = None
-    op_type: str | None = None
-    timeout_ms: int | None = None
-    ran_ms: int | None = None
-    status: int | None = None  # IB completion status / error
-    vendor_err: int | None = None
-    peer: str | None = None
-    exitcode: int | None = None  # worker_exit: the dead worker's exit code (negative: killed by that signal)
-    local_rank: int | None = None  # worker_exit
-    pid: int | None = None  # worker_exit
-    signal: str | None = None  # worker_exit: `SIGABRT` when the agent names it
-    frames: tuple[str, ...] = ()  # traceback: function names, outermost first
-    exception: str | None = None  # traceback: the exception line, when printed
-
-    @property
-    def detail(self) -> str:
-        if self.kind == "worker_exit":
-            if self.exitcode is None and self.pid is None:  # the agent said its group failed, not which worker
-                return self.text
-            who = f"rank {self.rank}" if self.rank is not None else f"local_rank {self.local_rank}"
-            return (f"{who} exitcode {self.exitcode}{f' ({self.signal})' if self.signal else ''} pid {self.pid}"
-                    f"{f' on {self.host}' if self.host else ''}")
-        if self.kind == "traceback":
-            return self.exception or f"traceback through {' -> '.join(self.frames[-3:]) or '?'} (exception line not in the log)"
-        return self.text
 
 
 class NcclReading:
@@ -310,6 +279,19 @@ class NcclReading:
             if key in self._seen_watchdog:
                 return []
             self._seen_watchdog.add(key)
+            verdicts = self.__dict__.setdefault("_watchdog_by_proc", {})  # (process, SeqNum) → its error
+            if (verdict := verdicts.get(_proc_key(body, rec, err))) is not None and verdict.op_type is None:
+                verdict.op_type, verdict.timeout_ms, verdict.ran_ms = err.op_type, err.timeout_ms, err.ran_ms
+                return []  # the verdict line came first: one failure, now with the timeout's fields
+            verdicts[_proc_key(body, rec, err)] = err
+        elif m := _WATCHDOG_EXC.search(body):
+            ranks = [int(x.group("rank")) for x in _RANK_IN.finditer(body[: m.start()])]
+            err = LogError("watchdog_timeout", body.strip(), rec.at, rec.host, ranks[-1] if ranks else rec.rank,
+                           seq=int(m.group("seq")))
+            verdicts = self.__dict__.setdefault("_watchdog_by_proc", {})
+            if _proc_key(body, rec, err) in verdicts:  # that process's timeout (or verdict) was read: the same failure
+                return []
+            verdicts[_proc_key(body, rec, err)] = err
         elif m := _HEARTBEAT.search(body):
             ranks = [int(x.group("rank")) for x in _RANK_IN.finditer(body[: m.start()])]
             err = LogError("heartbeat_timeout", body.strip(), rec.at, rec.host, ranks[-1] if ranks else rec.rank)
@@ -361,7 +343,7 @@ class NcclReading:
         held, self._wrapped = self._wrapped, None
         if held is not None and not _WATCHDOG.search(body):
             text, lines = held
-            if _WATCHDOG.search(text + body):
+            if _WATCHDOG.search(text + body) or _WATCHDOG_EXC.search(text + body):
                 return text + body
             if lines < 2:
                 self._wrapped = (text + body, lines + 1)
@@ -384,6 +366,13 @@ class NcclReading:
 
 def _is_transport_line(msg: str) -> bool:
     return bool(_NET_USING.match(msg) or _USING_NETWORK.match(msg) or _P2P_PLUGIN.match(msg) or _NO_IB.match(msg))
+
+
+def _proc_key(body: str, rec: Record, err: LogError) -> tuple:
+    """The process a watchdog line is about, and its collective: the launcher's rank prefix when there is one (the
+    `[PG … Rank N]` inside is the rank in that process group, and the two lines of one process may name it differently)."""
+    m = _LAUNCHER_RANK.search(body)
+    return (rec.host, int(m.group("r")) if m else rec.rank if rec.rank is not None else err.rank, err.seq)
 
 
 def _fill_watchdog(err: LogError, m: re.Match[str], body: str) -> None:

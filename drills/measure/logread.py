@@ -23,7 +23,7 @@ from datetime import datetime
 
 from drills.measure.logelastic import ElasticReading
 from drills.measure.logformats import LogFormat, TrainingEvent, preset
-from drills.measure.logloss import read_loss
+from drills.measure.logloss import read_loss, read_skipped
 from drills.measure.loggpu import GpuReading
 from drills.measure.lognccl import _TB_FRAME, _TB_START, _VERSION, LogError, NcclProcess, NcclReading, _version_tuple
 from drills.measure.logprefix import Record, split_records, split_timestamp  # noqa: F401 (re-exported)
@@ -48,6 +48,7 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("hf-trainer", 3, r"\{'loss': .*'epoch': |\{'train_runtime': "),
     ("hf-trainer", 3, r"transformers/trainer\.py|Continuing training from global step|Saving model checkpoint to "),
     ("hf-trainer", 1, r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \["),
+    ("hf-trainer", 2, r"\] \[axolotl\.[\w.]+:\d+\] \[PID:\d+\]"),  # axolotl's logger (it runs the HF Trainer)
     # the iteration line, bare or behind Megatron-Core's `[2025-05-09 06:11:17] ` stamp
     ("megatron", 5, r"^\s*(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\s*)?iteration\s+\d+/\s*\d+ \||"
                     r"(?:^\s*saving|successfully saved) checkpoint (?:at|from) iteration"),
@@ -61,9 +62,10 @@ _SIGNS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple((fw, w, re.compile(
     ("deepspeed", 2, r"\[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|ZeRO state_dicts|zero partition checkpoints"),
     ("deepspeed", 2, r"deepspeed/|deepspeed\.runtime\.|\[Torch\] (?:Checkpoint|Saving|Saved)|^steps: \d+ loss: "),
     ("lightning", 5, r"Restoring states from the checkpoint|Restored all states|^Epoch \d+:\s+\d+%\|"),
-    ("lightning", 3, r"pytorch_lightning/|lightning/pytorch/|lightning/fabric/|GPU available: (?:True|False)|"
+    ("lightning", 3, r"pytorch_lightning[/\\]|lightning[/\\](?:pytorch|fabric)[/\\]|GPU available: (?:True|False)|"
                      r"LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|Initializing distributed: GLOBAL_RANK"),
     ("lightning", 2, r"^distributed_backend=nccl|All distributed processes registered"),
+    ("lightning", 5, r"Epoch \d+, global step \d+: \S+ (?:was not in top \d+|reached )"),  # ModelCheckpoint's verdict
     ("lightning", 5, r"^\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d "),  # NeMo's logger (NeMo runs on Lightning)
     ("torchtitan", 5, r"^\[titan\] \d{4}-\d\d-\d\d |Loading the checkpoint at step \d+|Finished (?:loading|saving) the checkpoint"),
     ("mmengine", 5, r"^(?:\d{4}/)?\d\d/\d\d \d\d:\d\d:\d\d - mmengine - (?:INFO|WARNING|ERROR|DEBUG) - "),
@@ -116,6 +118,7 @@ class LogSummary:
     steps: int
     unknown_errors: tuple[str, ...] = ()  # error-like lines no recogniser classified (`logunknown`)
     losses: tuple[tuple[float | None, float | None], ...] = ()  # (loss, grad norm) per line that printed one
+    skipped_steps: int | None = None  # optimizer steps the framework said it skipped (None: it said nothing of it)
 
 
 class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, RestoreReading, SaveReading,
@@ -155,6 +158,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self._known = False
         self._steps_since_resume = 0
         self.losses: list[tuple[float | None, float | None]] = []
+        self.skipped_steps: int | None = None
         self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
         self._known_bodies: set[str] = set()
         self._gpu_seen: set = set()
@@ -221,7 +225,7 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         return LogSummary(self.framework, self.version, tuple(self.procs.values()), labels,
                           ("Socket" in labels.values()) if labels else None, tuple(devices), tuple(self.errors),
                           resume, saves, self.startup.summary(), self.unclassified, self.steps,
-                          tuple(u[1] for u in self.unknown), tuple(self.losses))
+                          tuple(u[1] for u in self.unknown), tuple(self.losses), self.skipped_steps)
 
     # -- one record -------------------------------------------------------------------------------
     def _ev(self, kind: str, rec: Record | None, **kw) -> TrainingEvent:
@@ -278,6 +282,8 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
 
     def _loss(self, rec: Record, out: list[TrainingEvent]) -> list[TrainingEvent]:
         """The loss a record printed (`logloss`): on its step event, else as a `loss` event of its own."""
+        if rec.nccl is None and (n := read_skipped(rec.body)) is not None:
+            self.skipped_steps = (self.skipped_steps or 0) + n
         reading = read_loss(rec.body) if rec.nccl is None else None
         if reading is None:
             return out

@@ -38,6 +38,10 @@ _RESUME_ATTEMPT = (  # (framework, pattern); groups: path, step
     ("deepspeed", re.compile(r"_load_checkpoint\] (?:rank: \d+ |\[Rank \d+\] )?loading checkpoint:? (?P<path>\S+)")),
     ("deepspeed", re.compile(r"\[Torch\] Loading checkpoint from (?P<path>\S+?)(?:\.\.\.)?$")),
     ("torchtitan", re.compile(r"Loading the checkpoint at step (?P<step>\d+)")),
+    # mmengine's runner (`load_or_resume`: auto-resume finds the latest, then `resume`); axolotl's auto-resume (HF Trainer)
+    ("mmengine", re.compile(r" - mmengine - \w+ - (?:Auto resumed from the latest checkpoint|Resume checkpoint from) "
+                            r"(?P<path>\S+?)\.?$")),
+    ("hf-trainer", re.compile(r"Using Auto-resume functionality to start with checkpoint at (?P<path>\S+)")),
     ("twin", re.compile(r"loading checkpoint step=(?P<step>\d+)(?: path=(?P<path>\S+))?")),
 )
 _RESUME_OK = (
@@ -84,7 +88,7 @@ _RAY_TASK_ERROR = re.compile(r"^ray\.exceptions\.RayTaskError(?:\(\w+\))?: ")
 _SAVE_IN_TB = re.compile(r"\b_?\w*save\w*\b|write_record|PytorchStreamWriter|unexpected pos|No space left|"
                          r"Disk quota exceeded|Input/output error")
 _LOAD_EXC = re.compile(r"The checkpoint being loaded used a DP world size")  # DeepSpeed refuses another DP size
-_FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "torchtitan", "twin"}
+_FRAMEWORK_PRINTS_SUCCESS = {"megatron", "hf-trainer", "lightning", "torchtitan", "mmengine", "twin"}
 _ZERO_PARTITION = re.compile(r"zero_pp_rank_\d+_mp_rank_\d+_?optim_states")
 
 # vLLM's logger header, before each line of a traceback it logs (`ERROR 06-13 11:37:08 [core.py:515] `, ≤ 0.7 without
@@ -181,6 +185,8 @@ class CheckpointReading:
         m = _EXC_LINE.match(body) if body else None
         if m:
             tb.exception = body
+        if self._echoes_error_record(tb.exception):  # type: ignore[attr-defined]  (logelastic)
+            return []
         rank = tb.rank if tb.rank is not None else (rec.rank if rec else None)
         err = LogError("traceback", tb.exception or "", tb.start_at, rank=rank,
                        frames=tuple(tb.frames), exception=tb.exception)
@@ -364,4 +370,5 @@ def _framework_ok_line(r: "_Resume | str") -> str:
         return "'successfully read N ZeRO state_dicts' after the ZeRO partition loads"
     return {"megatron": "'successfully loaded checkpoint'", "hf-trainer": "'Continuing training from global step'",
             "lightning": "'Restored all states from the checkpoint'",
-            "torchtitan": "'Finished loading the checkpoint in'", "twin": "'resumed from checkpoint'"}.get(fw, "?")
+            "torchtitan": "'Finished loading the checkpoint in'", "mmengine": "'resumed epoch: N, iter: N'",
+            "twin": "'resumed from checkpoint'"}.get(fw, "?")

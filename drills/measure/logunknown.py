@@ -25,12 +25,18 @@ log = logging.getLogger(__name__)
 # PyTorch words it (`RuntimeError: CUDA error: …`, `NCCL error: …`), a C++ abort, the driver failing a GPU.
 # A Python exception line of its own (`RuntimeError: …`, `torch.OutOfMemoryError: …`) and a C++ exception's origin
 # (`Exception raised from ncclCommWatchdog at …`) are errors without those words; so are nccl-tests' `Test NCCL failure`
-# and the kernel's reports of failed host hardware (an uncorrectable memory error, a machine check, an APEI record).
+# and the kernel's reports of failed host hardware (an uncorrectable memory error, a machine check, an APEI record);
+# a FATAL line of glog / c10 logging (`F0628 15:21:28.669647  1910 context_gpu.h:107] …`, `[F ProcessGroupNCCL.cpp:1169] …`):
+# the level itself says the process is aborting. (Their ERROR level, `E0912 …]` / `[E socket.cpp:793]`, is not here: PyTorch
+# prints it for the consequences of failures the readers classify, and a line that is only a consequence must not hold a
+# stability window inconclusive.) The shell's `Killed` alone on a line: a process of the job got SIGKILL (the OOM killer,
+# most often) — no reader has a kind for whose it was, and it must not read as healthy.
 ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
                         r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
                         r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
                         r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
-                        r"Machine check events logged")
+                        r"Machine check events logged|^\[?F\d{4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
+                        r"^\[F [\w./-]+:\d+\] |^Killed\s*$")
 # what NCCL's IB async thread reports without it being an error (net_ib.cc: non-fatal events; lognccl)
 _NCCL_INFO_WARN = re.compile(r"NET/IB\s*: (?:\S+:\d+ )?Got async (?:error )?event ?: (?:port active|LID change|"
                              r"P_Key change|SM change|client reregistration|GID table change|send queue drained|"

@@ -70,6 +70,7 @@ _VERSION = re.compile(r"vLLM API server version (?P<v>\d[\w.+-]*)|Initializing a
 # step); the KV cache does not fit; the model could not be fetched from the Hub
 _FAILED = re.compile(r"EngineCore failed to start|WorkerProc failed to start|Engine core initialization failed|"
                      r"EngineCore encountered a fatal error|"  # V1 run_engine_core: the engine died (EngineDeadError follows)
+                     r"(?:^|[\s.])(?:Async)?EngineDeadError: |"  # the engine's death as the client raises it (class name)
                      r"Engine process failed to start|"
                      r"Exception in worker \S+ while processing method \w+: |torch\.OutOfMemoryError: CUDA out of memory|"
                      r"EngineCore hit an exception|Error executing method (?:init_device|load_model|"

@@ -2,7 +2,8 @@
 
 One test per file; each asserts every value EXPECTED.yaml gives for that file. Keys a file's entry
 omits must come out empty (no transport, no error, no resume, no save, no loss) — except `nccl_version`,
-`devices`, `vllm` and `unknown` (error-like lines no kind fits, which must stay unknown), checked only when given. `check()` is also the scorer:
+`devices`, `vllm`, `skipped_steps` (optimizer steps the framework says it skipped) and `unknown` (error-like lines no
+kind fits, which must stay unknown), checked only when given. `check()` is also the scorer:
 `python -m tests.unit.test_real_logs` prints files fully right and values right.
 """
 
@@ -123,6 +124,9 @@ def check(name: str, want: dict, got: LogSummary) -> list[tuple[str, bool, str]]
     for i, pair in enumerate(losses):
         read = got.losses[i] if i < len(got.losses) else (None, None)
         add(f"losses[{i}]", all(_same(w, r) for w, r in zip(pair, read)), f"read {read}, want {pair}")
+    if "skipped_steps" in want:  # steps the framework says its optimizer skipped (loss-scaler overflow, NaN refused)
+        read = getattr(got, "skipped_steps", None)
+        add("skipped_steps", read == want["skipped_steps"], f"read {read!r}, want {want['skipped_steps']!r}")
     for text in want.get("unknown") or []:  # error-like lines no kind fits: kept as unknown (never healthy)
         add(f"unknown[{text[:40]}]", any(text in u for u in got.unknown_errors),
             f"not among the unknown lines {list(got.unknown_errors)}")
