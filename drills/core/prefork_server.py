@@ -32,6 +32,7 @@ from drills.core.prefork import CONNECT_TIMEOUT_S, HEADER
 __all__ = ["serve", "CENSUS_ENV"]
 
 CENSUS_ENV = "DRILLS_PREFORK_CENSUS"
+PROFILE_ENV = "DRILLS_PREFORK_PROFILE"  # a folder: each child's main thread profiled into it (bench only)
 
 
 def serve(path: Path, owner: int, preload: Sequence[str]) -> int:
@@ -223,6 +224,7 @@ def _run_main(module: str) -> int:
     import threading
 
     code = 0
+    profiler = _profiler()
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
@@ -238,6 +240,8 @@ def _run_main(module: str) -> int:
 
         traceback.print_exc()
         code = 1
+    if profiler is not None:
+        _dump(profiler, module)
     threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads, as at interpreter exit
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
@@ -252,5 +256,24 @@ def _run_main(module: str) -> int:
     return code
 
 
+
+def _profiler():
+    """With PROFILE_ENV (a folder) set, the child's main thread runs under cProfile (bench/tests_profile.py)."""
+    if not os.environ.get(PROFILE_ENV):
+        return None
+    import cProfile
+
+    profiler = cProfile.Profile(time.process_time)  # CPU, not wall: what the suite pays for
+    profiler.enable()
+    return profiler
+
+
+def _dump(profiler, module: str) -> None:
+    profiler.disable()
+    kind = "-".join(a for a in sys.argv[1:3] if a.isidentifier()) or "main"
+    profiler.dump_stats(os.path.join(os.environ[PROFILE_ENV], f"{module}-{kind}-{os.getpid()}.prof"))
+
+
 if __name__ == "__main__":
     sys.exit(serve(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))
+
