@@ -256,6 +256,9 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
+            # only the plugins a drill uses: no scan of every installed package's entry points (xdist, timeout and
+            # locust's are not needed in a drill), and nothing installed later joins a drill unasked
+            "--disable-plugin-autoload", "-p", "pytest_bdd.plugin", "-p", "allure_pytest_bdd.plugin",
             "--alluredir", str(run_dir / "allure-results"),
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id, "--drills-lang", opts.lang]
     if lane is None:

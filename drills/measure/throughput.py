@@ -10,6 +10,8 @@ one from the same worker (the steps done between them fix when the rate changed)
 
 from __future__ import annotations
 
+import itertools
+
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -80,11 +82,11 @@ def find_recovery(samples: Sequence[Sample], after: datetime, base: float, ratio
             continue  # not the start of a run of good lines
         start, interpolated = _crossing(ordered, first, after, threshold)
         end = start + timedelta(seconds=sustain_s)
-        window = [s for s in later[i:] if s.at <= end]
+        window = list(itertools.takewhile(lambda s: s.at <= end, itertools.islice(later, i, None)))  # time order
         if any(s.value < threshold for s in window):  # type: ignore[operator]
             continue
-        if not any(s.at >= end for s in later[i:]):
-            return None  # good so far; the window is not over yet
+        if later[-1].at < end:
+            return None  # good so far; the window is not over yet (no line at or past its end)
         return ThroughputRecovery(start, first.at, fmean(s.value for s in window), interpolated)  # type: ignore[misc]
     return None
 

@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 
 NODES = by_kind("v1", "Node")
 LEASES = by_kind("coordination.k8s.io/v1", "Lease")
-LEASE_WRITES_PER_S = 20.0   # wall-clock budget for Lease renewals, all nodes together
-STATUS_WRITES_PER_S = 4.0   # wall-clock budget for Ready-condition heartbeats
+LEASE_WRITES_PER_S = 5.0    # wall-clock budget for Lease renewals, all nodes together
+STATUS_WRITES_PER_S = 1.0   # wall-clock budget for Ready-condition heartbeats (each one a Node event every watcher decodes)
 TICK_WALL_S = 0.25
 XID_MESSAGES = {
     13: "Graphics Engine Exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
