@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from drills.core.errors import InvalidProfile
 from drills.twin.fabric.cli import SwitchCli
+from drills.twin.fabric.lldp import neighbours as lldp_neighbours
 from drills.twin.fabric.reshut import PortReshut
 from drills.twin.fabric.spec import fabric_specs, spec_extra
 from drills.twin.fabric.ssh_server import SwitchServer
@@ -89,6 +90,8 @@ def start_fabric(
     lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
     reshut_after_s: float | None = None,
     reshut_end: str = "near",
+    downlinks: dict[str, dict[str, str]] | None = None,
+    lldp_off: bool = False,
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
@@ -97,11 +100,15 @@ def start_fabric(
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
     (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
     (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
-    `no shutdown` (its `reshut`).
+    `no shutdown` (its `reshut`). `downlinks` (leaf → node → port) is where each node is really cabled (default:
+    the spec's own `downlinks`), what the switches' LLDP answers; `lldp_off` the defect lldp-disabled.
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
     traffic = Traffic(fabric)
+    cabled = downlinks if downlinks is not None else {
+        s.name: dict(spec_extra(fabric_spec, s.name, "downlinks", {}) or {}) for s in specs}
+    peers = lldp_neighbours(specs, cabled)
     state = Path(state_dir).resolve()
     (state / "hostkeys").mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(state / "hostkeys", 0o700)  # private keys only (mkdir's mode passes through the umask)
@@ -117,7 +124,8 @@ def start_fabric(
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
             cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic,
-                            lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s)
+                            lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s,
+                            neighbours=peers.get(s.name, {}), lldp_off=lldp_off)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()
