@@ -99,6 +99,7 @@ class PortFaults(Strict):
     # leaf-port annotations still name the planned ports, LLDP tells where they are (defect miscabled-node)
     miscabled: list[str] = []
     lldp_off: bool = False  # the switches run no LLDP (defect lldp-disabled)
+    stale_peers: bool = False  # the switch inventory names each uplink's far end wrongly (defect stale-uplink-peers)
 
 
 class Fabric(Strict):

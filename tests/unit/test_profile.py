@@ -77,6 +77,7 @@ EFFECTS = {
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
     "lldp-disabled": lambda p: p.fabric.port_faults.lldp_off is True,
+    "stale-uplink-peers": lambda p: p.fabric.port_faults.stale_peers is True,
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,
     "saves-lost-under-load": lambda p: not _job(p).checkpoint.durable_under_load and _job(p).checkpoint.durable,
     # broken before the fault (issue 30): the steady state is not nominal when the drill begins

@@ -92,6 +92,7 @@ def start_fabric(
     reshut_end: str = "near",
     downlinks: dict[str, dict[str, str]] | None = None,
     lldp_off: bool = False,
+    stale_peers: bool = False,
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
@@ -101,7 +102,9 @@ def start_fabric(
     (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
     (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
     `no shutdown` (its `reshut`). `downlinks` (leaf → node → port) is where each node is really cabled (default:
-    the spec's own `downlinks`), what the switches' LLDP answers; `lldp_off` the defect lldp-disabled.
+    the spec's own `downlinks`), what the switches' LLDP answers; `lldp_off` the defect lldp-disabled;
+    `stale_peers` the defect stale-uplink-peers (the inventory's `peers` name each leaf's uplinks' far ends rotated
+    by one: a record written before the cables were moved).
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
@@ -139,7 +142,7 @@ def start_fabric(
                 "dialect": s.dialect,
                 "role": s.role,
                 "uplinks": [u.iface for u in s.uplinks],
-                "peers": {u.iface: f"{u.peer}:{u.peer_iface}" for u in s.uplinks},
+                "peers": _peers(s.uplinks, stale_peers),
                 "host_key_type": host_key.get_name(),
             }
             if password is not None:
@@ -154,6 +157,14 @@ def start_fabric(
         raise
     log.info("fabric: %d switches up; inventory %s", len(handle.servers), inventory_file)
     return handle
+
+
+def _peers(uplinks, stale: bool) -> dict[str, str]:
+    """Each uplink's far end as the inventory writes it (rotated by one uplink when `stale`)."""
+    ends = [f"{u.peer}:{u.peer_iface}" for u in uplinks]
+    if stale and len(ends) > 1:
+        ends = ends[1:] + ends[:1]
+    return {u.iface: end for u, end in zip(uplinks, ends)}
 
 
 def ensure_key(path: Path, key_type: str = "ed25519", comment: str = "") -> paramiko.PKey:

@@ -47,7 +47,8 @@ class FabricComponent:
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
-            reshut_end=faults.reshut_end, downlinks=_cabled(profile), lldp_off=faults.lldp_off))
+            reshut_end=faults.reshut_end, downlinks=_cabled(profile), lldp_off=faults.lldp_off,
+            stale_peers=faults.stale_peers))
         for leaf in faults.isolated_leaves:  # before the hub reads the leaves: they start cut off
             for uplink in profile.fabric.switches[leaf].uplinks:
                 self.handle.fabric.set_admin(leaf, uplink.iface, False, source="twin profile: isolated leaf")
