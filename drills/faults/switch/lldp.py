@@ -137,11 +137,12 @@ def confirm_link(near_cfg, iface: str, inventory, session_for) -> dict:
     (both CheckFailed: nothing was injected) otherwise."""
     with session_for(near_cfg) as s:
         near = read_lldp(s)
-    rows = near.on(iface)
+        rows = near.on(iface)
+        state = _port_state(s, iface) if not rows else ""
     where = f"{near_cfg.name} {iface}"
     if len(rows) != 1:
-        raise LinkMismatch(f"LLDP on {near_cfg.name} shows {near.describe(iface)} on {iface} ({near.source}): the "
-                           "far end of the uplink is not confirmed; nothing was shut")
+        raise LinkMismatch(f"LLDP on {near_cfg.name} shows {near.describe(iface)} on {iface}{state} ({near.source}): "
+                           "the far end of the uplink is not confirmed; nothing was shut")
     seen = rows[0]
     far_cfg = next((c for c in inventory or () if same_host(seen.system, c.name)), None)
     named = (near_cfg.peers or {}).get(iface)
@@ -172,6 +173,20 @@ def confirm_link(near_cfg, iface: str, inventory, session_for) -> dict:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _port_state(session, iface: str) -> str:
+    """Why a port may show no neighbour, in words: `, which is admin down` (a dead link carries no LLDP)."""
+    from drills.faults.switch.parse import StateUnreadable, read_state
+
+    res = session.run(session.dialect.command("show", iface)[0])
+    try:
+        st = read_state(session.dialect, res.output, iface) if res.ok else None
+    except StateUnreadable:
+        st = None
+    if st is None or (st.admin_up and st.oper_up):
+        return ""
+    return f", which is admin {st.admin} and oper {st.oper}"
+
+
 _SHORT = re.compile(r"^(?:ethernet|eth|et)\s*(\d.*)$", re.I)
 
 
