@@ -54,7 +54,7 @@ PORT = "network.gpu-drills.io/leaf-port"
 # "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
 MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
 HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; the test labels it a p5.48xlarge
-MISCABLED = "gpu-new-16"  # "miscabled-node": its cable is in another leaf-4 port than its annotation names
+MISCABLED, CABLING = "gpu-new-16", "miscabled-node"  # its cable is in another leaf-4 port than its annotation names
 
 
 def twin_profile() -> dict:
@@ -68,7 +68,7 @@ def twin_profile() -> dict:
     lossy = yaml.safe_load((REPO / "drills/twin/defects/pfc-off-on-new-port.yaml").read_text())["overlay"]
     assert lossy["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["lossy_nodes"] = [COPIED_PORT]
-    cabling = yaml.safe_load((REPO / "drills/twin/defects/miscabled-node.yaml").read_text())["overlay"]
+    cabling = yaml.safe_load((REPO / "drills/twin/defects" / f"{CABLING}.yaml").read_text())["overlay"]
     assert cabling["fabric"]["port_faults"]["miscabled"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["miscabled"] = [MISCABLED]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]

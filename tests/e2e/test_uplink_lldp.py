@@ -6,6 +6,8 @@ read, and no switch saw a change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -19,6 +21,16 @@ from drills.twin.fabric.state import _peers
 pytestmark = pytest.mark.slow
 
 DIALECTS = ("sonic", "nxos", "nvue", "eos", "onyx")
+
+
+def _faults(defect: str) -> dict:
+    """The fabric port faults a twin defect file sets (this module applies them to its own switches)."""
+    path = Path(__file__).parents[2] / "drills/twin/defects" / f"{defect}.yaml"
+    return yaml.safe_load(path.read_text())["overlay"]["fabric"]["port_faults"]
+
+
+STALE = _faults("stale-uplink-peers")  # {stale_peers: true}: the inventory's `peers` rotated by one uplink
+OFF = _faults("lldp-disabled")  # {lldp_off: true}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +69,7 @@ def test_the_far_end_journaled_is_the_one_lldp_confirms_on_both_switches(fab, le
 
 def test_a_stale_inventory_far_end_is_a_precondition_not_met_naming_both(fab):
     handle, profile = fab, load_target(None)
-    inv = _inventory(handle, stale=True)
+    inv = _inventory(handle, stale=STALE["stale_peers"])
     for leaf in ("leaf1", "leaf2", "leaf3", "leaf4", "leaf5"):
         truth = handle.fabric.spec(leaf).uplinks[0]
         claimed = next(c for c in inv if c.name == leaf).peers[truth.iface]
@@ -77,7 +89,7 @@ def test_without_lldp_the_uplink_is_not_cut(fab):
     handle, profile = fab, load_target(None)
     inv = _inventory(handle)
     for server in handle.servers.values():
-        server.cli.lldp_off = True
+        server.cli.lldp_off = OFF["lldp_off"]
     for leaf in ("leaf1", "leaf2", "leaf4"):  # SONiC and NX-OS refuse; EOS prints an empty table
         truth = handle.fabric.spec(leaf).uplinks[0]
         with pytest.raises((LldpUnavailable, LinkMismatch)) as err:
