@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from drills.core.errors import CheckFailed
-from drills.faults.switch.dialect import SwitchDialect, clean_output
+from drills.faults.switch.dialect import SwitchDialect
 
 __all__ = ["Neighbour", "LldpTable", "LldpUnavailable", "LinkMismatch", "parse_neighbours", "read_lldp",
            "same_host", "same_port", "confirm_link"]
@@ -80,13 +80,10 @@ class LldpTable:
 def parse_neighbours(parser: str, text: str) -> list[Neighbour]:
     """Every neighbour row of `text` (`parser` is the dialect's `lldp.parser`); ValueError when the parser
     does not read the text (an output of another shape, an error the dialect did not recognise)."""
-    from drills.faults.switch.parse import StateUnreadable, _fsm, _ntc_path, _strip_source, TEMPLATES
+    from drills.faults.switch.parse import StateUnreadable, template_rows
 
-    path = _ntc_path(parser[4:]) if parser.startswith("ntc:") else TEMPLATES / f"{parser}.textfsm"
-    if not path.is_file():
-        raise ValueError(f"no LLDP template named {parser!r}")
     try:
-        rows = _fsm(path, _strip_source(clean_output(text)))
+        rows = template_rows(parser, text)
     except StateUnreadable as err:
         raise ValueError(str(err)) from None
     out = []
