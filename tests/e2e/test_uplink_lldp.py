@@ -36,7 +36,7 @@ OFF = _faults("lldp-disabled")  # {lldp_off: true}
 @pytest.fixture(scope="module")
 def fab(tmp_path_factory):
     spec = leaf_spine(leaves=5, spines=2, downlinks=1, dialects=DIALECTS, spine_dialect="nxos")
-    handle = start_fabric(spec, tmp_path_factory.mktemp("fabric"))
+    handle = start_fabric(spec, tmp_path_factory.mktemp("fabric"), downlinks={"leaf1": {"gpu-a": spec[0].interfaces[0]}})
     yield handle
     handle.stop()
 
@@ -81,6 +81,16 @@ def test_a_stale_inventory_far_end_is_a_precondition_not_met_naming_both(fab):
         assert f"inventory says it is cabled to {claimed.replace(':', ' ')}" in why, why
         assert f"LLDP on both ends says {truth.peer} {truth.peer_iface}" in why and "nothing was shut" in why
         assert category_of_error(err.value, injected=False) is Category.PRECONDITION_NOT_MET
+    assert _no_change(handle)
+
+
+def test_a_listed_uplink_that_faces_a_server_is_not_cut(fab):
+    """An inventory that lists a node-facing port as an uplink: LLDP there names a server, not a switch."""
+    handle, profile = fab, load_target(None)
+    inv = _inventory(handle)
+    node_port = handle.fabric.spec("leaf1").interfaces[0]
+    with pytest.raises(LinkMismatch, match="not a switch of the inventory: either the port is not an uplink"):
+        uplink.plan(None, profile, switch=next(c for c in inv if c.name == "leaf1"), interface=node_port, inventory=inv)
     assert _no_change(handle)
 
 

@@ -50,3 +50,16 @@ def test_names_match_across_a_vendors_short_and_long_forms_and_a_domain():
                                                     Neighbour("Ethernet16", "gpu-new-01.dc", "cc:dd")))
     assert [n.local for n in table.facing("gpu-new-01")] == ["Ethernet16"]
     assert table.describe("Ethernet8") == "gpu-new-02 aa:bb" and table.describe("Ethernet0") == "no neighbour"
+
+
+def test_ours_reads_the_nxos_rows_ntc_templates_drops():
+    """Why NX-OS uses our template: ntc-templates' (as installed) reads a wrapped Device ID followed by a trailing
+    space as no name at all, so the neighbour of that port is unnamed (it would read as "no neighbour", or worse, as
+    another row's). When this fails, ntc caught up: switch the dialect back to it."""
+    from drills.faults.switch.parse import template_rows
+
+    text = (CORPUS / "lldp-nxos-show_lldp_neighbors-2.txt").read_text()
+    ntc = template_rows("ntc:cisco_nxos_show_lldp_neighbors", text)
+    ours = parse_neighbours(load_switch_dialect("nxos").lldp.parser, text)
+    unnamed = [r["LOCAL_INTERFACE"] for r in ntc if not r["NEIGHBOR_NAME"]]
+    assert len(ours) == 15 and all(n.system for n in ours) and unnamed, unnamed

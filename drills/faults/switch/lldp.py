@@ -144,13 +144,14 @@ def confirm_link(near_cfg, iface: str, inventory, session_for) -> dict:
     far_cfg = next((c for c in inventory or () if same_host(seen.system, c.name)), None)
     named = (near_cfg.peers or {}).get(iface)
     claimed = tuple(named.split(":", 1)) if named and ":" in named else None
-    out = {"name": seen.system, "interface": seen.port_id, "switch": None,
-           "lldp": {"near": {**seen.to_dict(), "source": near.source}}}
+    out: dict = {"lldp": {"near": {**seen.to_dict(), "source": near.source}}}
     if far_cfg is None:
         if claimed and not same_host(seen.system, claimed[0]):
             raise LinkMismatch(f"{where}: the switch inventory says it is cabled to {claimed[0]} {claimed[1]}, LLDP "
                                f"says {seen.system} {seen.port_id} ({near.source}); nothing was shut")
-        return out
+        raise LinkMismatch(f"{where}: LLDP says its far end is {seen.system} {seen.port_id} ({near.source}), which is "
+                           "not a switch of the inventory: either the port is not an uplink (it faces a server) or "
+                           "its far end cannot be read back after the revert; fix the inventory; nothing was shut")
     with session_for(far_cfg) as s:
         far = read_lldp(s)
     back = [n for n in far.neighbours if same_host(n.system, near_cfg.name) and n.names_port(iface)]
@@ -164,7 +165,7 @@ def confirm_link(near_cfg, iface: str, inventory, session_for) -> dict:
         raise LinkMismatch(f"{where}: the switch inventory says it is cabled to {claimed[0]} {claimed[1]}, LLDP on "
                            f"both ends says {far_cfg.name} {far_iface} ({near.source}; {far.source}): the inventory "
                            "is stale or the cable moved; nothing was shut")
-    out.update(name=far_cfg.name, interface=far_iface, switch=far_cfg.model_dump(mode="json"))
+    out.update(name=far_cfg.name, interface=far_iface, switch=far_cfg.model_dump(mode="json"))  # what verify reads
     out["lldp"]["far"] = {**back[0].to_dict(), "source": far.source}
     return out
 
