@@ -17,6 +17,7 @@ from drills.faults.switch.lldp import LinkMismatch, LldpUnavailable
 from drills.profile.model import SwitchConfig, load_target
 from drills.twin.fabric import leaf_spine, start_fabric
 from drills.twin.fabric.state import _peers
+from drills.validate.local import switch_checks
 
 pytestmark = pytest.mark.slow
 
@@ -107,6 +108,11 @@ def test_without_lldp_the_uplink_is_not_cut(fab):
                         inventory=inv)
         assert ("LLDP is not available" in str(err.value)) == (leaf != "leaf4"), str(err.value)
         assert "no neighbour" in str(err.value) or leaf != "leaf4"
+    twin_info = {"switches": [c.model_dump(mode="json") for c in inv if c.name == "leaf1"]}
+    (check,) = switch_checks(profile, twin_info)  # `drills validate` says so before any drill
+    assert not check.ok and "LLDP is not available" in check.detail, check
     for server in handle.servers.values():
         server.cli.lldp_off = False
+    (check,) = switch_checks(profile, twin_info)
+    assert check.ok and "far ends seen by LLDP (spine1 " in check.detail, check
     assert _no_change(handle)
