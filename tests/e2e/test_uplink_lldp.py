@@ -85,13 +85,15 @@ def test_a_stale_inventory_far_end_is_a_precondition_not_met_naming_both(fab):
     assert _no_change(handle)
 
 
-def test_a_listed_uplink_that_faces_a_server_is_not_cut(fab):
-    """An inventory that lists a node-facing port as an uplink: LLDP there names a server, not a switch."""
+def test_a_far_switch_outside_the_inventory_is_journaled_as_lldp_names_it(fab):
+    """A site's inventory of leaves only: the far end is the one LLDP names (the verify says it cannot read it)."""
     handle, profile = fab, load_target(None)
-    inv = _inventory(handle)
-    node_port = handle.fabric.spec("leaf1").interfaces[0]
-    with pytest.raises(LinkMismatch, match="not a switch of the inventory: either the port is not an uplink"):
-        uplink.plan(None, profile, switch=next(c for c in inv if c.name == "leaf1"), interface=node_port, inventory=inv)
+    leaves = [c for c in _inventory(handle) if c.name.startswith("leaf")]
+    truth = handle.fabric.spec("leaf2").uplinks[0]
+    plan = uplink.plan(None, profile, switch=next(c for c in leaves if c.name == "leaf2"), interface=truth.iface,
+                       inventory=leaves)
+    peer = plan.undo["peer"]
+    assert (peer["name"], peer["switch"]) == (truth.peer, None) and peer["interface"] == truth.peer_iface
     assert _no_change(handle)
 
 
