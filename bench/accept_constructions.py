@@ -41,7 +41,7 @@ CONSTRUCTIONS = [
 
 from drills.profile.acceptance import DEFAULT_JOBS  # noqa: E402
 from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, HALF_NICS, ISOLATED, LATE_CHECKS,  # noqa: E402,F401
-                                            MOVED_REF, REF, twin_profile)
+                                            MISCABLED, MOVED_REF, REF, twin_profile)
 
 # issue 31's red-team round (the same module twin; its test module: test_accept_evidence.py's later tests)
 _LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
@@ -57,6 +57,9 @@ CONSTRUCTIONS += [
     ("path (d)", f"reference {REF} fit at plan time, cordoned during the batch's DCGM", MOVED_REF,
      {"checks": ["dcgm", "nccl-pair"], "required": {"dcgm": {"min_level": 2}, "nccl-pair": {}}, "reference_node": REF}),
     ("identity (a): switch port", f"{COPIED_PORT}'s own port lost PFC; its annotation names gpu-new-01's", COPIED_PORT,
+     {"checks": ["switch-port"], "required": {"switch-port": {}}}),
+    ("identity (a): cabling", f"{MISCABLED}'s cable is in another leaf-4 port than its annotation names (defect "
+     "miscabled-node; the annotated port is healthy and faces nothing)", MISCABLED,
      {"checks": ["switch-port"], "required": {"switch-port": {}}}),
     ("expectation (b)", f"{HALF_NICS}: a DGX H100 showing 4 of its 8 NICs, labelled p5.48xlarge (NICs known only "
      "as a 3,200 Gb/s total)", HALF_NICS, {"checks": ["rdma"], "required": {"rdma": {}}}),

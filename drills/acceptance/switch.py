@@ -5,7 +5,8 @@ dialect's `port:` views (data, parsed by drills/acceptance/port_facts.py).
 
 Read-only: `show` commands only. The node's leaf comes from its leaf label (`faults.leaf_label`), the
 port from a node annotation (`acceptance.leaf_port_annotation`); both are checked against the dialect's
-grammar before a session opens. A fact the switch did not show is unknown, never healthy: the check is
+grammar before a session opens. The leaf's LLDP table must show the node on that port before the port is
+judged (drills/acceptance/port_lldp.py: `wrong_port` or `not_run` otherwise). A fact the switch did not show is unknown, never healthy: the check is
 `not_run`, naming what was not read.
 """
 
@@ -14,10 +15,14 @@ from __future__ import annotations
 import logging
 import re
 
+from dataclasses import replace
+
+from drills.acceptance import port_lldp
 from drills.acceptance.judge import CheckResult, not_run
 from drills.acceptance.port_facts import PortFacts, read_facts, speed_gbps
 from drills.core.errors import CheckFailed, DrillError
 from drills.faults.switch.dialect import load_switch_dialect
+from drills.faults.switch.lldp import LldpUnavailable, read_lldp
 from drills.faults.switch.parse import StateUnreadable, read_state
 from drills.faults.switch.session import SwitchSession
 from drills.profile.acceptance import Thresholds
@@ -121,7 +126,16 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
                        connect_timeout=sw_cfg.connect_timeout_s, command_timeout=sw_cfg.command_timeout_s,
                        dialect=dialect) as s:
         cache: dict[str, object] = {}  # switch-wide views (`show ecn`, `show roce`) once per session
+        try:
+            table, why = read_lldp(s), ""
+        except LldpUnavailable as err:
+            table, why = None, str(err)
+        lldp_text = f"{dialect.name}# {table.command}\n{table.output.rstrip()}\n" if table is not None else ""
         for node, iface in facing:
+            wrong = port_lldp.claim(node, cfg.name, iface, table, why)
+            if wrong is not None:
+                out.append((wrong, lldp_text))
+                continue
             status = s.run(dialect.command("show", iface)[0])
             cache[status.command] = status  # SONiC's first view is its status command
             answers = []
@@ -130,7 +144,9 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
                 if line not in cache:
                     cache[line] = s.run(line)
                 answers.append(cache[line])
-            out.append(_judge_answers(node, cfg.name, iface, dialect, views, status, answers, t))
+            result, text = _judge_answers(node, cfg.name, iface, dialect, views, status, answers, t)
+            out.append((replace(result, evidence={**result.evidence, **port_lldp.evidence(table, iface)}),
+                        lldp_text + text))
     return out
 
 

@@ -95,8 +95,9 @@ class SwitchConfig(Strict):
     known_hosts: LocalPath | None = None
     dialect: NameOrYaml = "sonic"
     uplinks: list[str] = []
-    # the far end of each uplink's cable: uplink → "switch:interface" (the twin's inventory writes it; LLDP on a
-    # site): a revert of that uplink is verified on both ends when the far switch is in the inventory too
+    # the far end of each uplink's cable as recorded: uplink → "switch:interface" (the twin's inventory writes it).
+    # The uplink drill confirms it by LLDP on both switches before the fault (a disagreement: nothing is shut) and
+    # verifies its revert on the end LLDP confirmed (drills/faults/switch/ends.py)
     peers: dict[str, str] = {}
     role: Text | None = None  # leaf | spine (informative; the twin's inventory writes it)
     host_key_type: Text | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)

@@ -95,6 +95,11 @@ class PortFaults(Strict):
     # leaf → indexes of its uplinks that are admin down when the twin starts (shut for maintenance and never
     # brought back): the fabric is degraded before any drill (defect uplink-down-before-drill)
     down_at_start: dict[str, list[int]] = {}
+    # these nodes' cables are moved (each to the next one's leaf port; one alone to a free port): their labels and
+    # leaf-port annotations still name the planned ports, LLDP tells where they are (defect miscabled-node)
+    miscabled: list[str] = []
+    lldp_off: bool = False  # the switches run no LLDP (defect lldp-disabled)
+    stale_peers: bool = False  # the switch inventory names each uplink's far end wrongly (defect stale-uplink-peers)
 
 
 class Fabric(Strict):

@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 def switch_checks(profile: TargetProfile, twin_info: dict | None) -> list[Check]:
     """One line per inventory switch: key file readable, password variable set, SSH login with strict
-    host keys, every listed uplink exists and is up (admin and oper)."""
+    host keys, every listed uplink exists and is up (admin and oper), and LLDP shows its far end (what the uplink
+    drill confirms before the fault)."""
     from drills.faults.switch.target import switch_inventory
 
     try:
@@ -83,6 +84,7 @@ def tool_checks(drills: set[str]) -> list[Check]:
 # -- helpers -----------------------------------------------------------------------------------
 def _switch(sw: SwitchConfig) -> Check:
     from drills.core.errors import CheckFailed
+    from drills.faults.switch.lldp import read_lldp
     from drills.faults.switch.uplink import show_state
     from drills.faults.switch.session import SwitchSession
 
@@ -103,12 +105,19 @@ def _switch(sw: SwitchConfig) -> Check:
             state = show_state(sw, interface, accept_unknown_host_keys=False)
             if not (state.admin_up and state.oper_up):
                 down.append(f"{interface} admin {state.admin}/oper {state.oper}")
+        with SwitchSession(sw, error=CheckFailed, accept_unknown_host_keys=False) as session:
+            lldp = read_lldp(session)  # the uplink drill confirms both ends of its cable by LLDP before the fault
     except DrillError as err:
         return Check(name, False, str(err))
     if down:
         return Check(name, False, f"{where} uplinks not up: {', '.join(down)}; bring them up (a drill refuses a "
                      "port that is already down)")
-    return Check(name, True, f"{where} answers over SSH (strict host keys); uplinks {', '.join(sw.uplinks)} up")
+    unseen = [i for i in sw.uplinks if not lldp.on(i)]
+    if unseen:
+        return Check(name, False, f"{where} LLDP shows no neighbour on uplink {', '.join(unseen)} ({lldp.source}): "
+                     "the uplink drill cannot confirm its far end and will refuse it")
+    return Check(name, True, f"{where} answers over SSH (strict host keys); uplinks {', '.join(sw.uplinks)} up, "
+                 f"their far ends seen by LLDP ({', '.join(f'{n.system} {n.port_id}' for i in sw.uplinks for n in lldp.on(i))})")
 
 
 def _pvc(cluster, namespace: str, claim: str | None) -> Check:

@@ -54,12 +54,13 @@ PORT = "network.gpu-drills.io/leaf-port"
 # "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
 MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
 HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; the test labels it a p5.48xlarge
+MISCABLED, CABLING = "gpu-new-16", "miscabled-node"  # its cable is in another leaf-4 port than its annotation names
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=15, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15
+    pools["new"].update(count=16, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, 16
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
@@ -67,6 +68,9 @@ def twin_profile() -> dict:
     lossy = yaml.safe_load((REPO / "drills/twin/defects/pfc-off-on-new-port.yaml").read_text())["overlay"]
     assert lossy["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["lossy_nodes"] = [COPIED_PORT]
+    cabling = yaml.safe_load((REPO / "drills/twin/defects" / f"{CABLING}.yaml").read_text())["overlay"]
+    assert cabling["fabric"]["port_faults"]["miscabled"] == ["gpu-new-02"]
+    raw["fabric"]["port_faults"]["miscabled"] = [MISCABLED]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
               ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE}.items()}
     for node in LATE:
@@ -280,6 +284,22 @@ def test_a_node_that_names_another_nodes_switch_port_is_judged_by_neither(twin, 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     port = _nogo(run_dir, COPIED_PORT)["switch-port"]
     assert port["details"]["failure"] == "wrong_node" and f"leaf port is named by gpu-new-01 too" in port["reason"]
+
+
+def test_a_node_cabled_to_another_port_than_its_annotation_is_wrong_port_naming_both(twin, tmp_path):
+    """Identity × switch-port, the fabric's key (issue 30/31, defect miscabled-node): gpu-new-16's cable is in
+    another leaf-4 port than its annotation names. The annotated port is up, 400G, lossless and faces nothing:
+    before LLDP it was a GO for a port that does not face the node; now leaf-4's LLDP shows where it is."""
+    profile = target_profile(tmp_path, "cabled", checks=["switch-port"], required={"switch-port": {}})
+    proc, run_dir = _accept(twin, tmp_path, MISCABLED, "cabled", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    port = _nogo(run_dir, MISCABLED)["switch-port"]
+    annotated = requests.get(f"{twin.url}/api/v1/nodes/{MISCABLED}", timeout=5).json()["metadata"]["annotations"][PORT]
+    assert port["details"]["failure"] == "wrong_port", port["reason"]
+    assert f"names leaf-4 {annotated}, but LLDP on leaf-4 shows {MISCABLED} on Ethernet" in port["reason"]
+    assert "show lldp table" in port["reason"]
+    got = requests.get(f"{twin.url}/api/v1/nodes/{MISCABLED}", timeout=5).json()
+    assert any(t["key"] == GATE for t in got["spec"].get("taints") or [])
 
 
 def test_a_reference_cordoned_after_the_plan_proves_no_path(twin, tmp_path):

@@ -234,9 +234,10 @@ def _ts(iso: str) -> float:
 
 
 def test_a_port_already_down_is_refused_closed_as_not_injected_and_left_down(twin_factory, tmp_path):
-    """Someone else shut the uplink the drill would pick: the drill refuses it, and never brings it up. The
-    injector's own refusal is what is tested here, so the site opts out of the steady-state facet that would
-    refuse it first (every uplink of the job's leaves up: tests/e2e/test_steady_state.py)."""
+    """Someone else shut the uplink the drill would pick: the drill refuses it, and never brings it up. The site
+    opts out of the steady-state facet that would refuse it first (every uplink of the job's leaves up:
+    tests/e2e/test_steady_state.py); the plan's LLDP confirmation of both ends refuses it then (a shut port
+    shows no neighbour), before any journal entry; the injector's own refusal is tests/e2e/test_switch_injector.py's."""
     twin = twin_factory(scale=float(SCALE))
     entry = SwitchConfig.model_validate(next(s for s in twin.info["switches"] if s["name"] == "leaf-1"))
     switch.inject_port(entry, "Ethernet240")  # the other person's change
@@ -246,8 +247,8 @@ def test_a_port_already_down_is_refused_closed_as_not_injected_and_left_down(twi
     done = drills("run", "-m", "network", "-k", ONE, "--twin-state", str(twin.state_dir), "--no-html",
                   "--profile", str(tmp_path / "site.yaml"), "--reports", str(tmp_path), "--run-id", "down")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "Ethernet240 is already admin down" in done.stderr
-    journal = (tmp_path / "down" / "journal.jsonl").read_text()
-    assert '"outcome":"not injected"' in journal and '"op":"injected"' not in journal
+    assert "shows no neighbour on Ethernet240, which is admin down" in done.stderr, done.stderr
+    journal = tmp_path / "down" / "journal.jsonl"
+    assert not journal.exists() or '"op":"injected"' not in journal.read_text()
     assert not _uplink_up(twin, "leaf-1", "Ethernet240")
     switch.revert_port(entry, "Ethernet240")

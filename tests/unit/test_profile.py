@@ -76,6 +76,8 @@ EFFECTS = {
     "node-exporter-defaults": lambda p: not p.node_exporter_mountstats,
     "port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "near"),
     "peer-port-reshut": lambda p: (p.fabric.port_faults.reshut_after, p.fabric.port_faults.reshut_end) == (20, "far"),
+    "lldp-disabled": lambda p: p.fabric.port_faults.lldp_off is True,
+    "stale-uplink-peers": lambda p: p.fabric.port_faults.stale_peers is True,
     "lost-last-save": lambda p: not _job(p).checkpoint.durable,
     "saves-lost-under-load": lambda p: not _job(p).checkpoint.durable_under_load and _job(p).checkpoint.durable,
     # broken before the fault (issue 30): the steady state is not nominal when the drill begins
@@ -108,6 +110,7 @@ ACCEPT_EFFECTS = {
     "nic-down": lambda p: _new(p).down_rails == ["mlx5_1"],
     "slow-store-client": lambda p: _new(p).store_factor < 0.5,
     "pfc-off-on-new-port": lambda p: p.fabric.port_faults.lossy_nodes == ["gpu-new-02"],
+    "miscabled-node": lambda p: p.fabric.port_faults.miscabled == ["gpu-new-02"],
     "gpu-lost-everywhere": lambda p: _new(p).visible_gpus == 7 and _new(p).advertised_lost,
     "cloned-node-identity": lambda p: _new(p).machine == "gpu-new-01",
     "rdma-loopback": lambda p: _new(p).rdma_loopback,

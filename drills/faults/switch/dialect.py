@@ -85,7 +85,8 @@ class Commands(_Strict):
 
 
 class CounterRead(_Strict):
-    """How to read a port's traffic counters (drills/faults/switch/counters.py names the parsers)."""
+    """How to read a port's traffic counters (drills/faults/switch/counters.py names the parsers), or the switch's
+    LLDP neighbours (`lldp:`; the parser is a TextFSM template: `ntc:<name>` or ours in templates/)."""
 
     command: list[str]
     parser: str
@@ -132,6 +133,7 @@ class SwitchDialect(_Strict):
     state: str  # parser name (parse.py): "ntc:<template>" or one of ours
     counters: CounterRead | None = None  # None: the drill cannot see the port's traffic on this OS
     port: list[PortView] = []  # the acceptance port check's views (speed, MTU, errors, PFC, ECN); []: not readable
+    lldp: CounterRead | None = None  # the LLDP neighbour table (drills/faults/switch/lldp.py); None: not readable
 
     @field_validator("interface_names")
     @classmethod

@@ -2,8 +2,10 @@
 
 `no shutdown` answered OK says nothing about a minute later: a config agent may shut the port again, or the
 far end (the spine's port of the same cable) may be down. The near end is read over the leaf's own SSH
-session; the far end over the far switch's, when the inventory names it (`SwitchConfig.peers`, written by
-the twin's inventory; LLDP on a site) and lists that switch. Read-only: `show` lines only.
+session; the far end over the far switch's. Which port is the far end is read from the fabric before the fault
+(`confirmed_far_end`: LLDP on both switches, drills/faults/switch/lldp.py), never taken from the inventory's
+`peers` alone: a stale inventory would have the verify read a port that is not on the cable. Read-only:
+`show` lines only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from drills.faults.switch.session import HostKey, SwitchSession
 from drills.faults.switch.uplink import _check_names, _state
 from drills.profile.model import SwitchConfig
 
-__all__ = ["read_ends", "far_end"]
+__all__ = ["read_ends", "far_end", "confirmed_far_end"]
 
 log = logging.getLogger(__name__)
 
@@ -59,3 +61,21 @@ def far_end(switch: SwitchConfig, interface: str, inventory) -> dict | None:
     if cfg is not None:
         _check_names(cfg, far_iface)
     return {"name": name, "interface": far_iface, "switch": cfg.model_dump(mode="json") if cfg is not None else None}
+
+
+def confirmed_far_end(switch: SwitchConfig, interface: str, inventory, sw, transport: str = "exec") -> dict:
+    """The far end of `interface` as LLDP on both switches confirms it (and as the inventory's `peers` names it,
+    when it does: a disagreement is LinkMismatch). Read-only, before the fault: a CheckFailed here is a precondition
+    not met, and nothing is journaled or shut."""
+    from drills.faults.switch.lldp import confirm_link
+
+    _check_names(switch, interface)
+
+    def session_for(cfg: SwitchConfig) -> SwitchSession:
+        return SwitchSession(cfg, transport, error=CheckFailed, accept_unknown_host_keys=sw.accept_unknown_host_keys,
+                             connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
+
+    far = confirm_link(switch, interface, inventory or (), session_for)
+    if far.get("switch"):
+        _check_names(SwitchConfig.model_validate(far["switch"]), far["interface"])
+    return far

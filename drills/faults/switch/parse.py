@@ -23,7 +23,8 @@ import textfsm
 
 from drills.faults.switch.dialect import SwitchDialect, clean_output
 
-__all__ = ["PortState", "StateUnreadable", "PARSERS", "parse_interfaces", "read_state", "parser_for_command"]
+__all__ = ["PortState", "StateUnreadable", "PARSERS", "parse_interfaces", "read_state", "parser_for_command",
+           "template_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,15 @@ def parser_for_command(dialect: str, command: str) -> str:
                 return "nvue_show_interface_link"  # `nv show interface swp1`: the one-port key/value view
             return parser
     raise StateUnreadable(f"no parser for {dialect} `{command}`")
+
+
+def template_rows(template: str, text: str) -> list[dict[str, str]]:
+    """The rows a TextFSM template reads from `text`: `ntc:<name>` (ntc-templates) or one of ours (templates/);
+    StateUnreadable when there is no such template or it rejects the text."""
+    path = _ntc_path(template[4:]) if template.startswith("ntc:") else TEMPLATES / f"{template}.textfsm"
+    if not path.is_file():
+        raise StateUnreadable(f"no template named {template!r}")
+    return _fsm(path, _strip_source(clean_output(text)))
 
 
 # -- parsers -----------------------------------------------------------------------------------

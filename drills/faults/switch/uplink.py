@@ -221,17 +221,17 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
 
 def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: str = "exec",
          inventory: list[SwitchConfig] | tuple = ()) -> Plan:
-    """Read-only: a known dialect and transport; the port the guard checks against the allowlist. With the
-    switch `inventory`, the far end of the uplink (the switch's `peers`) is journaled too, to be verified."""
+    """Read-only: a known dialect and transport; the port the guard checks against the allowlist. Both ends of
+    the cable are confirmed by LLDP on both switches first (drills/faults/switch/ends.py: a mismatch with the
+    inventory, or LLDP unavailable, is a CheckFailed — precondition not met, nothing shut); the far end LLDP
+    confirmed is journaled, and it is what the revert's verify reads back."""
     _check_names(switch, interface)  # before anything reaches a session or the journal
     sw = profile.switches
     timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
     undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
-    from drills.faults.switch.ends import far_end
+    from drills.faults.switch.ends import confirmed_far_end
 
-    far = far_end(switch, interface, inventory or profile.switches.devices)
-    if far is not None:
-        undo["peer"] = far
+    undo["peer"] = confirmed_far_end(switch, interface, inventory or profile.switches.devices, sw, transport)
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
                 f"{transport}", undo, Reach(ports=((switch.name, interface),)),

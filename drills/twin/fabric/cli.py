@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drills.twin.fabric.dialects import CommandRule, Dialect, load_dialect, render_table
+from drills.twin.fabric.lldp import rows as lldp_rows
 from drills.twin.fabric.topology import Fabric
 
 __all__ = ["CliResult", "SwitchCli", "CliSession"]
@@ -35,7 +36,8 @@ class SwitchCli:
 
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
                  hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False,
-                 traffic: Any | None = None, lossy: set[str] | frozenset = frozenset(), answer_after_s: float = 0.0) -> None:
+                 traffic: Any | None = None, lossy: set[str] | frozenset = frozenset(), answer_after_s: float = 0.0,
+                 neighbours: dict | None = None, lldp_off: bool = False) -> None:
         self.fabric = fabric
         self.lossy = frozenset(lossy)  # ports without PFC/ECN (RoCE lossless config missing)
         self.switch = switch
@@ -51,6 +53,8 @@ class SwitchCli:
         self.answer_after_s = answer_after_s
         self.traffic = traffic  # drills.twin.fabric.traffic.Traffic: the ports' counters (None: all zero)
         self._log: list[str] = []
+        self.neighbours = neighbours or {}  # port → drills.twin.fabric.lldp.Peer: the cabling's truth, for LLDP
+        self.lldp_off = lldp_off  # defect lldp-disabled: the switch runs no LLDP
 
     def record(self, line: str) -> None:
         """Every command line a client sent (exec requests and shell lines): tests read it back."""
@@ -235,6 +239,13 @@ class CliSession:
             names = [iface] if iface else cli.fabric.interfaces(cli.switch)
             rows = [d.details[rule.detail].format(**cli.context(n)).rstrip() for n in names]
             return CliResult("\n".join([rule.output.rstrip("\n"), *rows]))
+        if act == "show_lldp":  # the neighbour table from the cabling's truth (drills/twin/fabric/lldp.py)
+            if cli.lldp_off and "lldp_disabled" in d.errors:
+                return self._error("lldp_disabled", line, offset, caret_at=0, **groups)
+            found = [] if cli.lldp_off else lldp_rows(cli, rule.detail)
+            end = d.details.get(f"{rule.detail}_end")
+            return CliResult("\n".join([*([rule.output.rstrip("\n")] if rule.output else []), *found,
+                                        *([end.format(count=len(found))] if end else [])]))
         if act in ("shutdown", "startup", "set_link"):
             target = iface or self.iface
             if target is None:

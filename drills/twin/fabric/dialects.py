@@ -42,6 +42,7 @@ ACTIONS = (
     "show_status",  # the status table (optionally filtered to <iface>)
     "show_detail",  # one interface, `detail:` names the template (switch-wide values when the rule takes none)
     "show_rows",  # `output:` as a header, then the `detail:` template once per interface
+    "show_lldp",  # `output:` as a header, `detail:` per live port with an LLDP neighbour, then `<detail>_end`
     "shutdown",  # admin down (<iface> or the interface mode's interface)
     "startup",  # admin up
     "set_link",  # admin <state> (up|down)
@@ -159,7 +160,7 @@ class Dialect(BaseModel):
                 raise ValueError(f"command {rule.match or rule.regex!r} names unknown error {rule.error!r}")
             if rule.iface_error and rule.iface_error not in self.errors:
                 raise ValueError(f"command {rule.match or rule.regex!r} names unknown error {rule.iface_error!r}")
-            if rule.action in ("show_detail", "show_rows") and rule.detail not in self.details:
+            if rule.action in ("show_detail", "show_rows", "show_lldp") and rule.detail not in self.details:
                 raise ValueError(f"command {rule.match or rule.regex!r} names unknown detail {rule.detail!r}")
             if rule.action == "enter_mode" and (rule.to is None or rule.to not in self.prompts):
                 raise ValueError(f"command {rule.match or rule.regex!r} enters a mode without a prompt")

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from drills.core.errors import InvalidProfile
 from drills.twin.fabric.cli import SwitchCli
+from drills.twin.fabric.lldp import neighbours as lldp_neighbours
 from drills.twin.fabric.reshut import PortReshut
 from drills.twin.fabric.spec import fabric_specs, spec_extra
 from drills.twin.fabric.ssh_server import SwitchServer
@@ -89,6 +90,9 @@ def start_fabric(
     lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
     reshut_after_s: float | None = None,
     reshut_end: str = "near",
+    downlinks: dict[str, dict[str, str]] | None = None,
+    lldp_off: bool = False,
+    stale_peers: bool = False,
 ) -> FabricHandle:
     """Start one SSH switch per spec entry and write the client's files; see the module docstring.
 
@@ -97,11 +101,17 @@ def start_fabric(
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
     (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
     (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
-    `no shutdown` (its `reshut`).
+    `no shutdown` (its `reshut`). `downlinks` (leaf → node → port) is where each node is really cabled (default:
+    the spec's own `downlinks`), what the switches' LLDP answers; `lldp_off` the defect lldp-disabled;
+    `stale_peers` the defect stale-uplink-peers (the inventory's `peers` name each leaf's uplinks' far ends rotated
+    by one: a record written before the cables were moved).
     """
     specs = fabric_specs(fabric_spec)
     fabric = Fabric(specs, clock=clock, oper_stays_up=oper_stays_up, idle_uplinks=idle_uplinks)
     traffic = Traffic(fabric)
+    cabled = downlinks if downlinks is not None else {
+        s.name: dict(spec_extra(fabric_spec, s.name, "downlinks", {}) or {}) for s in specs}
+    peers = lldp_neighbours(specs, cabled)
     state = Path(state_dir).resolve()
     (state / "hostkeys").mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(state / "hostkeys", 0o700)  # private keys only (mkdir's mode passes through the umask)
@@ -117,7 +127,8 @@ def start_fabric(
             key_type = str(spec_extra(fabric_spec, s.name, "host_key", "ed25519"))
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
             cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic,
-                            lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s)
+                            lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s,
+                            neighbours=peers.get(s.name, {}), lldp_off=lldp_off)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server
             server.start()
@@ -131,7 +142,7 @@ def start_fabric(
                 "dialect": s.dialect,
                 "role": s.role,
                 "uplinks": [u.iface for u in s.uplinks],
-                "peers": {u.iface: f"{u.peer}:{u.peer_iface}" for u in s.uplinks},
+                "peers": _peers(s.uplinks, stale_peers),
                 "host_key_type": host_key.get_name(),
             }
             if password is not None:
@@ -146,6 +157,14 @@ def start_fabric(
         raise
     log.info("fabric: %d switches up; inventory %s", len(handle.servers), inventory_file)
     return handle
+
+
+def _peers(uplinks, stale: bool) -> dict[str, str]:
+    """Each uplink's far end as the inventory writes it (rotated by one uplink when `stale`)."""
+    ends = [f"{u.peer}:{u.peer_iface}" for u in uplinks]
+    if stale and len(ends) > 1:
+        ends = ends[1:] + ends[:1]
+    return {u.iface: end for u, end in zip(uplinks, ends)}
 
 
 def ensure_key(path: Path, key_type: str = "ed25519", comment: str = "") -> paramiko.PKey:

@@ -47,7 +47,8 @@ class FabricComponent:
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
-            reshut_end=faults.reshut_end))
+            reshut_end=faults.reshut_end, downlinks=_cabled(profile), lldp_off=faults.lldp_off,
+            stale_peers=faults.stale_peers))
         for leaf in faults.isolated_leaves:  # before the hub reads the leaves: they start cut off
             for uplink in profile.fabric.switches[leaf].uplinks:
                 self.handle.fabric.set_admin(leaf, uplink.iface, False, source="twin profile: isolated leaf")
@@ -69,3 +70,12 @@ class FabricComponent:
         if self.handle is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.handle.stop)
             self.handle = None
+
+
+def _cabled(profile: Any) -> dict[str, dict[str, str]]:
+    """Leaf → node → the port its NIC is really cabled to: the profile's downlinks, after defect miscabled-node."""
+    from drills.twin.fabric.lldp import miscable
+
+    moved = profile.fabric.port_faults.miscabled
+    return {leaf: miscable(dict(s.downlinks), moved, s.interfaces) if moved else dict(s.downlinks)
+            for leaf, s in profile.fabric.switches.items()}
