@@ -88,8 +88,9 @@ class AcceptChecks:
             ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
             rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
         for k, pairs in enumerate(rounds):
-            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves)
-                       if check == "nccl-pair" and k == 0 else None)  # fit when planned is not fit now
+            # fit when planned is not fit now
+            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves,
+                                     cfg.healthy_conditions) if check == "nccl-pair" and k == 0 else None)
             if check == "nccl-pair" and k == 0 and (plan.reference is None or problem):
                 why = (f"the reference node cannot prove the path: {problem}" if plan.reference
                        else "no known-good node to pair with (acceptance.reference_node)")

@@ -164,3 +164,46 @@ def test_a_port_whose_error_counters_were_not_shown_is_not_a_clean_port():
     unseen = PortFacts(400.0, 9216, {}, True, (3,), True)
     got = judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", unseen, t, "nxos")
     assert not got.go and got.failure == "not_run" and "error counters not shown" in got.reason
+
+
+def _conditioned(ready_since: str = "t0", taints: list | None = None, **conds: str) -> dict:
+    node = _node()
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_since},
+                                    *({"type": k, "status": v.split("@")[0], "lastTransitionTime": v.split("@")[1]}
+                                      for k, v in conds.items())]
+    node["spec"] = {"taints": taints or []}
+    return node
+
+
+def test_the_gates_re_read_names_a_taint_a_flap_and_a_pressure_that_came_and_went():
+    """(g) the second round: what the gate compared before was Ready's status only — a health checker's taint,
+    a NotReady that flapped back, a pressure that came and went all read as the node the checks judged."""
+    profile = load_target(None)
+    planned = freshness.state(_conditioned(DiskPressure="False@t0"), profile)
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0"), profile)) == []
+    gate = {"key": "gpu-drills.io/unaccepted", "value": "pending", "effect": "NoSchedule"}  # the run's own
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0", taints=[gate]), profile)) == []
+    health = {"key": "nvidia.com/gpu.unhealthy", "value": "xid", "effect": "NoSchedule"}
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0", taints=[gate, health]),
+                                                      profile)) == ["taints None → 'nvidia.com/gpu.unhealthy=xid:NoSchedule'"]
+    assert freshness.changes(planned, freshness.state(_conditioned("t9", DiskPressure="False@t0"), profile)) == [
+        "Ready since 't0' → 't9'"]
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t5"), profile)) == [
+        "condition DiskPressure 'False since t0' → 'False since t5'"]
+
+
+def test_a_condition_away_from_its_healthy_status_is_unhealthy_and_unfits_a_reference():
+    """(i) under pressure since before the run: nothing changed, yet the node is not healthy; a condition that is
+    healthy when True (the profile's acceptance.healthy_conditions) is judged the other way round."""
+    from drills.acceptance.plan import unfit_reference
+
+    healthy = AcceptanceConfig().healthy_conditions
+    ok = freshness.conditions(_conditioned(DiskPressure="False@t0", GPUHealthy="True@t0"))
+    assert freshness.unhealthy(ok, healthy) == []
+    sick = freshness.conditions(_conditioned(DiskPressure="True@t3", GPUHealthy="False@t4", KernelDeadlock="Unknown@t1"))
+    assert freshness.unhealthy(sick, healthy) == ["DiskPressure True since t3", "GPUHealthy False since t4",
+                                                  "KernelDeadlock Unknown since t1"]
+    assert freshness.unhealthy(freshness.conditions(_node(ready="False")), healthy) == ["Ready False since None"]
+    assert unfit_reference(_conditioned(MemoryPressure="False@t0"), healthy) is None
+    assert unfit_reference(_conditioned(MemoryPressure="True@t2"), healthy) == (
+        "gpu-new-01 is not healthy (MemoryPressure True since t2)")
