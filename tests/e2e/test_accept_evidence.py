@@ -59,14 +59,15 @@ HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; th
 # gpu-new-19 is under DiskPressure before the run (the test writes its status); gpu-new-20's reference
 # gpu-train-03 comes under MemoryPressure after the DCGM phase ("reference-pressure-mid-run")
 ROUND2 = {"gpu-new-16": "tainted-mid-run", "gpu-new-17": "ready-flaps-mid-run", "gpu-new-18": "pressure-mid-run"}
-ROUND2_CHECKS = ["gpu", "dcgm"]
+ROUND2_CHECKS = ["gpu", "dcgm", "rdma"]  # the order the runbook runs them in (rdma last)
 PRESSED, PRESSED_REF, REF3 = "gpu-new-19", "gpu-new-20", "gpu-train-03"
+UNREAD = "gpu-new-21"  # "cqe-error-zero-exit": libmlx5's error dump in a healthy, zero-exit RDMA output
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=20, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, ROUND2 (16…18), 19, 20
+    pools["new"].update(count=21, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, ROUND2 (16…18), 19…21
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
@@ -75,7 +76,8 @@ def twin_profile() -> dict:
     assert lossy["fabric"]["port_faults"]["lossy_nodes"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["lossy_nodes"] = [COPIED_PORT]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
-              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE, **ROUND2}.items()}
+              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE, **ROUND2,
+                                                          UNREAD: "cqe-error-zero-exit"}.items()}
     for node in [*LATE, *ROUND2]:
         if "changes" in faults[node]:  # the defect's "after its last check" is this module's last check
             assert faults[node]["changes"]["after"] == "storage"
@@ -89,6 +91,8 @@ def twin_profile() -> dict:
     faults[MOVED_REF]["changes"]["node"] = REF
     faults[HALF_NICS] = yaml.safe_load((REPO / "drills/twin/defects/nics-absent-relabelled.yaml").read_text())[
         "overlay"]["new_nodes"]["faults"]["gpu-new-02"]
+    dump = faults[UNREAD]["warnings"]["rdma"]  # libmlx5 prints the host's name: this node's
+    faults[UNREAD]["warnings"]["rdma"] = [dump[0].replace("gpu-new-02", UNREAD), *dump[1:]]
     ref = yaml.safe_load((REPO / "drills/twin/defects/reference-pressure-mid-run.yaml").read_text())["overlay"]
     faults[PRESSED_REF] = ref["new_nodes"]["faults"]["gpu-new-02"]
     assert faults[PRESSED_REF]["changes"]["node"] == "gpu-train-01"
@@ -363,14 +367,17 @@ def _status(twin, node: str, kind: str, status: str) -> None:
                    headers={"Content-Type": "application/strategic-merge-patch+json"}).raise_for_status()
 
 
-def test_second_round_a_node_tainted_flapping_or_under_pressure_is_not_accepted(twin, tmp_path):
+def test_second_round_a_node_tainted_flapping_under_pressure_or_printing_an_error_is_not_accepted(twin, tmp_path):
     """Issue 31's second red-team round, (g) and (i): a GPU health checker's taint, a NotReady flap that is over
     by the end, DiskPressure that arrives mid-run, and DiskPressure the node had before the run — each got GO and
-    lost its gate taint before (the gate's re-read compared no taint, no condition but Ready's status); each is a
-    no-go now, next to a sound node that is still accepted."""
+    lost its gate taint before (the gate's re-read compared no taint, no condition but Ready's status); (f) an RDMA
+    output whose tables are healthy but which also carries libmlx5's completion-error dump, exit 0 — GO before (the
+    reader reads its sections only). Each is a no-go now, next to a sound node that is still accepted."""
     _status(twin, PRESSED, "DiskPressure", "True")
-    profile = target_profile(tmp_path, "round2", checks=ROUND2_CHECKS, required={"gpu": {}, "dcgm": {"min_level": 2}})
-    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", *ROUND2, PRESSED]), "round2", "--profile", profile)
+    profile = target_profile(tmp_path, "round2", checks=ROUND2_CHECKS,
+                             required={"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}})
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", *ROUND2, PRESSED, UNREAD]), "round2",
+                            "--profile", profile)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
     gate = {}
@@ -384,7 +391,11 @@ def test_second_round_a_node_tainted_flapping_or_under_pressure_is_not_accepted(
     assert gate["gpu-new-18"]["details"]["failure"] == "changed"
     assert "condition DiskPressure 'False since" in gate["gpu-new-18"]["reason"]
     assert gate[PRESSED]["details"]["failure"] == "node_unhealthy" and "DiskPressure True" in gate[PRESSED]["reason"]
-    for node in [*ROUND2, PRESSED]:  # the gate agrees with the record
+    # (f) a zero-exit tool with an error line: every rail's table is healthy, libmlx5 said a completion failed
+    unread = _nogo(run_dir, UNREAD)
+    assert set(unread) == {"rdma"} and unread["rdma"]["details"]["failure"] == "unread_error"
+    assert "also says `mlx5: gpu-new-21: got completion with error:`: a line no reader" in unread["rdma"]["reason"]
+    for node in [*ROUND2, PRESSED, UNREAD]:  # the gate agrees with the record
         got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
         assert f"{node}: NO-GO" in proc.stdout

@@ -207,3 +207,53 @@ def test_a_condition_away_from_its_healthy_status_is_unhealthy_and_unfits_a_refe
     assert unfit_reference(_conditioned(MemoryPressure="False@t0"), healthy) is None
     assert unfit_reference(_conditioned(MemoryPressure="True@t2"), healthy) == (
         "gpu-new-01 is not healthy (MemoryPressure True since t2)")
+
+
+def test_an_error_line_beside_a_healthy_output_is_an_unread_error_no_go():
+    """(f) a zero-exit tool with an error line: the judges read their tools' shapes and skip the rest, so a
+    libmlx5 completion-error dump before the rdma Job's sections (or an `ERROR`, an `Xid`, a crash anywhere in
+    any tool's output) left a GO; the second look (drills/acceptance/unread.py) turns it, and keeps a no-go's own
+    reason."""
+    from drills.acceptance import unread
+    from drills.acceptance.judge import judge_rdma
+
+    hcas = [(f"mlx5_{i}", True, 400, "Ethernet") for i in range(8)]
+    lines = ["=== ibstat", *T.ibstat(hcas, "gpu-new-01")]
+    for h, *_ in hcas:
+        lines += [f"=== ib_write_bw -d {h}", *T.ib_write_bw(h, True, "Ethernet", 388.0, "10.0.0.9")]
+    dump = ["mlx5: gpu-new-01: got completion with error:", "00000000 00000000 00000000 00000000",
+            "00000000 00008716 0a001f8e 000027d2"]  # rdma-core providers/mlx5/cq.c: its header, then dump_cqe
+    text = "\n".join([*dump, *lines])
+    go = judge_rdma("gpu-new-01", text, T_, DGX)
+    assert go.go  # the reader alone: a GO
+    got = unread.check(go, text)
+    assert not got.go and got.failure == "unread_error" and got.measured["unread_errors"] == [dump[0]]
+    assert unread.check(judge_rdma("gpu-new-01", "\n".join(lines), T_, DGX), "\n".join(lines)).go
+    smi = "\n".join([*_smi(), "terminate called after throwing an instance of 'std::runtime_error'"])
+    assert unread.check(judge_gpu("gpu-new-01", smi, T_, 8, DGX), smi).failure == "unread_error"
+    warned = judge_gpu("gpu-new-01", "\n".join([*_smi(), INFOROM, "ERROR: x"]), T_, 8, DGX)
+    assert unread.check(warned, "ERROR: x").failure == "warned"  # the judge's own, more specific reason stands
+    node = "\n".join(T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE"))
+    assert unread.error_lines("nccl-node", node) == []  # NCCL's INFO/WARN lines are its reader's
+
+
+def test_the_real_healthy_outputs_carry_no_error_line_and_the_real_failures_do():
+    """The second look against the verbatim corpus (tests/data/real/accept): no healthy output trips it; the
+    failing ones show the line a reader would quote (their first line, `# source:`, is no tool output)."""
+    from pathlib import Path
+
+    from drills.acceptance.unread import error_lines
+
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "accept"
+
+    def body(name: str) -> str:
+        return (real / name).read_text().split("\n", 1)[1]
+
+    for name in ("nvidia-smi-8x-h100-550.txt", "dcgmi-diag-r3-dcgm4-pass.txt", "gpu-burn-1gpu-ok.txt",
+                 "ib-write-bw-roce-gbits.txt", "ibstat-9ca-mixed-eth-ib-56-100.txt",
+                 "nccl-tests-allreduce-2node-16rank-h100.txt"):
+        assert error_lines("nccl-pair" if name.startswith("nccl") else "x", body(name)) == [], name
+    assert error_lines("rdma", body("ib-write-bw-socket-connect-failure.txt"))[0] == (
+        "Couldn't connect to 192.168.125.211:18515")
+    assert error_lines("gpu", body("nvidia-smi-gpu-is-lost-reboot.txt")) == [
+        "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU"]
