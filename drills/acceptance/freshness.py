@@ -28,7 +28,8 @@ from drills.acceptance.judge import CheckResult
 from drills.core.kube import obj_get
 from drills.profile.acceptance import GATE_TAINT_KEY
 
-__all__ = ["CHECK", "state", "conditions", "changes", "unhealthy", "recheck"]
+__all__ = ["CHECK", "state", "conditions", "changes", "unhealthy", "ailing_when_planned", "planned_unhealthy",
+           "recheck"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,20 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     if after.get("Ready") != "True" and not any(c.startswith("Ready ") for c in out):
         out.append(f"Ready {after.get('Ready')!r}")
     return out
+
+
+def ailing_when_planned(plan, profile) -> dict[str, list[str]]:
+    """node → its conditions away from their healthy status when the run planned it (healthy nodes absent): the
+    checks are not run on such a node — their evidence would be of an ailing node — and it is a no-go."""
+    healthy = profile.acceptance.healthy_conditions
+    return {n: found for n in plan.nodes if (st := plan.state.get(n)) is not None and (found := unhealthy(st, healthy))}
+
+
+def planned_unhealthy(node: str, planned: dict, ailing: list[str]) -> CheckResult:
+    """The `node_unhealthy` no-go of a node that was not healthy when the run planned it."""
+    return CheckResult(node, CHECK, False, f"{node} was not healthy when the run planned it (status.conditions): "
+                       f"{'; '.join(ailing)} — its checks were not run; fix the node and run the acceptance again",
+                       {"planned": planned}, {}, "node_unhealthy", evidence={"conditions": ailing})
 
 
 def recheck(cluster, profile, plan, node: str) -> CheckResult | None:

@@ -381,10 +381,14 @@ def test_second_round_a_node_tainted_flapping_under_pressure_or_printing_an_erro
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
     gate = {}
-    for node in [*ROUND2, PRESSED]:
+    for node in ROUND2:
         nogo = _nogo(run_dir, node)
         assert set(nogo) == {"gate"}, (node, nogo)
         gate[node] = nogo["gate"]
+    pressed = _nogo(run_dir, PRESSED)  # ailing when planned: no Job ran on it, each check says why
+    assert set(pressed) == {"gate", *ROUND2_CHECKS} and {pressed[c]["details"]["failure"] for c in ROUND2_CHECKS} == {
+        "not_run"} and "was not healthy when the run planned it (DiskPressure True since" in pressed["gpu"]["reason"]
+    gate[PRESSED] = pressed["gate"]
     assert gate["gpu-new-16"]["details"]["failure"] == "changed"
     assert "→ 'nvidia.com/gpu.unhealthy=xid:NoSchedule, nvidia.com/gpu=present:NoSchedule'" in gate["gpu-new-16"]["reason"]
     assert gate["gpu-new-17"]["details"]["failure"] == "changed" and "Ready since" in gate["gpu-new-17"]["reason"]

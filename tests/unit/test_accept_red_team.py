@@ -257,3 +257,19 @@ def test_the_real_healthy_outputs_carry_no_error_line_and_the_real_failures_do()
         "Couldn't connect to 192.168.125.211:18515")
     assert error_lines("gpu", body("nvidia-smi-gpu-is-lost-reboot.txt")) == [
         "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU"]
+
+
+def test_a_node_not_ready_or_under_pressure_when_planned_runs_no_check():
+    """(i) the checks of a node that was NotReady (its Jobs would wait out every phase's timeout and end a vague
+    not_run) or under pressure when planned are not run; the node is a node_unhealthy no-go naming why."""
+    from types import SimpleNamespace
+
+    profile = load_target(None)
+    plan = SimpleNamespace(nodes=("gpu-new-01", "gpu-new-02", "gpu-new-03"), state={
+        "gpu-new-01": freshness.state(_conditioned(DiskPressure="False@t0"), profile),
+        "gpu-new-02": freshness.state(_node(ready="False"), profile),
+        "gpu-new-03": freshness.state(_conditioned(PIDPressure="True@t1"), profile)})
+    sick = freshness.ailing_when_planned(plan, profile)
+    assert sick == {"gpu-new-02": ["Ready False since None"], "gpu-new-03": ["PIDPressure True since t1"]}
+    r = freshness.planned_unhealthy("gpu-new-03", plan.state["gpu-new-03"], sick["gpu-new-03"])
+    assert not r.go and r.failure == "node_unhealthy" and "its checks were not run" in r.reason
