@@ -7,8 +7,9 @@ what the checks warmed, loaded and measured; `systemUUID`), the GPUs the device 
 (instance type, GPU product, leaf) and the annotations that named its leaf port and rails, its taints and
 cordon (a health checker that tainted it mid-run knows something the checks did not), every condition the
 kubelet and node-problem-detector report with the time it last changed (a Ready that flapped, a pressure that
-came and went, both leave a new `lastTransitionTime`) — and that it is still empty: a pod that tolerates the gate taint (a debug pod, a stray job) shares
-the node with the checks and would be in the pool before the node is. A node that changed between its checks
+came and went, both leave a new `lastTransitionTime`) — and that it is still empty: a pod that tolerates the
+gate taint (a debug pod, a stray job) shares the node with the checks and would be in the pool before the
+node is. A node that changed between its checks
 and the gate — rebooted, lost a GPU, relabelled, in use — is a `changed` no-go on the `gate` check, naming
 each change: the checks judged a node that no longer exists. A node that is not healthy now — not Ready, under
 Memory/Disk/PID pressure, any condition at other than its healthy status (`acceptance.healthy_conditions`;

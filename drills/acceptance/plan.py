@@ -117,7 +117,7 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
 
 
 def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool,
-                  healthy: dict[str, str] | None = None) -> str | None:
+                  healthy: dict[str, str]) -> str | None:
     """Why the reference cannot prove a path *now* (None: it still can), read just before the pair tests: fit
     at plan time is not fit an hour of DCGM and burn-in later (cordoned, tainted, NotReady, moved)."""
     from kubernetes.client.exceptions import ApiException
@@ -135,7 +135,7 @@ def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: boo
     return problem
 
 
-def unfit_reference(node: dict, healthy: dict[str, str] | None = None) -> str | None:
+def unfit_reference(node: dict, healthy: dict[str, str]) -> str | None:
     """Why `node` is not a known-good partner (None: it is): NotReady, under pressure or any condition at other
     than its healthy status (`healthy`, freshness.unhealthy), cordoned, under the gate taint, or marked no-go by
     an earlier acceptance."""
@@ -144,7 +144,7 @@ def unfit_reference(node: dict, healthy: dict[str, str] | None = None) -> str | 
                   if c.get("type") == "Ready"), None)
     if ready != "True":
         return f"{name} is not Ready"
-    ailing = freshness.unhealthy(freshness.conditions(node), healthy or {})
+    ailing = freshness.unhealthy(freshness.conditions(node), healthy)
     if ailing:  # a partner the kubelet reports ailing measures its own trouble, not the new node's path
         return f"{name} is not healthy ({'; '.join(ailing)})"
     if obj_get(node, "spec", "unschedulable", default=False):
