@@ -399,6 +399,16 @@ def test_second_round_a_node_tainted_flapping_under_pressure_or_printing_an_erro
     unread = _nogo(run_dir, UNREAD)
     assert set(unread) == {"rdma"} and unread["rdma"]["details"]["failure"] == "unread_error"
     assert "also says `mlx5: gpu-new-21: got completion with error:`: a line no reader" in unread["rdma"]["reason"]
+    # (h) the report agrees: Allure, the summary's table, the runbook's sign-off rows
+    allure = {r["name"]: r["status"] for r in (json.loads(p.read_text()) for p in
+                                               (run_dir / "allure-results").glob("*-result.json"))}
+    assert allure["gpu on gpu-new-01"] == "passed" and allure["rdma on gpu-new-21"] == "broken"  # measurement in doubt
+    assert {allure[f"gate on {n}"] for n in [*ROUND2, PRESSED]} == {"failed"}
+    summary = (run_dir / "summary.md").read_text()
+    assert all(f"| {n} | **NO-GO** |" in summary for n in [*ROUND2, PRESSED, UNREAD])
+    rows = _runbook(run_dir)
+    assert {n: rows[("test_signoff", n)] for n in ["gpu-new-01", *ROUND2, PRESSED, UNREAD]} == {
+        "gpu-new-01": "passed", **{n: "failure" for n in [*ROUND2, PRESSED, UNREAD]}}
     for node in [*ROUND2, PRESSED, UNREAD]:  # the gate agrees with the record
         got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
