@@ -45,7 +45,7 @@ class AcceptPlan:
     port_shared: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → other nodes naming its leaf port
     machine_shared: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # node → {field: others}
 
-    def describe(self, namespace: str, gate: bool) -> list[str]:
+    def describe(self, namespace: str, gate: bool, healthy: dict[str, str] | None = None) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
                  f"NCCL pairs with known-good node: {self.reference or 'none'}"
                  + (f" — UNFIT: {self.reference_problem}" if self.reference_problem else ""),
@@ -55,6 +55,10 @@ class AcceptPlan:
             if e is not None:
                 lines.append(f"{node} expected as {e.server or e.gpu or 'nothing catalogued'} "
                              f"({', '.join(e.selected_by) or 'no label matched'})")
+        for node in self.nodes:  # an ailing node runs no Job (drills/acceptance/checks.py): say so before the run
+            ailing = freshness.unhealthy(self.state[node], healthy) if healthy is not None and node in self.state else []
+            if ailing:
+                lines.append(f"{node} NOT HEALTHY ({'; '.join(ailing)}): its checks will not run; it will be a no-go")
         if gate:
             lines.append("gate: taint every node gpu-drills.io/unaccepted:NoSchedule; untaint the nodes that pass")
         return lines

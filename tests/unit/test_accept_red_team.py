@@ -273,3 +273,10 @@ def test_a_node_not_ready_or_under_pressure_when_planned_runs_no_check():
     assert sick == {"gpu-new-02": ["Ready False since None"], "gpu-new-03": ["PIDPressure True since t1"]}
     r = freshness.planned_unhealthy("gpu-new-03", plan.state["gpu-new-03"], sick["gpu-new-03"])
     assert not r.go and r.failure == "node_unhealthy" and "its checks were not run" in r.reason
+    from drills.acceptance.plan import AcceptPlan
+
+    dry = AcceptPlan(plan.nodes, None, ("gpu",), {}, {}, {}, {}, state=plan.state).describe(
+        "ai-platform", True, AcceptanceConfig().healthy_conditions)  # what `drills accept --dry-run` prints
+    assert [line for line in dry if "NOT HEALTHY" in line] == [
+        "gpu-new-02 NOT HEALTHY (Ready False since None): its checks will not run; it will be a no-go",
+        "gpu-new-03 NOT HEALTHY (PIDPressure True since t1): its checks will not run; it will be a no-go"]
