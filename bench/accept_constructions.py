@@ -5,7 +5,7 @@ each class's broken expansion next to a sound node; prints node → verdict and 
 failure kinds. Run it on the tree before the change (with this tree's twin, which can build the
 constructions) and after, to fill both columns:
 
-    .venv/bin/python bench/accept_constructions.py [--scale 300]
+    .venv/bin/python bench/accept_constructions.py [--scale 300] [--only '(i)']
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ CONSTRUCTIONS = [
 
 from drills.profile.acceptance import DEFAULT_JOBS  # noqa: E402
 from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, HALF_NICS, ISOLATED, LATE_CHECKS,  # noqa: E402,F401
-                                            MISCABLED, MOVED_REF, REF, twin_profile)
+                                            MISCABLED, MOVED_REF, PRESSED, PRESSED_REF, REF, REF3, ROUND2,
+                                            ROUND2_CHECKS, UNREAD, twin_profile)
 
 # issue 31's red-team round (the same module twin; its test module: test_accept_evidence.py's later tests)
 _LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
@@ -70,10 +71,23 @@ CONSTRUCTIONS += [
      {"checks": ["storage"], "required": {"storage": {}}, "thresholds": "aggregate 30000"}),
 ]
 
+# the second red-team round (bench/issue31-matrix.md): the same module twin, its tests test_second_round_*
+CONSTRUCTIONS += [
+    ("GO outlives evidence (g), node unhealthy (i), unknown (f)", "gpu-new-16 tainted nvidia.com/gpu.unhealthy, "
+     "gpu-new-17's Ready flaps False → True, gpu-new-18 comes under DiskPressure — after their last check, before "
+     f"the gate; {PRESSED} under DiskPressure since before the run; {UNREAD}'s rdma output carries libmlx5's "
+     "completion-error dump, exit 0", ",".join(["gpu-new-01", *ROUND2, PRESSED, UNREAD]),
+     {"checks": ROUND2_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}}}),
+    ("path (d) × node unhealthy (i)", f"reference {REF3} fit at plan time, under MemoryPressure after the batch's DCGM",
+     PRESSED_REF, {"checks": ["dcgm", "nccl-pair"], "required": {"dcgm": {"min_level": 2}, "nccl-pair": {}},
+                   "reference_node": REF3}),
+]
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", type=float, default=300.0)
+    p.add_argument("--only", default="", help="run only the rows whose class contains this text (e.g. '(i)')")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="accept-constructions-") as tmp:
         root = Path(tmp)
@@ -83,9 +97,13 @@ def main(argv: list[str] | None = None) -> int:
             _taint_failed_reference(twin)
             print("| class | construction | node | verdict | failing checks |\n|---|---|---|---|---|")
             for i, (klass, what, nodes, acceptance) in enumerate(CONSTRUCTIONS):
+                if args.only not in klass:
+                    continue
                 target = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
                 if nodes == COPIED_PORT:
                     _copy_port(twin)  # just before its row: from then on gpu-new-01's port is named twice
+                if PRESSED in nodes.split(","):  # its kubelet reports DiskPressure before the run plans it
+                    _pressure(twin, PRESSED)
                 if nodes == HALF_NICS:
                     _label(twin, HALF_NICS, "node.kubernetes.io/instance-type", "p5.48xlarge")
                 if acceptance.get("thresholds") == "aggregate 30000":  # the twin profile's thresholds, one added
@@ -109,6 +127,12 @@ def _label(twin, node: str, key: str, value: str) -> None:
 
     requests.patch(f"{twin.url}/api/v1/nodes/{node}", json={"metadata": {"labels": {key: value}}}, timeout=5,
                    headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+
+
+def _pressure(twin, node: str) -> None:
+    from tests.e2e.test_accept_evidence import _status
+
+    _status(twin, node, "DiskPressure", "True")
 
 
 def _copy_port(twin) -> None:

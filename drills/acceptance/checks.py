@@ -6,7 +6,8 @@ Examples rows ask for it (every node's row of a check's Scenario Outline reads t
 check's Jobs on every new node at once: each check wants the nodes' GPUs to itself, and the nodes run it
 side by side). The batch-wide steps come in a fixed order — the identity cross-check, then the policy's
 required checks, then the shared store's aggregate, then each passing node read again (freshness: it must
-still be the node its checks judged) — and `finish()` runs whichever of them the runbook did not, so a
+still be the node its checks judged; a node not Ready or under pressure when planned ran no Job at all and is a
+`node_unhealthy` no-go) — and `finish()` runs whichever of them the runbook did not, so a
 runbook that lost a scenario loses no guarantee: a required check without a result is still a `not_run`
 no-go, the same UUID on two nodes still `wrong_node`. The gate reads each node once more before it lifts.
 """
@@ -17,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, exits, freshness, identity, plausible, policy
+from drills.acceptance import coverage, exits, freshness, identity, plausible, policy, unread
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan, reference_now
@@ -83,17 +84,25 @@ class AcceptChecks:
         if not self.planned(check):
             return
         plan, cfg = self.plan, self.profile.acceptance
-        rounds = [[(n, plan.reference) for n in plan.nodes]] if check == "nccl-pair" else [[(n, None) for n in plan.nodes]]
-        if check == "nccl-pair" and len(plan.nodes) > 1:  # the heat map's new ↔ new cells: a ring over the batch
-            ring = [(plan.nodes[i], plan.nodes[(i + 1) % len(plan.nodes)]) for i in range(len(plan.nodes))]
-            rounds.append(ring if len(plan.nodes) > 2 else ring[:1])
+        sick = freshness.ailing_when_planned(plan, self.profile)  # not Ready / under pressure when planned: no Jobs
+        self.result.results += [not_run(n, check, f"not run: {n} was not healthy when the run planned it "
+                                        f"({'; '.join(why)})", plan.reference if check == "nccl-pair" else None)
+                                for n, why in sick.items()]
+        nodes = [n for n in plan.nodes if n not in sick]
+        rounds = [[(n, plan.reference) for n in nodes]] if check == "nccl-pair" else [[(n, None) for n in nodes]]
+        if check == "nccl-pair" and len(nodes) > 1:  # the heat map's new ↔ new cells: a ring over the batch
+            ring = [(nodes[i], nodes[(i + 1) % len(nodes)]) for i in range(len(nodes))]
+            rounds.append(ring if len(nodes) > 2 else ring[:1])
         for k, pairs in enumerate(rounds):
-            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves)
-                       if check == "nccl-pair" and k == 0 else None)  # fit when planned is not fit now
+            if not pairs:
+                continue
+            # fit when planned is not fit now
+            problem = (reference_now(self.cluster, plan, self.profile.faults.leaf_label, cfg.pair_across_leaves,
+                                     cfg.healthy_conditions) if check == "nccl-pair" and k == 0 else None)
             if check == "nccl-pair" and k == 0 and (plan.reference is None or problem):
                 why = (f"the reference node cannot prove the path: {problem}" if plan.reference
                        else "no known-good node to pair with (acceptance.reference_node)")
-                self.result.results += [not_run(n, check, why, plan.reference) for n in plan.nodes]
+                self.result.results += [not_run(n, check, why, plan.reference) for n, _ in pairs]
                 continue
             self.progress(f"{check}: {len(pairs)} Job(s)" + (" (new ↔ new ring)" if k == 1 else ""))
             for (node, peer), (text, why, pod) in self._jobs(check, pairs).items():
@@ -103,6 +112,7 @@ class AcceptChecks:
                     self.result.raw[(node, check, peer)] = text
                     r = judge(check, node, text, cfg.thresholds, capacity=plan.capacity.get(node, 0),
                               expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
+                    r = unread.check(r, text)  # an error line the judge's reader does not know: no GO
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
                     r = exits.check(r, pod)
@@ -133,7 +143,10 @@ class AcceptChecks:
         self.result.results += policy.no_evidence(cfg, self.plan.nodes, self.result.results)
 
     def _fresh(self) -> None:
-        """Every node that would pass, read again: one that changed since the plan is a `changed` no-go."""
+        """A node not healthy when planned is a `node_unhealthy` no-go (its checks did not run); every node that
+        would pass, read again: one that changed since the plan is a `changed` no-go."""
+        sick = freshness.ailing_when_planned(self.plan, self.profile)
+        self.result.results += [freshness.planned_unhealthy(n, self.plan.state[n], why) for n, why in sick.items()]
         self.result.results += [r for n in self.plan.nodes if not self.blocking(n)
                                 and (r := freshness.recheck(self.cluster, self.profile, self.plan, n)) is not None]
 

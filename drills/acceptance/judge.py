@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 Failure = Literal["missing_gpu", "version_mismatch", "diag_failed", "thermal", "slow", "socket_fallback",
                   "port_down", "port_config", "tool_error", "not_run", "no_expectation", "product_mismatch",
                   "wrong_node", "wrong_path", "implausible", "missing_nic", "partial", "wrong_target", "gpu_unusable",
-                  "warned", "changed", "wrong_port"]
+                  "warned", "changed", "node_unhealthy", "unread_error", "wrong_port"]
 RDMA_MARK = "=== "  # the rdma Job echoes `=== <tool> <args>` before each tool
 
 

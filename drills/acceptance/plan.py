@@ -45,7 +45,7 @@ class AcceptPlan:
     port_shared: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node → other nodes naming its leaf port
     machine_shared: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # node → {field: others}
 
-    def describe(self, namespace: str, gate: bool) -> list[str]:
+    def describe(self, namespace: str, gate: bool, healthy: dict[str, str] | None = None) -> list[str]:
         lines = [f"nodes: {', '.join(self.nodes)}", f"checks: {', '.join(self.checks)}",
                  f"NCCL pairs with known-good node: {self.reference or 'none'}"
                  + (f" — UNFIT: {self.reference_problem}" if self.reference_problem else ""),
@@ -55,6 +55,10 @@ class AcceptPlan:
             if e is not None:
                 lines.append(f"{node} expected as {e.server or e.gpu or 'nothing catalogued'} "
                              f"({', '.join(e.selected_by) or 'no label matched'})")
+        for node in self.nodes:  # an ailing node runs no Job (drills/acceptance/checks.py): say so before the run
+            ailing = freshness.unhealthy(self.state[node], healthy) if healthy is not None and node in self.state else []
+            if ailing:
+                lines.append(f"{node} NOT HEALTHY ({'; '.join(ailing)}): its checks will not run; it will be a no-go")
         if gate:
             lines.append("gate: taint every node gpu-drills.io/unaccepted:NoSchedule; untaint the nodes that pass")
         return lines
@@ -89,14 +93,14 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
     leaves = {n: _labels(o).get(leaf_label) for n, o in all_nodes.items()}
     batch_leaves = {leaves[n] for n in names}
     reference = cfg.reference_node or _pick_reference(all_nodes, names, batch_leaves if cfg.pair_across_leaves else set(),
-                                                      leaves)
+                                                      leaves, cfg.healthy_conditions)
     if reference is not None and reference not in all_nodes:
         raise InvalidProfile(f"acceptance.reference_node {reference} is not a node of this cluster")
     if reference in names:
         raise InvalidProfile(f"the reference node {reference} is one of the nodes under test; pick a known-good one")
     problem = None
     if reference is not None:
-        problem = unfit_reference(all_nodes[reference])
+        problem = unfit_reference(all_nodes[reference], cfg.healthy_conditions)
         if problem is None and cfg.pair_across_leaves and leaves.get(reference) and leaves[reference] in batch_leaves:
             problem = (f"{reference} is under {leaves[reference]}, the new nodes' leaf: the pair would never cross the "
                        "spine (acceptance.pair_across_leaves)")
@@ -116,7 +120,8 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
         machine_shared=_shared_machines(all_nodes, names), leaves={n: leaves.get(n) for n in [*names, *([reference] if reference else [])]})
 
 
-def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool) -> str | None:
+def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: bool,
+                  healthy: dict[str, str]) -> str | None:
     """Why the reference cannot prove a path *now* (None: it still can), read just before the pair tests: fit
     at plan time is not fit an hour of DCGM and burn-in later (cordoned, tainted, NotReady, moved)."""
     from kubernetes.client.exceptions import ApiException
@@ -127,21 +132,25 @@ def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: boo
         node = json.loads(cluster.core.read_node(plan.reference, _preload_content=False).data)
     except ApiException as err:
         return f"{plan.reference} could not be read again ({err.status} {err.reason})"
-    problem = unfit_reference(node)
+    problem = unfit_reference(node, healthy)
     leaf = _labels(node).get(leaf_label)
     if problem is None and across_leaves and leaf and leaf in {plan.leaves.get(n) for n in plan.nodes}:
         problem = f"{plan.reference} is now under {leaf}, the new nodes' leaf: the pair would never cross the spine"
     return problem
 
 
-def unfit_reference(node: dict) -> str | None:
-    """Why `node` is not a known-good partner (None: it is): NotReady, cordoned, under the gate taint, or
-    marked no-go by an earlier acceptance."""
+def unfit_reference(node: dict, healthy: dict[str, str]) -> str | None:
+    """Why `node` is not a known-good partner (None: it is): NotReady, under pressure or any condition at other
+    than its healthy status (`healthy`, freshness.unhealthy), cordoned, under the gate taint, or marked no-go by
+    an earlier acceptance."""
     name = node["metadata"]["name"]
     ready = next((c.get("status") for c in obj_get(node, "status", "conditions", default=None) or []
                   if c.get("type") == "Ready"), None)
     if ready != "True":
         return f"{name} is not Ready"
+    ailing = freshness.unhealthy(freshness.conditions(node), healthy)
+    if ailing:  # a partner the kubelet reports ailing measures its own trouble, not the new node's path
+        return f"{name} is not healthy ({'; '.join(ailing)})"
     if obj_get(node, "spec", "unschedulable", default=False):
         return f"{name} is cordoned"
     if any(t.get("key") == GATE_TAINT_KEY for t in obj_get(node, "spec", "taints", default=None) or []):
@@ -176,12 +185,13 @@ def workload_pods(cluster, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _pick_reference(all_nodes: dict, names: list[str], avoid_leaves: set, leaves: dict) -> str | None:
+def _pick_reference(all_nodes: dict, names: list[str], avoid_leaves: set, leaves: dict,
+                    healthy: dict[str, str]) -> str | None:
     """A fit GPU node outside the batch (unfit_reference), under another leaf than the batch when asked."""
     for name, node in sorted(all_nodes.items()):
         if name in names or _labels(node).get("nvidia.com/gpu.present") != "true":
             continue
-        if unfit_reference(node) is None and leaves.get(name) not in avoid_leaves - {None}:
+        if unfit_reference(node, healthy) is None and leaves.get(name) not in avoid_leaves - {None}:
             return name
     return None
 

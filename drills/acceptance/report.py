@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 DRILL = "pre-expansion-acceptance"
 SUITE = "Pre-expansion acceptance"  # the Allure suite: one test per node × check
-_NOT_MEASURED = ("not_run", "tool_error", "partial")
+_NOT_MEASURED = ("not_run", "tool_error", "partial", "unread_error")  # the measurement itself is in doubt
 _IDENTITIES = ("gpu_uuids", "nic_guids", "port_rate_gbps")
 TOOLS = {"gpu": "nvidia-smi", "dcgm": "dcgmi diag", "burn": "gpu-burn", "nccl-node": "all_reduce_perf",
          "nccl-pair": "all_reduce_perf", "rdma": "ibstat + ib_write_bw", "storage": "fio", "switch-port": "switch CLI"}

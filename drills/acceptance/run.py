@@ -96,7 +96,8 @@ def run_acceptance(opts: AcceptOptions) -> AcceptResult:
     with _connected(profile, opts) as (cluster, twin_info):
         plan = make_plan(cluster, profile, opts.nodes)
         if opts.dry_run:
-            lines = ["dry run: nothing changed"] + plan.describe(profile.acceptance.namespace, opts.gate)
+            lines = ["dry run: nothing changed"] + plan.describe(profile.acceptance.namespace, opts.gate,
+                                                                   profile.acceptance.healthy_conditions)
             return AcceptResult(0, None, plan, lines=lines)
         run_dir.mkdir(parents=True)
         journal = Journal.for_run(reports_root, run_id)

@@ -145,6 +145,10 @@ class AcceptanceConfig(_Strict):
     required: dict[CheckName, Requirement] = DEFAULT_REQUIRED
     waivers: list[Waiver] = []
     pair_across_leaves: bool = True  # the reference node sits under another leaf: the pair test crosses the spine
+    # node condition → its healthy status, for the types that are healthy when True (Ready always is); every
+    # other type — MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable, node-problem-detector's — is
+    # healthy when False. A node (or the reference) at any other status is not accepted (drills/acceptance/freshness.py)
+    healthy_conditions: dict[LabelKey, Literal["True", "False"]] = {"GPUHealthy": "True"}
 
     @model_validator(mode="after")
     def _waivers_name_required_checks(self) -> "AcceptanceConfig":

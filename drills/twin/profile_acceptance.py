@@ -8,7 +8,8 @@ these figures. `faults` maps a node name to what is wrong with it (the defects `
 `pfc-off-on-new-port` is a fabric fault: `fabric.port_faults.lossy_nodes`; `gpu-lost-everywhere`,
 `cloned-node-identity`, `rdma-loopback` set the evidence faults below; the red-team round's (issue 31):
 `changed-after-checks`, `relabelled-after-checks`, `workload-lands-mid-run` and `reference-cordoned-mid-run`
-(`changes`: the node, or the reference, is no longer what the checks judged), `inforom-corrupted`,
+(`changes`: the node, or the reference, is no longer what the checks judged; the second round's
+`tainted-mid-run`, `ready-flaps-mid-run`, `pressure-mid-run`, `reference-pressure-mid-run` likewise), `inforom-corrupted`,
 `nccl-async-warn` and `dcgm-warn` (a tool that warns, or fails, while its output reads healthy)).
 """
 
@@ -20,9 +21,15 @@ from pydantic import Field
 
 from drills.twin.profile_types import Duration, Fraction, Strict
 
-__all__ = ["NodeChange", "NodeFault", "ToolFigures", "CheckDurations", "NewNodes"]
+__all__ = ["NodeTaint", "NodeChange", "NodeFault", "ToolFigures", "CheckDurations", "NewNodes"]
 
 AcceptCheck = Literal["gpu", "dcgm", "burn", "nccl-node", "nccl-pair", "rdma", "storage"]
+
+
+class NodeTaint(Strict):
+    key: str
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class NodeChange(Strict):
@@ -40,6 +47,11 @@ class NodeChange(Strict):
     reboot: bool = False
     gpus: int | None = Field(default=None, ge=0)
     labels: dict[str, str | None] = {}  # label → its new value (None: removed)
+    # condition type → the statuses it takes, one after the other, each a new lastTransitionTime (as the kubelet
+    # or node-problem-detector writes them): {DiskPressure: ["True"]} a node filling up; {Ready: ["False", "True"]}
+    # a NotReady flap that is over before anyone looks
+    conditions: dict[str, list[Literal["True", "False", "Unknown"]]] = {}
+    taints: list[NodeTaint] = []  # added to the node's taints (a GPU health checker's, an operator's)
 
 
 class NodeFault(Strict):

@@ -25,6 +25,7 @@ the reference's taint named). The verdicts before the change are in bench/accept
 from __future__ import annotations
 
 import json
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -54,13 +55,20 @@ PORT = "network.gpu-drills.io/leaf-port"
 # "reference-cordoned-mid-run" on gpu-new-13, its reference gpu-train-02 (gpu-train-01 stays the others' reference)
 MOVED_REF, REF = "gpu-new-13", "gpu-train-02"
 HALF_NICS = "gpu-new-15"  # "nics-absent-relabelled": 4 of its 8 NICs absent; the test labels it a p5.48xlarge
-MISCABLED, CABLING = "gpu-new-16", "miscabled-node"  # its cable is in another leaf-4 port than its annotation names
+# the second red-team round: a taint, a Ready flap, a pressure after the last check its run asks for;
+# gpu-new-19 is under DiskPressure before the run (the test writes its status); gpu-new-20's reference
+# gpu-train-03 comes under MemoryPressure after the DCGM phase ("reference-pressure-mid-run")
+ROUND2 = {"gpu-new-16": "tainted-mid-run", "gpu-new-17": "ready-flaps-mid-run", "gpu-new-18": "pressure-mid-run"}
+ROUND2_CHECKS = ["gpu", "dcgm", "rdma"]  # the order the runbook runs them in (rdma last)
+PRESSED, PRESSED_REF, REF3 = "gpu-new-19", "gpu-new-20", "gpu-train-03"
+UNREAD = "gpu-new-21"  # "cqe-error-zero-exit": libmlx5's error dump in a healthy, zero-exit RDMA output
+MISCABLED, CABLING = "gpu-new-22", "miscabled-node"  # its cable is in another leaf-4 port than its annotation names
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=16, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, 16
+    pools["new"].update(count=22, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, ROUND2 (16…18), 19…21, 22
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
     raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
@@ -72,11 +80,12 @@ def twin_profile() -> dict:
     assert cabling["fabric"]["port_faults"]["miscabled"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["miscabled"] = [MISCABLED]
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
-              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE}.items()}
-    for node in LATE:
+              ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE, **ROUND2,
+                                                          UNREAD: "cqe-error-zero-exit"}.items()}
+    for node in [*LATE, *ROUND2]:
         if "changes" in faults[node]:  # the defect's "after its last check" is this module's last check
             assert faults[node]["changes"]["after"] == "storage"
-            faults[node]["changes"]["after"] = LATE_CHECKS[-1]
+            faults[node]["changes"]["after"] = LATE_CHECKS[-1] if node in LATE else ROUND2_CHECKS[-1]
     cloned = yaml.safe_load((REPO / "drills/twin/defects/cloned-node-identity.yaml").read_text())["overlay"]
     assert cloned["new_nodes"]["faults"]["gpu-new-02"] == {"machine": "gpu-new-01"}
     faults["gpu-new-03"] = {"machine": "gpu-new-04"}  # "cloned-node-identity", on the pair 03/04
@@ -86,6 +95,12 @@ def twin_profile() -> dict:
     faults[MOVED_REF]["changes"]["node"] = REF
     faults[HALF_NICS] = yaml.safe_load((REPO / "drills/twin/defects/nics-absent-relabelled.yaml").read_text())[
         "overlay"]["new_nodes"]["faults"]["gpu-new-02"]
+    dump = faults[UNREAD]["warnings"]["rdma"]  # libmlx5 prints the host's name: this node's
+    faults[UNREAD]["warnings"]["rdma"] = [dump[0].replace("gpu-new-02", UNREAD), *dump[1:]]
+    ref = yaml.safe_load((REPO / "drills/twin/defects/reference-pressure-mid-run.yaml").read_text())["overlay"]
+    faults[PRESSED_REF] = ref["new_nodes"]["faults"]["gpu-new-02"]
+    assert faults[PRESSED_REF]["changes"]["node"] == "gpu-train-01"
+    faults[PRESSED_REF]["changes"]["node"] = REF3
     raw["new_nodes"]["faults"] = faults
     return raw
 
@@ -287,7 +302,7 @@ def test_a_node_that_names_another_nodes_switch_port_is_judged_by_neither(twin, 
 
 
 def test_a_node_cabled_to_another_port_than_its_annotation_is_wrong_port_naming_both(twin, tmp_path):
-    """Identity × switch-port, the fabric's key (issue 30/31, defect miscabled-node): gpu-new-16's cable is in
+    """Identity × switch-port, the fabric's key (issue 30/31, defect miscabled-node): gpu-new-22's cable is in
     another leaf-4 port than its annotation names. The annotated port is up, 400G, lossless and faces nothing:
     before LLDP it was a GO for a port that does not face the node; now leaf-4's LLDP shows where it is."""
     profile = target_profile(tmp_path, "cabled", checks=["switch-port"], required={"switch-port": {}})
@@ -362,3 +377,76 @@ def test_a_node_labelled_as_a_product_with_only_a_nic_total_still_shows_that_tot
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rdma = _nogo(run_dir, HALF_NICS)["rdma"]
     assert rdma["details"]["failure"] == "missing_nic" and "1600 Gb/s" in rdma["reason"] and "3200" in rdma["reason"]
+
+
+def _status(twin, node: str, kind: str, status: str) -> None:
+    """Write one condition of `node` as its kubelet would (the status subresource, a new lastTransitionTime)."""
+    cond = {"type": kind, "status": status, "reason": f"Test{kind}{status}",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    requests.patch(f"{twin.url}/api/v1/nodes/{node}/status", json={"status": {"conditions": [cond]}}, timeout=5,
+                   headers={"Content-Type": "application/strategic-merge-patch+json"}).raise_for_status()
+
+
+def test_second_round_a_node_tainted_flapping_under_pressure_or_printing_an_error_is_not_accepted(twin, tmp_path):
+    """Issue 31's second red-team round, (g) and (i): a GPU health checker's taint, a NotReady flap that is over
+    by the end, DiskPressure that arrives mid-run, and DiskPressure the node had before the run — each got GO and
+    lost its gate taint before (the gate's re-read compared no taint, no condition but Ready's status); (f) an RDMA
+    output whose tables are healthy but which also carries libmlx5's completion-error dump, exit 0 — GO before (the
+    reader reads its sections only). Each is a no-go now, next to a sound node that is still accepted."""
+    _status(twin, PRESSED, "DiskPressure", "True")
+    profile = target_profile(tmp_path, "round2", checks=ROUND2_CHECKS,
+                             required={"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}})
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", *ROUND2, PRESSED, UNREAD]), "round2",
+                            "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}
+    gate = {}
+    for node in ROUND2:
+        nogo = _nogo(run_dir, node)
+        assert set(nogo) == {"gate"}, (node, nogo)
+        gate[node] = nogo["gate"]
+    pressed = _nogo(run_dir, PRESSED)  # ailing when planned: no Job ran on it, each check says why
+    assert set(pressed) == {"gate", *ROUND2_CHECKS} and {pressed[c]["details"]["failure"] for c in ROUND2_CHECKS} == {
+        "not_run"} and "was not healthy when the run planned it (DiskPressure True since" in pressed["gpu"]["reason"]
+    gate[PRESSED] = pressed["gate"]
+    assert gate["gpu-new-16"]["details"]["failure"] == "changed"
+    assert "→ 'nvidia.com/gpu.unhealthy=xid:NoSchedule, nvidia.com/gpu=present:NoSchedule'" in gate["gpu-new-16"]["reason"]
+    assert gate["gpu-new-17"]["details"]["failure"] == "changed" and "Ready since" in gate["gpu-new-17"]["reason"]
+    assert gate["gpu-new-18"]["details"]["failure"] == "changed"
+    assert "condition DiskPressure 'False since" in gate["gpu-new-18"]["reason"]
+    assert gate[PRESSED]["details"]["failure"] == "node_unhealthy" and "DiskPressure True" in gate[PRESSED]["reason"]
+    # (f) a zero-exit tool with an error line: every rail's table is healthy, libmlx5 said a completion failed
+    unread = _nogo(run_dir, UNREAD)
+    assert set(unread) == {"rdma"} and unread["rdma"]["details"]["failure"] == "unread_error"
+    assert "also says `mlx5: gpu-new-21: got completion with error:`: a line no reader" in unread["rdma"]["reason"]
+    # (h) the report agrees: Allure, the summary's table, the runbook's sign-off rows
+    allure = {r["name"]: r["status"] for r in (json.loads(p.read_text()) for p in
+                                               (run_dir / "allure-results").glob("*-result.json"))}
+    assert allure["gpu on gpu-new-01"] == "passed" and allure["rdma on gpu-new-21"] == "broken"  # measurement in doubt
+    assert {allure[f"gate on {n}"] for n in [*ROUND2, PRESSED]} == {"failed"}
+    summary = (run_dir / "summary.md").read_text()
+    assert all(f"| {n} | **NO-GO** |" in summary for n in [*ROUND2, PRESSED, UNREAD])
+    rows = _runbook(run_dir)
+    assert {n: rows[("test_signoff", n)] for n in ["gpu-new-01", *ROUND2, PRESSED, UNREAD]} == {
+        "gpu-new-01": "passed", **{n: "failure" for n in [*ROUND2, PRESSED, UNREAD]}}
+    for node in [*ROUND2, PRESSED, UNREAD]:  # the gate agrees with the record
+        got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
+        assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+        assert f"{node}: NO-GO" in proc.stdout
+
+
+def test_second_round_a_reference_under_memory_pressure_proves_no_path(twin, tmp_path):
+    """(d)/(i) the reference was fit when planned (Ready, schedulable, untainted), then came under MemoryPressure
+    during the batch's DCGM phase: its pair test measures an ailing partner (GO before: only Ready was read)."""
+    profile = target_profile(tmp_path, "ref-pressed", checks=["dcgm", "nccl-pair"], reference_node=REF3,
+                             required={"dcgm": {"min_level": 2}, "nccl-pair": {}})
+    try:
+        proc, run_dir = _accept(twin, tmp_path, PRESSED_REF, "ref-pressed", "--profile", profile)
+        conds = requests.get(f"{twin.url}/api/v1/nodes/{REF3}", timeout=5).json()["status"]["conditions"]
+    finally:
+        _status(twin, REF3, "MemoryPressure", "False")
+    assert any(c["type"] == "MemoryPressure" and c["status"] == "True" for c in conds), "no pressure came"
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    nogo = _nogo(run_dir, PRESSED_REF)
+    assert set(nogo) == {"nccl-pair"} and nogo["nccl-pair"]["details"]["failure"] == "not_run"
+    assert f"{REF3} is not healthy (MemoryPressure True since" in nogo["nccl-pair"]["reason"]

@@ -164,3 +164,119 @@ def test_a_port_whose_error_counters_were_not_shown_is_not_a_clean_port():
     unseen = PortFacts(400.0, 9216, {}, True, (3,), True)
     got = judge_port("gpu-new-01", "leaf Ethernet1/1", "up", "up", unseen, t, "nxos")
     assert not got.go and got.failure == "not_run" and "error counters not shown" in got.reason
+
+
+def _conditioned(ready_since: str = "t0", taints: list | None = None, **conds: str) -> dict:
+    node = _node()
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_since},
+                                    *({"type": k, "status": v.split("@")[0], "lastTransitionTime": v.split("@")[1]}
+                                      for k, v in conds.items())]
+    node["spec"] = {"taints": taints or []}
+    return node
+
+
+def test_the_gates_re_read_names_a_taint_a_flap_and_a_pressure_that_came_and_went():
+    """(g) the second round: what the gate compared before was Ready's status only — a health checker's taint,
+    a NotReady that flapped back, a pressure that came and went all read as the node the checks judged."""
+    profile = load_target(None)
+    planned = freshness.state(_conditioned(DiskPressure="False@t0"), profile)
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0"), profile)) == []
+    gate = {"key": "gpu-drills.io/unaccepted", "value": "pending", "effect": "NoSchedule"}  # the run's own
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0", taints=[gate]), profile)) == []
+    health = {"key": "nvidia.com/gpu.unhealthy", "value": "xid", "effect": "NoSchedule"}
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t0", taints=[gate, health]),
+                                                      profile)) == ["taints None → 'nvidia.com/gpu.unhealthy=xid:NoSchedule'"]
+    assert freshness.changes(planned, freshness.state(_conditioned("t9", DiskPressure="False@t0"), profile)) == [
+        "Ready since 't0' → 't9'"]
+    assert freshness.changes(planned, freshness.state(_conditioned(DiskPressure="False@t5"), profile)) == [
+        "condition DiskPressure 'False since t0' → 'False since t5'"]
+
+
+def test_a_condition_away_from_its_healthy_status_is_unhealthy_and_unfits_a_reference():
+    """(i) under pressure since before the run: nothing changed, yet the node is not healthy; a condition that is
+    healthy when True (the profile's acceptance.healthy_conditions) is judged the other way round."""
+    from drills.acceptance.plan import unfit_reference
+
+    healthy = AcceptanceConfig().healthy_conditions
+    ok = freshness.conditions(_conditioned(DiskPressure="False@t0", GPUHealthy="True@t0"))
+    assert freshness.unhealthy(ok, healthy) == []
+    sick = freshness.conditions(_conditioned(DiskPressure="True@t3", GPUHealthy="False@t4", KernelDeadlock="Unknown@t1"))
+    assert freshness.unhealthy(sick, healthy) == ["DiskPressure True since t3", "GPUHealthy False since t4",
+                                                  "KernelDeadlock Unknown since t1"]
+    assert freshness.unhealthy(freshness.conditions(_node(ready="False")), healthy) == ["Ready False since None"]
+    assert unfit_reference(_conditioned(MemoryPressure="False@t0"), healthy) is None
+    assert unfit_reference(_conditioned(MemoryPressure="True@t2"), healthy) == (
+        "gpu-new-01 is not healthy (MemoryPressure True since t2)")
+
+
+def test_an_error_line_beside_a_healthy_output_is_an_unread_error_no_go():
+    """(f) a zero-exit tool with an error line: the judges read their tools' shapes and skip the rest, so a
+    libmlx5 completion-error dump before the rdma Job's sections (or an `ERROR`, an `Xid`, a crash anywhere in
+    any tool's output) left a GO; the second look (drills/acceptance/unread.py) turns it, and keeps a no-go's own
+    reason."""
+    from drills.acceptance import unread
+    from drills.acceptance.judge import judge_rdma
+
+    hcas = [(f"mlx5_{i}", True, 400, "Ethernet") for i in range(8)]
+    lines = ["=== ibstat", *T.ibstat(hcas, "gpu-new-01")]
+    for h, *_ in hcas:
+        lines += [f"=== ib_write_bw -d {h}", *T.ib_write_bw(h, True, "Ethernet", 388.0, "10.0.0.9")]
+    dump = ["mlx5: gpu-new-01: got completion with error:", "00000000 00000000 00000000 00000000",
+            "00000000 00008716 0a001f8e 000027d2"]  # rdma-core providers/mlx5/cq.c: its header, then dump_cqe
+    text = "\n".join([*dump, *lines])
+    go = judge_rdma("gpu-new-01", text, T_, DGX)
+    assert go.go  # the reader alone: a GO
+    got = unread.check(go, text)
+    assert not got.go and got.failure == "unread_error" and got.measured["unread_errors"] == [dump[0]]
+    assert unread.check(judge_rdma("gpu-new-01", "\n".join(lines), T_, DGX), "\n".join(lines)).go
+    smi = "\n".join([*_smi(), "terminate called after throwing an instance of 'std::runtime_error'"])
+    assert unread.check(judge_gpu("gpu-new-01", smi, T_, 8, DGX), smi).failure == "unread_error"
+    warned = judge_gpu("gpu-new-01", "\n".join([*_smi(), INFOROM, "ERROR: x"]), T_, 8, DGX)
+    assert unread.check(warned, "ERROR: x").failure == "warned"  # the judge's own, more specific reason stands
+    node = "\n".join(T.all_reduce_perf([("gpu-new-01", "10.0.0.1")], 8, H100, 480.0, "IB", [], "RoCE"))
+    assert unread.error_lines("nccl-node", node) == []  # NCCL's INFO/WARN lines are its reader's
+
+
+def test_the_real_healthy_outputs_carry_no_error_line_and_the_real_failures_do():
+    """The second look against the verbatim corpus (tests/data/real/accept): no healthy output trips it; the
+    failing ones show the line a reader would quote (their first line, `# source:`, is no tool output)."""
+    from pathlib import Path
+
+    from drills.acceptance.unread import error_lines
+
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "accept"
+
+    def body(name: str) -> str:
+        return (real / name).read_text().split("\n", 1)[1]
+
+    for name in ("nvidia-smi-8x-h100-550.txt", "dcgmi-diag-r3-dcgm4-pass.txt", "gpu-burn-1gpu-ok.txt",
+                 "ib-write-bw-roce-gbits.txt", "ibstat-9ca-mixed-eth-ib-56-100.txt",
+                 "nccl-tests-allreduce-2node-16rank-h100.txt"):
+        assert error_lines("nccl-pair" if name.startswith("nccl") else "x", body(name)) == [], name
+    assert error_lines("rdma", body("ib-write-bw-socket-connect-failure.txt"))[0] == (
+        "Couldn't connect to 192.168.125.211:18515")
+    assert error_lines("gpu", body("nvidia-smi-gpu-is-lost-reboot.txt")) == [
+        "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU"]
+
+
+def test_a_node_not_ready_or_under_pressure_when_planned_runs_no_check():
+    """(i) the checks of a node that was NotReady (its Jobs would wait out every phase's timeout and end a vague
+    not_run) or under pressure when planned are not run; the node is a node_unhealthy no-go naming why."""
+    from types import SimpleNamespace
+
+    profile = load_target(None)
+    plan = SimpleNamespace(nodes=("gpu-new-01", "gpu-new-02", "gpu-new-03"), state={
+        "gpu-new-01": freshness.state(_conditioned(DiskPressure="False@t0"), profile),
+        "gpu-new-02": freshness.state(_node(ready="False"), profile),
+        "gpu-new-03": freshness.state(_conditioned(PIDPressure="True@t1"), profile)})
+    sick = freshness.ailing_when_planned(plan, profile)
+    assert sick == {"gpu-new-02": ["Ready False since None"], "gpu-new-03": ["PIDPressure True since t1"]}
+    r = freshness.planned_unhealthy("gpu-new-03", plan.state["gpu-new-03"], sick["gpu-new-03"])
+    assert not r.go and r.failure == "node_unhealthy" and "its checks were not run" in r.reason
+    from drills.acceptance.plan import AcceptPlan
+
+    dry = AcceptPlan(plan.nodes, None, ("gpu",), {}, {}, {}, {}, state=plan.state).describe(
+        "ai-platform", True, AcceptanceConfig().healthy_conditions)  # what `drills accept --dry-run` prints
+    assert [line for line in dry if "NOT HEALTHY" in line] == [
+        "gpu-new-02 NOT HEALTHY (Ready False since None): its checks will not run; it will be a no-go",
+        "gpu-new-03 NOT HEALTHY (PIDPressure True since t1): its checks will not run; it will be a no-go"]

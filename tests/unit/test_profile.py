@@ -129,6 +129,17 @@ ACCEPT_EFFECTS = {
     and _new(p).changes.workload == "ai-platform/stray-debug",
     "nics-absent-relabelled": lambda p: _new(p).absent_rails == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"],
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
+    # the second round: a taint, a flap, a pressure during the run (the node, or the reference)
+    "tainted-mid-run": lambda p: _new(p).changes is not None
+    and [t.key for t in _new(p).changes.taints] == ["nvidia.com/gpu.unhealthy"],
+    "ready-flaps-mid-run": lambda p: _new(p).changes is not None
+    and _new(p).changes.conditions == {"Ready": ["False", "True"]},
+    "pressure-mid-run": lambda p: _new(p).changes is not None
+    and _new(p).changes.conditions == {"DiskPressure": ["True"]},
+    "cqe-error-zero-exit": lambda p: _new(p).warnings.get("rdma", [""])[0] == "mlx5: gpu-new-02: got completion with error:"
+    and not _new(p).exit_codes,
+    "reference-pressure-mid-run": lambda p: _new(p).changes is not None
+    and (_new(p).changes.node, _new(p).changes.conditions) == ("gpu-train-01", {"MemoryPressure": ["True"]}),
 }
 
 

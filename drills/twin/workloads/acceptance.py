@@ -20,6 +20,7 @@ import logging
 import uuid
 from typing import Hashable
 
+from drills.core.clock import to_iso
 from drills.twin.api.resources import by_kind
 from drills.twin.controllers.base import Controller
 from drills.twin.controllers.client import ApiError
@@ -109,6 +110,16 @@ class AcceptanceController(Controller):
                 await self.ctx.client.patch(NODES, None, node, {"metadata": {"labels": dict(change.labels)}})
             if change.cordon:
                 await self.ctx.client.patch(NODES, None, node, {"spec": {"unschedulable": True}})
+            if change.taints:  # a merge patch replaces the list: the node's taints, the new ones added
+                have = ((self.nodes.get("", node) or {}).get("spec") or {}).get("taints") or []
+                await self.ctx.client.patch(NODES, None, node, {"spec": {"taints": [
+                    *have, *({k: v for k, v in t.model_dump().items() if v is not None} for t in change.taints)]}})
+            for kind, statuses in change.conditions.items():
+                for status in statuses:  # one write each: the kubelet's transitions, each with its own time
+                    now = to_iso(self.ctx.clock.now())
+                    await self.ctx.client.patch(NODES, None, node, {"status": {"conditions": [
+                        {"type": kind, "status": status, "reason": f"Twin{kind}{status}", "lastTransitionTime": now,
+                         "lastHeartbeatTime": now}]}}, sub="status", kind="strategic")
             if change.workload:
                 ns, name = change.workload.split("/")
                 await self.ctx.client.create(PODS, {"metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
