@@ -132,3 +132,27 @@ def test_every_defect_has_an_end_to_end_test():
     untested = [name for name, _ in list_defects()
                 if f'"{name}"' not in text and f"'{name}'" not in text and name not in rows]
     assert not untested, f"defects without an e2e test naming them: {untested}"
+
+
+def test_burst_resubmitted_puts_a_deleted_unfinished_volcano_job_back(twin_factory):
+    """The batch resubmitter (issue 30, class 2 on the noisy neighbour): a Volcano Job deleted before it finished is
+    submitted again — same name, labels and spec — `resubmit_after` (15 s) of twin time later, with an Event."""
+    handle, core = _twin(twin_factory, "burst-resubmitted", scale=300, started=False)
+    jobs = client.CustomObjectsApi(core.api_client)
+    labels = {"gpu-drills.io/burst": "test"}
+    body = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "nightly-1", "labels": labels},
+            "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "training", "tasks": [{
+                "name": "worker", "replicas": 1, "template": {"metadata": {"labels": labels}, "spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "trainer", "image": "busybox"}]}}}]}}
+    made = jobs.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs", body)
+    jobs.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs", "nightly-1")
+
+    def back():
+        found = jobs.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs",
+                                                   label_selector="gpu-drills.io/burst=test")["items"]
+        return found and found[0]["metadata"]["uid"] != made["metadata"]["uid"] and found[0]
+
+    again = wait_for(back, "the deleted job to be submitted again")
+    assert again["metadata"]["name"] == "nightly-1" and again["spec"]["queue"] == "training"
+    events = core.list_namespaced_event(NS, field_selector="involvedObject.name=nightly-1").items
+    assert any(e.reason == "Resubmitted" and "batch-resubmitter" in e.message for e in events), events
