@@ -141,6 +141,11 @@ class InferenceDeployment(Strict):
     # Defect fallback-model: the gateway (a LiteLLM-style router with a fallback) answers what its replicas cannot
     # with HTTP 200 and a completion from this other model, named in the answer's `model`: users get text, not the model
     fallback_model: str | None = None
+    # Defects empty-replacements / time-sliced-serving (issue 30, class 5; drills/twin/workloads/serving_defects.py):
+    # the replicas a rollout brings answer 200 with no text; a replica sharing its node with another workload's GPU
+    # pod (time-sliced GPUs) answers 200 with no text while that pod runs
+    empty_replacements: bool = False
+    shares_gpus: bool = False
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
