@@ -24,7 +24,8 @@ from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "marked_since", "wait_cordoned", "exported_value", "exported_series", "Series"]
+__all__ = ["ExporterView", "Marked", "Series", "exporter_view", "wait_marked", "marked_since", "wait_cordoned",
+           "exported_value", "exported_series"]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,8 @@ def exported_series(cluster: Cluster, namespace: str, pod: str, gpu: int, field:
     try:
         text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
     except (ApiException, OSError, ValueError) as err:
-        return Series(None, problem=f"its /metrics was not read through the pod proxy ({getattr(err, 'status', '') or err})")
+        why = getattr(err, "status", "") or err
+        return Series(None, problem=f"its /metrics was not read through the pod proxy ({why})")
     found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
     labelled = [(dict(_LABEL.findall(labels)), value) for labels, value in found]
     mapped = any(labels.get("pod") for labels, _ in labelled)

@@ -256,7 +256,7 @@ class TwinProfile(Strict):
     gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
-    batch_resubmitter: BatchResubmitter | None = None  # defect burst-resubmitted (drills/twin/controllers/resubmitter.py)
+    batch_resubmitter: BatchResubmitter | None = None  # defect burst-resubmitted (controllers/resubmitter.py)
     gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
     dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
     node_exporter_mountstats: bool = True  # the system pool's node_exporter runs --collector.mountstats (its default: off)
