@@ -18,12 +18,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from drills.core.clock import Clock
 from drills.core.errors import CheckFailed
 
-__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts", "read_alert_rules"]
+__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts", "read_alert_rules", "about_nodes", "NODE_LABELS"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,23 @@ class Alert:
         return cls(name=str(labels.get("alertname", "?")), fingerprint=str(data.get("fingerprint", "")),
                    labels=labels, state=str((data.get("status") or {}).get("state", "unprocessed")),
                    starts_at=str(data.get("startsAt", "")))
+
+
+# labels by which an alert names the node it is about (kube-state-metrics' `node`, dcgm-exporter's `Hostname`, …)
+NODE_LABELS = ("node", "Hostname", "hostname", "nodename", "kubernetes_node")
+
+
+def about_nodes(nodes: Iterable[str]) -> Callable[[Alert], bool]:
+    """Whether an alert is about one of `nodes` (the nodes a fault reached): one that names a node (NODE_LABELS)
+    must name one of them; one that names none (a Deployment's, a link's) cannot be told apart and counts. No nodes:
+    every alert counts. An alert about another node is that node's news, never this fault's detection."""
+    wanted = set(nodes)
+
+    def about(alert: Alert) -> bool:
+        named = [v for k, v in alert.labels.items() if k in NODE_LABELS and v]
+        return not wanted or not named or any(v in wanted for v in named)
+
+    return about
 
 
 def read_alerts(alertmanager_url: str, timeout_s: float = 5.0) -> list[Alert]:
@@ -122,22 +139,30 @@ class AlertWatch:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def raised(self, name: str) -> datetime | None:
-        """When alert `name` was first seen firing and notifying (cluster time), outside the baseline."""
+    def raised(self, name: str, since: datetime | None = None,
+               about: Callable[[Alert], bool] | None = None) -> datetime | None:
+        """When alert `name` was first seen firing and notifying (cluster time), outside the baseline (and, given
+        `since`, not firing before it: see `firing_before`; given `about`, an instance about the faulted object)."""
+        floor = None if since is None else since - timedelta(seconds=self.period_s * self.clock.scale)
         with self._cond:
-            times = [s.first for s in self.seen.values() if s.alert.name == name and s.notified]
+            times = [s.first for s in self.seen.values() if s.alert.name == name and s.notified
+                     and (floor is None or s.first >= floor) and (about is None or about(s.alert))]
         return min(times) if times else None
 
-    def raised_since(self, name: str, since: datetime, scale: float) -> datetime | None:
+    def raised_since(self, name: str, since: datetime, scale: float,
+                     about: Callable[[Alert], bool] | None = None) -> datetime | None:
         """When alert `name` was raised, measured from `since` (the fault) the longer of two ways: on the cluster's
         clock, and in wall seconds × `scale` (the stack's own clock: a managed Prometheus scrapes and evaluates on
         the wall, dilated). They agree on a real cluster (scale 1) and on a twin running at its scale; when the
         twin's clock waited for its controllers (it holds still while they catch up) a wall-clock Prometheus
         worked through the hold for free and the cluster-clock reading is short — an alert 'at the fault's very
         instant' is a detection no site's cadence gives. The wall moment of `since` is the first poll that saw the
-        cluster clock at or past it (one poll period of error)."""
+        cluster clock at or past it (one poll period of error). An instance first seen before the fault (by more than
+        one poll period) is not counted: it was firing already (`firing_before`)."""
         with self._cond:
-            firsts = [s for s in self.seen.values() if s.alert.name == name and s.notified]
+            floor = since - timedelta(seconds=self.period_s * self.clock.scale)  # one poll: the poll's own lag
+            firsts = [s for s in self.seen.values() if s.alert.name == name and s.notified and s.first >= floor
+                      and (about is None or about(s.alert))]
             start = next((wall for wall, at in self.history if at >= since), None)
         if not firsts:
             return None
@@ -145,6 +170,22 @@ class AlertWatch:
         cluster_s = (seen.first - since).total_seconds()
         wall_s = (seen.first_wall - start) * scale if start is not None else cluster_s
         return since + timedelta(seconds=max(cluster_s, wall_s))
+
+    def elsewhere(self, name: str, since: datetime, about: Callable[[Alert], bool]) -> list[Alert]:
+        """Instances of `name` raised since `since` that are not `about` the faulted object (another node's)."""
+        floor = since - timedelta(seconds=self.period_s * self.clock.scale)
+        with self._cond:
+            return [s.alert for s in self.seen.values()
+                    if s.alert.name == name and s.notified and s.first >= floor and not about(s.alert)]
+
+    def firing_before(self, name: str, since: datetime) -> list[Alert]:
+        """Instances of `name` already firing before `since` (the fault): in the baseline, or first seen by a poll
+        more than one poll period before it. None of them is the fault's detection (`raised_since` leaves them out):
+        a monitoring that was already alerting cannot be shown to detect the fault (issue 30, class 1)."""
+        floor = since - timedelta(seconds=self.period_s * self.clock.scale)
+        with self._cond:
+            early = [s.alert for s in self.seen.values() if s.alert.name == name and s.first < floor]
+        return [a for a in self.baseline.values() if a.name == name] + early
 
     def resolved(self, name: str) -> datetime | None:
         """When the last firing instance of `name` was seen gone; None while one still fires (or none fired)."""

@@ -27,9 +27,14 @@ DETECTION, RESOLUTION, STORM, QUIET = "detection", "alert resolution", "alert st
 
 
 def judge_detection(alert: str, injected: datetime | None, raised: datetime | None, budget_s: float, *,
-                    slowed: bool = False, resolution_s: float = 0.0, rules: Sequence[str] | None = None) -> Verdict:
-    """Pass iff `alert` was raised (firing, notifying) at most `budget_s` cluster seconds after the injection.
-    `rules`: the alerting rules the Prometheus evaluates, when read (a missing one is named in the sentence)."""
+                    slowed: bool = False, resolution_s: float = 0.0, rules: Sequence[str] | None = None,
+                    already: Sequence[str] = (), elsewhere: Sequence[str] = ()) -> Verdict:
+    """Pass iff `alert` was raised (firing, notifying) at most `budget_s` cluster seconds after the injection, by an
+    instance that was not firing before it. `rules`: the alerting rules the Prometheus evaluates, when read (a
+    missing one is named in the sentence). `already`: instances of it firing before the fault (their labels): with
+    no new instance, whether the monitoring detects this fault cannot be told — inconclusive, not a miss and never a
+    detection (issue 30, class 1 for detection). `elsewhere`: instances about another node than the faulted one
+    (their labels), named when none was about it — never its detection (class 3)."""
     budget = format_duration(budget_s)
     if injected is None:
         return Verdict(DETECTION, False, None, budget_s, "s", f"{alert}: no fault was injected, nothing to detect",
@@ -38,10 +43,17 @@ def judge_detection(alert: str, injected: datetime | None, raised: datetime | No
     if within(measured, budget_s):
         return Verdict(DETECTION, True, measured, budget_s, "s",
                        f"the monitoring raised {alert} {format_duration(measured)} after the fault, within {budget}")
+    if measured is None and already:
+        return Verdict(DETECTION, False, None, budget_s, "s",
+                       f"{alert} was already firing before the fault ({'; '.join(already)}) and no new instance "
+                       f"came within {budget}: whether the monitoring detects this fault cannot be told",
+                       inconclusive=True, unobserved=True)
     said = (f"no alert {alert} within {budget}" if measured is None else
             f"the monitoring raised {alert} only {format_duration(measured)} after the fault, over {budget}")
     if measured is None and rules is not None and alert not in rules:
         said += f" (its Prometheus has no alerting rule named {alert})"
+    if measured is None and elsewhere:
+        said += f" about the faulted node; it fired about another ({'; '.join(elsewhere)})"
     if slowed:
         return Verdict(DETECTION, False, measured, budget_s, "s",
                        f"{said}, but the twin's clock ran too fast for Prometheus to scrape and evaluate at the "

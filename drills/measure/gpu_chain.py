@@ -24,12 +24,14 @@ from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "exporter_view", "wait_marked", "marked_since", "wait_cordoned", "exported_value"]
+__all__ = ["ExporterView", "Marked", "Series", "exporter_view", "wait_marked", "marked_since", "wait_cordoned",
+           "exported_value", "exported_series"]
 
 log = logging.getLogger(__name__)
 
 GPU = "nvidia.com/gpu"
 METRIC_PORT = 9400  # dcgm-exporter's default listen port (DCGM_EXPORTER_LISTEN=":9400")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _METRIC = {230: "DCGM_FI_DEV_XID_ERRORS", 311: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
 
 
@@ -43,6 +45,10 @@ class ExporterView:
     value: float | None  # the metric's value for the GPU (None: not read — `problem` says why)
     source: str
     problem: str | None = None
+    # who uses the GPU, from the series' dcgm-exporter pod-resources labels (DCGM_EXPORTER_KUBERNETES): "ns/pod",
+    # None when its series names no pod; `mapped` says whether the exporter names pods at all (False: not observable)
+    owner: str | None = None
+    mapped: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,33 +72,54 @@ def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: i
     name = pod["metadata"]["name"]
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in obj_get(pod, "status", "conditions", default=None) or [])
-    seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
-    while seen is not None and seen != value and cluster.clock.timestamp() < deadline_ts:
+    series = exported_series(cluster, cfg.exporter_namespace, name, gpu, field)
+    while series.value is not None and series.value != value and cluster.clock.timestamp() < deadline_ts:
         wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
-        seen, problem = exported_value(cluster, cfg.exporter_namespace, name, gpu, field)
-    value = seen
-    return ExporterView(node, name, ready, value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
-                        f"{obj_get(pod, 'metadata', 'resourceVersion')}", problem)
+        series = exported_series(cluster, cfg.exporter_namespace, name, gpu, field)
+    return ExporterView(node, name, ready, series.value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
+                        f"{obj_get(pod, 'metadata', 'resourceVersion')}", series.problem, series.owner, series.mapped)
 
 
-def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> tuple[float | None, str | None]:
-    """The exporter's value of `field` for GPU `gpu` from its /metrics through the API server's pod proxy:
-    (value, None), or (None, why it was not read). The hook the twin's exporters (and a site's) answer."""
+@dataclass(frozen=True)
+class Series:
+    """One GPU's series of a field as the exporter served it: value, the pod using the GPU, whether any series of
+    the field names a pod (the exporter's pod mapping is on), or why it was not read."""
+
+    value: float | None
+    owner: str | None = None
+    mapped: bool = False
+    problem: str | None = None
+
+
+def exported_series(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> Series:
+    """The exporter's series of `field` for GPU `gpu` from its /metrics through the API server's pod proxy, with
+    the owner its pod-resources labels name (`namespace`/`pod`, dcgm-exporter's DCGM_EXPORTER_KUBERNETES)."""
     from kubernetes.client.exceptions import ApiException
 
     metric = _METRIC[field]
     try:
         text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
     except (ApiException, OSError, ValueError) as err:
-        return None, f"its /metrics was not read through the pod proxy ({getattr(err, 'status', '') or err})"
-    pattern = re.compile(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', re.M)
-    for labels, value in pattern.findall(str(text)):
-        if re.search(rf'(?:^|,)gpu="{gpu}"', labels):
+        why = getattr(err, "status", "") or err
+        return Series(None, problem=f"its /metrics was not read through the pod proxy ({why})")
+    found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
+    labelled = [(dict(_LABEL.findall(labels)), value) for labels, value in found]
+    mapped = any(labels.get("pod") for labels, _ in labelled)
+    for labels, value in labelled:
+        if labels.get("gpu") == str(gpu):
+            owner = f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else None
             try:
-                return float(value), None
+                return Series(float(value), owner, mapped)
             except ValueError:
-                return None, f"{metric} for gpu {gpu} is not a number: {value!r}"
-    return None, f"its /metrics has no {metric} series for gpu {gpu}"
+                return Series(None, owner, mapped, f"{metric} for gpu {gpu} is not a number: {value!r}")
+    return Series(None, None, mapped, f"its /metrics has no {metric} series for gpu {gpu}")
+
+
+def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> tuple[float | None, str | None]:
+    """The exporter's value of `field` for GPU `gpu`: (value, None), or (None, why it was not read). The hook the
+    twin's exporters (and a site's) answer."""
+    series = exported_series(cluster, namespace, pod, gpu, field)
+    return series.value, series.problem
 
 
 def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from drills.core.clock import parse_iso
-from drills.verdicts.steady import (Hypothesis, Reading, gpu_use_reading, replicas_reading, restart_reading,
-                                    store_reading, throughput_reading, unobserved, uplink_reading)
+from drills.verdicts.steady import (Hypothesis, Reading, answers_reading, gpu_use_reading, replicas_reading,
+                                    restart_reading, store_reading, throughput_reading, unobserved, uplink_reading)
 
 __all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal",
            "last_restored", "cluster_key"]
@@ -31,6 +31,7 @@ JOB_LABEL = "volcano.sh/job-name"
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 MIN_STEP_LINES = 3  # a throughput reading needs at least this many step lines in its window
 STORE_PROBES = 5  # write probes of the store; its reading is the best of them
+PROBE_ANSWERS = 4  # completions the serving facet sends (a nominal endpoint answers every one)
 
 
 @dataclass
@@ -65,6 +66,8 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
         readings.extend(_gpus_in_use(ctx))
     if nominal.inference_replicas is not None:
         readings.append(_replicas(ctx, nominal.inference_replicas))
+    if nominal.inference_answers:
+        readings.append(_answers(ctx))
     if nominal.uplinks_up:
         readings.extend(_uplinks(ctx))
     if nominal.store_bandwidth_mb_s is not None:
@@ -267,6 +270,38 @@ def _replicas(ctx: SteadyContext, expected: int) -> Reading:
     source = (f"deployments {w.namespace}/{w.deployment}, pods -l {w.label_selector} (Ready condition), "
               f"endpoints {w.namespace}/{w.service}")
     return replicas_reading(serving, ready, desired, expected, source)
+
+
+def _answers(ctx: SteadyContext) -> Reading:
+    """PROBE_ANSWERS completions sent to the endpoint one after the other, each classified as the load classifies
+    its answers; the model of the first valid answer is the one the others must carry (a fallback is not it)."""
+    import requests
+
+    from drills.load.outcome import answer_model, classify_answer, classify_exception, client_timeout_wall_s
+
+    w = ctx.profile.workloads.inference
+    url = (ctx.twin_info or {}).get("gateway") if w.endpoint == "from-twin" else w.endpoint
+    if not url:
+        return unobserved("inference answers", "probe completions valid",
+                          "workloads.inference.endpoint is from-twin but the target is no twin")
+    timeout = client_timeout_wall_s(w.request_timeout_s, ctx.cluster.clock.scale)
+    body = {"model": w.model, "prompt": "steady-state probe", "max_tokens": w.load.max_tokens}
+    failures: dict[str, int] = {}
+    models: set[str] = {w.model}
+    for _ in range(PROBE_ANSWERS):
+        try:
+            resp = requests.post(url.rstrip("/") + "/v1/completions", json=body, timeout=timeout)
+        except requests.RequestException as err:
+            why = classify_exception(err)
+        else:
+            kind, why = classify_answer(resp.status_code, resp.content, models if len(models) > 1 else ())
+            if kind is None:
+                named = answer_model(resp.content)
+                if named and len(models) == 1:  # the model the endpoint answers as: the others must carry it too
+                    models.add(named)
+                continue
+        failures[why] = failures.get(why, 0) + 1
+    return answers_reading(PROBE_ANSWERS, failures, f"POST {url.rstrip('/')}/v1/completions × {PROBE_ANSWERS}")
 
 
 def _uplinks(ctx: SteadyContext) -> list[Reading]:

@@ -14,13 +14,14 @@ or a promise; the readings come from the cluster in this run.
           training_throughput: {value: 256, unit: samples/s, min_ratio: 0.8}   # or {history: 5}
           no_worker_restart_s: 30m        # no worker restart in the last 30 minutes (1 s … 24 h)
         inference-pod-kill: {inference_replicas: 2}   # every one Ready and in the Service's endpoints
+        inference-rolling-restart: {inference_answers: true}  # probe completions answered, every one valid
         switch-uplink: {uplinks_up: true} # every uplink of the job's leaves admin and oper up
         gpu-node-loss: {gpus_in_use: true}  # every worker's GPUs held by compute processes and busy (§5.1)
         storage-saturation: {store_bandwidth_mb_s: 40, store_min_ratio: 0.8}
 
 A drill the profile does not list gets the facets that need no site figure (no worker restart in the last
-30 minutes; the job's GPUs in use; for the uplink drill, every uplink of the job's leaves up); `gpu-node-loss: {}`
-opts out.
+30 minutes; the job's GPUs in use; for the uplink drill, every uplink of the job's leaves up; for the serving
+drills, probe completions answered validly); `gpu-node-loss: {}` opts out.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class NominalState(Strict):
     training_throughput: NominalThroughput | None = None
     no_worker_restart_s: _bounded(1.0, MAX_RESTART_WINDOW_S) | None = None  # no worker restart in the last M s
     inference_replicas: int | None = Field(None, ge=1, le=10_000)  # all of them Ready and in the endpoints
+    # the endpoint answers a few probe completions, every one valid (2xx, no error, generated text, one model):
+    # Ready replicas in the endpoints that answer with nothing are not a serving platform (issue 30, class 5)
+    inference_answers: bool = False
     uplinks_up: bool = False  # every uplink of the training job's leaves admin and oper up
     # every Running worker's GPUs held by compute processes and busy (nvidia-smi in its container), and no torch
     # "CUDA initialization" warning in its log: a job that "runs" on the CPU is not nominal (the seed's §5.1)
@@ -86,6 +90,8 @@ class NominalState(Strict):
             out.append("worker restarts")
         if self.inference_replicas is not None:
             out.append("inference replicas")
+        if self.inference_answers:
+            out.append("inference answers")
         if self.gpus_in_use:
             out.append("GPUs in use")
         if self.uplinks_up:
@@ -126,5 +132,7 @@ _DEFAULTS = {
     "gpu-node-loss": NominalState(no_worker_restart_s=1800.0, gpus_in_use=True),
     "switch-uplink": NominalState(no_worker_restart_s=1800.0, uplinks_up=True, gpus_in_use=True),
     "storage-saturation": NominalState(no_worker_restart_s=1800.0, gpus_in_use=True),
+    **{d: NominalState(inference_answers=True)
+       for d in ("inference-pod-kill", "inference-rolling-restart", "inference-noisy-neighbour")},
 }
 

@@ -141,6 +141,11 @@ class InferenceDeployment(Strict):
     # Defect fallback-model: the gateway (a LiteLLM-style router with a fallback) answers what its replicas cannot
     # with HTTP 200 and a completion from this other model, named in the answer's `model`: users get text, not the model
     fallback_model: str | None = None
+    # Defects empty-replacements / time-sliced-serving (issue 30, class 5; drills/twin/workloads/serving_defects.py):
+    # the replicas a rollout brings answer 200 with no text; a replica sharing its node with another workload's GPU
+    # pod (time-sliced GPUs) answers 200 with no text while that pod runs
+    empty_replacements: bool = False
+    shares_gpus: bool = False
     tokens_per_second: float = Field(default=1800.0, gt=0)
     node_selector: dict[str, str] = {"gpu-drills.io/role": "inference"}
     tolerations: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
@@ -223,6 +228,12 @@ class HealthAgent(Strict):
     recordon_after: Duration = 15.0
 
 
+class BatchResubmitter(Strict):
+    """A batch resubmitter that submits a deleted, unfinished Volcano Job again `resubmit_after` later."""
+
+    resubmit_after: Duration = 15.0
+
+
 class GpuRemediation(Strict):
     """A site's GPU remediation (NVSentinel-like): cordon and drain a node `after` its GPU is marked unhealthy."""
 
@@ -245,6 +256,7 @@ class TwinProfile(Strict):
     gpu_health_check: bool = True  # device plugin marks a GPU unhealthy (XID) and allocatable drops
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
+    batch_resubmitter: BatchResubmitter | None = None  # defect burst-resubmitted (controllers/resubmitter.py)
     gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
     dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
     node_exporter_mountstats: bool = True  # the system pool's node_exporter runs --collector.mountstats (its default: off)

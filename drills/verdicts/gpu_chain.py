@@ -14,7 +14,9 @@ import logging
 from drills.measure.gpu_chain import ExporterView, Marked
 from drills.verdicts.timeline import Verdict, format_duration, within
 
-__all__ = ["judge_exported", "judge_marked", "judge_remediated"]
+__all__ = ["judge_exported", "judge_gpu_in_use", "judge_marked", "judge_remediated", "GPU_IN_USE"]
+
+GPU_IN_USE = "faulted gpu in use"  # the chain's evidence of effect (catalog: no_effect when it is not the job's)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,28 @@ def judge_exported(view: ExporterView, gpu: int, value: int) -> Verdict:
     shown = (f"reports {view.value:g} for GPU {gpu}" if view.value is not None
              else f"is Ready on the node (metric not read: {view.problem})")
     return Verdict("xid exported", True, view.value, float(value), "", f"the exporter {view.pod} {shown}")
+
+
+def judge_gpu_in_use(view: ExporterView, gpu: int, namespace: str, workers: tuple[str, ...]) -> Verdict:
+    """Pass iff the exporter's series of the faulted GPU names a worker of the job as the pod using it (its
+    pod-resources labels): a fault on a GPU no worker uses never reached the job, so whatever the job does next
+    tests nothing (inconclusive, no_effect). Not read, or an exporter that maps no GPU to a pod: inconclusive,
+    naming what was not observed — the platform's word (the node runs a worker) is not that GPU's."""
+    where = f"GPU {gpu} of node {view.node}"
+    mine = {f"{namespace}/{w}" for w in workers}
+    if view.value is None or not view.mapped:
+        why = view.problem if view.value is None else "its series name no pod (the exporter's pod mapping is off)"
+        return Verdict(GPU_IN_USE, False, None, None, "",
+                       f"inconclusive: which pod uses {where} was not observed ({why}; {view.source}), so the fault "
+                       "cannot be shown to reach the job's workers", inconclusive=True, unobserved=True)
+    if view.owner in mine:
+        return Verdict(GPU_IN_USE, True, None, None, "",
+                       f"{where} is used by the job's worker {view.owner} (dcgm-exporter {view.source})")
+    used = f"is used by {view.owner}, not a worker of the job" if view.owner else "is used by no pod"
+    return Verdict(GPU_IN_USE, False, None, None, "",
+                   f"inconclusive: {where} {used} (dcgm-exporter {view.source}; the job's workers there: "
+                   f"{', '.join(sorted(mine)) or 'none'}): the fault never reached the job, so its recovery was not "
+                   "tested", inconclusive=True)
 
 
 def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node: str, gpu: int) -> Verdict:

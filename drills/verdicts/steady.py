@@ -19,7 +19,7 @@ from drills.core.clock import Clock
 from drills.core.kubetime import latest, may_be_after, surely_before
 
 __all__ = ["Reading", "Hypothesis", "throughput_reading", "restart_reading", "replicas_reading", "uplink_reading",
-           "store_reading", "gpu_use_reading", "unobserved", "GPU_IDLE_PCT"]
+           "store_reading", "gpu_use_reading", "answers_reading", "unobserved", "GPU_IDLE_PCT"]
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,18 @@ def replicas_reading(ready_serving: int | None, ready: int | None, desired: int 
               f"{desired if desired is not None else '?'})")
     return Reading("inference replicas", ready_serving, "replicas", expected, source, ready_serving >= expected_n,
                    detail=detail)
+
+
+def answers_reading(sent: int, failures: dict[str, int], source: str) -> Reading:
+    """The endpoint's probe completions: nominal iff every one was a valid completion (drills/load/outcome.py, the
+    load's own classifier). `failures`: kind and reason → count; none sent (nothing reached) is not observed."""
+    expected = f"{sent} of {sent} probe completions valid (2xx, no error payload, generated text, one model)"
+    if sent <= 0:
+        return Reading("inference answers", None, "", expected, source, None)
+    bad = sum(failures.values())
+    said = "; ".join(f"{n}× {why}" for why, n in failures.items())
+    detail = f"{sent - bad} of {sent} valid" + (f" ({said})" if said else "")
+    return Reading("inference answers", float(sent - bad), "answers", expected, source, bad == 0, detail=detail)
 
 
 def uplink_reading(switch: str, interface: str, admin_up: bool | None, oper_up: bool | None, source: str) -> Reading:

@@ -200,3 +200,32 @@ def test_a_broken_link_of_the_chain_fails_for_its_reason(row, twin_factory, tmp_
     assert not mismatches(row, done.returncode, rec), (mismatches(row, done.returncode, rec), done.stdout + done.stderr)
     assert _check(rec, row.check)["verdict"] == "fail"
     assert all(r["ok"] for r in rec["details"]["reverts"]) and [f["kind"] for f in rec["details"]["faults"]] == ["gpu-xid"]
+
+
+def test_an_xid_on_a_gpu_no_worker_uses_is_inconclusive_not_a_pass(tmp_path_factory, tmp_path):
+    """Issue 30, class 3 on the GPU fault chain (red team, wave 7): the job's workers use 6 of each node's 8 GPUs
+    (twin profile edit) and the site's profile aims the fault at GPU 7 (`faults.gpu_fault.gpu`). Every link holds —
+    DCGM reports it, the exporter exports it, the device plugin marks it, the drill drains the node, the job resumes:
+    PASS before, for a fault that never touched the job (its recovery was from the drill's own drain). Now the chain
+    reads, from the exporter's pod-resources labels of that GPU's series, which pod uses it: none — inconclusive
+    (no_effect) before anything is drained, naming the GPU, what the exporter said and the job's workers there."""
+    raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
+    raw["name"] = "six-of-eight"
+    raw["workloads"]["training"]["llm-finetune-8b"]["gpus_per_worker"] = 6
+    folder = tmp_path_factory.mktemp("six-of-eight")
+    (folder / "p.yaml").write_text(yaml.safe_dump(raw))
+    handle = start_twin(folder / "state", scale=SCALE, profile=str(folder / "p.yaml"))
+    try:
+        done = drills("run", "-m", "training", "-k", "unhealthy", "--no-html", "--reports", str(tmp_path),
+                      "--run-id", "idle-gpu", "--profile", str(site_profile(tmp_path, handle, gpu=7)))
+        (rec,) = records(tmp_path / "idle-gpu")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert rec["verdict"] == "inconclusive" and rec["category"] == "no_effect", rec["reason"]
+        check = _check(rec, "faulted gpu in use")
+        assert check["verdict"] == "inconclusive" and "is used by no pod" in check["reason"], check
+        assert _check(rec, "xid exported")["verdict"] == "pass"  # the link before it held: the fault is in place
+        assert rec["details"]["gpu_fault"]["gpu"] == 7
+        assert [f["kind"] for f in rec["details"]["faults"]] == ["gpu-xid"]  # nothing drained for a fault on no one
+        assert all(r["ok"] for r in rec["details"]["reverts"])
+    finally:
+        handle.stop()

@@ -10,6 +10,7 @@ refused on it in turn — to keep the added wall time small."""
 from __future__ import annotations
 
 import json
+import time
 import shutil
 from pathlib import Path
 
@@ -183,3 +184,40 @@ def test_a_checkpoint_interval_the_run_did_not_observe_is_not_taken_from_the_pro
     lost = next(c for c in rec["details"]["checks"] if c["name"] == "lost steps")
     assert lost["verdict"] == "inconclusive" and "not observed" in lost["reason"], lost
     assert rec["verdict"] != "pass" and rec["details"].get("checkpoint_interval") in (None, 0), rec["reason"]
+
+
+def test_replicas_that_answer_with_nothing_are_not_a_serving_platform(twin_factory, tmp_path):
+    """Class 1 and 5 on the serving drills (red team, wave 7): one replica was replaced before the drill (a pod
+    deleted with kubectl) on a platform whose replacements answer HTTP 200 with no text (empty-replacements). Every
+    replica is Ready and in the endpoints — the replicas reading was nominal, and the pod kill was injected into a
+    platform serving nothing (INCONCLUSIVE before, blaming the site's replica header). The hypothesis now sends probe
+    completions and classifies them as the load does: nothing is injected, the reading names what came back."""
+    import requests
+
+    twin = twin_factory(defects=["empty-replacements"], scale=600)
+    pods = f"{twin.url}/api/v1/namespaces/ai-platform/pods"
+
+    def ready() -> list[str]:
+        items = requests.get(pods, params={"labelSelector": "app=llama-7b-infer"}, timeout=5).json()["items"]
+        return [p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp") and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
+
+    deadline = time.monotonic() + 60
+    while len(ready()) < 2:
+        assert time.monotonic() < deadline, "the Deployment never had 2 Ready replicas"
+        time.sleep(0.05)
+    gone = ready()[0]
+    requests.delete(f"{pods}/{gone}", timeout=5).raise_for_status()  # kubectl delete pod: the ReplicaSet replaces it
+    while gone in ready() or len(ready()) < 2:
+        assert time.monotonic() < deadline + 60, "the replacement never became Ready"
+        time.sleep(0.05)
+    done = drills("run", "-m", "inference", "-k", "kill_one", "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "empty")
+    (rec,) = records(tmp_path / "empty")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (rec["verdict"], rec["category"]) == ("inconclusive", "precondition_not_met"), rec["reason"]
+    readings = {r["facet"]: r for r in rec["details"]["steady_state"]["before"]["readings"]}
+    assert readings["inference replicas"]["ok"] is True  # Ready and in the endpoints: the platform's word
+    answers = readings["inference answers"]
+    assert answers["ok"] is False and "200 without generated text" in answers["detail"], answers
+    assert "/v1/completions × 4" in answers["source"] and not rec["details"].get("faults")

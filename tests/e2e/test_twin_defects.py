@@ -132,3 +132,61 @@ def test_every_defect_has_an_end_to_end_test():
     untested = [name for name, _ in list_defects()
                 if f'"{name}"' not in text and f"'{name}'" not in text and name not in rows]
     assert not untested, f"defects without an e2e test naming them: {untested}"
+
+
+def test_burst_resubmitted_puts_a_deleted_unfinished_volcano_job_back(twin_factory):
+    """The batch resubmitter (issue 30, class 2 on the noisy neighbour): a Volcano Job deleted before it finished is
+    submitted again — same name, labels and spec — `resubmit_after` (15 s) of twin time later, with an Event."""
+    handle, core = _twin(twin_factory, "burst-resubmitted", scale=300, started=False)
+    jobs = client.CustomObjectsApi(core.api_client)
+    labels = {"gpu-drills.io/burst": "test"}
+    body = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "nightly-1", "labels": labels},
+            "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "training", "tasks": [{
+                "name": "worker", "replicas": 1, "template": {"metadata": {"labels": labels}, "spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "trainer", "image": "busybox"}]}}}]}}
+    made = jobs.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs", body)
+    jobs.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs", "nightly-1")
+
+    def back():
+        found = jobs.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", NS, "jobs",
+                                                   label_selector="gpu-drills.io/burst=test")["items"]
+        return found and found[0]["metadata"]["uid"] != made["metadata"]["uid"] and found[0]
+
+    again = wait_for(back, "the deleted job to be submitted again")
+    assert again["metadata"]["name"] == "nightly-1" and again["spec"]["queue"] == "training"
+    events = core.list_namespaced_event(NS, field_selector="involvedObject.name=nightly-1").items
+    assert any(e.reason == "Resubmitted" and "batch-resubmitter" in e.message for e in events), events
+
+
+def test_time_sliced_serving_answers_with_nothing_while_a_gpu_pod_shares_the_node(twin_factory):
+    """time-sliced-serving (issue 30, class 5 on the noisy neighbour): the inference nodes advertise 16 GPUs; a pod
+    of another workload Running on a serving node makes that node's replica answer HTTP 200, `finish_reason: abort`,
+    no text; the other replica keeps serving."""
+    import requests
+
+    handle, core = _twin(twin_factory, "time-sliced-serving", scale=600, started=False)
+    assert core.read_node("gpu-infer-01").status.capacity["nvidia.com/gpu"] == "16"
+    gateway = handle.info["gateway"]
+
+    def answers() -> dict[str, dict]:
+        seen = {}
+        for _ in range(6):
+            r = requests.post(gateway + "/v1/completions", json={"prompt": "hi", "max_tokens": 4}, timeout=10)
+            if r.status_code == 200:
+                seen[r.headers["x-twin-replica"]] = r.json()["choices"][0]
+        return seen
+
+    before = wait_for(lambda: len(answers()) == 2 and answers(), "both replicas answering")
+    assert all(c["text"] for c in before.values())
+    pod = {"metadata": {"name": "neighbour", "labels": {"app": "nightly"}}, "spec": {
+        "nodeName": "gpu-infer-01", "restartPolicy": "Never",
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "trainer", "image": "busybox",
+                        "resources": {"limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}}]}}
+    core.create_namespaced_pod(NS, pod)
+    beside = {p.metadata.name for p in core.list_namespaced_pod(NS, label_selector="app=llama-7b-infer").items
+              if p.spec.node_name == "gpu-infer-01"}
+    during = wait_for(lambda: (a := answers()) and any(a.get(r, {}).get("finish_reason") == "abort" for r in beside)
+                      and a, "the replica beside the pod to answer with nothing")
+    for replica, choice in during.items():
+        assert (choice["text"] == "" and choice["finish_reason"] == "abort") == (replica in beside), during

@@ -153,3 +153,83 @@ def test_a_detection_through_a_held_twin_clock_is_measured_at_the_stacks_own_cad
     assert watch.raised_since("TrainingNodeLost", fault, 60.0) == fault + timedelta(seconds=24)
     assert watch.raised_since("TrainingNodeLost", fault, 1.0) == fault + timedelta(seconds=0.4)  # a real cluster
     assert watch.raised_since("GpuXidError", fault, 60.0) is None
+
+
+def test_an_alert_already_firing_before_the_fault_is_never_its_detection():
+    """Issue 30, class 1 for detection (red team, wave 7): the drill's alert about the very node started firing after
+    the watch was armed and before the fault (the node was already flapping). Before: `raised_since` took its first
+    sighting, 0 s "after" the fault — PASS "raised 0s after the fault"; one in Alertmanager's baseline was a FAIL
+    not_detected, blaming a monitoring that was alerting all along. Now neither is the fault's detection: with no new
+    instance the check is inconclusive (not observed), naming what was firing; a new instance is judged as usual."""
+    from drills.core.clock import DilatedClock
+    from drills.detect.alerts import Alert, AlertWatch, Seen
+
+    fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
+    watch = AlertWatch("http://unused", DilatedClock(scale=60.0))  # one poll = 0.2 wall s = 12 cluster s
+    watch.history = [(90.0, fault - timedelta(seconds=600)), (100.0, fault), (100.5, fault + timedelta(seconds=30))]
+    early = Alert("TrainingNodeLost", "f1", {"alertname": "TrainingNodeLost", "node": "gpu-train-01"}, "active")
+    watch.seen["f1"] = Seen(early, fault - timedelta(seconds=600), fault + timedelta(seconds=30), notified=True,
+                            first_wall=90.0)
+    assert watch.raised("TrainingNodeLost") == fault - timedelta(seconds=600)  # what the drill credited before
+    assert watch.raised_since("TrainingNodeLost", fault, 60.0) is None
+    assert watch.raised("TrainingNodeLost", fault) is None
+    assert watch.firing_before("TrainingNodeLost", fault) == [early]
+    verdict = judge_detection("TrainingNodeLost", fault, None, 60.0, already=["node=gpu-train-01"])
+    assert verdict.inconclusive and verdict.unobserved and not verdict.passed
+    assert "already firing before the fault (node=gpu-train-01)" in verdict.reason
+    # in the baseline (firing when the watch started): the same, never a miss blamed on the monitoring
+    watch.seen.clear()
+    watch.baseline = {"f1": early}
+    assert watch.firing_before("TrainingNodeLost", fault) == [early]
+    # a new instance (another fingerprint, after the fault) is the detection, judged as always
+    fresh = Alert("TrainingNodeLost", "f2", {"alertname": "TrainingNodeLost", "node": "gpu-train-02"}, "active")
+    watch.seen["f2"] = Seen(fresh, fault + timedelta(seconds=30), fault + timedelta(seconds=30), notified=True,
+                            first_wall=100.5)
+    raised = watch.raised_since("TrainingNodeLost", fault, 60.0)
+    assert raised == fault + timedelta(seconds=30)
+    assert judge_detection("TrainingNodeLost", fault, raised, 60.0, already=["node=gpu-train-01"]).passed
+    # an instance first seen within one poll before the fault's stamp is the fault's (the poll's own lag)
+    watch.seen["f3"] = Seen(fresh, fault - timedelta(seconds=5), fault, notified=True, first_wall=99.9)
+    assert watch.firing_before("TrainingNodeLost", fault) == [early]
+
+
+def test_quiet_monitoring_with_an_alert_firing_since_before_the_fault_is_inconclusive():
+    """The same for "raises none of": an instance first seen before the fault is neither a page the planned operation
+    caused (FAIL before) nor silence (inconclusive, already firing)."""
+    from drills.detect.judge import judge_quiet
+
+    fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
+    verdict = judge_quiet(["InferenceUnavailable"], fault, {"InferenceUnavailable": None}, {"InferenceUnavailable": None},
+                          already=["InferenceUnavailable"])
+    assert verdict.inconclusive and "already firing before the fault" in verdict.reason
+
+
+def test_an_alert_about_another_node_is_not_the_faulted_nodes_detection():
+    """Issue 30, class 3 for detection (red team, wave 7): the drill cordons gpu-train-01; its TrainingNodeLost is
+    muted (a maintenance silence left on it: suppressed, nobody told) while someone cordons gpu-train-03 during the
+    drill and TrainingNodeLost{node="gpu-train-03"} pages. Before: the first notifying instance of the name was the
+    detection — PASS. Now an instance naming a node counts only for a node the fault reached; the miss names the
+    other node's alert. One naming no node (a Deployment's) still counts."""
+    from drills.core.clock import DilatedClock
+    from drills.detect.alerts import Alert, AlertWatch, Seen, about_nodes
+
+    fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
+    watch = AlertWatch("http://unused", DilatedClock(scale=60.0))
+    watch.history = [(100.0, fault), (100.5, fault + timedelta(seconds=30))]
+    muted = Alert("TrainingNodeLost", "f1", {"alertname": "TrainingNodeLost", "node": "gpu-train-01"}, "suppressed")
+    other = Alert("TrainingNodeLost", "f2", {"alertname": "TrainingNodeLost", "node": "gpu-train-03"}, "active")
+    for fp, alert in (("f1", muted), ("f2", other)):
+        watch.seen[fp] = Seen(alert, fault + timedelta(seconds=30), fault + timedelta(seconds=30),
+                              notified=alert.notifies, first_wall=100.5)
+    about = about_nodes(["gpu-train-01"])
+    assert watch.raised_since("TrainingNodeLost", fault, 60.0) == fault + timedelta(seconds=30)  # credited before
+    assert watch.raised_since("TrainingNodeLost", fault, 60.0, about) is None
+    assert watch.elsewhere("TrainingNodeLost", fault, about) == [other]
+    verdict = judge_detection("TrainingNodeLost", fault, None, 60.0, elsewhere=["node=gpu-train-03"])
+    assert not verdict.passed and not verdict.inconclusive and verdict.name == "detection"
+    assert "no alert TrainingNodeLost within 1m about the faulted node; it fired about another (node=gpu-train-03)" \
+        in verdict.reason
+    assert about(Alert("InferenceReplicasUnavailable", "f3", {"deployment": "llama-7b-infer"}, "active"))
+    assert about(Alert("GpuXidError", "f4", {"Hostname": "gpu-train-01", "gpu": "2"}, "active"))
+    assert not about(Alert("GpuXidError", "f5", {"Hostname": "gpu-train-02", "gpu": "2"}, "active"))
+    assert about_nodes([])(other)  # a fault that reached no node binds nothing

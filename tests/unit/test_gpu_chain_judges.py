@@ -17,7 +17,7 @@ from drills.twin.controllers.daemonset import eligible
 from drills.twin.controllers.nodeutil import DCGM_FIELDS_ANNOTATION, dcgm_critical_xids
 from drills.twin.workloads import container_exec
 from drills.twin.workloads.dcgmi import dcgmi
-from drills.verdicts.gpu_chain import judge_exported, judge_marked, judge_remediated
+from drills.verdicts.gpu_chain import GPU_IN_USE, judge_exported, judge_gpu_in_use, judge_marked, judge_remediated
 
 NODE = {"metadata": {"name": "gpu-train-01", "annotations": {}}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
 T0 = datetime(2026, 12, 5, 12, 0, tzinfo=timezone.utc)
@@ -107,6 +107,31 @@ def test_an_xid_no_exporter_reports_fails_and_a_wrong_reading_fails():
     assert judge_exported(_view(value=79.0), 2, 79).passed
     unread = judge_exported(_view(problem="its /metrics was not read through the pod proxy (404)"), 2, 79)
     assert unread.passed and "metric not read" in unread.reason  # the pod on the node is what was observed
+
+
+def test_a_fault_on_a_gpu_no_worker_of_the_job_uses_is_inconclusive():
+    """Issue 30, class 3 on the GPU chain: the exporter's pod-resources labels say who uses the faulted GPU; a GPU
+    no worker uses (or another pod's) never reached the job; an exporter that names no pod, or was not read, leaves
+    it unobserved — never a pass on the node's word."""
+    workers = ("llm-finetune-8b-worker-0",)
+
+    def view(owner=None, mapped=True, value=79.0, problem=None):
+        return ExporterView("gpu-train-01", "nvidia-dcgm-exporter-x", True, value, "gpu-operator/x @ resourceVersion 7",
+                            problem, owner, mapped)
+
+    ok = judge_gpu_in_use(view("ai-platform/llm-finetune-8b-worker-0"), 3, "ai-platform", workers)
+    assert ok.passed and ok.name == GPU_IN_USE and "ai-platform/llm-finetune-8b-worker-0" in ok.reason
+    idle = judge_gpu_in_use(view(None), 7, "ai-platform", workers)
+    assert idle.inconclusive and not idle.unobserved and "GPU 7 of node gpu-train-01 is used by no pod" in idle.reason
+    other = judge_gpu_in_use(view("ai-platform/burst-1-worker-0"), 7, "ai-platform", workers)
+    assert other.inconclusive and "used by ai-platform/burst-1-worker-0, not a worker of the job" in other.reason
+    same_name = judge_gpu_in_use(view("other-ns/llm-finetune-8b-worker-0"), 3, "ai-platform", workers)
+    assert same_name.inconclusive  # a pod of the same name in another namespace is not the job's
+    unmapped = judge_gpu_in_use(view(None, mapped=False), 3, "ai-platform", workers)
+    assert unmapped.inconclusive and unmapped.unobserved and "pod mapping is off" in unmapped.reason
+    unread = judge_gpu_in_use(view(None, mapped=False, value=None, problem="its /metrics was not read (404)"), 3,
+                              "ai-platform", workers)
+    assert unread.inconclusive and unread.unobserved and "was not read (404)" in unread.reason
 
 
 def test_a_gpu_never_marked_fails_as_its_own_link_not_as_an_slo_breach():

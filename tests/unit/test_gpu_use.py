@@ -88,7 +88,8 @@ def test_the_log_key_alone_refuses_but_never_accepts():
 def test_gpus_in_use_is_a_default_facet_of_the_training_drills_only():
     config = NominalConfig()
     assert all("GPUs in use" in config.of(d).facets for d in ("gpu-node-loss", "switch-uplink", "storage-saturation"))
-    assert config.of("inference-pod-kill") is None
+    assert "GPUs in use" not in config.of("inference-pod-kill").facets
+    assert config.of("inference-pod-kill").facets == ("inference answers",)  # issue 30 class 5: no number assumed
     assert NominalConfig(drills={"gpu-node-loss": {}}).of("gpu-node-loss").facets == ()  # a site opts out
 
 

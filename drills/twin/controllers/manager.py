@@ -39,6 +39,7 @@ CONTROLLERS: list[str] = [
     "drills.twin.controllers.nodeagent:NodeAgent",
     "drills.twin.controllers.nodelifecycle:NodeLifecycle",
     "drills.twin.controllers.healthagent:NodeHealthAgent",
+    "drills.twin.controllers.resubmitter:BatchResubmitter",
     "drills.twin.controllers.remediation:GpuRemediation",
     "drills.twin.workloads.training:TrainingController",
     "drills.twin.workloads.serving:ServingTruthController",

@@ -24,7 +24,8 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
   list holding one empty choice (a proxy masking errors); `fallback_model` answers them with HTTP 200 and a
   completion from that other model, named in its `model` (a router's fallback); `wedged_replacements` makes a replica that joins
   the Endpoints after the Deployment was whole accept requests and never answer (the handler waits until
-  the client gives up; truth `wedged_replica`).
+  the client gives up; truth `wedged_replica`); `empty_replacements` and `shares_gpus` answer 200 with no text
+  (drills/twin/workloads/serving_defects.py).
 
 Ground truth: `gateway_outage_started` when the last routable replica goes, `gateway_serving` when one
 is routable again, `first_answer_after_outage` at the first 200 after an outage.
@@ -49,6 +50,7 @@ from drills.twin.controllers.informer import InformerFactory
 from drills.twin.exporters.vllm import ReplicaMetrics
 from drills.twin.workloads.hub import hub_for
 from drills.twin.workloads.replica_process import GONE, LOADING, ReplicaProcesses
+from drills.twin.workloads.serving_defects import GpuNeighbours, empty_completion
 
 __all__ = ["Gateway", "install_gateway", "MIN_WALL_LATENCY_S", "LATENCY_HEADER", "modelled_latency"]
 
@@ -75,6 +77,7 @@ class _Model:
     answered_since_outage: bool = True
     whole_once: bool = False  # the Endpoints listed all desired replicas at some point
     wedged: set[str] = field(default_factory=set)  # defect wedged_replacements: accept, never answer
+    empty: set[str] = field(default_factory=set)  # defect empty_replacements: answer 200 with no text
 
 
 class Gateway:
@@ -93,6 +96,7 @@ class Gateway:
         self._rr = itertools.count()
         self.requests: collections.Counter[str] = collections.Counter()  # "METHOD path" → requests received
         self.processes = ReplicaProcesses(twin.clock, getattr(profile, "timings", None))
+        self.neighbours = GpuNeighbours()  # defect shares_gpus (serving_defects.py)
         self._runner: web.AppRunner | None = None
         self._client: TwinClient | None = None
         self._informers: InformerFactory | None = None
@@ -106,6 +110,7 @@ class Gateway:
         for ns in sorted({m.spec.namespace for m in self.models.values()}):
             self._informers.informer(ENDPOINTS, ns).add_handler(self._on_endpoints)
             self._informers.informer(PODS, ns).add_handler(self.processes.on_pod)
+            self._informers.informer(PODS, ns).add_handler(self.neighbours.on_pod)
         self._informers.start()
         await self._informers.wait_synced()
         app = web.Application(middlewares=[self._count])
@@ -171,6 +176,8 @@ class Gateway:
             for name in sorted(joined - model.wedged):
                 model.wedged.add(name)
                 self.hub.truth.record("inference", model.subject, "wedged_replica", at=now, replica=name)
+        if model.spec.empty_replacements and model.whole_once:
+            model.empty |= joined
         model.replicas = sorted(set(ready))
         model.whole_once = model.whole_once or len(model.replicas) >= model.spec.replicas
         self._serving_changed(model)
@@ -221,6 +228,9 @@ class Gateway:
                                     "BadGatewayError", body, chat)
         if replica in model.wedged:
             return await self._hang(request, replica)
+        beside = self.neighbours.beside(replica, model.spec.name) if model.spec.shares_gpus else None
+        if replica in model.empty or beside:  # answers, serves nothing (serving_defects.py)
+            return await self._empty(model, body, chat, replica, "abort" if beside else "stop")
         after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
         spec = model.spec
         tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
@@ -290,6 +300,15 @@ class Gateway:
         finally:
             self.inflight[replica] -= 1
         return web.Response(status=499)  # nobody is listening any more
+
+    async def _empty(self, model: _Model, body: dict, chat: bool, replica: str, finish_reason: str) -> web.Response:
+        latency = model.spec.base_latency
+        await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
+        prompt = len(str(body.get("prompt") or "").split())
+        self.metrics_of(model, replica).served(latency, prompt, 0, first_token_s=latency)  # vLLM: a finished request
+        return web.json_response(empty_completion(model.spec.model_name, chat, finish_reason, prompt,
+                                                  int(self.twin.clock.timestamp())),
+                                 headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
 
     async def _fail(self, model: _Model, status: int, message: str, kind: str, body: dict | None = None,
                     chat: bool = False) -> web.Response:
