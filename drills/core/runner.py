@@ -19,6 +19,7 @@ so that teardown finishes (drills.core.signals). The journal, not the console, s
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -51,21 +52,20 @@ PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.select
 # What a prefork server imports once for the processes a run starts (drills.core.prefork): the CLI, the twin,
 # pytest and what the drills' plugins import, and what a run then imports on first use (measured: a forked
 # drill spent half its CPU importing): the client's API classes and their models (loaded on first use), the
-# result table, the report's chart backend, what pytest-bdd's and pytest's own plugins import. The plugins
-# themselves are then forgotten (`~`): pytest imports them afresh in each child, rewriting their asserts as it
-# does for a fresh interpreter.
+# result table, the report's chart backend, what pytest-bdd's and pytest's own plugins import, and the drills'
+# plugins themselves (they hold no `assert` for pytest to rewrite, and read the environment only when called).
 PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.accept", "drills.cli.schedule",
            "drills.cli.validate", "drills.core.runner", "drills.verdicts.training", "drills.verdicts.serving",
            "drills.twin.cli", "drills.twin.runtime", "drills.twin.profile", "drills.report.make",
            "drills.twin.fabric", "drills.twin.controllers.preload",  # what every twin imports as it starts
-           "pytest", "pytest_bdd", "allure_pytest_bdd", "allure_commons", "kubernetes.client",
+           "pytest", "pytest_bdd.plugin", "allure_pytest_bdd.plugin", "allure_commons", "kubernetes.client",
            *(f"kubernetes.client.api.{api}_api" for api in ("core_v1", "apps_v1", "batch_v1", "policy_v1",
                                                             "coordination_v1", "custom_objects", "version")),
            "rich.console", "rich.table", "matplotlib.backends.backend_agg", "mako.lookup", "mako.ext.pygmentplugin",
            "execnet", "_pytest.junitxml", "_pytest.unraisableexception", "_pytest.threadexception",
            "_pytest.skipping", "_pytest.warnings", "_pytest.helpconfig", "_pytest.faulthandler", "pdb", "tomllib",
            "xml.etree.ElementTree",
-           *PLUGINS, "~fixtures", "~drills.core.lanes")
+           *PLUGINS, "~drills.core.lanes")
 
 
 RANDOM_PLAN = "random.json"  # the run's RandomPlan (drills.core.picks), read by fixtures/picks.py
@@ -256,17 +256,18 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     rootdir = os.path.commonpath([str(REPO), *features])  # Allure titles need every feature under the rootdir
     args = [*features, "--rootdir", rootdir, "-c", str(REPO / "pyproject.toml"),
             "-o", "addopts=--strict-markers", "-o", "timeout=0", "-p", "no:cacheprovider",
-            # only the plugins a drill uses: no scan of every installed package's entry points (xdist, timeout and
-            # locust's are not needed in a drill), and nothing installed later joins a drill unasked
-            "--disable-plugin-autoload", "-p", "pytest_bdd.plugin", "-p", "allure_pytest_bdd.plugin",
+            # only the plugins a drill uses (xdist's, timeout's and locust's are not), and nothing installed later
+            # joins a drill unasked; they are given as modules below, not `-p NAME`: pytest scans every installed
+            # package's entry points for each `-p` (~10 ms of CPU each, 20 plugins, every drill and lane)
+            "--disable-plugin-autoload",
             "--alluredir", str(run_dir / "allure-results"),
             "--drills-run-dir", str(run_dir), "--drills-run-id", run_id, "--drills-lang", opts.lang]
     if lane is None:
         args += ["--clean-alluredir", "--junitxml", str(run_dir / "junit.xml")]
     else:
         args += ["--junitxml", str(lane[0] / f"junit-{lane[1]}.xml"), "--drills-lanes-dir", str(lane[0])]
-    for plugin in PLUGINS + (("fixtures.lanes",) if lane is not None else ()):  # also for features outside the
-        args += ["-p", plugin]  # repo, where the root conftest.py is not read
+    plugins = [importlib.import_module(name) for name in  # also for features outside the repo (no root conftest)
+               ("pytest_bdd.plugin", "allure_pytest_bdd.plugin", *PLUGINS, *(("fixtures.lanes",) if lane else ()))]
     if opts.profile:
         args += ["--drills-profile", str(Path(opts.profile).resolve())]
     if opts.twin_state:
@@ -292,7 +293,7 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
         args += ["--drills-random-plan", str(run_dir / RANDOM_PLAN)]
     log.debug("pytest %s", " ".join(args))
     with working_dir(REPO), no_bytecode_written():
-        return int(pytest.main(args, plugins=[watch]))
+        return int(pytest.main(args, plugins=[*plugins, watch]))
 
 
 def _lanes(opts: RunOptions, profile) -> int:
