@@ -50,7 +50,7 @@ drill: bootstrap
 	$(BIN)/drills run $(ARGS)
 
 test: bootstrap
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # The edit-test loop: unit tests and one smoke drill per kind against the twin (under a minute).
 check: bootstrap

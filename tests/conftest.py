@@ -10,9 +10,25 @@ os.environ.setdefault("DRILLS_LANES", "1")
 # judged where it is the subject: tests/e2e/test_detect_stack.py (its runs clear this).
 os.environ.setdefault("DRILLS_MONITORING", "off")  # drills.profile.monitoring.OPT_OUT
 
+import json  # noqa: E402
 import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
+# The order files go to the workers (`make test`: `--dist loadfile --no-loadscope-reorder`): longest first, by the
+# wall times bench/tests_timeline.py --write-weights saved, so the last files a worker takes are short ones and no
+# worker is left alone with a 45 s file at the end. xdist's default reorder (most tests first) did the opposite: a
+# file of 3 long drills came after every unit file. A file not listed (new) counts as a mid-sized e2e file.
+_WEIGHTS = json.loads((Path(__file__).parent / "file_weights.json").read_text())
+
+
+def pytest_collection_modifyitems(items):
+    def weight(item) -> float:
+        path = item.nodeid.split("::")[0]
+        return _WEIGHTS.get(path, 10.0 if path.startswith("tests/e2e/") else 0.0)
+
+    items.sort(key=lambda item: -weight(item))  # stable: a file's own order is kept
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +39,26 @@ def _root_logger_level_restored():
     level = root.level
     yield
     root.setLevel(level)
+
+
+# bench/tests_timeline.py: each test's worker, start and end (wall), to see the workers' idle tails and overlaps
+_TIMELINE = os.environ.get("DRILLS_TEST_TIMELINE")
+_started: dict = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _TIMELINE:
+        import time
+
+        _started[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _TIMELINE and nodeid in _started:
+        import json
+        import time
+
+        line = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": nodeid,
+                "start": _started.pop(nodeid), "end": time.time()}
+        with open(_TIMELINE, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
