@@ -7,15 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from drills.measure.logread import LogReader
-
-
-def _read(lines: list[str]) -> LogReader:
-    reader = LogReader()
-    for line in lines:
-        reader.feed(line)
-    reader.close()
-    return reader
+from tests.unit.logreading import read_lines as _read
 
 
 @pytest.mark.parametrize("line", [

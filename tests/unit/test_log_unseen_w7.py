@@ -9,16 +9,8 @@ from __future__ import annotations
 import pytest
 
 from drills.measure.logloss import read_skipped
-from drills.measure.logread import LogReader
+from tests.unit.logreading import read_lines as _read
 from drills.measure.vllm_startup import read_startup
-
-
-def _read(lines: list[str]) -> LogReader:
-    reader = LogReader()
-    for line in lines:
-        reader.feed(line)
-    reader.close()
-    return reader
 
 
 # -- Ray: the raylet's report of a worker process that died (vllm-project/vllm#38529, verl-project/verl#472) -----------
