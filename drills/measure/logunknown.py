@@ -42,7 +42,7 @@ _NCCL_INFO_WARN = re.compile(r"NET/IB\s*: (?:\S+:\d+ )?Got async (?:error )?even
                              r"P_Key change|SM change|client reregistration|GID table change|send queue drained|"
                              r"path migrated|last WQE reached|SRQ limit reached|communication established)")
 _FACTS = frozenset({"step", "loss", "checkpoint_saved", "checkpoint_started", "resumed", "resume_attempt",
-                    "resume_failed", "nccl_transport", "error", "vllm_phase"})
+                    "resume_failed", "nccl_transport", "error", "vllm_phase", "skipped"})
 
 
 class UnknownReading:
