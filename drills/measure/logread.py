@@ -161,6 +161,9 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self.skipped_steps: int | None = None
         self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
         self._known_bodies: set[str] = set()
+        self._records_seen = 0
+        self._errors_at: list = []
+        self._glog_pending: list = []
         self._gpu_seen: set = set()
         self._gpu_held = None
         self._in_traceback = False
