@@ -111,3 +111,5 @@ def test_the_twins_floor_lines_read_back_as_every_step_skipped():
         assert sum(e.skipped or 0 for e in events) == 40 * len(EVERY), fmt
         assert len([e for e in events if e.skipped]) == per_line * len(EVERY), fmt
         assert not r.unknown and not any(e.loss is not None and fmt == "megatron" for e in events)
+        lines = for_format(fmt).step(7000, 100.0, 1.9, 256.0, 0.25, 100000, skipped=40)
+        assert len(set(lines)) == len(lines), fmt  # the monitor takes a line seen twice once: each its own time

@@ -226,8 +226,8 @@ class DeepSpeed(TrainLog):
         """Each skipped step: the loss scaler's OVERFLOW line, rank 0 only in DeepSpeed, here on the workers that
         print progress (loss_scaler.py `update_scale` at the floor: `reducing to 1`;
         hf-deepspeed-overflow-loss-scale-stuck-at-1-every-step.log); the loop's line still prints the forward loss."""
-        overflow = [f"{_ds(t)} [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
-                    "Attempted loss scale: 1, reducing to 1"] * skipped
+        overflow = [f"{_ds(t - (skipped - 1 - j) * step_time)} [INFO] [loss_scaler.py:183:update_scale] [deepspeed] "
+                    "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1" for j in range(skipped)]
         return [*overflow,
                 f"steps: {k} loss: {loss:.4f} iter time (s): {step_time:.3f} samples/sec: {samples_per_s:.3f}"]
 
