@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # the level itself says the process is aborting. Their ERROR level (`E0912 …]`, `[E socket.cpp:793]`, torchrun's
 # `[rank0]:[E1105 …]`) is `GLOG_ERROR`: PyTorch prints it for the consequences of failures the readers classify (the
 # watchdog's `Some NCCL operations have failed…`, `To avoid data inconsistency…`), and for failures of its own (a store
-# socket timing out): such a line is unknown unless a classified error of the same process (this stream, the same
+# socket timing out). Its stamp is glog's MMDD, which c10 prints unpadded in 2.x (`[E521 15:43:02.707733876 …]`): such a line is unknown unless a classified error of the same process (this stream, the same
 # launcher rank) is within `CONSEQUENCE_S` of it — or, in a log without times, `CONSEQUENCE_RECORDS` records.
 # The shell's `Killed` alone on a line: a process of the job got SIGKILL (the OOM killer, most often) — no reader has a
 # kind for whose it was, and it must not read as healthy.
@@ -38,9 +38,9 @@ ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WAR
                         r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
                         r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
                         r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
-                        r"Machine check events logged|^\[?F\d{4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
+                        r"Machine check events logged|^\[?F\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
                         r"^\[F [\w./-]+:\d+\] |^Killed\s*$")
-GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |^\[E [\w./-]+:\d+\] ")
+GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |^\[E [\w./-]+:\d+\] ")
 # an error-level glog/c10 line this close to a classified error of the same process is that error's consequence: PyTorch
 # prints the watchdog's and the elastic agent's follow-up lines in the same millisecond burst (tests/data/real/logs);
 # 5 s leaves room for a loaded node's log buffering, far under any later, separate failure (a store timeout is minutes)

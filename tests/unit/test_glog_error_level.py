@@ -54,3 +54,18 @@ def test_the_same_line_far_from_the_error_or_from_another_rank_is_not_its_conseq
 def test_without_times_the_records_between_decide():
     assert unknown([WATCHDOG, SOME_FAILED, TAKE_DOWN]) == []
     assert unknown([WATCHDOG, *[f"step {i}" for i in range(20)], SOCKET]) == [SOCKET]
+
+
+def test_c10s_unpadded_month_stamp_and_torchxs_prefix_are_error_level_lines_too():
+    # c10d-e521-socket-1023-tcpstore-318-timed-out-600000ms-exception-raised-from.log (2.x: `E521`, May 21)
+    e521 = ("[E521 15:43:02.707733876 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms while "
+            "trying to connect to (172.18.21.4, 37907).")
+    assert unknown([e521]) == [e521]
+    # torchx-trainer-prefix-w-socket-558-then-e-socket-610-any-network-address.log: `trainer/0 [1]:` peeled, rank 1
+    body = "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of (05, 40323)."
+    r = LogReader()
+    r.feed(f"trainer/0 [1]:{body}")
+    assert [u[1] for u in r.unknown] == [body]
+    # a WARNING (c10d-w427-socket-752-failed-to-connect-warning-only.log) is no error
+    assert unknown(["[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
+                    "[::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out)."]) == []

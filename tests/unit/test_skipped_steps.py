@@ -113,3 +113,21 @@ def test_the_twins_floor_lines_read_back_as_every_step_skipped():
         assert not r.unknown and not any(e.loss is not None and fmt == "megatron" for e in events)
         lines = for_format(fmt).step(7000, 100.0, 1.9, 256.0, 0.25, 100000, skipped=40)
         assert len(set(lines)) == len(lines), fmt  # the monitor takes a line seen twice once: each its own time
+
+
+# blind batch 4 (tests/data/real/logs, each line verbatim from the file named): the skipped-step wordings read unread
+@pytest.mark.parametrize("line, skipped", [
+    # deepspeed-2021-fused-optimizer-overflow-detected-skipping-step-loss-scale-1.log (DeepSpeed 0.3, at the floor)
+    ("[2021-01-26 22:05:35,108] [INFO] [logging.py:60:log_dist] [Rank 0] Overflow detected. Skipping step. Attempted "
+     "loss scale: 1, reducing to 1", 1),
+    # tacotron2-fp16-optimizer-overflow-no-rank-then-train-loss-grad-norm.log (apex's older FP16_Optimizer)
+    ("OVERFLOW! Skipping step. Attempted loss scale: 4294967296", 1),
+    # fairseq-note-gradient-overflow-setting-loss-scale-4.log
+    ("NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 4.0", 1),
+    # counterparts: each rank's 'Grad overflow on iteration 8' repeats rank 0's one skip; a scale reduced is not a skip
+    ("Grad overflow on iteration 8", None),
+    ("[2021-01-26 22:05:35,108] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1 to 1", None),
+])
+def test_every_frameworks_skipped_step_wording_is_one_skipped_step(line, skipped):
+    from drills.measure.logloss import read_skipped
+    assert read_skipped(line) == skipped
