@@ -99,7 +99,8 @@ class JobHealth:
     # where it was (not flat, not back at a fresh model's loss)? `_KEPT` of each at most
     prior: tuple[LossSeen, ...] = ()
     window: tuple[LossSeen, ...] = ()
-    skipped: SkippedSteps | None = None  # the worker whose log shows the most skipped steps in the window (None: none said)
+    # the worker whose log shows the largest share of skipped steps in the window (None: no log said anything of it)
+    skipped: SkippedSteps | None = None
 
     def details(self) -> dict:
         bad = self.first_bad

@@ -119,8 +119,8 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
     changed = True
     while changed:
         changed = False
-        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_TORCHX, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0),
-                                 (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
+        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_TORCHX, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0),
+                                 (_SHIPPER, 0), (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
             m = pattern.match(text)
             if m:
                 if strength and strength >= rank_strength:

@@ -26,24 +26,27 @@ log = logging.getLogger(__name__)
 # A Python exception line of its own (`RuntimeError: …`, `torch.OutOfMemoryError: …`) and a C++ exception's origin
 # (`Exception raised from ncclCommWatchdog at …`) are errors without those words; so are nccl-tests' `Test NCCL failure`
 # and the kernel's reports of failed host hardware (an uncorrectable memory error, a machine check, an APEI record);
-# a FATAL line of glog / c10 logging (`F0628 15:21:28.669647  1910 context_gpu.h:107] …`, `[F ProcessGroupNCCL.cpp:1169] …`):
-# the level itself says the process is aborting. Their ERROR level (`E0912 …]`, `[E socket.cpp:793]`, torchrun's
-# `[rank0]:[E1105 …]`) is `GLOG_ERROR`: PyTorch prints it for the consequences of failures the readers classify (the
-# watchdog's `Some NCCL operations have failed…`, `To avoid data inconsistency…`), and for failures of its own (a store
-# socket timing out). Its stamp is glog's MMDD, which c10 prints unpadded in 2.x (`[E521 15:43:02.707733876 …]`): such a line is unknown unless a classified error of the same process (this stream, the same
-# launcher rank) is within `CONSEQUENCE_S` of it — or, in a log without times, `CONSEQUENCE_RECORDS` records.
-# The shell's `Killed` alone on a line: a process of the job got SIGKILL (the OOM killer, most often) — no reader has a
-# kind for whose it was, and it must not read as healthy.
+# a FATAL line of glog / c10 logging (`F0628 15:21:28.669647  1910 context_gpu.h:107] …`,
+# `[F ProcessGroupNCCL.cpp:1169] …`): the level itself says the process is aborting. Their ERROR level (`E0912 …]`,
+# `[E socket.cpp:793]`, torchrun's `[rank0]:[E1105 …]`) is `GLOG_ERROR`: PyTorch prints it for the consequences of
+# failures the readers classify (the watchdog's `Some NCCL operations have failed…`) and for failures of its own (a
+# store socket timing out); such a line is unknown unless a classified error of the same process (this stream, the
+# same launcher rank) is within `CONSEQUENCE_S` of it — or, in a log without times, `CONSEQUENCE_RECORDS` records.
+# glog's stamp is MMDD; c10 prints the month unpadded in 2.x (`[E521 15:43:02.707733876 socket.cpp:1023]`).
+# The shell's `Killed` alone on a line: a process of the job got SIGKILL (the OOM killer, most often) — no reader
+# has a kind for whose it was, and it must not read as healthy.
 ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
                         r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
                         r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
                         r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
                         r"Machine check events logged|^\[?F\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
                         r"^\[F [\w./-]+:\d+\] |^Killed\s*$")
-GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |^\[E [\w./-]+:\d+\] ")
-# an error-level glog/c10 line this close to a classified error of the same process is that error's consequence: PyTorch
-# prints the watchdog's and the elastic agent's follow-up lines in the same millisecond burst (tests/data/real/logs);
-# 5 s leaves room for a loaded node's log buffering, far under any later, separate failure (a store timeout is minutes)
+GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
+                        r"^\[E [\w./-]+:\d+\] ")
+# an error-level glog/c10 line this close to a classified error of the same process is that error's consequence:
+# PyTorch prints the watchdog's and the elastic agent's follow-up lines in the same millisecond burst
+# (tests/data/real/logs); 5 s leaves room for a loaded node's log buffering, far under any later, separate failure
+# (a store timeout is minutes)
 CONSEQUENCE_S = 5.0
 CONSEQUENCE_RECORDS = 10
 # what NCCL's IB async thread reports without it being an error (net_ib.cc: non-fatal events; lognccl)
@@ -72,7 +75,8 @@ class UnknownReading:
         text = rec.raw if rec.nccl is not None else rec.body
         glog = bool(GLOG_ERROR.search(rec.body))
         if glog and not any(e.kind in _FACTS for e in out) and not getattr(self, "_consumed", False):
-            if not (in_traceback or getattr(self, "_tb", None) is not None and not self._tb.closed):  # type: ignore[attr-defined]
+            tb_open = getattr(self, "_tb", None) is not None and not self._tb.closed  # type: ignore[attr-defined]
+            if not (in_traceback or tb_open):
                 if not any(_near(rec.rank, at, index, e) for e in self._errors_at):
                     self._glog_pending.append((rec.rank, at, index, rec.raw))
                     self.unknown.append((at, rec.body.strip(), rec.raw))
