@@ -110,7 +110,8 @@ class Megatron(TrainLog):
         skipped iterations: megatron-bert-loss-scale-skipped-iterations-10-no-loss-printed.log."""
         gbs = max(1, round(samples_per_s * step_time))
         lm = f"lm loss: {loss:.6E} | " if math.isfinite(loss) and not skipped else ""
-        grad = "" if skipped else f"grad norm: {0.8 + (k % 7) / 10:.3f} | " if math.isfinite(loss) else "grad norm: nan | "
+        grad = f"grad norm: {0.8 + (k % 7) / 10:.3f} | " if math.isfinite(loss) else "grad norm: nan | "
+        grad = "" if skipped else grad
         return [f" iteration {k:8d}/{total:8d} | consumed samples: {k * gbs:12d} | elapsed time per iteration (ms): "
                 f"{step_time * 1000:.1f} | learning rate: {_lr(k, total):.3E} | global batch size: {gbs:5d} | "
                 f"{lm}loss scale: 1.0 | {grad}"
