@@ -310,6 +310,8 @@ class TrainingMonitor:
         at = event.at
         if event.loss is not None or event.grad_norm is not None:  # a loss-only line's step: job_health
             self._state.losses.append((uid, at, event.step, event.loss, event.grad_norm))
+        if event.skipped is not None:
+            self._state.skipped.append((uid, at, event.skipped))
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
         elif event.kind == "checkpoint_saved" and event.step is not None:

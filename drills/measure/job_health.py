@@ -2,7 +2,8 @@
 the job after a fault (GPU node loss, switch uplink drop) reads from the resume through its stability window.
 
 - **learning**: every loss (and grad norm) its workers logged (`drills.measure.logloss`): one NaN/inf after the
-  resume is a job that runs and learns nothing;
+  resume is a job that runs and learns nothing; so is a job whose optimizer skips its steps (a loss scaler at its
+  floor: every step overflows and is skipped while the step counter advances) — the steps skipped of those made;
 - **the second key**: its pods' container states (`drills.measure.job_state.ContainerExit`): a worker container
   that exited non-zero, was OOMKilled or restarted after the resume failed, whatever its log says;
 - **unknown lines**: error-like lines no reader classified (`drills.measure.logunknown`) after the fault, less
@@ -27,7 +28,7 @@ from drills.core.clock import Clock
 from drills.core.kubetime import may_be_after
 from drills.measure.job_state import ContainerExit, JobState
 
-__all__ = ["LossSeen", "UnknownLine", "JobHealth", "job_health"]
+__all__ = ["LossSeen", "UnknownLine", "SkippedSteps", "JobHealth", "job_health"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,24 @@ class UnknownLine:
 
 
 @dataclass(frozen=True)
+class SkippedSteps:
+    """What one worker's log said of skipped optimizer steps between two of its step lines in the window: `skipped`
+    of the `stepped` steps from `first_step` to `last_step` (the counts after the first line: it ends an interval
+    that began before the window)."""
+
+    pod: str
+    skipped: int
+    stepped: int
+    first_step: int
+    last_step: int
+    at: datetime  # the window's last step line read
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.skipped / self.stepped) if self.stepped > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class JobHealth:
     """What the job showed from `since` (the resume, or the recovery) to `until` (the window's end)."""
 
@@ -80,6 +99,8 @@ class JobHealth:
     # where it was (not flat, not back at a fresh model's loss)? `_KEPT` of each at most
     prior: tuple[LossSeen, ...] = ()
     window: tuple[LossSeen, ...] = ()
+    # the worker whose log shows the largest share of skipped steps in the window (None: no log said anything of it)
+    skipped: SkippedSteps | None = None
 
     def details(self) -> dict:
         bad = self.first_bad
@@ -95,6 +116,9 @@ class JobHealth:
                 "container_exits": [{"pod": e.pod, "container": e.container, "exit_code": e.exit_code,
                                      "reason": e.reason, "message": e.message, "restarts": e.restarts,
                                      "at": e.at and Clock.iso(e.at), "source": e.source} for e in self.exits],
+                "skipped_steps": None if self.skipped is None else {
+                    "pod": self.skipped.pod, "skipped": self.skipped.skipped, "stepped": self.skipped.stepped,
+                    "steps": [self.skipped.first_step, self.skipped.last_step]},
                 "unclassified_lines": [u.sentence() for u in self.unknown[:_LISTED]],
                 "errors_in_window": [u.sentence() for u in self.errors[:_LISTED]],
                 "log_ignore": list(self.ignore_patterns),
@@ -149,7 +173,26 @@ def job_health(state: JobState, unknown: Mapping[str, Iterable[tuple[datetime | 
                      readings[-1] if readings else None, tuple(exits),
                      sum(1 for u in state.workers if mine(u)),
                      tuple(u for u in lines if u.ignored_by is None), tuple(u for u in lines if u.ignored_by),
-                     tuple(p for p, _ in patterns), tuple(known), tuple(prior), tuple(finite))
+                     tuple(p for p, _ in patterns), tuple(known), tuple(prior), tuple(finite),
+                     _skipped(state, [u for u in state.workers if mine(u)], since, until, name))
+
+
+def _skipped(state: JobState, uids: list[str], since: datetime | None, until: datetime,
+             name) -> SkippedSteps | None:
+    """Per worker: the skipped steps its log counted after its first step line in the window, up to its last, of the
+    steps between those lines; the worker with the largest share (None: no worker's log said anything of skipping)."""
+    if since is None:
+        return None
+    found: list[SkippedSteps] = []
+    for uid in uids:
+        lines = sorted((at, step) for u, at, step, _ in state.steps if u == uid and since <= at <= until)
+        said = [(at, n) for u, at, n in state.skipped if u == uid and since <= at <= until]
+        if len(lines) < 2 or not said:
+            continue
+        (first_at, first), (last_at, last) = lines[0], lines[-1]
+        n = sum(k for at, k in said if first_at < at <= last_at)
+        found.append(SkippedSteps(name(uid), n, max(0, last - first), first, last, last_at))
+    return max(found, key=lambda s: (s.fraction, s.stepped), default=None)
 
 
 def _num(value: float | None) -> float | str | None:

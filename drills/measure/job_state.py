@@ -87,6 +87,9 @@ class JobState:
     losses: list[tuple[str, datetime, int | None, float | None, float | None]] = field(default_factory=list)
     # ↑ (uid, at, step, loss, grad norm) of every line that printed a loss (`drills.measure.logloss`); step None for
     #   a line of its own (the HF Trainer's log dict, printed before the bar that shows its step)
+    skipped: list[tuple[str, datetime, int]] = field(default_factory=list)
+    # ↑ (uid, at, n) of every line that said n optimizer steps were skipped (a loss-scaler overflow; `logloss`):
+    #   Megatron's count on its iteration line (for the interval it ends), DeepSpeed's one OVERFLOW line per step
     job_left_running_at: datetime | None = None
 
     def take_pod(self, pod: dict, deleted: bool, seen_at: Callable[[], datetime]) -> Worker | None:

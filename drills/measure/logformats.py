@@ -62,7 +62,8 @@ log = logging.getLogger(__name__)
 EventKind = Literal["step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn",
                     # from `drills.measure.logread.LogReader` (facts that need more than one line):
                     "checkpoint_started", "resume_failed", "error", "vllm_phase",
-                    "loss"]  # a loss line without a step (the HF Trainer's log dict): `logloss`
+                    "loss",  # a loss line without a step (the HF Trainer's log dict): `logloss`
+                    "skipped"]  # a line saying optimizer steps were skipped, without a step (DeepSpeed's OVERFLOW)
 EVENT_KINDS: tuple[str, ...] = ("step", "checkpoint_saved", "resumed", "resume_attempt", "nccl_transport", "nccl_warn")
 
 
@@ -85,6 +86,7 @@ class TrainingEvent:
     error: str | None = None  # kind "error": ib_completion, watchdog_timeout, traceback, …
     loss: float | None = None  # kinds "step" and "loss": the training loss the line printed (NaN/inf kept)
     grad_norm: float | None = None  # … and the gradient norm, where the framework logs it
+    skipped: int | None = None  # kinds "step" and "skipped": optimizer steps the line says were skipped (`logloss`)
 
     @property
     def is_rdma(self) -> bool:

@@ -66,7 +66,12 @@ _MEGATRON_GRAD = re.compile(rf"\|\s*grad norm: (?P<v>{_VAL})\s*\|")
 # when it only lowers the hysteresis); apex amp (`Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale
 # to …`); Megatron's count for the logging interval (`| number of skipped iterations:  10 |`). A step skipped is no
 # training progress: at the floor scale (`reducing to 1`) every step is skipped while the bar still advances.
-_SKIPPED_ONE = re.compile(r"OVERFLOW! Rank \d+ Skipping step|\bGradient overflow\.\s+Skipping step")
+# DeepSpeed ≤ 0.3's log_dist (`[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 1, reducing to 1`),
+# apex's older FP16_Optimizer without a rank (`OVERFLOW! Skipping step. Attempted loss scale: 4294967296`, NVIDIA
+# tacotron2) and fairseq's trainer (`NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 4.0`)
+# say the same.
+_SKIPPED_ONE = re.compile(r"OVERFLOW! (?:Rank \d+ )?Skipping step|\bGradient overflow\.\s+Skipping step|"
+                          r"\bOverflow detected\. Skipping step\b|\bgradient overflow detected, ignoring gradient\b")
 _SKIPPED_COUNT = re.compile(r"\|\s*number of skipped iterations:\s*(?P<n>\d+)\s*\|")
 
 

@@ -39,6 +39,7 @@ def split_timestamp(line: str) -> tuple[datetime | None, str]:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^\[\d{1,2}(?:;\d+)?m")
 _MPI = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _TORCHRUN = re.compile(r"\[(?:rank|default)(\d+)\]:\s?")
+_TORCHX = re.compile(r"[a-z][\w-]*/\d+ \[(\d+)\]:\s?")  # TorchX's `role/replica [local rank]:` (`trainer/0 [1]:`)
 _BRACKET = re.compile(r"\[(\d+)\] ")
 # V1 `(VllmWorker rank=3 pid=N)`; Ray tasks without an actor name: `(pid=N)`, `(pid=N, ip=10.0.0.5)`; Ray Data
 # actors with parentheses in the name: `(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=N)`
@@ -118,8 +119,8 @@ def _peel(text: str, at: datetime | None, raw: str) -> Record:
     changed = True
     while changed:
         changed = False
-        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0), (_SHIPPER, 0),
-                                 (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
+        for pattern, strength in ((_MPI, 3), (_TORCHRUN, 3), (_TORCHX, 3), (_BRACKET, 2), (_SLURM, 1), (_PDSH, 0),
+                                 (_SHIPPER, 0), (_SYSLOG, 0), (_CTIME, 0), (_QUOTE, 0)):
             m = pattern.match(text)
             if m:
                 if strength and strength >= rank_strength:

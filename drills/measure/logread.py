@@ -161,6 +161,9 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         self.skipped_steps: int | None = None
         self.unknown: list[tuple[datetime | None, str, str]] = []  # error-like records no recogniser classified
         self._known_bodies: set[str] = set()
+        self._records_seen = 0
+        self._errors_at: list = []
+        self._glog_pending: list = []
         self._gpu_seen: set = set()
         self._gpu_held = None
         self._in_traceback = False
@@ -282,8 +285,13 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
 
     def _loss(self, rec: Record, out: list[TrainingEvent]) -> list[TrainingEvent]:
         """The loss a record printed (`logloss`): on its step event, else as a `loss` event of its own."""
-        if rec.nccl is None and (n := read_skipped(rec.body)) is not None:
-            self.skipped_steps = (self.skipped_steps or 0) + n
+        skipped = read_skipped(rec.body) if rec.nccl is None else None
+        if skipped is not None:
+            self.skipped_steps = (self.skipped_steps or 0) + skipped
+            if any(e.kind == "step" for e in out):  # Megatron's count for the interval its iteration line ends
+                out = [replace(e, skipped=skipped) if e.kind == "step" else e for e in out]
+            else:  # DeepSpeed's / apex's line of its own, one per skipped step
+                out = out + [self._ev("skipped", rec, skipped=skipped)]
         reading = read_loss(rec.body) if rec.nccl is None else None
         if reading is None:
             return out

@@ -153,6 +153,15 @@ class SloConfig(Strict):
     # the loss after a resume (median of its first readings) may not be this many times the loss before the fault
     # (median of the last): a fresh model's loss means the checkpoint's weights were not restored
     resume_loss_ratio: float = Field(1.5, gt=1, le=1000)
+    # a job whose optimizer skips its steps learns nothing while its step counter advances (a loss scaler at its floor,
+    # `OVERFLOW! … Attempted loss scale: 1, reducing to 1` every step). A healthy fp16 scaler skips one step per
+    # growth window (loss_scale_window 1000: ~0.1 %) and, from a fresh scale, a warm-up of at most hysteresis 2 ×
+    # log2(2^32 / 2^16) = 32 steps (DeepSpeed fp16 initial_scale_power 16–32, hysteresis 2; Megatron
+    # --initial-loss-scale 2^32, --hysteresis 2). So: more than `skipped_steps_allowed` skipped AND at least
+    # `skipped_step_fraction` of the steps made in the window skipped is not learning. Range: fraction (0, 1]
+    # (0.05 for a strict site, 1.0 only when every step is skipped); allowance 0–100,000 steps.
+    skipped_step_fraction: float = Field(0.5, gt=0, le=1)
+    skipped_steps_allowed: int = Field(32, ge=0, le=100_000)
     rollout_s: Seconds = 600.0  # "the rollout completes within …" (a rolling restart of the serving Deployment)
     rollout_error_budget: float = Field(0.0, ge=0, le=1)  # "no more than 0% of requests fail during the rollout"
     rollout_max_unavailable: int | None = Field(None, ge=0, le=10_000)  # "no more than 0 replicas are unavailable …"

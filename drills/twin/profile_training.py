@@ -90,6 +90,11 @@ class AfterResume(Strict):
     # step logs one same finite value (a learning rate restored as 0, frozen parameters); `loss: reset`: the loss of
     # a fresh model, falling slowly (the step counter and scheduler restored, the weights not).
     loss: Literal["finite", "nan", "flat", "reset"] = "finite"
+    # `loss_scale: floor`: the fp16 loss scaler sits at its minimum (1) and every step overflows, so the optimizer
+    # skips every step while the counter advances (defect loss-scale-floor): Megatron prints no loss, no grad norm and
+    # the interval's `number of skipped iterations`, DeepSpeed one `OVERFLOW! … reducing to 1` line per step (formats
+    # whose framework prints nothing of a skipped step — the HF Trainer's, Lightning's bar — print as usual)
+    loss_scale: Literal["dynamic", "floor"] = "dynamic"
     oom_after: Duration | None = None
     error_line_after: Duration | None = None
     error_line: Literal["unclassified", "xid"] = "unclassified"

@@ -31,18 +31,22 @@ FLAT_READINGS = 8
 COMPARED = 5
 
 
-def judge_health_window(health: "JobHealth", loss_ratio: float = 1.5) -> list[Verdict]:
+def judge_health_window(health: "JobHealth", loss_ratio: float = 1.5, skip_fraction: float = 0.5,
+                        skips_allowed: int = 32) -> list[Verdict]:
     """The judgements, in the order a reader wants them: learning, containers, known errors, unknown lines.
-    `loss_ratio`: the profile's `slo.resume_loss_ratio`."""
-    return [judge_learning(health, loss_ratio), judge_containers(health), judge_log_errors(health),
-            judge_log_health(health)]
+    `loss_ratio`, `skip_fraction`, `skips_allowed`: the profile's `slo.resume_loss_ratio`, `slo.skipped_step_fraction`,
+    `slo.skipped_steps_allowed`."""
+    return [judge_learning(health, loss_ratio, skip_fraction, skips_allowed), judge_containers(health),
+            judge_log_errors(health), judge_log_health(health)]
 
 
-def judge_learning(h: "JobHealth", loss_ratio: float = 1.5) -> Verdict:
-    """Pass iff every loss (and grad norm) logged in the window is finite, at least one was logged, and the job
-    learns on from where it was: its loss after the resume is not `loss_ratio` × (or more) its loss before the fault
-    (a fresh model's loss: the checkpoint's weights were not restored), nor one value repeated `FLAT_READINGS`
-    times (a model no step updates)."""
+def judge_learning(h: "JobHealth", loss_ratio: float = 1.5, skip_fraction: float = 0.5,
+                   skips_allowed: int = 32) -> Verdict:
+    """Pass iff every loss (and grad norm) logged in the window is finite, at least one was logged, the optimizer
+    did not skip its steps (more than `skips_allowed` skipped and at least `skip_fraction` of the steps made: a loss
+    scaler at its floor, the step counter advancing over no update), and the job learns on from where it was: its
+    loss after the resume is not `loss_ratio` × (or more) its loss before the fault (a fresh model's loss: the
+    checkpoint's weights were not restored), nor one value repeated `FLAT_READINGS` times (a model no step updates)."""
     window = _window(h)
     bad = h.first_bad
     if bad is not None:
@@ -55,6 +59,15 @@ def judge_learning(h: "JobHealth", loss_ratio: float = 1.5) -> Verdict:
         return Verdict("learning", False, None, None, "",
                        f"{h.subject} but diverged ({what} {_fmt(value)} from {step}{also}){missing}: {bad.pod} logged "
                        f"it at {Clock.iso(bad.at)}, {window}; the job runs but learns nothing")
+    sk = h.skipped
+    if sk is not None and sk.skipped > skips_allowed and sk.fraction >= skip_fraction:
+        return Verdict("learning", False, float(sk.skipped), float(skips_allowed), "skipped steps",
+                       f"{h.subject} but its optimizer skipped {sk.skipped} of the {sk.stepped} steps from step "
+                       f"{sk.first_step} to {sk.last_step} ({sk.fraction:.0%}; {sk.pod}'s log, to "
+                       f"{Clock.iso(sk.at)}: the framework's own skipped-step lines, a loss scaler overflowing every "
+                       f"step) — more than {skips_allowed} and at least {skip_fraction:.0%} of them "
+                       f"(slo.skipped_steps_allowed, slo.skipped_step_fraction), {window}; the step counter advances, "
+                       "the model does not: the job runs but learns nothing")
     if h.losses_after == 0:
         seen = (f"it logged {h.losses_before} loss reading(s) before the fault and none {window} (a NaN loss is "
                 "left out of Megatron's line)" if h.losses_before else
@@ -69,7 +82,15 @@ def judge_learning(h: "JobHealth", loss_ratio: float = 1.5) -> Verdict:
     grad = f", grad norm {_fmt(last.grad_norm)}" if last and last.grad_norm is not None else ""
     return Verdict("learning", True, float(h.losses_after), None, "readings",
                    f"loss finite {window}: {h.losses_after} reading(s), the last {_fmt(last.loss if last else None)}"
-                   f"{grad} at step {last.step if last else '?'}; {_compared(h)}")
+                   f"{grad} at step {last.step if last else '?'}; {_compared(h)}{_skips(h)}")
+
+
+def _skips(h: "JobHealth") -> str:
+    """What the log said of skipped optimizer steps, in a pass (a few are fp16 warm-up; none said: not known)."""
+    sk = h.skipped
+    if sk is None:
+        return ""
+    return f"; {sk.skipped} of {sk.stepped} steps skipped by the optimizer ({sk.pod}, steps {sk.first_step}–{sk.last_step})"
 
 
 def _not_learning(h: "JobHealth", ratio: float) -> str | None:

@@ -66,16 +66,26 @@ def test_a_line_the_site_declares_harmless_in_log_ignore_passes_and_is_listed(tw
     assert rec["details"]["log_ignore"] == [pattern] and "NVSwitch fatal" in rec["details"]["ignored_lines"][0]
 
 
-def test_a_gpu_error_the_reader_knows_while_the_job_trains_on_fails_the_window(twin_factory, tmp_path: Path):
-    """The driver's Xid 74 printed after the resume: the GPU reader classifies it, so it is not an unknown line —
-    and a known error while the job "trains on" is no more healthy than an unknown one (FAIL, worker_failed)."""
-    (row,) = [r for r in rows("training") if r.defect == "gpu-error-after-resume"]
-    twin = twin_factory(defects=[row.defect], scale=row.scale)
-    done = drills("run", "-m", "training", "-k", row.keyword, "--no-html", "--reports", str(tmp_path),
+def test_a_gpu_error_the_reader_knows_and_a_loss_scaler_that_skips_every_step_each_fail_the_window(twin_factory,
+                                                                                                    tmp_path: Path):
+    """On one twin: the driver's Xid 74 printed after the resume — the GPU reader classifies it, so it is not an
+    unknown line, and a known error while the job "trains on" is no more healthy than an unknown one (log errors:
+    FAIL, worker_failed); and the loss scaler at its floor — every Megatron iteration line after the resume counts
+    its interval's iterations as skipped and prints no loss (learning: FAIL, diverged, naming the count; before, the
+    loss not printed made it inconclusive, and in DeepSpeed's format, whose loop prints the forward loss, a PASS).
+    The record's category is the first failing check's, learning."""
+    mine = [r for r in rows("training") if r.defect in ("gpu-error-after-resume", "loss-scale-floor")]
+    assert len(mine) == 2 and {r.scale for r in mine} == {600} and all(r.exit == 1 for r in mine)
+    twin = twin_factory(defects=[r.defect for r in mine], scale=mine[0].scale)
+    done = drills("run", "-m", "training", "-k", mine[0].keyword, "--no-html", "--reports", str(tmp_path),
                   "--run-id", "xid", "--twin-state", str(twin.state_dir))
     (rec,) = records(tmp_path / "xid")
-    assert done.returncode == row.exit and (rec["verdict"], rec["category"]) == (row.verdict, row.category), \
-        rec["reason"]
-    check = next(c for c in rec["details"]["checks"] if c["name"] == row.check)
-    assert check["verdict"] == "fail" and row.reason in check["reason"], check
-    assert any(row.reason in line for line in rec["details"]["errors_in_window"])
+    assert done.returncode == 1 and (rec["verdict"], rec["category"]) == ("fail", "diverged"), rec["reason"]
+    checks = {c["name"]: c for c in rec["details"]["checks"]}
+    for row in mine:
+        assert checks[row.check]["verdict"] == row.verdict and row.reason in checks[row.check]["reason"], \
+            (row.defect, checks[row.check])
+    skipped = rec["details"]["skipped_steps"]  # the count, and where it was read
+    assert skipped["skipped"] == skipped["stepped"] > 1000 and skipped["pod"].startswith("llm-finetune-8b-worker-")
+    xid = next(r for r in mine if r.defect == "gpu-error-after-resume")
+    assert any(xid.reason in line for line in rec["details"]["errors_in_window"])

@@ -64,6 +64,7 @@ EFFECTS = {
     "socket-after-recovery": lambda p: _job(p).after_resume.transport == "socket",
     "diverges-after-resume": lambda p: _job(p).after_resume.loss == "nan",
     "frozen-after-resume": lambda p: _job(p).after_resume.loss == "flat",
+    "loss-scale-floor": lambda p: _job(p).after_resume.loss_scale == "floor",
     "weights-not-restored": lambda p: _job(p).after_resume.loss == "reset",
     "oom-after-resume": lambda p: _job(p).after_resume.oom_after == 60 and _job(p).restart_policy == "OnFailure",
     "unclassified-error-after-resume": lambda p: (_job(p).after_resume.error_line_after,

@@ -75,6 +75,7 @@ class JobSim(FabricEffects, StepRecords):
         self.awaiting_restore = False  # a fabric event hurt throughput; not yet back to ≥ 90 %
         self.late_fallback_at: float | None = None  # defect late-socket-fallback: when NCCL drops RDMA
         self.first_after_resume: int | None = None
+        self._printed_step: int | None = None  # the last step a line was printed for (skipped steps count from it)
         self.saves: list[tuple[int, float, float]] = []  # (step, started, done_at) in flight
         self.last_save_step = spec.initial_checkpoint or 0
         self.rdma_kind = {"roce": "RoCE", "ib": "IB"}.get(spec.nccl.transport, "RoCE")

@@ -81,7 +81,12 @@ class StepRecords:
                 steps = (t - run.after_from) / max(spec.step_time, 1e-3)
                 loss = FRESH_LOSS * (1 + steps / 200) ** -0.05 + self.rng.uniform(-0.01, 0.01)
         samples = spec.samples_per_second * eff * (1 + self.rng.uniform(-0.005, 0.005))
-        return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps)
+        printed, self._printed_step = self._printed_step, k
+        skipped = 0
+        if run and run.after_from is not None and t >= run.after_from and spec.after_resume.loss_scale == "floor":
+            # defect loss-scale-floor: every step since the last line printed was skipped by the optimizer
+            skipped = k - printed if printed is not None and printed < k else 1
+        return self.fmt.step(k, t, loss, samples, spec.step_time / max(eff, 1e-3), spec.total_steps, skipped)
 
     def _init_lines(self, w: L.Worker, transport: str, nranks: int) -> list[str]:
         if self.spec.cuda != "ok":  # CUDA never initialised: torch warns, the job runs on gloo over the CPU (no NCCL)

@@ -53,7 +53,10 @@ class TrainLog:
     def checkpoint_path(self, base: str, step: int) -> str:
         return f"{base.rstrip('/')}/step-{step}"
 
-    def step(self, k: int, t: float, loss: float, samples_per_s: float, step_time: float, total: int) -> list[str]:
+    def step(self, k: int, t: float, loss: float, samples_per_s: float, step_time: float, total: int,
+             skipped: int = 0) -> list[str]:
+        """The line(s) of step `k`; `skipped`: optimizer steps the loss scaler skipped since the last line printed
+        (defect loss-scale-floor; a format whose framework prints nothing of it ignores it)."""
         return [f"step={k} loss={loss:.4f} samples_per_s={samples_per_s:.1f} step_time_s={step_time:.3f}"]
 
     def save_started(self, k: int, path: str, t: float) -> list[str]:
@@ -100,16 +103,19 @@ class Megatron(TrainLog):
     def checkpoint_path(self, base: str, step: int) -> str:
         return base.rstrip("/")  # Megatron names its --save directory; the iteration is in the line
 
-    def step(self, k, t, loss, samples_per_s, step_time, total):
+    def step(self, k, t, loss, samples_per_s, step_time, total, skipped=0):
         """A NaN loss is not printed (training_log prints a loss only when its average is > 0) and the grad norm
-        reads nan: megatron-deepspeed-grad-norm-nan-no-lm-loss.log."""
+        reads nan: megatron-deepspeed-grad-norm-nan-no-lm-loss.log. Every iteration of the interval skipped (the
+        loss scaler at its floor): no loss (none advanced), no grad norm (the optimizer returned none), the count of
+        skipped iterations: megatron-bert-loss-scale-skipped-iterations-10-no-loss-printed.log."""
         gbs = max(1, round(samples_per_s * step_time))
-        lm = f"lm loss: {loss:.6E} | " if math.isfinite(loss) else ""
-        grad = f"{0.8 + (k % 7) / 10:.3f}" if math.isfinite(loss) else "nan"
+        lm = f"lm loss: {loss:.6E} | " if math.isfinite(loss) and not skipped else ""
+        grad = f"grad norm: {0.8 + (k % 7) / 10:.3f} | " if math.isfinite(loss) else "grad norm: nan | "
+        grad = "" if skipped else grad
         return [f" iteration {k:8d}/{total:8d} | consumed samples: {k * gbs:12d} | elapsed time per iteration (ms): "
                 f"{step_time * 1000:.1f} | learning rate: {_lr(k, total):.3E} | global batch size: {gbs:5d} | "
-                f"{lm}loss scale: 1.0 | grad norm: {grad} | "
-                f"number of skipped iterations:   0 | number of nan iterations:   0 |"]
+                f"{lm}loss scale: 1.0 | {grad}"
+                f"number of skipped iterations: {skipped:3d} | number of nan iterations:   0 |"]
 
     def save_started(self, k, path, t):
         return [f"saving checkpoint at iteration {k:7d} to {path}"]
@@ -161,7 +167,7 @@ class HfTrainer(TrainLog):
     def checkpoint_path(self, base, step):
         return f"{base.rstrip('/')}/checkpoint-{step}"
 
-    def step(self, k, t, loss, samples_per_s, step_time, total):
+    def step(self, k, t, loss, samples_per_s, step_time, total, skipped=0):
         epoch = k / total  # a diverged run: `'loss': nan, 'grad_norm': nan` (hf-trainer-grad-norm-nan-loss-zero.log)
         grad = 0.8 + (k % 7) / 10 if math.isfinite(loss) else math.nan
         return [f"{{'loss': {loss:.4f}, 'grad_norm': {grad:.16f}, 'learning_rate': {_lr(k, total)!r}, "
@@ -217,8 +223,14 @@ class DeepSpeed(TrainLog):
     def checkpoint_path(self, base, step):
         return f"{base.rstrip('/')}/global_step{step}"
 
-    def step(self, k, t, loss, samples_per_s, step_time, total):
-        return [f"steps: {k} loss: {loss:.4f} iter time (s): {step_time:.3f} samples/sec: {samples_per_s:.3f}"]
+    def step(self, k, t, loss, samples_per_s, step_time, total, skipped=0):
+        """Each skipped step: the loss scaler's OVERFLOW line, rank 0 only in DeepSpeed, here on the workers that
+        print progress (loss_scaler.py `update_scale` at the floor: `reducing to 1`;
+        hf-deepspeed-overflow-loss-scale-stuck-at-1-every-step.log); the loop's line still prints the forward loss."""
+        overflow = [f"{_ds(t - (skipped - 1 - j) * step_time)} [INFO] [loss_scaler.py:183:update_scale] [deepspeed] "
+                    "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1" for j in range(skipped)]
+        return [*overflow,
+                f"steps: {k} loss: {loss:.4f} iter time (s): {step_time:.3f} samples/sec: {samples_per_s:.3f}"]
 
     def save_started(self, k, path, t):
         return [f"{_ds(t)} [INFO] [logging.py:96:log_dist] [Rank 0] [Torch] Checkpoint global_step{k} is about to be saved!",
@@ -267,7 +279,7 @@ class Lightning(TrainLog):
     def checkpoint_path(self, base, step):
         return f"{base.rstrip('/')}/epoch=0-step={step}.ckpt"
 
-    def step(self, k, t, loss, samples_per_s, step_time, total):
+    def step(self, k, t, loss, samples_per_s, step_time, total, skipped=0):
         return [_tqdm("Epoch 0: ", k, total, step_time, f", v_num=0, train_loss={loss:.3f}]")]
 
     blocks_training = True
