@@ -15,7 +15,7 @@ import logging
 from drills.core.errors import CheckFailed
 from drills.faults.readback import Observation
 from drills.faults.switch.session import HostKey, SwitchSession
-from drills.faults.switch.uplink import _check_names, _state
+from drills.faults.switch.port import check_names, port_state
 from drills.profile.model import SwitchConfig
 
 __all__ = ["read_ends", "far_end", "confirmed_far_end"]
@@ -40,12 +40,12 @@ def read_ends(undo: dict, record: dict | None = None, target=None) -> list[Obser
 
 
 def _read_end(cfg: SwitchConfig, interface: str, undo: dict, expect: HostKey | None) -> Observation:
-    _check_names(cfg, interface)  # a journal is input too
+    check_names(cfg, interface)  # a journal is input too
     with SwitchSession(cfg, undo.get("transport", "exec"), error=CheckFailed,
                        accept_unknown_host_keys=bool(undo.get("accept_unknown_host_keys")),
                        connect_timeout=float(undo.get("connect_timeout", 5.0)),
                        command_timeout=float(undo.get("command_timeout", 10.0)), expect_host_key=expect) as session:
-        state = _state(session, interface, CheckFailed)
+        state = port_state(session, interface, CheckFailed)
         line = session.dialect.command("show", interface)[0]
     return Observation(f"{cfg.name} {interface}", {"admin": state.admin, "oper": state.oper},
                        f"ssh {cfg.name} ({cfg.host}:{cfg.port}): `{line}`", state.admin_up and state.oper_up)
@@ -59,7 +59,7 @@ def far_end(switch: SwitchConfig, interface: str, inventory) -> dict | None:
     name, far_iface = named.split(":", 1)
     cfg = next((s for s in inventory or () if s.name == name), None)
     if cfg is not None:
-        _check_names(cfg, far_iface)
+        check_names(cfg, far_iface)
     return {"name": name, "interface": far_iface, "switch": cfg.model_dump(mode="json") if cfg is not None else None}
 
 
@@ -69,7 +69,7 @@ def confirmed_far_end(switch: SwitchConfig, interface: str, inventory, sw, trans
     not met, and nothing is journaled or shut."""
     from drills.faults.switch.lldp import confirm_link
 
-    _check_names(switch, interface)
+    check_names(switch, interface)
 
     def session_for(cfg: SwitchConfig) -> SwitchSession:
         return SwitchSession(cfg, transport, error=CheckFailed, accept_unknown_host_keys=sw.accept_unknown_host_keys,
@@ -77,5 +77,5 @@ def confirmed_far_end(switch: SwitchConfig, interface: str, inventory, sw, trans
 
     far = confirm_link(switch, interface, inventory or (), session_for)
     if far.get("switch"):
-        _check_names(SwitchConfig.model_validate(far["switch"]), far["interface"])
+        check_names(SwitchConfig.model_validate(far["switch"]), far["interface"])
     return far

@@ -22,8 +22,6 @@ environment variable.
 from __future__ import annotations
 
 import logging
-import re
-import time
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -32,9 +30,8 @@ from drills.profile.model import SwitchConfig
 from drills.core.errors import CheckFailed, DrillError, InjectionFailed, RevertFailed
 from drills.faults import Plan, Reach
 from drills.faults.readback import Reading, read
-from drills.faults.switch.dialect import check_switch_name, load_switch_dialect
-from drills.faults.switch.counters import PortTraffic, read_counters
-from drills.faults.switch.parse import PortState, StateUnreadable, read_state
+from drills.faults.switch.parse import PortState
+from drills.faults.switch.port import abort, check_names, port_counters, port_state, settle
 from drills.faults.switch.session import TRANSPORTS, HostKey, SwitchSession
 
 __all__ = [
@@ -54,7 +51,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 KIND = "switch-uplink"
-_POLL_S = 0.25  # wall seconds between two reads of a port that has not settled yet
 SETTLE_S = 30.0  # cluster seconds a port may take to go oper down / up after the admin change
 
 
@@ -99,15 +95,15 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     """Shut `interface` and verify it is admin down and oper down (within `settle_s` cluster seconds,
     read back from the switch). Refuses a port that is already down (not ours to
     bring up later) and, with `require_oper_up`, one whose link is down (the drill would test nothing)."""
-    _check_names(switch_cfg, interface)
+    check_names(switch_cfg, interface)
     opts = dict(transport=transport, accept_unknown_host_keys=accept_unknown_host_keys,
                 connect_timeout=connect_timeout, command_timeout=command_timeout)
     name = switch_cfg.name
     sent = False
     try:
         with SwitchSession(switch_cfg, error=InjectionFailed, clock=clock, **opts) as session:
-            first = _counters(session, interface)
-            before = _state(session, interface, InjectionFailed)
+            first = port_counters(session, interface)
+            before = port_state(session, interface, InjectionFailed)
             if not before.admin_up:
                 raise InjectionFailed(f"switch {name}: {interface} is already admin down: refusing to take it over "
                                       "(revert would bring up a port someone else shut); pick another uplink")
@@ -120,7 +116,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                 if not res.ok or (check.expect_empty and res.output.strip()):
                     raise InjectionFailed(f"switch {name} {check.reason} (`{line}`: {res.words})")
             command = session.dialect.command("shutdown", interface)
-            last = _counters(session, interface)
+            last = port_counters(session, interface)
             try:
                 sent = True
                 res = session.run_lines(command)
@@ -128,7 +124,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                 if not res.ok:
                     raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                           f"(`{res.command}`)")
-                after = _settle(session, interface, InjectionFailed, up=False, clock=clock, within=settle_s)
+                after = settle(session, interface, InjectionFailed, up=False, clock=clock, within=settle_s)
                 if after.admin_up:
                     raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
                                           "admin up: the change did not take (check the dialect and the user's rights)")
@@ -136,8 +132,8 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                     raise _NotActing(f"switch {name} accepted `{res.command}` but {interface} is still oper up "
                                      f"{settle_s:g} s later (admin down): the port did not go down, so the drill "
                                      "would test nothing; check the switch (a known SONiC defect) and its logs")
-                down = _counters(session, interface)
-                still = _counters(session, interface) if down is not None else None
+                down = port_counters(session, interface)
+                still = port_counters(session, interface) if down is not None else None
             except BaseException as err:
                 _restore(session, switch_cfg, interface, opts, err)
                 if isinstance(err, _NotActing):
@@ -167,7 +163,7 @@ def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport:
     drill must not report a pass over a fabric it left degraded). With `expect_host_key`, a switch that
     presents another key is refused before any command (UnsafeTarget)."""
     interface = record if isinstance(record, str) else record.interface
-    _check_names(switch_cfg, interface)
+    check_names(switch_cfg, interface)
     if isinstance(record, UplinkRecord) and record.switch != switch_cfg.name:
         raise RevertFailed(f"record for switch {record.switch} given with the config of {switch_cfg.name}")
     transport = transport or (record.transport if isinstance(record, UplinkRecord) else "exec")
@@ -175,22 +171,22 @@ def revert_port(switch_cfg: SwitchConfig, record: UplinkRecord | str, transport:
     with SwitchSession(switch_cfg, transport, error=RevertFailed, accept_unknown_host_keys=accept_unknown_host_keys,
                        connect_timeout=connect_timeout, command_timeout=command_timeout,
                        expect_host_key=expect_host_key) as session:
-        state = _state(session, interface, RevertFailed)
+        state = port_state(session, interface, RevertFailed)
         if state.admin_up:
             log.info("switch %s: %s is already admin up (nothing to revert)", name, interface)
         else:
             res = session.run_lines(session.dialect.command("startup", interface))
             if not res.ok:
-                _abort(session)
+                abort(session)
                 raise RevertFailed(f"switch {name} refused to bring {interface} up: {res.words!r} (`{res.command}`); "
                                    "it stays shut: fix the cause and run `drills revert`")
-            state = _state(session, interface, RevertFailed)
+            state = port_state(session, interface, RevertFailed)
             if not state.admin_up:
                 raise RevertFailed(f"switch {name} accepted `{res.command}` but {interface} is still admin down; "
                                    "it stays shut: bring it up by hand and run `drills revert`")
             log.info("switch %s: %s admin up again (verified)", name, interface)
         if not state.oper_up:
-            state = _settle(session, interface, RevertFailed, up=True, clock=clock, within=oper_timeout)
+            state = settle(session, interface, RevertFailed, up=True, clock=clock, within=oper_timeout)
         if not state.oper_up:
             raise RevertFailed(f"switch {name}: {interface} is admin up again but still oper down {oper_timeout:g} s "
                                "later: check the link (optics, peer port) before the next drill")
@@ -201,10 +197,10 @@ def show_state(switch_cfg: SwitchConfig, interface: str, transport: str = "exec"
                accept_unknown_host_keys: bool = False, connect_timeout: float = 5.0,
                command_timeout: float = 10.0) -> PortState:
     """The interface's admin and oper state as the switch reports it (read-only)."""
-    _check_names(switch_cfg, interface)
+    check_names(switch_cfg, interface)
     with SwitchSession(switch_cfg, transport, error=CheckFailed, accept_unknown_host_keys=accept_unknown_host_keys,
                        connect_timeout=connect_timeout, command_timeout=command_timeout) as session:
-        return _state(session, interface, CheckFailed)
+        return port_state(session, interface, CheckFailed)
 
 
 def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec", *,
@@ -213,7 +209,7 @@ def revert_spec(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
     """What the journal entry must hold for `revert_entry` (written before `inject`; no secrets)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
-    _check_names(switch_cfg, interface)  # unknown dialect or bad name: refused before the entry is written
+    check_names(switch_cfg, interface)  # unknown dialect or bad name: refused before the entry is written
     return {"switch": switch_cfg.model_dump(mode="json"), "interface": interface, "transport": transport,
             "accept_unknown_host_keys": accept_unknown_host_keys, "connect_timeout": connect_timeout,
             "command_timeout": command_timeout}
@@ -225,7 +221,7 @@ def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: st
     the cable are confirmed by LLDP on both switches first (drills/faults/switch/ends.py: a mismatch with the
     inventory, or LLDP unavailable, is a CheckFailed — precondition not met, nothing shut); the far end LLDP
     confirmed is journaled, and it is what the revert's verify reads back."""
-    _check_names(switch, interface)  # before anything reaches a session or the journal
+    check_names(switch, interface)  # before anything reaches a session or the journal
     sw = profile.switches
     timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
     undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
@@ -253,7 +249,7 @@ def revert(target, undo: dict, record: dict | None = None) -> str:
     without a record has none to compare (known_hosts still applies)."""
     cfg = SwitchConfig.model_validate(undo["switch"])
     port: UplinkRecord | str = UplinkRecord.from_dict(record) if record else undo["interface"]
-    _check_names(cfg, port if isinstance(port, str) else port.interface)  # a journal is input too
+    check_names(cfg, port if isinstance(port, str) else port.interface)  # a journal is input too
     expect = None
     if isinstance(port, UplinkRecord) and port.host_key and not getattr(target, "accept_new_host_key", False):
         expect = HostKey.parse(port.host_key)
@@ -295,60 +291,6 @@ def _clock_error(clock: Any | None) -> float:
     return float(getattr(clock, "error_s", 0.0) or 0.0)
 
 
-def _check_names(cfg: SwitchConfig, interface: str) -> None:
-    """Switch name and interface in their grammar (InvalidName, one line) before any session opens."""
-    check_switch_name(cfg.name)
-    load_switch_dialect(cfg.dialect).check_interface(interface)
-
-
-def _settle(session: SwitchSession, interface: str, error: type[DrillError], *, up: bool, clock: Any | None,
-            within: float) -> PortState:
-    """Read the port until admin and oper are both `up` (or both down), or `within` cluster seconds have
-    passed on the clock (the twin's is dilated); the last reading either way. Each read is a round trip
-    to the switch: there is no CLI event to wait on."""
-    deadline = _now_dt(clock).timestamp() + within
-    while True:
-        state = _state(session, interface, error)
-        if state.admin_up == up and state.oper_up == up:
-            return state
-        if _now_dt(clock).timestamp() >= deadline:
-            return state
-        wall = clock.wall_seconds(within) if clock is not None and hasattr(clock, "wall_seconds") else within
-        time.sleep(min(_POLL_S, max(wall / 20, 0.01)))
-
-
-def _counters(session: SwitchSession, interface: str) -> PortTraffic | None:
-    """The port's counters, or None when this switch does not show them readably: they tell whether the
-    fault had an effect (judged later), never whether the port may be shut."""
-    if session.dialect.counters is None:
-        return None
-    command = session.dialect.command("counters", interface)[0]
-    res = session.run(command)
-    try:
-        return read_counters(session.dialect, res.output, interface) if res.ok else None
-    except StateUnreadable as why:
-        log.warning("switch %s: cannot read the counters of %s from `%s` (%s)", session.cfg.name, interface, command, why)
-        return None
-
-
-def _state(session: SwitchSession, interface: str, error: type[DrillError]) -> PortState:
-    """Show the interface and read admin/oper; unknown interface and unreadable output are one line each."""
-    command = session.dialect.command("show", interface)[0]
-    res = session.run(command)
-    name, dialect = session.cfg.name, session.dialect.name
-    if session.dialect.is_unknown_interface(res.output):
-        raise error(f"switch {name}: interface {interface} does not exist (the switch says: {res.words!r}); "
-                    "check the uplinks in the switch inventory")
-    if not res.ok:
-        raise error(f"switch {name}: `{command}` failed: {res.words!r}; is dialect {dialect} right for this switch?")
-    try:
-        return read_state(session.dialect, res.output, interface)
-    except StateUnreadable as why:
-        first = res.output.strip().splitlines()[0][:80] if res.output.strip() else ""
-        raise error(f"switch {name}: cannot read the state of {interface} from `{command}` ({why}; output began "
-                    f"{first!r}): is dialect {dialect} right for this switch?") from None
-
-
 def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: dict, cause: BaseException) -> None:
     """After a failure past the shutdown: drop half-made changes and bring the port up without trusting
     the state read (it may be what failed); inject saw it admin up, so "up" is its state before us.
@@ -358,7 +300,7 @@ def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: di
     startup = session.dialect.command("startup", interface)
     try:
         try:
-            _abort(session)
+            abort(session)
             res = session.run_lines(startup)
         except DrillError:  # this login is unusable (timed out, dropped): a fresh one
             with SwitchSession(cfg, error=RevertFailed, dialect=session.dialect, expect_host_key=session.host_key,
@@ -377,27 +319,6 @@ def _restore(session: SwitchSession, cfg: SwitchConfig, interface: str, opts: di
             cause.changed = True  # it may still be shut: the guard keeps the entry and reverts it
             if cause.args:
                 cause.args = (str(cause.args[0]) + note,) + cause.args[1:]
-
-
-def _abort(session: SwitchSession) -> None:
-    """Send the dialect's abort lines (leave config mode, detach staged changes); errors ignored."""
-    cmds = session.dialect.commands
-    try:
-        if cmds.abort_while is None:
-            for tokens in cmds.abort:
-                session.run(session.dialect.line(tokens))
-        elif session.transport == "shell":  # leave config mode one level at a time, as the prompt says
-            for _ in range(8):
-                if not re.search(cmds.abort_while, session.prompt):
-                    break
-                for tokens in cmds.abort:
-                    session.run(session.dialect.line(tokens))
-    except DrillError as err:
-        log.debug("switch %s: abort lines failed: %s", session.cfg.name, err)
-
-
-def _now_dt(clock: Any | None) -> datetime:
-    return clock.now() if clock is not None else datetime.now(timezone.utc)
 
 
 def _iso(moment: datetime) -> str:
