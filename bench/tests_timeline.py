@@ -42,7 +42,12 @@ def main() -> int:
     end = time.time()
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
     print(f"{tail}\nwall {end - start:.0f} s with {args.workers} workers")
+    for line in done.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(f"    {line}")
     lines = [json.loads(x) for x in timeline.read_text().splitlines()] if timeline.exists() else []
+    if any(line["worker"] != "main" for line in lines):  # xdist's controller logs every worker's tests again
+        lines = [line for line in lines if line["worker"] != "main"]
     busy, last, files = collections.Counter(), {}, collections.Counter()
     for line in lines:
         busy[line["worker"]] += line["end"] - line["start"]
