@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, exits, freshness, identity, plausible, policy, unread
+from drills.acceptance import coverage, dcgm_gpus, exits, freshness, identity, plausible, policy, unread
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan, reference_now
@@ -112,6 +112,7 @@ class AcceptChecks:
                     self.result.raw[(node, check, peer)] = text
                     r = judge(check, node, text, cfg.thresholds, capacity=plan.capacity.get(node, 0),
                               expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
+                    r = dcgm_gpus.record(r, text)  # dcgmi discovery's UUIDs: the GPUs the diag ran on
                     r = unread.check(r, text)  # an error line the judge's reader does not know: no GO
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)

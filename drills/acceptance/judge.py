@@ -66,12 +66,18 @@ def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, exp
         if check == "nccl-pair":
             return judge_nccl_pair(node, peer or "?", text, t)
         fn = {"gpu": lambda: judge_gpu(node, text, t, capacity, expect),
-              "dcgm": lambda: judge_dcgm(node, text, t, need.min_level),
+              "dcgm": lambda: judge_dcgm(node, _dcgm_diag(text), t, need.min_level),
               "burn": lambda: judge_burn(node, text, t, need.min_seconds), "nccl-node": lambda: judge_nccl_node(node, text, t),
               "rdma": lambda: judge_rdma(node, text, t, expect), "storage": lambda: judge_storage(node, text, t)}[check]
         return fn()
     except DrillError as err:  # ToolOutputError, or fio's report errors
         return _nogo(node, check, "tool_error", f"{check} on {node}: unreadable tool output: {err}", {}, {}, peer)
+
+
+def _dcgm_diag(text: str) -> str:
+    from drills.acceptance.dcgm_gpus import split
+
+    return split(text)[0]
 
 
 def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expectation | None = None) -> CheckResult:

@@ -129,6 +129,7 @@ ACCEPT_EFFECTS = {
     and _new(p).changes.workload == "ai-platform/stray-debug",
     "nics-absent-relabelled": lambda p: _new(p).absent_rails == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"],
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
+    "dcgm-other-host": lambda p: _new(p).dcgm_host == "gpu-new-01",
     # the second round: a taint, a flap, a pressure during the run (the node, or the reference)
     "tainted-mid-run": lambda p: _new(p).changes is not None
     and [t.key for t in _new(p).changes.taints] == ["nvidia.com/gpu.unhealthy"],

@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["gpu_uuid", "pci_bus_id", "MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
+__all__ = ["gpu_uuid", "pci_bus_id", "MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_discovery", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -64,6 +64,18 @@ def nvidia_smi_list(node: str, name: str, visible: int) -> list[str]:
     """`nvidia-smi -L` of the first `visible` GPUs of `node` (shape: nvidia-smi-L-2x-a100.txt); a GPU keeps
     its UUID wherever it is listed."""
     return [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(visible)] or ["No devices were found"]
+
+
+def dcgmi_discovery(node: str, name: str, visible: int) -> list[str]:
+    """`dcgmi discovery -l`: the host engine's GPUs, a box per GPU with its name, PCI bus id and UUID (shape:
+    dcgmi-discovery-l-h100-sxm-null-names-excerpt.txt); the UUIDs are the machine's, as nvidia-smi prints them."""
+    rule = "+--------+" + "-" * 70 + "+"
+    out = [f"{visible} GPU{'s' if visible != 1 else ''} found.", rule,
+           f"| {'GPU ID':<6} | {'Device Information':<68} |", rule]
+    for i in range(visible):
+        out += [f"| {i:<6} | {'Name: ' + name:<68} |", f"| {'':<6} | {'PCI Bus ID: ' + pci_bus_id(i):<68} |",
+                f"| {'':<6} | {'Device UUID: ' + _uuid(node, i):<68} |", rule]
+    return out
 
 
 def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | None = None,
