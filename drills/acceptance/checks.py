@@ -131,8 +131,19 @@ class AcceptChecks:
         except DrillError as err:
             self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
         else:
+            t = self.profile.acceptance.thresholds
+            # a node whose rdma check read its NICs (ibstat's RoCE port GUIDs) has each NIC's port judged, found by
+            # LLDP (drills/acceptance/rail_ports.py); the others, the port their annotation names
+            nics = {n: (self.plan.ports.get(n, (None, None))[0], macs) for n in self.plan.nodes
+                    if (macs := next((r.measured.get("nic_macs") for r in self.result.results
+                                      if r.node == n and r.check == "rdma" and r.peer is None), None))}
+            if nics:
+                from drills.acceptance.rail_ports import check_nic_ports
+
+                self.result.results += check_nic_ports(self.profile, inventory, nics, t, self.result.raw)
+            rest = {n: p for n, p in self.plan.ports.items() if n not in nics}
             self.result.results += [identity.port_claims(r, self.plan.port_shared.get(r.node, ())) for r in check_ports(
-                self.profile, inventory, self.plan.ports, self.profile.acceptance.thresholds, self.result.raw)]
+                self.profile, inventory, rest, t, self.result.raw)] if rest else []
 
     def _identity(self) -> None:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)

@@ -74,6 +74,12 @@ def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, exp
         return _nogo(node, check, "tool_error", f"{check} on {node}: unreadable tool output: {err}", {}, {}, peer)
 
 
+def _port_macs(ibstat_text: str) -> dict[str, str]:
+    from drills.acceptance.port_nics import port_macs
+
+    return port_macs(ibstat_text)
+
+
 def _dcgm_diag(text: str) -> str:
     from drills.acceptance.dcgm_gpus import split
 
@@ -299,6 +305,7 @@ def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None =
     rails = {name.split()[-1]: body for name, body in sections.items() if name.startswith("ib_write_bw")}
     measured: dict[str, Any] = {"ports": {c.name: c.ports[0].state if c.ports else "?" for c in cas}, "rail_gbps": {},
                                 "nic_guids": {c.name: c.node_guid for c in cas if c.node_guid},
+                                "nic_macs": _port_macs(sections.get("ibstat", "")),
                                 "port_rate_gbps": {c.name: c.ports[0].rate_gbps for c in cas if c.ports}}
     limits = {"rail_bw_min_gbps": t.rail_bw_min_gbps, "rate_gbps": t.rail_rate_gbps, "link_layer": t.link_layer}
     nics = expect.get("nics.count") if expect is not None else None

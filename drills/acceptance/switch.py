@@ -27,7 +27,7 @@ from drills.faults.switch.parse import StateUnreadable, read_state
 from drills.faults.switch.session import SwitchSession
 from drills.profile.acceptance import Thresholds
 
-__all__ = ["check_ports", "judge_port", "parse_pfc_priority"]
+__all__ = ["check_ports", "judge_port", "parse_pfc_priority", "read_port"]
 
 log = logging.getLogger(__name__)
 
@@ -136,18 +136,25 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
             if wrong is not None:
                 out.append((wrong, lldp_text))
                 continue
-            status = s.run(dialect.command("show", iface)[0])
-            cache[status.command] = status  # SONiC's first view is its status command
-            answers = []
-            for v in views:
-                line = dialect.line(v.command, values[iface])
-                if line not in cache:
-                    cache[line] = s.run(line)
-                answers.append(cache[line])
-            result, text = _judge_answers(node, cfg.name, iface, dialect, views, status, answers, t)
+            result, text = read_port(s, node, iface, views, t, cache)
             out.append((replace(result, evidence={**result.evidence, **port_lldp.evidence(table, iface)}),
                         lldp_text + text))
     return out
+
+
+def read_port(s, node: str, iface: str, views, t: Thresholds, cache: dict) -> tuple[CheckResult, str]:
+    """One port's state and views over an open session, judged (`cache`: the session's answers so far)."""
+    dialect = s.dialect
+    values = dialect.check_interface(iface)
+    status = s.run(dialect.command("show", iface)[0])
+    cache[status.command] = status  # SONiC's first view is its status command
+    answers = []
+    for v in views:
+        line = dialect.line(v.command, values)
+        if line not in cache:
+            cache[line] = s.run(line)
+        answers.append(cache[line])
+    return _judge_answers(node, s.cfg.name, iface, dialect, views, status, answers, t)
 
 
 def _judge_answers(node: str, switch: str, iface: str, dialect, views, status, answers, t: Thresholds

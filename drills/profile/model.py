@@ -100,6 +100,9 @@ class SwitchConfig(Strict):
     # verifies its revert on the end LLDP confirmed (drills/faults/switch/ends.py)
     peers: dict[str, str] = {}
     role: Text | None = None  # leaf | spine (informative; the twin's inventory writes it)
+    # rail-optimised fabric: the rails this leaf carries (NIC i of a node belongs on a leaf listing i); empty: not
+    # said (every NIC of a node is then expected on its own leaf, the node's leaf label)
+    rails: list[Annotated[int, Field(ge=0, le=63)]] = []
     host_key_type: Text | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
     @model_validator(mode="after")
