@@ -9,6 +9,7 @@ its MAC, which lldpd on the server sends as its LLDP Port ID) — and the leaves
 - two NICs of the node on one leaf port → `wrong_port` (a port carries one cable: the table cannot tell them apart);
 - NIC i on a leaf that does not carry rail i (the inventory's `rails`; a fabric that declares none: the node's own
   leaf) → `wrong_port` (swapped rail cables: NCCL's rings cross the spines on every step);
+- a NIC's MAC on a port whose LLDP neighbour names another host → `wrong_node` (the node reports another machine's);
 - every NIC on its rail's leaf → each such port judged like the annotated one (speed, MTU, PFC/ECN, errors).
 
 An InfiniBand port sends no LLDP (its fabric is the subnet manager's): only Ethernet (RoCE) ports are placed here.
@@ -20,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from drills.faults.switch.lldp import LldpTable, Neighbour
+from drills.faults.switch.lldp import LldpTable, Neighbour, same_host
 
 __all__ = ["NicPlace", "port_macs", "mac_key", "place", "rail_of"]
 
@@ -72,7 +73,7 @@ class NicPlace:
     rail: int
     leaf: str | None = None
     port: str | None = None
-    failure: str | None = None  # missing_nic | wrong_port
+    failure: str | None = None  # missing_nic | wrong_port | wrong_node
     why: str = ""
 
     def to_dict(self) -> dict:
@@ -104,6 +105,11 @@ def place(node: str, home: str | None, macs: dict[str, str], tables: dict[str, L
             continue
         leaf, row = hits[0]
         p = NicPlace(nic, mac, i, leaf, row.local)
+        if not same_host(row.system, node):  # the MAC the node reports is cabled as another host's NIC
+            where[nic] = NicPlace(nic, mac, i, leaf, row.local, "wrong_node",
+                                  f"{nic} (MAC {mac}) is on {leaf} {row.local}, whose LLDP neighbour names itself "
+                                  f"{row.system}, not {node}: the NICs {node} reports are another machine's")
+            continue
         ok = (i in rails.get(leaf, [])) if declared else (home is None or leaf == home)
         if not ok:
             carries = (f"a leaf of rail{'s' if len(rails.get(leaf, [])) != 1 else ''} "

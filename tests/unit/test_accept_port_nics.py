@@ -91,3 +91,10 @@ def test_without_declared_rails_every_nic_belongs_on_the_nodes_own_leaf():
     bad = [p for p in place("gpu-new-02", "leaf-4", MACS, tables, {"leaf-4": [], "leaf-5": []}) if p.failure]
     assert [p.nic for p in bad] == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"]
     assert "is on leaf-5 Ethernet0, not gpu-new-02's leaf leaf-4" in bad[0].why
+
+
+def test_a_nic_whose_mac_is_cabled_as_another_hosts_is_wrong_node():
+    tables, rails = _rail_leaves()
+    got = place("gpu-new-03", "leaf-4", MACS, tables, rails)  # gpu-new-03 reports gpu-new-02's NICs
+    assert {p.failure for p in got} == {"wrong_node"}
+    assert "whose LLDP neighbour names itself gpu-new-02, not gpu-new-03" in got[0].why

@@ -78,8 +78,8 @@ def _cabled(profile: Any) -> dict[str, dict[str, str]]:
     from drills.twin.fabric.lldp import miscable
 
     moved = profile.fabric.port_faults.miscabled
-    return {leaf: miscable(dict(s.downlinks), moved, s.interfaces) if moved else dict(s.downlinks)
-            for leaf, s in profile.fabric.switches.items()}
+    return {leaf: miscable(dict(s.downlinks), moved, [p for p in s.interfaces if p not in set(s.nics.values())])
+            if moved else dict(s.downlinks) for leaf, s in profile.fabric.switches.items()}  # a free port: no NIC's
 
 
 def _rail_cables(profile: Any) -> dict[str, dict[str, str]]:
