@@ -132,11 +132,13 @@ class AcceptChecks:
             self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
         else:
             t = self.profile.acceptance.thresholds
-            # a node whose rdma check read its NICs (ibstat's RoCE port GUIDs) has each NIC's port judged, found by
-            # LLDP (drills/acceptance/rail_ports.py); the others, the port their annotation names
+            # on a rail-optimised fabric (the inventory names each leaf's rails), a node whose rdma check read its
+            # NICs (ibstat's RoCE port GUIDs) has each NIC's port judged, found by LLDP (drills/acceptance/rail_ports.py);
+            # the others, the port their annotation names
+            railed = any(getattr(c, "rails", None) for c in inventory) and self.profile.fabric.opt_out() is None
             nics = {n: (self.plan.ports.get(n, (None, None))[0], macs) for n in self.plan.nodes
-                    if (macs := next((r.measured.get("nic_macs") for r in self.result.results
-                                      if r.node == n and r.check == "rdma" and r.peer is None), None))}
+                    if railed and (macs := next((r.measured.get("nic_macs") for r in self.result.results
+                                                 if r.node == n and r.check == "rdma" and r.peer is None), None))}
             if nics:
                 from drills.acceptance.rail_ports import check_nic_ports
 

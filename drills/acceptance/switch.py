@@ -62,7 +62,7 @@ def check_ports(profile, inventory, ports: dict[str, tuple[str | None, str | Non
             per_leaf.setdefault(leaf, []).append((node, iface))
     for leaf, facing in sorted(per_leaf.items()):
         try:
-            done = _leaf(by_name[leaf], facing, t, profile.switches)
+            done = _leaf(by_name[leaf], facing, t, profile.switches, profile.fabric.opt_out())
         except DrillError as err:
             out += [not_run(node, "switch-port", f"switch {leaf} port {iface} for {node}: {err}") for node, iface in facing]
             continue
@@ -114,7 +114,10 @@ def judge_port(node: str, where: str, admin: str, oper: str, facts: PortFacts, t
                        f"{errors} errors{lossless}", measured, limits)
 
 
-def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tuple[CheckResult, str]]:
+def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg, unverified: str | None = None
+          ) -> list[tuple[CheckResult, str]]:
+    """The leaf's ports facing `facing`'s nodes, each confirmed by LLDP first — unless the profile opted out
+    (`unverified`: fabric.lldp unavailable), when the annotated port is judged and its result says so."""
     dialect = load_switch_dialect(cfg.dialect)
     views = [v for v in dialect.port if t.roce or not v.roce]
     values = {iface: dialect.check_interface(iface) for _, iface in facing}  # every name checked before connecting
@@ -126,6 +129,11 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
                        connect_timeout=sw_cfg.connect_timeout_s, command_timeout=sw_cfg.command_timeout_s,
                        dialect=dialect) as s:
         cache: dict[str, object] = {}  # switch-wide views (`show ecn`, `show roce`) once per session
+        if unverified is not None:
+            for node, iface in facing:
+                result, text = read_port(s, node, iface, views, t, cache)
+                out.append((replace(result, evidence={**result.evidence, "port_identity": unverified}), text))
+            return out
         try:
             table, why = read_lldp(s), ""
         except LldpUnavailable as err:

@@ -495,3 +495,22 @@ def test_rails_every_nic_on_its_rails_leaf_and_dcgm_bound_to_the_nodes_gpus(twin
     for node in (OTHER_DCGM, SWAPPED, UNCABLED):  # the gate agrees with the record
         got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+
+
+def test_a_site_without_lldp_says_so_and_the_sign_off_lists_each_port_taken_from_the_inventory(twin, tmp_path):
+    """`fabric.lldp: unavailable` with its reason (a site whose switches run no LLDP): the port check judges the
+    annotated port without asking the fabric, and the GO carries the words in its record, and the sign-off section lists
+    it like a waiver — never silent. Without the opt-out the same port is confirmed by LLDP first."""
+    path = Path(target_profile(tmp_path, "nolldp", checks=["switch-port"], required={"switch-port": {}}))
+    raw = yaml.safe_load(path.read_text())
+    raw["fabric"] = {"lldp": "unavailable", "lldp_reason": "leaf images built without lldpd"}
+    path.write_text(yaml.safe_dump(raw))
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-01", "nolldp", "--profile", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    port = next(r for r in records(run_dir) if r["details"]["check"] == "switch-port")
+    words = "port identity from the inventory, not verified by the fabric (fabric.lldp: unavailable — leaf images " \
+            "built without lldpd)"
+    assert port["verdict"] == "pass" and port["details"]["evidence"]["port_identity"] == words, port
+    summary = (run_dir / "summary.md").read_text()
+    assert f"Port identity not verified by the fabric — {words}:" in summary
+    assert "- gpu-new-01: switch-port — leaf-4 Ethernet0 (facing gpu-new-01): up, 400G" in summary
