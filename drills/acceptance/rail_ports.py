@@ -29,7 +29,9 @@ def check_nic_ports(profile, inventory, nodes: dict[str, tuple[str | None, dict[
                     raw: dict | None = None) -> list[CheckResult]:
     """One result per node of `nodes` (node → (its leaf label, NIC → MAC)): every NIC on its rail's leaf, alone
     on its port, and each such port healthy."""
-    leaves = [c for c in inventory if (c.role or "leaf") != "spine"]
+    homes = {home for home, _ in nodes.values()}
+    # the leaves a NIC may be on: each rail's, and the nodes' own (spines and other pods' leaves are not asked)
+    leaves = [c for c in inventory if (c.role or "leaf") != "spine" and (c.rails or c.name in homes)]
     rails = {c.name: list(c.rails) for c in leaves}
     tables: dict[str, LldpTable] = {}
     try:
