@@ -149,6 +149,10 @@ def test_a_site_without_lldp_opts_out_explicitly_and_the_plan_says_the_far_end_i
                         inventory=bare)
         with pytest.raises(ValueError, match="needs fabric.lldp_reason"):
             FabricConfig(lldp="unavailable")
+        twin_info = {"switches": [c.model_dump(mode="json") for c in inv if c.name == "leaf1"]}
+        (check,) = switch_checks(profile, twin_info)  # `drills validate` says the same, without asking for LLDP
+        assert check.ok and f"far ends from the inventory ({truth.iface} → {truth.peer}:{truth.peer_iface}, " \
+            in check.detail and check.detail.endswith(f"): {words}"), check
     finally:
         for server in handle.servers.values():
             server.cli.lldp_off = False
