@@ -142,7 +142,8 @@ class AcceptChecks:
             if nics:
                 from drills.acceptance.rail_ports import check_nic_ports
 
-                self.result.results += check_nic_ports(self.profile, inventory, nics, t, self.result.raw)
+                self.result.results += check_nic_ports(self.profile, inventory, nics, t, self.result.raw,
+                                                       annotated=self.plan.ports)
             rest = {n: p for n, p in self.plan.ports.items() if n not in nics}
             self.result.results += [identity.port_claims(r, self.plan.port_shared.get(r.node, ())) for r in check_ports(
                 self.profile, inventory, rest, t, self.result.raw)] if rest else []

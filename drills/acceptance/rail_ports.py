@@ -14,7 +14,7 @@ from drills.acceptance.judge import CheckResult, not_run
 from drills.acceptance.port_nics import NicPlace, place
 from drills.core.errors import CheckFailed, DrillError
 from drills.faults.switch.dialect import load_switch_dialect
-from drills.faults.switch.lldp import LldpTable, LldpUnavailable, read_lldp
+from drills.faults.switch.lldp import LldpTable, LldpUnavailable, read_lldp, same_port
 from drills.faults.switch.session import SwitchSession
 from drills.profile.acceptance import Thresholds
 
@@ -26,9 +26,11 @@ CHECK = "switch-port"
 
 
 def check_nic_ports(profile, inventory, nodes: dict[str, tuple[str | None, dict[str, str]]], t: Thresholds,
-                    raw: dict | None = None) -> list[CheckResult]:
+                    raw: dict | None = None, annotated: dict[str, tuple[str | None, str | None]] | None = None
+                    ) -> list[CheckResult]:
     """One result per node of `nodes` (node → (its leaf label, NIC → MAC)): every NIC on its rail's leaf, alone
-    on its port, and each such port healthy."""
+    on its port, and each such port healthy. `annotated` (node → (leaf, port) its annotation names), when given,
+    must be one of its NICs' ports: a stale or copied annotation is `wrong_port` here as in the annotated check."""
     homes = {home for home, _ in nodes.values()}
     # the leaves a NIC may be on: each rail's, and the nodes' own (spines and other pods' leaves are not asked)
     leaves = [c for c in inventory if (c.role or "leaf") != "spine" and (c.rails or c.name in homes)]
@@ -45,6 +47,15 @@ def check_nic_ports(profile, inventory, nodes: dict[str, tuple[str | None, dict[
         return [not_run(n, CHECK, f"{n}'s NICs: the leaves' LLDP is unreadable ({err})") for n in sorted(nodes)]
     lldp_text = "".join(f"{t_.switch}# {t_.command}\n{t_.output.rstrip()}\n" for t_ in tables.values())
     placed = {n: place(n, home, macs, tables, rails) for n, (home, macs) in sorted(nodes.items())}
+    for n, places in placed.items():
+        leaf, port = (annotated or {}).get(n, (None, None))
+        if leaf and port and not any(p.failure for p in places) and not any(
+                p.leaf == leaf and same_port(p.port or "", port) for p in places):
+            first = places[0]
+            placed[n] = [NicPlace(first.nic, first.mac, first.rail, first.leaf, first.port, "wrong_port",
+                                  f"the annotation names {leaf} {port}, but LLDP shows none of {n}'s NICs there "
+                                  f"({', '.join(f'{p.nic} on {p.leaf} {p.port}' for p in places)}): the node is "
+                                  "cabled to other ports than its annotation says"), *places[1:]]
     out: list[CheckResult] = []
     todo: dict[str, list[tuple[str, NicPlace]]] = {}
     for node, places in placed.items():

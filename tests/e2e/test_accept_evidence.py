@@ -472,8 +472,8 @@ def test_rails_every_nic_on_its_rails_leaf_and_dcgm_bound_to_the_nodes_gpus(twin
     node whose 8 NIC ports are judged one by one."""
     profile = target_profile(tmp_path, "rails", checks=RAIL_CHECKS,
                              required={"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}, "switch-port": {}})
-    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", OTHER_DCGM, SWAPPED, UNCABLED]), "rails",
-                            "--profile", profile)
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", OTHER_DCGM, SWAPPED, UNCABLED, MISCABLED]),
+                            "rails", "--profile", profile)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}, proc.stdout
     sound = next(r for r in records(run_dir) if r["details"]["node"] == "gpu-new-01"
@@ -492,7 +492,11 @@ def test_rails_every_nic_on_its_rails_leaf_and_dcgm_bound_to_the_nodes_gpus(twin
     assert set(uncabled) == {"switch-port"} and uncabled["switch-port"]["details"]["failure"] == "missing_nic"
     assert "mlx5_5 (MAC 58:a2:e1:" in uncabled["switch-port"]["reason"]
     assert "is seen by LLDP on no leaf port" in uncabled["switch-port"]["reason"]
-    for node in (OTHER_DCGM, SWAPPED, UNCABLED):  # the gate agrees with the record
+    # miscabled-node, judged per NIC: its first NIC is on another leaf-4 port than its annotation names
+    moved = _nogo(run_dir, MISCABLED)
+    assert set(moved) == {"switch-port"} and moved["switch-port"]["details"]["failure"] == "wrong_port"
+    assert f"but LLDP shows none of {MISCABLED}'s NICs there (mlx5_0 on leaf-4 Ethernet" in moved["switch-port"]["reason"]
+    for node in (OTHER_DCGM, SWAPPED, UNCABLED, MISCABLED):  # the gate agrees with the record
         got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
         assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
 
