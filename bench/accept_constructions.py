@@ -41,8 +41,8 @@ CONSTRUCTIONS = [
 
 from drills.profile.acceptance import DEFAULT_JOBS  # noqa: E402
 from tests.e2e.test_accept_evidence import (COPIED_PORT, DEFECTS, HALF_NICS, ISOLATED, LATE_CHECKS,  # noqa: E402,F401
-                                            MISCABLED, MOVED_REF, PRESSED, PRESSED_REF, REF, REF3, ROUND2,
-                                            ROUND2_CHECKS, UNREAD, twin_profile)
+                                            MISCABLED, MOVED_REF, OTHER_DCGM, PRESSED, PRESSED_REF, RAIL_CHECKS, REF,
+                                            REF3, ROUND2, ROUND2_CHECKS, SWAPPED, UNCABLED, UNREAD, twin_profile)
 
 # issue 31's red-team round (the same module twin; its test module: test_accept_evidence.py's later tests)
 _LATE = {"checks": LATE_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "nccl-pair": {}},
@@ -81,6 +81,14 @@ CONSTRUCTIONS += [
     ("path (d) × node unhealthy (i)", f"reference {REF3} fit at plan time, under MemoryPressure after the batch's DCGM",
      PRESSED_REF, {"checks": ["dcgm", "nccl-pair"], "required": {"dcgm": {"min_level": 2}, "nccl-pair": {}},
                    "reference_node": REF3}),
+]
+
+# the third round (rails, bench/issue31-matrix.md): leaf-4 carries rails 0-3, leaf-5 rails 4-7
+CONSTRUCTIONS += [
+    ("identity (a) × DCGM, expectation (b) × switch port", f"{OTHER_DCGM}'s DCGM pod reports gpu-new-01's GPUs "
+     f"(dcgm-other-host); {SWAPPED}'s NIC 3 and 4 cables swapped between the rail leaves (rail-swapped); {UNCABLED}'s "
+     "mlx5_5 cabled nowhere (nic-uncabled)", ",".join(["gpu-new-01", OTHER_DCGM, SWAPPED, UNCABLED]),
+     {"checks": RAIL_CHECKS, "required": {"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}, "switch-port": {}}}),
 ]
 
 

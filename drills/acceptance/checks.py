@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drills.acceptance import coverage, exits, freshness, identity, plausible, policy, unread
+from drills.acceptance import coverage, dcgm_gpus, exits, freshness, identity, plausible, policy, unread
 from drills.acceptance.judge import CheckResult, judge, not_run
 from drills.acceptance.jobs import CHECK_LABEL, NODE_LABEL, PEER_LABEL, render_job
 from drills.acceptance.plan import AcceptPlan, reference_now
@@ -112,6 +112,7 @@ class AcceptChecks:
                     self.result.raw[(node, check, peer)] = text
                     r = judge(check, node, text, cfg.thresholds, capacity=plan.capacity.get(node, 0),
                               expect=plan.expect.get(node), peer=peer, need=cfg.required.get(check))
+                    r = dcgm_gpus.record(r, text)  # dcgmi discovery's UUIDs: the GPUs the diag ran on
                     r = unread.check(r, text)  # an error line the judge's reader does not know: no GO
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
@@ -130,8 +131,22 @@ class AcceptChecks:
         except DrillError as err:
             self.result.results += [not_run(n, "switch-port", str(err)) for n in self.plan.nodes]
         else:
+            t = self.profile.acceptance.thresholds
+            # on a rail-optimised fabric (the inventory names each leaf's rails), a node whose rdma check read its
+            # NICs (ibstat's RoCE port GUIDs) has each NIC's port judged, found by LLDP (drills/acceptance/rail_ports.py);
+            # the others, the port their annotation names
+            railed = any(getattr(c, "rails", None) for c in inventory) and self.profile.fabric.opt_out() is None
+            nics = {n: (self.plan.ports.get(n, (None, None))[0], macs) for n in self.plan.nodes
+                    if railed and (macs := next((r.measured.get("nic_macs") for r in self.result.results
+                                                 if r.node == n and r.check == "rdma" and r.peer is None), None))}
+            if nics:
+                from drills.acceptance.rail_ports import check_nic_ports
+
+                self.result.results += check_nic_ports(self.profile, inventory, nics, t, self.result.raw,
+                                                       annotated=self.plan.ports)
+            rest = {n: p for n, p in self.plan.ports.items() if n not in nics}
             self.result.results += [identity.port_claims(r, self.plan.port_shared.get(r.node, ())) for r in check_ports(
-                self.profile, inventory, self.plan.ports, self.profile.acceptance.thresholds, self.result.raw)]
+                self.profile, inventory, rest, t, self.result.raw)] if rest else []
 
     def _identity(self) -> None:
         self.result.results = identity.cross_check(self.result.results, self.plan.known)

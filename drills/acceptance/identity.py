@@ -125,8 +125,29 @@ def cross_check(results: list[CheckResult], known: dict[str, dict] | None = None
             if foreign:
                 r = _wrong(r, f"gpu-burn on {r.node} burned GPU {foreign[0]}, which nvidia-smi -L on {r.node} did "
                               "not list", None)
+        elif r.check == "dcgm" and r.node in listed and r.go:
+            r = _dcgm_gpus(r, listed)
         out.append(r)
     return out
+
+
+def _dcgm_gpus(r: CheckResult, listed: dict[str, set[str]]) -> CheckResult:
+    """DCGM's results are this node's only if its host engine listed the GPUs nvidia-smi -L listed on the node
+    (`dcgmi discovery -l` in the diagnostic's Job, drills/acceptance/dcgm_gpus.py); else `wrong_node`, naming
+    the node of this run whose GPUs they are, when one is."""
+    got, mine = set(r.measured.get("dcgm_gpu_uuids") or ()), listed[r.node]
+    if got == mine:
+        return replace(r, evidence={**r.evidence, "dcgm_gpus": f"the {len(got)} GPUs nvidia-smi -L listed on {r.node}"})
+    foreign = sorted(got - mine)
+    owner = next((n for n, uuids in sorted(listed.items()) if n != r.node and foreign and foreign[0] in uuids), None)
+    whose = f" ({owner}'s, by nvidia-smi -L on {owner})" if owner else ""
+    if not foreign:  # the node's own GPUs, fewer of them: the diagnostic left some out
+        missing = sorted(mine - got)
+        return replace(r, go=False, failure="partial", reason=f"DCGM on {r.node}: its host engine lists {len(got)} of "
+                       f"the {len(mine)} GPUs nvidia-smi -L listed (not {', '.join(missing)}): the diagnostic did not "
+                       "cover them")
+    return _wrong(r, f"the DCGM diagnostic for {r.node} ran on other GPUs than the node's (`dcgmi discovery -l`): its "
+                     f"host engine lists GPU {foreign[0]}{whose}, which nvidia-smi -L on {r.node} did not list", owner)
 
 
 def _wrong(r: CheckResult, why: str, other: str | None) -> CheckResult:

@@ -66,12 +66,24 @@ def judge(check: str, node: str, text: str, t: Thresholds, *, capacity: int, exp
         if check == "nccl-pair":
             return judge_nccl_pair(node, peer or "?", text, t)
         fn = {"gpu": lambda: judge_gpu(node, text, t, capacity, expect),
-              "dcgm": lambda: judge_dcgm(node, text, t, need.min_level),
+              "dcgm": lambda: judge_dcgm(node, _dcgm_diag(text), t, need.min_level),
               "burn": lambda: judge_burn(node, text, t, need.min_seconds), "nccl-node": lambda: judge_nccl_node(node, text, t),
               "rdma": lambda: judge_rdma(node, text, t, expect), "storage": lambda: judge_storage(node, text, t)}[check]
         return fn()
     except DrillError as err:  # ToolOutputError, or fio's report errors
         return _nogo(node, check, "tool_error", f"{check} on {node}: unreadable tool output: {err}", {}, {}, peer)
+
+
+def _port_macs(ibstat_text: str) -> dict[str, str]:
+    from drills.acceptance.port_nics import port_macs
+
+    return port_macs(ibstat_text)
+
+
+def _dcgm_diag(text: str) -> str:
+    from drills.acceptance.dcgm_gpus import split
+
+    return split(text)[0]
 
 
 def judge_gpu(node: str, text: str, t: Thresholds, capacity: int, expect: Expectation | None = None) -> CheckResult:
@@ -293,6 +305,7 @@ def judge_rdma(node: str, text: str, t: Thresholds, expect: Expectation | None =
     rails = {name.split()[-1]: body for name, body in sections.items() if name.startswith("ib_write_bw")}
     measured: dict[str, Any] = {"ports": {c.name: c.ports[0].state if c.ports else "?" for c in cas}, "rail_gbps": {},
                                 "nic_guids": {c.name: c.node_guid for c in cas if c.node_guid},
+                                "nic_macs": _port_macs(sections.get("ibstat", "")),
                                 "port_rate_gbps": {c.name: c.ports[0].rate_gbps for c in cas if c.ports}}
     limits = {"rail_bw_min_gbps": t.rail_bw_min_gbps, "rate_gbps": t.rail_rate_gbps, "link_layer": t.link_layer}
     nics = expect.get("nics.count") if expect is not None else None

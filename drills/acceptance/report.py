@@ -184,6 +184,10 @@ def _signoff(result) -> list[str]:
         out += [f"Pair tests: the reference {result.plan.reference} cannot prove a path — {result.plan.reference_problem}.", ""]
     out += ["Checks not run (each a no-go unless waived):" if not_run else "Checks not run: none.", ""]
     out += [f"- {r.node}: {r.check} — {r.reason}" for r in not_run] + ([""] if not_run else [])
+    unverified = [r for r in result.results if r.evidence.get("port_identity")]
+    if unverified:  # the site's LLDP opt-out: like a waiver, never silent
+        out += [f"Port identity not verified by the fabric — {unverified[0].evidence['port_identity']}:", ""]
+        out += [f"- {r.node}: {r.check} — {r.reason}" for r in unverified] + [""]
     if waived:
         out += ["| node | check | waived by | reason | the check's own result |", "|---|---|---|---|---|"]
         out += [f"| {w.node} | {w.check} | {w.by} | {w.reason.replace('|', '/')} | "

@@ -27,7 +27,7 @@ from drills.faults.switch.parse import StateUnreadable, read_state
 from drills.faults.switch.session import SwitchSession
 from drills.profile.acceptance import Thresholds
 
-__all__ = ["check_ports", "judge_port", "parse_pfc_priority"]
+__all__ = ["check_ports", "judge_port", "parse_pfc_priority", "read_port"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def check_ports(profile, inventory, ports: dict[str, tuple[str | None, str | Non
             per_leaf.setdefault(leaf, []).append((node, iface))
     for leaf, facing in sorted(per_leaf.items()):
         try:
-            done = _leaf(by_name[leaf], facing, t, profile.switches)
+            done = _leaf(by_name[leaf], facing, t, profile.switches, profile.fabric.opt_out())
         except DrillError as err:
             out += [not_run(node, "switch-port", f"switch {leaf} port {iface} for {node}: {err}") for node, iface in facing]
             continue
@@ -114,7 +114,10 @@ def judge_port(node: str, where: str, admin: str, oper: str, facts: PortFacts, t
                        f"{errors} errors{lossless}", measured, limits)
 
 
-def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tuple[CheckResult, str]]:
+def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg, unverified: str | None = None
+          ) -> list[tuple[CheckResult, str]]:
+    """The leaf's ports facing `facing`'s nodes, each confirmed by LLDP first — unless the profile opted out
+    (`unverified`: fabric.lldp unavailable), when the annotated port is judged and its result says so."""
     dialect = load_switch_dialect(cfg.dialect)
     views = [v for v in dialect.port if t.roce or not v.roce]
     values = {iface: dialect.check_interface(iface) for _, iface in facing}  # every name checked before connecting
@@ -126,6 +129,11 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
                        connect_timeout=sw_cfg.connect_timeout_s, command_timeout=sw_cfg.command_timeout_s,
                        dialect=dialect) as s:
         cache: dict[str, object] = {}  # switch-wide views (`show ecn`, `show roce`) once per session
+        if unverified is not None:
+            for node, iface in facing:
+                result, text = read_port(s, node, iface, views, t, cache)
+                out.append((replace(result, evidence={**result.evidence, "port_identity": unverified}), text))
+            return out
         try:
             table, why = read_lldp(s), ""
         except LldpUnavailable as err:
@@ -136,18 +144,25 @@ def _leaf(cfg, facing: list[tuple[str, str]], t: Thresholds, sw_cfg) -> list[tup
             if wrong is not None:
                 out.append((wrong, lldp_text))
                 continue
-            status = s.run(dialect.command("show", iface)[0])
-            cache[status.command] = status  # SONiC's first view is its status command
-            answers = []
-            for v in views:
-                line = dialect.line(v.command, values[iface])
-                if line not in cache:
-                    cache[line] = s.run(line)
-                answers.append(cache[line])
-            result, text = _judge_answers(node, cfg.name, iface, dialect, views, status, answers, t)
+            result, text = read_port(s, node, iface, views, t, cache)
             out.append((replace(result, evidence={**result.evidence, **port_lldp.evidence(table, iface)}),
                         lldp_text + text))
     return out
+
+
+def read_port(s, node: str, iface: str, views, t: Thresholds, cache: dict) -> tuple[CheckResult, str]:
+    """One port's state and views over an open session, judged (`cache`: the session's answers so far)."""
+    dialect = s.dialect
+    values = dialect.check_interface(iface)
+    status = s.run(dialect.command("show", iface)[0])
+    cache[status.command] = status  # SONiC's first view is its status command
+    answers = []
+    for v in views:
+        line = dialect.line(v.command, values)
+        if line not in cache:
+            cache[line] = s.run(line)
+        answers.append(cache[line])
+    return _judge_answers(node, s.cfg.name, iface, dialect, views, status, answers, t)
 
 
 def _judge_answers(node: str, switch: str, iface: str, dialect, views, status, answers, t: Thresholds

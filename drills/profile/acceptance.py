@@ -59,7 +59,9 @@ def _sh(script: str) -> list[str]:
 DEFAULT_JOBS: dict[str, JobSpec] = {
     "gpu": JobSpec(image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", command=_sh("nvidia-smi -L; nvidia-smi")),
     "dcgm": JobSpec(image="nvcr.io/nvidia/cloud-native/dcgm:3.3.8-1-ubuntu22.04",
-                    command=_sh('dcgmi diag -r "$ACCEPT_LEVEL"')),
+                    # the host engine's GPU list first: `dcgmi diag` names no host and no GPU (drills/acceptance/dcgm_gpus.py)
+                    command=_sh('echo "=== dcgmi discovery -l"; dcgmi discovery -l; '
+                                'echo "=== dcgmi diag -r $ACCEPT_LEVEL"; dcgmi diag -r "$ACCEPT_LEVEL"')),
     "burn": JobSpec(image="docker.io/chrstnhntschl/gpu_burn:latest", command=_sh('/app/gpu_burn -tc "$ACCEPT_SECONDS"')),
     "nccl-node": JobSpec(image="ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.21.5-1",
                          command=_sh("NCCL_DEBUG=INFO all_reduce_perf -b 8M -e 8G -f 2 -g \"$ACCEPT_GPUS\"")),

@@ -38,6 +38,8 @@ from drills.profile.workloads import InferenceWorkload, LoadShape, TrainingWorkl
 
 __all__ = [
     "TargetProfile",
+    "FabricConfig",
+    "UNVERIFIED_PORTS",
     "ClusterConfig",
     "TwinConfig",
     "TrainingWorkload",
@@ -100,6 +102,9 @@ class SwitchConfig(Strict):
     # verifies its revert on the end LLDP confirmed (drills/faults/switch/ends.py)
     peers: dict[str, str] = {}
     role: Text | None = None  # leaf | spine (informative; the twin's inventory writes it)
+    # rail-optimised fabric: the rails this leaf carries (NIC i of a node belongs on a leaf listing i); empty: not
+    # said (every NIC of a node is then expected on its own leaf, the node's leaf label)
+    rails: list[Annotated[int, Field(ge=0, le=63)]] = []
     host_key_type: Text | None = None  # informative, e.g. ssh-ed25519 (known_hosts is what is checked)
 
     @model_validator(mode="after")
@@ -131,6 +136,33 @@ class Switches(Strict):
     accept_unknown_host_keys: bool = False
     connect_timeout_s: Seconds = 5.0  # TCP connect, SSH banner and login, each (at most a day, as every Seconds)
     command_timeout_s: Seconds = 10.0  # one command's answer (exec status or shell prompt)
+
+
+UNVERIFIED_PORTS = "port identity from the inventory, not verified by the fabric"
+
+
+class FabricConfig(Strict):
+    """What the site's fabric can tell: `lldp: unavailable` (with its reason) is the explicit opt-out for switches
+    that run no LLDP — the ports facing nodes and the far ends of uplinks are then taken from the inventory and
+    every use says so (the acceptance sign-off lists each such port; the uplink drill's record names it, and its
+    verdict still needs the fault's effect on the judged job). Never implied: LLDP that does not answer without
+    this opt-out is a precondition not met."""
+
+    lldp: Literal["available", "unavailable"] = "available"
+    lldp_reason: Text | None = None  # why not (required with `unavailable`): shown wherever the opt-out is used
+
+    @model_validator(mode="after")
+    def _reason(self) -> "FabricConfig":
+        if self.lldp == "unavailable" and not (self.lldp_reason or "").strip():
+            raise ValueError("fabric.lldp: unavailable needs fabric.lldp_reason (why the switches run no LLDP): it is "
+                             "printed wherever a port's identity is taken from the inventory")
+        return self
+
+    def opt_out(self) -> str | None:
+        """The words every use of the opt-out carries; None when LLDP is available."""
+        if self.lldp != "unavailable":
+            return None
+        return f"{UNVERIFIED_PORTS} (fabric.lldp: unavailable — {self.lldp_reason})"
 
 
 class SloConfig(Strict):
@@ -236,6 +268,7 @@ class TargetProfile(Strict):
     cluster: ClusterConfig = ClusterConfig()
     workloads: Workloads = Workloads()
     switches: Switches = Switches()
+    fabric: FabricConfig = FabricConfig()  # LLDP available, or the explicit opt-out
     storage: StorageConfig = StorageConfig()
     slo: SloConfig = SloConfig()
     faults: FaultsConfig = FaultsConfig()

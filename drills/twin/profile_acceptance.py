@@ -61,6 +61,9 @@ class NodeFault(Strict):
     dcgm_fail: str | None = None  # the DCGM test that fails (e.g. "GPU Memory"), on `dcgm_fail_gpu`
     dcgm_fail_gpu: int = Field(default=0, ge=0)
     dcgm_verdict: Literal["Fail", "Warn"] = "Fail"  # what DCGM prints for `dcgm_fail` (Warn: not a pass either)
+    # the DCGM pod's host engine is this other node's (a `--host` pointing at a remote nv-hostengine, a stale
+    # socket mount): its discovery and diagnostic are of that node's GPUs (defect dcgm-other-host)
+    dcgm_host: str | None = None
     hot_gpu: int | None = Field(default=None, ge=0)  # this GPU runs hot under load and throttles
     hot_temp_c: int = Field(default=88, ge=0)
     throttle_factor: Fraction = 0.55  # its GEMM rate while throttled

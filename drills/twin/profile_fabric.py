@@ -71,6 +71,10 @@ class Switch(Strict):
     interfaces: list[str] = []
     uplinks: list[Uplink] = []
     downlinks: dict[str, str] = {}  # node name → leaf interface
+    # the rails this leaf carries in a rail-optimised fabric (NIC i of every node of the scalable unit on the leaf
+    # of rail i); empty: the leaf carries its nodes' single cable, as before rails
+    rails: list[int] = []
+    nics: dict[str, str] = {}  # "node/NIC" → leaf interface, for nodes cabled per NIC (filled by Fabric.wire)
 
     @field_validator("dialect")
     @classmethod
@@ -99,6 +103,8 @@ class PortFaults(Strict):
     # leaf-port annotations still name the planned ports, LLDP tells where they are (defect miscabled-node)
     miscabled: list[str] = []
     lldp_off: bool = False  # the switches run no LLDP (defect lldp-disabled)
+    rail_swapped: list[str] = []  # these nodes' NIC 3 and NIC 4 cables are swapped (defect rail-swapped)
+    uncabled: dict[str, list[str]] = {}  # node → its NICs with no cable in any leaf (defect nic-uncabled)
     stale_peers: bool = False  # the switch inventory names each uplink's far end wrongly (defect stale-uplink-peers)
 
 
@@ -136,17 +142,41 @@ class Fabric(Strict):
     def downlink_ports(self) -> dict[str, str]:
         return {node: iface for s in self.switches.values() for node, iface in s.downlinks.items()}
 
-    def wire(self, nodes_per_leaf: dict[str, list[str]]) -> None:
-        """Give every switch concrete interfaces, uplinks (unless listed) and node downlinks."""
+    def rail_leaf(self, home: str, rail: int) -> str | None:
+        """The leaf NIC `rail` of a node homed on `home` is cabled to: `home` when it carries that rail, else the
+        leaf that does (rail-optimised); None when `home` declares no rails (one cable per node)."""
+        if not self.switches[home].rails:
+            return None
+        if rail in self.switches[home].rails:
+            return home
+        return next((n for n in self.leaves if rail in self.switches[n].rails), None)
+
+    def wire(self, nodes_per_leaf: dict[str, list[str]], nics_of: dict[str, list[str]] | None = None) -> None:
+        """Give every switch concrete interfaces, uplinks (unless listed) and node downlinks. A node homed on a
+        leaf that declares `rails` is cabled per NIC (`nics_of`: node → its RDMA NICs, NIC i on rail i): each NIC
+        on its rail's leaf, the node's own leaf port (`downlinks`) being its first NIC's there."""
         leaves, spines = self.leaves, self.spines
         per_spine = math.ceil(self.uplinks_per_leaf / len(spines)) if spines else 0
         spine_ports = len(leaves) * per_spine
+        cables: dict[str, list[tuple[str, str | None]]] = {n: [] for n in leaves}  # leaf → (node, NIC) in port order
+        for leaf_name in leaves:
+            for node in nodes_per_leaf.get(leaf_name, []):
+                nics = (nics_of or {}).get(node) or []
+                if not self.switches[leaf_name].rails or not nics:
+                    cables[leaf_name].append((node, None))
+                    continue
+                for i, nic in enumerate(nics):
+                    cables[self.rail_leaf(leaf_name, i) or leaf_name].append((node, nic))
         for j, leaf_name in enumerate(leaves):
             leaf = self.switches[leaf_name]
-            nodes = nodes_per_leaf.get(leaf_name, [])
+            here = cables[leaf_name]
             n_up = len(leaf.uplinks) or self.uplinks_per_leaf
-            size = max(leaf.ports, len(nodes) + n_up)
-            leaf.downlinks = {node: port_name(leaf.dialect, i + 1) for i, node in enumerate(nodes)}
+            size = max(leaf.ports, len(here) + n_up)
+            leaf.nics = {f"{node}/{nic}": port_name(leaf.dialect, i + 1) for i, (node, nic) in enumerate(here) if nic}
+            leaf.downlinks = {}
+            for i, (node, _nic) in enumerate(here):
+                if node in nodes_per_leaf.get(leaf_name, []):
+                    leaf.downlinks.setdefault(node, port_name(leaf.dialect, i + 1))
             if not leaf.uplinks:
                 leaf.uplinks = [
                     Uplink(iface=port_name(leaf.dialect, size - n_up + k + 1), peer=spines[k % len(spines)],

@@ -290,7 +290,7 @@ class TwinProfile(Strict):
         if self.new_nodes is not None and self.new_nodes.pool not in self.node_pools:
             raise ValueError(f"new_nodes.pool {self.new_nodes.pool!r} is not a node pool "
                              f"(known: {', '.join(self.node_pools) or 'none'})")
-        self.fabric.wire(self.nodes_per_leaf())
+        self.fabric.wire(self.nodes_per_leaf(), self.rdma_devices_per_node())
         return self
 
     # -- derived views (pure) -----------------------------------------------------------------
@@ -309,6 +309,15 @@ class TwinProfile(Strict):
                 ))
         ports = self.fabric.downlink_ports()
         return [n.model_copy(update={"leaf_port": ports.get(n.name)}) if n.leaf else n for n in out]
+
+    def rdma_devices_per_node(self) -> dict[str, list[str]]:
+        """node → its pool's RDMA NICs (what the fabric cables per NIC on rail leaves)."""
+        out: dict[str, list[str]] = {}
+        for pool in self.node_pools.values():
+            width = max(2, len(str(pool.count)))
+            for i in range(pool.count):
+                out[f"{pool.name_prefix}-{i + 1:0{width}d}"] = list(pool.rdma_devices)
+        return out
 
     def nodes_per_leaf(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {leaf: [] for leaf in self.fabric.leaves}

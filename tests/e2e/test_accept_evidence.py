@@ -63,14 +63,22 @@ ROUND2_CHECKS = ["gpu", "dcgm", "rdma"]  # the order the runbook runs them in (r
 PRESSED, PRESSED_REF, REF3 = "gpu-new-19", "gpu-new-20", "gpu-train-03"
 UNREAD = "gpu-new-21"  # "cqe-error-zero-exit": libmlx5's error dump in a healthy, zero-exit RDMA output
 MISCABLED, CABLING = "gpu-new-22", "miscabled-node"  # its cable is in another leaf-4 port than its annotation names
+# the third round (rails): leaf-4 carries rails 0-3, leaf-5 rails 4-7 (each new node cabled per NIC); gpu-new-23's DCGM
+# pod reports gpu-new-01's GPUs ("dcgm-other-host"), gpu-new-24's NIC 3 and 4 cables are swapped ("rail-swapped"),
+# gpu-new-25's mlx5_5 is cabled nowhere ("nic-uncabled")
+OTHER_DCGM, SWAPPED, UNCABLED = "gpu-new-23", "gpu-new-24", "gpu-new-25"
+RAIL_CHECKS = ["gpu", "dcgm", "rdma", "switch-port"]
 
 
 def twin_profile() -> dict:
     raw = yaml.safe_load((REPO / "drills/twin/profiles/expansion.yaml").read_text())
     pools = raw["node_pools"]
-    pools["new"].update(count=22, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, ROUND2 (16…18), 19…21, 22
+    pools["new"].update(count=25, leaves=["leaf-4"])  # gpu-new-01…06, LATE (07…11, 14), 12, 13, 15, ROUND2 (16…18), 19…25
     pools["iso"] = {**pools["new"], "prefix": "gpu-iso", "count": 2, "leaves": ["leaf-3"]}
-    raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic"}
+    rails = yaml.safe_load((REPO / "drills/twin/defects/rail-swapped.yaml").read_text())["overlay"]["fabric"]
+    assert rails["switches"]["leaf-3"]["rails"] == [0, 1, 2, 3] and rails["switches"]["leaf-5"]["rails"] == [4, 5, 6, 7]
+    raw["fabric"]["switches"]["leaf-4"] = {"role": "leaf", "dialect": "sonic", "rails": [0, 1, 2, 3]}  # the defect's leaf-3
+    raw["fabric"]["switches"]["leaf-5"] = rails["switches"]["leaf-5"]
     overlay = yaml.safe_load((REPO / "drills/twin/defects" / f"{ISOLATED}.yaml").read_text())["overlay"]
     raw["fabric"].setdefault("port_faults", {}).update(overlay["fabric"]["port_faults"])  # leaf-3: no uplink
     lossy = yaml.safe_load((REPO / "drills/twin/defects/pfc-off-on-new-port.yaml").read_text())["overlay"]
@@ -79,9 +87,14 @@ def twin_profile() -> dict:
     cabling = yaml.safe_load((REPO / "drills/twin/defects" / f"{CABLING}.yaml").read_text())["overlay"]
     assert cabling["fabric"]["port_faults"]["miscabled"] == ["gpu-new-02"]
     raw["fabric"]["port_faults"]["miscabled"] = [MISCABLED]
+    assert rails["port_faults"] == {"rail_swapped": ["gpu-new-02"]}
+    raw["fabric"]["port_faults"]["rail_swapped"] = [SWAPPED]
+    uncabled = yaml.safe_load((REPO / "drills/twin/defects/nic-uncabled.yaml").read_text())["overlay"]["fabric"]
+    raw["fabric"]["port_faults"]["uncabled"] = {UNCABLED: uncabled["port_faults"]["uncabled"]["gpu-new-02"]}
     faults = {node: yaml.safe_load((REPO / f"drills/twin/defects/{name}.yaml").read_text())["overlay"]["new_nodes"]
               ["faults"]["gpu-new-02"] for node, name in {**DEFECTS, **LATE, **ROUND2,
-                                                          UNREAD: "cqe-error-zero-exit"}.items()}
+                                                          UNREAD: "cqe-error-zero-exit",
+                                                          OTHER_DCGM: "dcgm-other-host"}.items()}
     for node in [*LATE, *ROUND2]:
         if "changes" in faults[node]:  # the defect's "after its last check" is this module's last check
             assert faults[node]["changes"]["after"] == "storage"
@@ -450,3 +463,58 @@ def test_second_round_a_reference_under_memory_pressure_proves_no_path(twin, tmp
     nogo = _nogo(run_dir, PRESSED_REF)
     assert set(nogo) == {"nccl-pair"} and nogo["nccl-pair"]["details"]["failure"] == "not_run"
     assert f"{REF3} is not healthy (MemoryPressure True since" in nogo["nccl-pair"]["reason"]
+
+
+def test_rails_every_nic_on_its_rails_leaf_and_dcgm_bound_to_the_nodes_gpus(twin, tmp_path):
+    """The third round (issue 31 (a) × DCGM, (b) × switch port): a DCGM diagnostic of another node's GPUs, NIC 3 and
+    NIC 4 cables swapped between the rail leaves, a rail NIC cabled nowhere. Before: GO each (dcgmi diag names no GPU;
+    the annotated port — the first NIC's — is healthy). Now each is a no-go naming what and where, next to a sound
+    node whose 8 NIC ports are judged one by one."""
+    profile = target_profile(tmp_path, "rails", checks=RAIL_CHECKS,
+                             required={"gpu": {}, "dcgm": {"min_level": 2}, "rdma": {}, "switch-port": {}})
+    proc, run_dir = _accept(twin, tmp_path, ",".join(["gpu-new-01", OTHER_DCGM, SWAPPED, UNCABLED, MISCABLED]),
+                            "rails", "--profile", profile)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-new-01: GO" in proc.stdout and _nogo(run_dir, "gpu-new-01") == {}, proc.stdout
+    sound = next(r for r in records(run_dir) if r["details"]["node"] == "gpu-new-01"
+                 and r["details"]["check"] == "switch-port")
+    assert sound["reason"].startswith("8 NICs, each alone on a port of its rail's leaf by LLDP (mlx5_0 leaf-4 Ethernet")
+    assert "mlx5_4 leaf-5 Ethernet" in sound["reason"]
+    dcgm = _nogo(run_dir, OTHER_DCGM)
+    assert set(dcgm) == {"dcgm"} and dcgm["dcgm"]["details"]["failure"] == "wrong_node"
+    assert "(gpu-new-01's, by nvidia-smi -L on gpu-new-01)" in dcgm["dcgm"]["reason"]
+    swapped = _nogo(run_dir, SWAPPED)
+    assert set(swapped) == {"switch-port"} and swapped["switch-port"]["details"]["failure"] == "wrong_port"
+    assert "mlx5_3 (MAC 58:a2:e1:" in swapped["switch-port"]["reason"]
+    assert ", rail 3) is on leaf-5 Ethernet" in swapped["switch-port"]["reason"]
+    assert "a leaf of rails 4,5,6,7 (rail 3 is leaf-4)" in swapped["switch-port"]["reason"]
+    uncabled = _nogo(run_dir, UNCABLED)
+    assert set(uncabled) == {"switch-port"} and uncabled["switch-port"]["details"]["failure"] == "missing_nic"
+    assert "mlx5_5 (MAC 58:a2:e1:" in uncabled["switch-port"]["reason"]
+    assert "is seen by LLDP on no leaf port" in uncabled["switch-port"]["reason"]
+    # miscabled-node, judged per NIC: its first NIC is on another leaf-4 port than its annotation names
+    moved = _nogo(run_dir, MISCABLED)
+    assert set(moved) == {"switch-port"} and moved["switch-port"]["details"]["failure"] == "wrong_port"
+    assert f"but LLDP shows none of {MISCABLED}'s NICs there (mlx5_0 on leaf-4 Ethernet" in moved["switch-port"]["reason"]
+    for node in (OTHER_DCGM, SWAPPED, UNCABLED, MISCABLED):  # the gate agrees with the record
+        got = requests.get(f"{twin.url}/api/v1/nodes/{node}", timeout=5).json()
+        assert any(t["key"] == GATE for t in got["spec"].get("taints") or []), node
+
+
+def test_a_site_without_lldp_says_so_and_the_sign_off_lists_each_port_taken_from_the_inventory(twin, tmp_path):
+    """`fabric.lldp: unavailable` with its reason (a site whose switches run no LLDP): the port check judges the
+    annotated port without asking the fabric, and the GO carries the words in its record, and the sign-off section lists
+    it like a waiver — never silent. Without the opt-out the same port is confirmed by LLDP first."""
+    path = Path(target_profile(tmp_path, "nolldp", checks=["switch-port"], required={"switch-port": {}}))
+    raw = yaml.safe_load(path.read_text())
+    raw["fabric"] = {"lldp": "unavailable", "lldp_reason": "leaf images built without lldpd"}
+    path.write_text(yaml.safe_dump(raw))
+    proc, run_dir = _accept(twin, tmp_path, "gpu-new-06", "nolldp", "--profile", str(path))  # its port: its own
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    port = next(r for r in records(run_dir) if r["details"]["check"] == "switch-port")
+    words = "port identity from the inventory, not verified by the fabric (fabric.lldp: unavailable — leaf images " \
+            "built without lldpd)"
+    assert port["verdict"] == "pass" and port["details"]["evidence"]["port_identity"] == words, port
+    summary = (run_dir / "summary.md").read_text()
+    assert f"Port identity not verified by the fabric — {words}:" in summary
+    assert "- gpu-new-06: switch-port — leaf-4 Ethernet" in summary and "(facing gpu-new-06): up, 400G" in summary

@@ -118,3 +118,42 @@ def test_without_lldp_the_uplink_is_not_cut(fab):
     (check,) = switch_checks(profile, twin_info)
     assert check.ok and "far ends seen by LLDP (spine1 " in check.detail, check
     assert _no_change(handle)
+
+
+def test_a_site_without_lldp_opts_out_explicitly_and_the_plan_says_the_far_end_is_the_inventorys(fab):
+    """`fabric.lldp: unavailable` (with its reason): the switches are not asked for LLDP (they run none); the far end
+    journaled is the inventory's `peers`, marked as such in the undo spec and the plan's sentence (the drill's record
+    carries the same words; its verdict still needs the fault's effect on the job). Without the opt-out the same
+    fabric refuses (test above); with it and no `peers`, nothing is shut either."""
+    from drills.core.errors import CheckFailed
+    from drills.profile.model import FabricConfig
+
+    handle = fab
+    profile = load_target(None)
+    profile = profile.model_copy(update={"fabric": FabricConfig(lldp="unavailable", lldp_reason="vendor image without lldpd")})
+    inv = _inventory(handle)
+    for server in handle.servers.values():
+        server.cli.lldp_off = OFF["lldp_off"]
+    try:
+        truth = handle.fabric.spec("leaf1").uplinks[0]
+        plan = uplink.plan(None, profile, switch=next(c for c in inv if c.name == "leaf1"), interface=truth.iface,
+                           inventory=inv)
+        peer = plan.undo["peer"]
+        assert (peer["name"], peer["interface"]) == (truth.peer, truth.peer_iface) and "lldp" not in peer
+        words = ("port identity from the inventory, not verified by the fabric (fabric.lldp: unavailable — vendor "
+                 "image without lldpd)")
+        assert peer["identity"] == words and plan.description.endswith(f"{truth.peer_iface}: {words}")
+        bare = [c.model_copy(update={"peers": {}}) if c.name == "leaf1" else c for c in inv]
+        with pytest.raises(CheckFailed, match="names no far end for it"):
+            uplink.plan(None, profile, switch=next(c for c in bare if c.name == "leaf1"), interface=truth.iface,
+                        inventory=bare)
+        with pytest.raises(ValueError, match="needs fabric.lldp_reason"):
+            FabricConfig(lldp="unavailable")
+        twin_info = {"switches": [c.model_dump(mode="json") for c in inv if c.name == "leaf1"]}
+        (check,) = switch_checks(profile, twin_info)  # `drills validate` says the same, without asking for LLDP
+        assert check.ok and f"far ends from the inventory ({truth.iface} → {truth.peer}:{truth.peer_iface}, " \
+            in check.detail and check.detail.endswith(f"): {words}"), check
+    finally:
+        for server in handle.servers.values():
+            server.cli.lldp_off = False
+    assert _no_change(handle)

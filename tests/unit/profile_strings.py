@@ -27,6 +27,7 @@ def with_value(path: str, value) -> str:
 # field path → a value of another kind's shape that must be refused too (besides EVIL)
 INJECTIONS = {
     "name": None,
+    "fabric.lldp_reason": None,  # Text: one printable line, shown in reports and records, never sent to a switch
     "cluster.context": "prod; kubectl delete ns ai-platform",
     "cluster.kubeconfig": None,
     "cluster.twin.profile": "../../etc/passwd",

@@ -133,6 +133,12 @@ ACCEPT_EFFECTS = {
     and _new(p).changes.workload == "ai-platform/stray-debug",
     "nics-absent-relabelled": lambda p: _new(p).absent_rails == ["mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"],
     "dcgm-warn": lambda p: (_new(p).dcgm_fail, _new(p).dcgm_verdict) == ("GPU Memory", "Warn"),
+    "dcgm-other-host": lambda p: _new(p).dcgm_host == "gpu-new-01",
+    # rail-optimised: leaf-3 carries rails 0-3, leaf-5 rails 4-7; the NICs of gpu-new-02 on both
+    "rail-swapped": lambda p: p.fabric.port_faults.rail_swapped == ["gpu-new-02"]
+    and p.fabric.switches["leaf-3"].nics["gpu-new-02/mlx5_3"] and p.fabric.switches["leaf-5"].nics["gpu-new-02/mlx5_4"],
+    "nic-uncabled": lambda p: p.fabric.port_faults.uncabled == {"gpu-new-02": ["mlx5_5"]}
+    and "gpu-new-02/mlx5_5" in p.fabric.switches["leaf-5"].nics,
     # the second round: a taint, a flap, a pressure during the run (the node, or the reference)
     "tainted-mid-run": lambda p: _new(p).changes is not None
     and [t.key for t in _new(p).changes.taints] == ["nvidia.com/gpu.unhealthy"],

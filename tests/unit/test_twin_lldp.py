@@ -63,3 +63,37 @@ def test_miscabling_moves_the_cables_not_the_annotations():
     assert miscable(planned, ["gpu-a", "gpu-b"]) == {"gpu-a": "Ethernet8", "gpu-b": "Ethernet0", "gpu-c": "Ethernet16"}
     assert miscable(planned, ["gpu-c"], ["Ethernet0", "Ethernet24"])["gpu-c"] == "Ethernet24"
     assert miscable(planned, []) == planned
+
+
+# -- rail cables (per NIC) ---------------------------------------------------------------------------------------
+def _rails(*defects: str):
+    from drills.acceptance.port_nics import port_macs
+    from drills.twin.profile import load_profile
+    from drills.twin.workloads import accept_tools as T
+    from drills.twin.workloads.fabric_component import _rail_cables
+
+    profile = load_profile("expansion", defects=defects)
+    cables = _rail_cables(profile)
+    where = {f"{k}": (leaf, port) for leaf, c in cables.items() for k, port in c.items()}
+    hcas = [(h, True, 400, "Ethernet") for h in profile.node_pools["new"].rdma_devices]
+    macs = port_macs("\n".join(T.ibstat(hcas, "gpu-new-02")))
+    peers = neighbours([], {}, cables)
+    return profile, where, macs, peers
+
+
+def test_rail_leaves_cable_each_nic_on_its_rails_leaf_and_show_the_mac_ibstat_encodes():
+    profile, where, macs, peers = _rails("nic-uncabled")  # its overlay makes leaf-3/leaf-5 rail leaves
+    assert [where[f"gpu-new-01/mlx5_{i}"][0] for i in range(8)] == ["leaf-3"] * 4 + ["leaf-5"] * 4
+    leaf, port = where["gpu-new-02/mlx5_4"]
+    assert peers[leaf][port].system == "gpu-new-02" and peers[leaf][port].port_id == macs["mlx5_4"]
+    # the node's own leaf port (its annotation) is its first NIC's
+    assert profile.fabric.switches["leaf-3"].downlinks["gpu-new-02"] == where["gpu-new-02/mlx5_0"][1]
+    assert "gpu-new-02/mlx5_5" not in where  # nic-uncabled: in no leaf
+
+
+def test_rail_swapped_trades_nic_3_and_nic_4_between_the_rail_leaves():
+    _, where, macs, peers = _rails("rail-swapped")
+    assert where["gpu-new-02/mlx5_3"][0] == "leaf-5" and where["gpu-new-02/mlx5_4"][0] == "leaf-3"
+    assert where["gpu-new-01/mlx5_3"][0] == "leaf-3"  # the other node untouched
+    leaf, port = where["gpu-new-02/mlx5_3"]
+    assert peers[leaf][port].port_id == macs["mlx5_3"]

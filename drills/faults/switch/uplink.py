@@ -225,12 +225,21 @@ def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: st
     sw = profile.switches
     timeouts = dict(connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
     undo = revert_spec(switch, interface, transport, accept_unknown_host_keys=sw.accept_unknown_host_keys, **timeouts)
-    from drills.faults.switch.ends import confirmed_far_end
+    from drills.faults.switch.ends import confirmed_far_end, far_end
 
-    undo["peer"] = confirmed_far_end(switch, interface, inventory or profile.switches.devices, sw, transport)
+    unverified = profile.fabric.opt_out() if getattr(profile, "fabric", None) is not None else None
+    if unverified is None:
+        undo["peer"] = confirmed_far_end(switch, interface, inventory or profile.switches.devices, sw, transport)
+    else:  # the site's explicit opt-out: the inventory's far end, said so wherever it is used
+        undo["peer"] = far_end(switch, interface, inventory or profile.switches.devices)
+        if undo["peer"] is None:
+            raise CheckFailed(f"{switch.name} {interface}: the switch inventory names no far end for it (`peers`) and "
+                              f"fabric.lldp is unavailable: the cable's other end is unknown; nothing was shut")
+        undo["peer"]["identity"] = unverified
+    far = f"; far end {undo['peer']['name']} {undo['peer']['interface']}: {unverified}" if unverified else ""
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
-                f"{transport}", undo, Reach(ports=((switch.name, interface),)),
+                f"{transport}{far}", undo, Reach(ports=((switch.name, interface),)),
                 spec=(switch, interface, transport, sw.accept_unknown_host_keys, timeouts))
 
 

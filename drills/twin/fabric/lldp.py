@@ -1,7 +1,8 @@
 """The twin's LLDP: each switch port's neighbour as the cables really run, not as labels or inventories say.
 
 `neighbours(specs, downlinks)` is the fabric's truth: both ends of every leaf↔spine cable, and each node on
-the leaf port its NIC is really cabled to (`downlinks`, after a `miscabled` defect moved cables). A switch
+the leaf port its NIC is really cabled to (`downlinks`, after a `miscabled` defect moved cables); on rail
+leaves each of its NICs on its own port (`nics`, after rail-swapped / nic-uncabled moved or pulled cables). A switch
 answers its dialect's LLDP command (`show_lldp` action) from it: a row per port that is admin and oper up
 and has a neighbour (LLDP frames only cross a live link), or the dialect's `lldp_disabled` answer when LLDP
 is off (defect lldp-disabled). A node sends what lldpd on a server sends: its host name as System Name, its
@@ -16,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["Peer", "neighbours", "rows", "miscable", "NODE_NIC"]
+__all__ = ["Peer", "neighbours", "netdev", "recable", "rows", "miscable", "NODE_NIC"]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,13 @@ class Peer:
     caps: str  # enabled capabilities: BR for a switch, none shown for a server
 
 
-def neighbours(specs: Iterable[Any], downlinks: dict[str, dict[str, str]]) -> dict[str, dict[str, Peer]]:
-    """switch → its port → the peer at the cable's far end (uplinks both ways; nodes on their leaf ports)."""
+def neighbours(specs: Iterable[Any], downlinks: dict[str, dict[str, str]],
+               nics: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Peer]]:
+    """switch → its port → the peer at the cable's far end (uplinks both ways; nodes on their leaf ports). `nics`
+    (leaf → "node/NIC" → port) are the rail cables: each port shows its NIC's own MAC (the one the node's ibstat
+    encodes in the port's GUID) and netdev name."""
+    from drills.twin.workloads.accept_tools import nic_mac
+
     out: dict[str, dict[str, Peer]] = {}
     for s in specs:
         for u in s.uplinks:
@@ -43,6 +49,39 @@ def neighbours(specs: Iterable[Any], downlinks: dict[str, dict[str, str]]) -> di
     for leaf, cabled in downlinks.items():
         for node, iface in cabled.items():
             out.setdefault(leaf, {})[iface] = Peer(node, _mac(node), NODE_NIC, "")
+    for leaf, cabled in (nics or {}).items():
+        for key, iface in cabled.items():
+            node, nic = key.split("/", 1)
+            out.setdefault(leaf, {})[iface] = Peer(node, nic_mac(node, nic), netdev(nic), "")
+    return out
+
+
+def netdev(nic: str) -> str:
+    """The kernel's name of RDMA device `nic`'s port (mlx5_3 → ens4f0np0: one single-port ConnectX per slot)."""
+    n = int("".join(c for c in nic if c.isdigit()) or 0)
+    return f"ens{n + 1}f0np0"
+
+
+def recable(nics: dict[str, dict[str, str]], moved: dict[str, dict[str, str]], swapped: Iterable[str],
+            uncabled: dict[str, list[str]], nics_of: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """The rail cables after the defects: a node's first cable moved with its downlink (`moved`: leaf → old port →
+    new port, defect miscabled-node), NIC 3 and NIC 4 of each `swapped` node trading ports (rail-swapped), the
+    `uncabled` NICs gone from every leaf (nic-uncabled)."""
+    out = {leaf: {k: moved.get(leaf, {}).get(p, p) for k, p in cabled.items()} for leaf, cabled in nics.items()}
+    where = {k: leaf for leaf, cabled in out.items() for k in cabled}
+    for node in swapped:
+        names = nics_of.get(node) or []
+        if len(names) < 5:
+            continue
+        a, b = f"{node}/{names[3]}", f"{node}/{names[4]}"
+        if a in where and b in where:
+            la, lb = where[a], where[b]
+            pa, pb = out[la].pop(a), out[lb].pop(b)
+            out[lb][a], out[la][b] = pb, pa
+    for node, gone in uncabled.items():
+        for nic in gone:
+            for cabled in out.values():
+                cabled.pop(f"{node}/{nic}", None)
     return out
 
 

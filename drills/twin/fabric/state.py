@@ -91,6 +91,7 @@ def start_fabric(
     reshut_after_s: float | None = None,
     reshut_end: str = "near",
     downlinks: dict[str, dict[str, str]] | None = None,
+    nics: dict[str, dict[str, str]] | None = None,
     lldp_off: bool = False,
     stale_peers: bool = False,
 ) -> FabricHandle:
@@ -102,7 +103,8 @@ def start_fabric(
     (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
     (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
     `no shutdown` (its `reshut`). `downlinks` (leaf → node → port) is where each node is really cabled (default:
-    the spec's own `downlinks`), what the switches' LLDP answers; `lldp_off` the defect lldp-disabled;
+    the spec's own `downlinks`), what the switches' LLDP answers, and `nics` (leaf → "node/NIC" → port) each
+    rail cable's; `lldp_off` the defect lldp-disabled;
     `stale_peers` the defect stale-uplink-peers (the inventory's `peers` name each leaf's uplinks' far ends rotated
     by one: a record written before the cables were moved).
     """
@@ -111,7 +113,9 @@ def start_fabric(
     traffic = Traffic(fabric)
     cabled = downlinks if downlinks is not None else {
         s.name: dict(spec_extra(fabric_spec, s.name, "downlinks", {}) or {}) for s in specs}
-    peers = lldp_neighbours(specs, cabled)
+    rails = nics if nics is not None else {
+        s.name: dict(spec_extra(fabric_spec, s.name, "nics", {}) or {}) for s in specs}
+    peers = lldp_neighbours(specs, cabled, rails)
     state = Path(state_dir).resolve()
     (state / "hostkeys").mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(state / "hostkeys", 0o700)  # private keys only (mkdir's mode passes through the umask)
@@ -145,6 +149,8 @@ def start_fabric(
                 "peers": _peers(s.uplinks, stale_peers),
                 "host_key_type": host_key.get_name(),
             }
+            if spec_extra(fabric_spec, s.name, "rails", []):  # a rail-optimised leaf: the rails it carries
+                entry["rails"] = list(spec_extra(fabric_spec, s.name, "rails", []))
             if password is not None:
                 entry["password_env"] = password_env
             handle.inventory.append(entry)

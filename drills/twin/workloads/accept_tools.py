@@ -13,7 +13,7 @@ import zlib
 
 from drills.twin.workloads import loglines as L
 
-__all__ = ["gpu_uuid", "pci_bus_id", "MARK", "nvidia_smi", "nvidia_smi_list", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
+__all__ = ["gpu_uuid", "pci_bus_id", "MARK", "nvidia_smi", "nvidia_smi_list", "nic_guid", "nic_mac", "dcgmi_discovery", "dcgmi_diag", "gpu_burn", "all_reduce_perf", "ibstat", "ib_write_bw", "fio_json", "df_pt"]
 
 MARK = "=== "  # the rdma Job's script echoes `=== <tool> <args>` before each tool it runs (one log, several tools)
 _RULE = "+---------------------------+------------------------------------------------+"
@@ -64,6 +64,18 @@ def nvidia_smi_list(node: str, name: str, visible: int) -> list[str]:
     """`nvidia-smi -L` of the first `visible` GPUs of `node` (shape: nvidia-smi-L-2x-a100.txt); a GPU keeps
     its UUID wherever it is listed."""
     return [f"GPU {i}: {name} (UUID: {_uuid(node, i)})" for i in range(visible)] or ["No devices were found"]
+
+
+def dcgmi_discovery(node: str, name: str, visible: int) -> list[str]:
+    """`dcgmi discovery -l`: the host engine's GPUs, a box per GPU with its name, PCI bus id and UUID (shape:
+    dcgmi-discovery-l-h100-sxm-null-names-excerpt.txt); the UUIDs are the machine's, as nvidia-smi prints them."""
+    rule = "+--------+" + "-" * 70 + "+"
+    out = [f"{visible} GPU{'s' if visible != 1 else ''} found.", rule,
+           f"| {'GPU ID':<6} | {'Device Information':<68} |", rule]
+    for i in range(visible):
+        out += [f"| {i:<6} | {'Name: ' + name:<68} |", f"| {'':<6} | {'PCI Bus ID: ' + pci_bus_id(i):<68} |",
+                f"| {'':<6} | {'Device UUID: ' + _uuid(node, i):<68} |", rule]
+    return out
 
 
 def dcgmi_diag(level: int, version: str, driver: str, gpus: int, failing: str | None = None,
@@ -164,17 +176,30 @@ def all_reduce_perf(hosts: list[tuple[str, str]], gpus: int, name: str, peak_bus
     return out + ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / len(sizes):.3f} ", "#"]
 
 
+def nic_guid(machine: str, hca: str) -> str:
+    """The Node GUID of `machine`'s adapter `hca` as ibstat prints it: Mellanox's OUI 58:a2:e1, 03:00, then three
+    bytes of its own (ibstat-roce-one-port-down.txt: Node GUID 0x58a2e10300dae626, MAC 58:a2:e1:da:e6:26)."""
+    return f"0x58a2e10300{zlib.crc32(f'{machine}/{hca}'.encode()) & 0xffffff:06x}"
+
+
+def nic_mac(machine: str, hca: str) -> str:
+    """The MAC of `machine`'s RoCE adapter `hca`: what lldpd on the server sends as its Port ID, and what the
+    port's GUID (its modified EUI-64: the universal/local bit flipped, ff:fe in the middle) encodes."""
+    tail = nic_guid(machine, hca)[-6:]
+    return ":".join(["58", "a2", "e1", tail[0:2], tail[2:4], tail[4:6]])
+
+
 def ibstat(hcas: list[tuple[str, bool, int, str]], machine: str = "") -> list[str]:
     """`ibstat` for (HCA, up, rate Gb/s, link layer) (ibstat-*.txt shapes); each adapter's GUIDs are its own
     (Mellanox OUI 58:a2:e1, the rest from the machine and the HCA), so no two machines share one."""
     out = []
-    for i, (hca, up, rate, layer) in enumerate(hcas):
-        guid = f"0x58a2e103{zlib.crc32(f'{machine}/{hca}'.encode()) & 0xffffff:06x}{i:02x}"
+    for hca, up, rate, layer in hcas:
+        guid = nic_guid(machine, hca)
         out += [f"CA '{hca}'", "\tCA type: MT4129", "\tNumber of ports: 1", "\tFirmware version: 28.39.1002",
                 "\tHardware version: 0", f"\tNode GUID: {guid}", f"\tSystem image GUID: {guid}", "\tPort 1:",
                 f"\t\tState: {'Active' if up else 'Down'}", f"\t\tPhysical state: {'LinkUp' if up else 'Disabled'}",
                 f"\t\tRate: {rate if up else 40}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
-                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffe{guid[-8:]}",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffe{guid[-6:]}",
                 f"\t\tLink layer: {layer}"]
     return out
 

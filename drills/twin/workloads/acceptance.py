@@ -141,8 +141,11 @@ class AcceptanceController(Controller):
             return T.nvidia_smi(host, fig.gpu_name, visible, fig.driver_version, fig.cuda_version,
                                 [fig.idle_temp_c + i % 3 for i in range(visible)]), 0
         if check == "dcgm":
-            return T.dcgmi_diag(int(env.get("ACCEPT_LEVEL", "3")), fig.dcgm_version, fig.driver_version, visible,
-                                fault.dcgm_fail, fault.dcgm_fail_gpu, fault.dcgm_verdict), 0
+            level = env.get("ACCEPT_LEVEL", "3")  # the Job lists the host engine's GPUs, then runs the diagnostic
+            return ([f"{T.MARK} dcgmi discovery -l"] + T.dcgmi_discovery(fault.dcgm_host or host, fig.gpu_name, visible)
+                    + [f"{T.MARK} dcgmi diag -r {level}"]
+                    + T.dcgmi_diag(int(level), fig.dcgm_version, fig.driver_version, visible, fault.dcgm_fail,
+                                   fault.dcgm_fail_gpu, fault.dcgm_verdict)), 0
         if check == "burn":
             hot = fault.hot_gpu
             gflops = [fig.gemm_gflops * (fault.throttle_factor if i == hot else 1.0) for i in range(visible)]

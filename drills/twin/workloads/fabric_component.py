@@ -41,13 +41,14 @@ class FabricComponent:
         # Key generation and binding block briefly; keep the loop free for the API server meanwhile.
         faults = profile.fabric.port_faults
         lossless = profile.fabric.pfc  # RoCE: PFC (and ECN) on every node-facing port, but a defect's
-        lossy = {(leaf, iface) for leaf, s in profile.fabric.switches.items() for node, iface in s.downlinks.items()
+        lossy = {(leaf, iface) for leaf, s in profile.fabric.switches.items()
+                 for node, iface in [*s.downlinks.items(), *((k.split("/")[0], p) for k, p in s.nics.items())]
                  if not lossless or node in faults.lossy_nodes}
         self.handle = await loop.run_in_executor(None, lambda: start_fabric(
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
-            reshut_end=faults.reshut_end, downlinks=_cabled(profile), lldp_off=faults.lldp_off,
+            reshut_end=faults.reshut_end, downlinks=_cabled(profile), nics=_rail_cables(profile), lldp_off=faults.lldp_off,
             stale_peers=faults.stale_peers))
         for leaf in faults.isolated_leaves:  # before the hub reads the leaves: they start cut off
             for uplink in profile.fabric.switches[leaf].uplinks:
@@ -77,5 +78,18 @@ def _cabled(profile: Any) -> dict[str, dict[str, str]]:
     from drills.twin.fabric.lldp import miscable
 
     moved = profile.fabric.port_faults.miscabled
-    return {leaf: miscable(dict(s.downlinks), moved, s.interfaces) if moved else dict(s.downlinks)
-            for leaf, s in profile.fabric.switches.items()}
+    return {leaf: miscable(dict(s.downlinks), moved, [p for p in s.interfaces if p not in set(s.nics.values())])
+            if moved else dict(s.downlinks) for leaf, s in profile.fabric.switches.items()}  # a free port: no NIC's
+
+
+def _rail_cables(profile: Any) -> dict[str, dict[str, str]]:
+    """Leaf → "node/NIC" → the port that NIC is really cabled to, after the defects (miscabled-node moves a node's
+    first cable with its downlink; rail-swapped, nic-uncabled)."""
+    from drills.twin.fabric.lldp import recable
+
+    cabled = _cabled(profile)
+    moved = {leaf: {p: cabled[leaf][n] for n, p in s.downlinks.items() if cabled[leaf].get(n, p) != p}
+             for leaf, s in profile.fabric.switches.items()}
+    faults = profile.fabric.port_faults
+    return recable({leaf: dict(s.nics) for leaf, s in profile.fabric.switches.items()}, moved, faults.rail_swapped,
+                   faults.uncabled, profile.rdma_devices_per_node())
