@@ -11,7 +11,7 @@ Feature: Inference holds while a training burst floods the cluster
     And 4 users are sending completions to its endpoint
     When a burst of 8 low-priority training jobs of 4 GPUs each is submitted
     Then no serving replica is evicted or preempted within 5 minutes
-    And the monitoring raises none of InferenceUnavailable, InferenceReplicasUnavailable or InferenceLatencyBurn
+    And the monitoring raises none of InferenceUnavailable, InferenceReplicasUnavailable, InferenceLatencyBurn or InferenceServingNothing
     And the monitoring raises no more distinct alerts than its budget
     And the burst's jobs run or wait in their queue, none failed
     And no more than 1% of requests fail under the burst

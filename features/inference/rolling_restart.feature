@@ -15,7 +15,7 @@ Feature: Inference survives a rolling restart under load
     Then the rollout completes within 10 minutes
     And every replica is replaced by a new pod that is Ready, in the Service and serving
     And no more than 0 replicas are unavailable at any moment of the rollout
-    And the monitoring raises none of InferenceUnavailable, InferenceReplicasUnavailable or InferenceLatencyBurn
+    And the monitoring raises none of InferenceUnavailable, InferenceReplicasUnavailable, InferenceLatencyBurn or InferenceServingNothing
     And the monitoring raises no more distinct alerts than its budget
     And no more than 0% of requests fail during the rollout
     And p99 latency stays within 2x the baseline during the rollout

@@ -13,6 +13,8 @@ on the target (a GPU reporting XID 79), judged as a drill judges it:
 | XID on all 8 GPUs at once, budget 3                  | alert storm      | FAIL alert_storm (8 > 3)      |
 | the pack's GpuXidError / the seed's NvidiaXidError    | watching?        | yes / no: NVIDIA_XID_ERRORS_… |
 |                                                      |                  |   has no series               |
+| a vLLM replica (the twin's exporter) whose answers    | detection ≤ 4 m  | pass: InferenceServingNothing |
+|   turn 70 % empty (HTTP 200, no token), all Ready     |                  |   (before: no rule, no alert) |
 | `drills run`, built-in profile: node loss, uplink,    | detection ≤ 1 m, | pass each (TrainingNodeLost,  |
 |   inference pod kill on the healthy twin             | resolution, storm|   FabricLinkDown, InferenceRe…|
 | `drills run` storage flood, healthy twin (alone)      | detection ≤ 1 m, | pass (CheckpointStoreSaturat…)|
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +52,7 @@ from drills.detect.stack import missing_tools
 import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
 from drills.profile.monitoring import OPT_OUT
+from drills.twin.exporters.vllm import ReplicaMetrics
 from tests.e2e.drill_helpers import drills, records
 
 pytestmark = [pytest.mark.slow,
@@ -60,16 +64,16 @@ GPUS = 8
 MINUTE = 60.0
 
 
-class DcgmTarget:
-    """A stand-in for one node's dcgm-exporter: DCGM_FI_DEV_XID_ERRORS per GPU (the last XID, 0 when none)."""
+class Served:
+    """A static scrape target: `exposition()` in the Prometheus text format, over HTTP."""
 
     def __init__(self) -> None:
-        self.xid = {gpu: 0 for gpu in range(GPUS)}
         target = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = target.exposition().encode()
+                body = target.exposition()
+                body = body if isinstance(body, bytes) else body.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -86,6 +90,17 @@ class DcgmTarget:
     def address(self) -> str:
         return f"127.0.0.1:{self.server.server_port}"
 
+    def exposition(self) -> str | bytes:
+        raise NotImplementedError
+
+
+class DcgmTarget(Served):
+    """A stand-in for one node's dcgm-exporter: DCGM_FI_DEV_XID_ERRORS per GPU (the last XID, 0 when none)."""
+
+    def __init__(self) -> None:
+        self.xid = {gpu: 0 for gpu in range(GPUS)}
+        super().__init__()
+
     def exposition(self) -> str:
         lines = ["# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.",
                  "# TYPE DCGM_FI_DEV_XID_ERRORS gauge"]
@@ -93,6 +108,18 @@ class DcgmTarget:
                   f'device="nvidia{g}",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-01",'
                   f'DCGM_FI_DRIVER_VERSION="550.54.15"}} {v}' for g, v in self.xid.items()]
         return "\n".join(lines) + "\n"
+
+
+class VllmTarget(Served):
+    """One vLLM replica's /metrics as the twin serves it (drills/twin/exporters/vllm.py: the twin's own exporter,
+    fed the requests its gateway would count)."""
+
+    def __init__(self) -> None:
+        self.metrics = ReplicaMetrics("llama-7b", max_concurrency=8)
+        super().__init__()
+
+    def exposition(self) -> bytes:
+        return self.metrics.exposition(inflight=0)
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +130,19 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def monitoring(target, tmp_path_factory):
+def vllm_target():
+    served = VllmTarget()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def monitoring(target, vllm_target, tmp_path_factory):
     clock = DilatedClock(scale=SCALE)
-    config = MonitoringConfig(rules=["gpu", "seed"], alert_budget=3)
+    config = MonitoringConfig(rules=["gpu", "seed", "inference"], alert_budget=3)
     scrape = [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [target.address],
-                                                               "labels": {"node": "gpu-node-01"}}]}]
+                                                               "labels": {"node": "gpu-node-01"}}]},
+              {"job_name": "vllm", "static_configs": [{"targets": [vllm_target.address]}]}]
     mon = open_monitoring(config, clock, tmp_path_factory.mktemp("monitoring"), scrape)
     yield mon
     mon.close()
@@ -130,7 +165,8 @@ def xid_fault(monitoring, target):
 
 
 def test_the_stack_evaluates_the_pack_it_was_given(monitoring):
-    assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed"])))
+    assert sorted(read_alert_rules(monitoring.prometheus_url)) == sorted(alert_names(pack_files(["gpu", "seed",
+                                                                                               "inference"])))
 
 
 def test_a_rule_is_watching_only_when_prometheus_evaluates_it_over_series_it_scrapes(monitoring, xid_fault):
@@ -140,12 +176,12 @@ def test_a_rule_is_watching_only_when_prometheus_evaluates_it_over_series_it_scr
     from drills.detect.watching import unwatched
 
     timing = monitoring.timing
-    found = unwatched(monitoring.prometheus_url, ["GpuXidError", "NvidiaXidError", "InferenceUnavailable"],
+    found = unwatched(monitoring.prometheus_url, ["GpuXidError", "NvidiaXidError", "FabricLinkDown"],
                       4 * timing.wall(timing.scrape_s))
     assert found["GpuXidError"] is None
     assert found["NvidiaXidError"] == ("its rule reads NVIDIA_XID_ERRORS_TOTAL, of which Prometheus has no series: "
                                        "nothing it scrapes exports it")
-    assert found["InferenceUnavailable"] == "Prometheus has no alerting rule named InferenceUnavailable"
+    assert found["FabricLinkDown"] == "Prometheus has no alerting rule named FabricLinkDown"
 
 
 def test_a_sites_own_stack_is_read_where_it_is_and_on_the_wall_clock(monitoring, xid_fault):
@@ -207,6 +243,46 @@ def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_stor
     assert drill_for_tags(["gpu_node_loss"]).category(verdict.name) is Category.ALERT_STORM
     # the single-GPU fault stayed within it
     assert judge_storm([a.name for a in xid_fault[0].distinct()], 3).passed
+
+
+def test_a_replica_that_answers_with_nothing_pages_inference_serving_nothing(monitoring, vllm_target):
+    """time-sliced-serving's and empty-replacements' symptom, on the twin's vLLM exporter: every replica Ready, every
+    answer HTTP 200, but from the fault on 70 % of them generate no token (finish_reason abort). Nothing else of the
+    pack sees it (no replica lost, latency fine); InferenceServingNothing (the share of finished requests that
+    generated at most one token over 2 m, held 1 m) pages within 4 minutes — while a healthy minute before it did
+    not. The rule's other cases (a healthy series, a 45 s blip, an idle service) are promtool's
+    (drills/detect/rules/tests/inference_test.yaml)."""
+    clock, metrics, rng = monitoring.clock, vllm_target.metrics, random.Random(34)
+    watch = monitoring.watch()
+    state = {"empty_share": 0.0, "stop": False}
+
+    def users() -> None:  # 10 finished requests per cluster second, as the drill's users and gateway make them
+        while not state["stop"]:
+            for _ in range(10):
+                if rng.random() < state["empty_share"]:
+                    metrics.served(0.2, 8, 0, first_token_s=0.2, finished_reason="abort")
+                else:
+                    metrics.served(0.5, 8, 16, first_token_s=0.1)
+            threading.Event().wait(1.0 / SCALE)
+
+    traffic = threading.Thread(target=users, daemon=True)
+    traffic.start()
+    try:
+        watch.wait(lambda: False, clock.timestamp() + MINUTE)  # a healthy minute: scraped, rated, quiet
+        assert watch.raised("InferenceServingNothing") is None
+        injected = clock.now()
+        state["empty_share"] = 0.7
+        watch.wait(lambda: watch.raised("InferenceServingNothing") is not None, clock.timestamp() + 6 * MINUTE)
+    finally:
+        state["stop"] = True
+        traffic.join(timeout=5)
+        watch.stop()
+    verdict = judge_detection("InferenceServingNothing", injected, watch.raised("InferenceServingNothing"),
+                              4 * MINUTE, slowed=monitoring.timing.slowed, resolution_s=monitoring.timing.resolution_s)
+    assert verdict.passed, verdict.reason
+    raised = [s.alert for s in watch.seen.values() if s.alert.name == "InferenceServingNothing"]
+    assert [(a.labels["model_name"], a.labels["severity"]) for a in raised] == [("llama-7b", "critical")]
+    assert {a.name for a in watch.distinct()} == {"InferenceServingNothing"}  # availability and latency stay quiet
 
 
 def _monitored(tmp_path: Path, rules: list[str]) -> Path:

@@ -221,3 +221,18 @@ def test_replicas_that_answer_with_nothing_are_not_a_serving_platform(twin_facto
     answers = readings["inference answers"]
     assert answers["ok"] is False and "200 without generated text" in answers["detail"], answers
     assert "/v1/completions × 4" in answers["source"] and not rec["details"].get("faults")
+    # what the replica's own vLLM /metrics told Prometheus meanwhile (InferenceServingNothing reads it): each empty
+    # answer a finished request under its finish reason (stop), no token generated, in the token histogram's first bucket
+    from prometheus_client.parser import text_string_to_metric_families
+
+    empties = 0
+    for name in ready():
+        text = requests.get(f"{pods}/{name}:8000/proxy/metrics", timeout=5).text
+        fam = {f.name: f for f in text_string_to_metric_families(text)}
+        stop = sum(x.value for x in fam["vllm:request_success"].samples if x.labels["finished_reason"] == "stop")
+        first = next(x.value for x in fam["vllm:request_generation_tokens"].samples
+                     if x.name.endswith("_bucket") and x.labels["le"] == "1.0")
+        if stop:
+            assert first == stop and fam["vllm:generation_tokens"].samples[0].value == 0, text
+        empties += stop
+    assert empties >= 1  # the probes reached the replacement

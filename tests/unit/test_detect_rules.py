@@ -28,7 +28,7 @@ def test_the_pack_ships_the_seeds_two_rules_verbatim_and_ours():
     assert seed["NvidiaXidError"]["for"] == "1m"
     assert set(alert_names(pack_files())) >= {"GpuXidError", "GpuDoubleBitEcc", "GpuTelemetryMissing",
                                                "TrainingNodeLost", "TrainingStalled", "NcclSocketFallback",
-                                               "InferenceUnavailable", "InferenceReplicasUnavailable", "InferenceLatencyBurn",
+                                               "InferenceUnavailable", "InferenceReplicasUnavailable", "InferenceLatencyBurn", "InferenceServingNothing",
                                                "CheckpointStoreFull", "FabricLinkDown"}
 
 

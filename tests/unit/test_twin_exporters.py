@@ -159,6 +159,27 @@ def test_vllm_metrics_have_vllms_names_labels_and_buckets():
     assert not any(s.name.endswith("_created") for f in fam.values() for s in f.samples)  # vLLM disables them
 
 
+def test_an_empty_answer_is_a_finished_request_that_generated_nothing():
+    """What vLLM counts for a completion that ends with no text (the serving defects' HTTP 200, finish_reason stop
+    or abort): one more successful request under its finish reason, no generation token, one observation in the
+    per-request token histogram's first bucket (build_1_2_5_buckets(4096): le 1, 2, 5 … 2000, +Inf) — what
+    InferenceServingNothing reads; a 16-token answer lands above it."""
+    m = ReplicaMetrics("llama-7b", max_concurrency=32)
+    m.served(latency_s=0.5, prompt_tokens=8, generated=16, first_token_s=0.1)
+    m.served(latency_s=0.2, prompt_tokens=8, generated=0, first_token_s=0.2, finished_reason="stop")
+    m.served(latency_s=0.2, prompt_tokens=8, generated=0, first_token_s=0.2, finished_reason="abort")
+    fam = {f.name: f for f in text_string_to_metric_families(m.exposition(inflight=0).decode())}
+    assert fam["vllm:generation_tokens"].samples[0].value == 16
+    assert {s.labels["finished_reason"]: s.value for s in fam["vllm:request_success"].samples} == {
+        "length": 1, "stop": 1, "abort": 1}
+    hist = fam["vllm:request_generation_tokens"]
+    assert hist.type == "histogram" and hist.samples[0].labels["model_name"] == "llama-7b"
+    buckets = {s.labels["le"]: s.value for s in hist.samples if s.name.endswith("_bucket")}
+    assert list(buckets) == ["1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0", "1000.0",
+                             "2000.0", "+Inf"]
+    assert (buckets["1.0"], buckets["10.0"], buckets["20.0"], buckets["+Inf"]) == (2, 2, 3, 3)
+
+
 def test_a_go_exporters_counter_is_served_under_its_own_name():
     """dcgm-exporter and snmp_exporter (Go) serve a counter under the name they give it, no `_total` added: the
     rules read `DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS` and `ifHCOutOctets` (prometheus_client would add it)."""

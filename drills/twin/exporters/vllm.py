@@ -3,7 +3,10 @@ defines with prometheus_client, per replica process, labelled `model_name` (the 
 
 Source: vllm-project/vllm vllm/engine/metrics.py@00c33e81 (`class Metrics`, the v0.5–v0.6 engine the twin's
 `vllm/vllm-openai:v0.6.3` image runs): the same names, help texts, label names and histogram buckets, and
-`prometheus_client.disable_created_metrics()` as vLLM calls it. Values follow the twin's requests: every
+`prometheus_client.disable_created_metrics()` as vLLM calls it. `vllm:request_generation_tokens` (tokens each
+finished request generated) has `build_1_2_5_buckets(max_model_len)`'s buckets for the twin's max_model_len 4096
+(1, 2, 5 … 2000): a request that generated nothing (an empty answer) lands in le="1.0" and counts in
+`vllm:request_success_total` under the finish reason its client got. Values follow the twin's requests: every
 completion a replica serves (through the gateway or a port-forward) is observed in twin seconds; the running
 gauge is the replica's in-flight requests at scrape time; a replaced pod starts from zero like a new process.
 """
@@ -21,6 +24,20 @@ _L = ["model_name"]
 TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
 TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5]
 E2E_BUCKETS = [1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+MAX_MODEL_LEN = 4096  # what the twin's /v1/models reports
+
+
+def build_1_2_5_buckets(max_value: int) -> list[int]:
+    """vLLM's bucket rule for token-count histograms (vllm/engine/metrics.py): 1, 2, 5, 10, 20, 50 … up to
+    `max_value`."""
+    buckets, exponent = [], 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10 ** exponent
+            if value > max_value:
+                return buckets
+            buckets.append(value)
+        exponent += 1
 
 
 class ReplicaMetrics:
@@ -47,10 +64,14 @@ class ReplicaMetrics:
                               _L, buckets=TPOT_BUCKETS, registry=r)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
                              _L, buckets=E2E_BUCKETS, registry=r)
+        self.request_generation = Histogram("vllm:request_generation_tokens",
+                                            "Number of generation tokens processed.", _L,
+                                            buckets=build_1_2_5_buckets(MAX_MODEL_LEN), registry=r)
         self.success = Counter("vllm:request_success_total", "Count of successfully processed requests.",
                                [*_L, "finished_reason"], registry=r)
         for metric in (self.running, self.waiting, self.swapped, self.gpu_cache, self.cpu_cache, self.preemptions,
-                       self.prompt_tokens, self.generation_tokens, self.ttft, self.tpot, self.e2e):
+                       self.prompt_tokens, self.generation_tokens, self.ttft, self.tpot, self.e2e,
+                       self.request_generation):
             metric.labels(model_name)  # vLLM's logger sets every series at its first stats interval
 
     def served(self, latency_s: float, prompt_tokens: int, generated: int, first_token_s: float,
@@ -63,6 +84,7 @@ class ReplicaMetrics:
         if generated > 1:
             self.tpot.labels(m).observe(max(0.0, latency_s - first_token_s) / (generated - 1))
         self.e2e.labels(m).observe(latency_s)
+        self.request_generation.labels(m).observe(generated)
         self.success.labels(m, finished_reason).inc()
 
     def exposition(self, inflight: int) -> bytes:

@@ -305,7 +305,8 @@ class Gateway:
         latency = model.spec.base_latency
         await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         prompt = len(str(body.get("prompt") or "").split())
-        self.metrics_of(model, replica).served(latency, prompt, 0, first_token_s=latency)  # vLLM: a finished request
+        self.metrics_of(model, replica).served(latency, prompt, 0, first_token_s=latency,  # vLLM: a finished
+                                               finished_reason=finish_reason)  # request, no token
         return web.json_response(empty_completion(model.spec.model_name, chat, finish_reason, prompt,
                                                   int(self.twin.clock.timestamp())),
                                  headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})

@@ -11,7 +11,7 @@
     而且 4 个用户正在向其端点发送补全请求
     当突发提交 8 个低优先级训练作业，每个占 4 块 GPU
     那么在 5 分钟内没有推理副本被驱逐或抢占
-    而且监控不发出 InferenceUnavailable、InferenceReplicasUnavailable 或 InferenceLatencyBurn 中的任何告警
+    而且监控不发出 InferenceUnavailable、InferenceReplicasUnavailable、InferenceLatencyBurn 或 InferenceServingNothing 中的任何告警
     而且监控发出的不同告警数不超过其预算
     而且突发的作业都在运行或在队列中等待，没有一个失败
     而且突发期间，失败的请求不超过 1%

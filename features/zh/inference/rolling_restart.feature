@@ -14,7 +14,7 @@
     那么滚动重启在 10 分钟内完成
     而且每个副本都被新 Pod 取代，新 Pod 已就绪、已加入 Service 并在提供服务
     而且滚动重启期间任何时刻不可用的副本都不超过 0 个
-    而且监控不发出 InferenceUnavailable、InferenceReplicasUnavailable 或 InferenceLatencyBurn 中的任何告警
+    而且监控不发出 InferenceUnavailable、InferenceReplicasUnavailable、InferenceLatencyBurn 或 InferenceServingNothing 中的任何告警
     而且监控发出的不同告警数不超过其预算
     而且滚动重启期间，失败的请求不超过 0%
     而且滚动重启期间，p99 延迟不超过基线的 2 倍
