@@ -14,6 +14,7 @@ a string that is exactly one `${expr}` keeps the value's type. `{"$forEach": pat
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
@@ -178,13 +179,10 @@ _FILTERS = {
 
 def get_path(obj: Any, path: str) -> Any:
     """Value at jq-like `path` in `obj`, or None when any step is missing."""
-    pos, cur = 0, obj
-    while pos < len(path):
-        m = _TOKEN.match(path, pos)
-        if not m:
-            raise ValueError(f"bad path {path!r} at {path[pos:]!r}")
-        pos = m.end()
-        key, index, fkey, fval, quoted = m.groups()
+    cur = obj
+    for key, index, fkey, fval, quoted, bad in _steps(path):
+        if bad is not None:
+            raise ValueError(bad)
         if index is not None:
             cur = cur[int(index)] if isinstance(cur, list) and int(index) < len(cur) else None
         elif fkey is not None:
@@ -195,6 +193,21 @@ def get_path(obj: Any, path: str) -> Any:
         if cur is None:
             return None
     return cur
+
+
+@functools.lru_cache(maxsize=4096)
+def _steps(path: str) -> tuple[tuple[str | None, ...], ...]:
+    """`path` tokenised once (stage paths are a few fixed strings read on every object): its steps, the last one a
+    `bad` message where the path stops parsing — raised only when a walk gets that far, as before."""
+    pos, out = 0, []
+    while pos < len(path):
+        m = _TOKEN.match(path, pos)
+        if not m:
+            out.append((None, None, None, None, None, f"bad path {path!r} at {path[pos:]!r}"))
+            break
+        pos = m.end()
+        out.append((*m.groups(), None))
+    return tuple(out)
 
 
 def evaluate(expr: str, obj: Any, context: Mapping[str, Any]) -> Any:
