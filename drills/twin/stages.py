@@ -212,26 +212,35 @@ def _steps(path: str) -> tuple[tuple[str | None, ...], ...]:
 
 def evaluate(expr: str, obj: Any, context: Mapping[str, Any]) -> Any:
     """`.path` reads `obj`; `obj.path` too; `name.path` reads a context value; `|filter` applies."""
-    expr, *filters = [part.strip() for part in expr.split("|")]
-    if expr.startswith("."):
+    expr, filters, head, end = _parsed(expr)
+    if head is None:
         value = get_path(obj, expr)
     else:
-        m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", expr)
-        if not m:
+        if end < 0:
             raise ValueError(f"bad expression {expr!r}")
-        head = m.group(0)
         if head == "obj":
             root = obj
         elif head in context:
             root = context[head]
         else:
             raise KeyError(f"template needs {head!r}, which the context does not provide")
-        value = get_path(root, expr[m.end():]) if m.end() < len(expr) else root
+        value = get_path(root, expr[end:]) if end < len(expr) else root
     for name in filters:
         if name not in _FILTERS:
             raise ValueError(f"unknown template filter {name!r}; known: {', '.join(_FILTERS)}")
         value = None if value is None else _FILTERS[name](value)
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[str, tuple[str, ...], str | None, int]:
+    """An expression split once (a stage's few fixed expressions are evaluated on every object): (expression,
+    filters, head name or None for a `.path`, where the head ends or -1 when the expression has none)."""
+    expr, *filters = [part.strip() for part in text.split("|")]
+    if expr.startswith("."):
+        return expr, tuple(filters), None, 0
+    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", expr)
+    return (expr, tuple(filters), m.group(0), m.end()) if m else (expr, tuple(filters), "", -1)
 
 
 def render_template(template: Any, obj: Any, context: Mapping[str, Any]) -> Any:
