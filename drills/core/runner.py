@@ -35,7 +35,7 @@ from drills.core.outcomes import EXIT_INTERRUPTED, EXIT_NOT_STARTED, AllureStatu
 from drills.core.record import Record
 from drills.core.preflight import check_run, feature_selection, random_plan
 from drills.core.runwatch import RunWatch
-from drills.core.scoped import no_bytecode_written, working_dir
+from drills.core.scoped import installed_read_once, no_bytecode_written, working_dir
 from drills.core.selection import check_selection
 from drills.core.signals import interrupt_caused, stop_on_signal
 
@@ -291,7 +291,7 @@ def _pytest(opts: RunOptions, run_id: str, run_dir: Path, collect: list[str], na
     if (run_dir / RANDOM_PLAN).exists():  # --random / --replay: how the scenarios pick their targets
         args += ["--drills-random-plan", str(run_dir / RANDOM_PLAN)]
     log.debug("pytest %s", " ".join(args))
-    with working_dir(REPO), no_bytecode_written():
+    with working_dir(REPO), no_bytecode_written(), installed_read_once():
         return int(pytest.main(args, plugins=[watch]))
 
 
