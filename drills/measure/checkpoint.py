@@ -72,7 +72,6 @@ class TrainingMonitor:
         self._samples: list[tp.Sample] = []  # step lines with their throughput
         self.pods_seen: dict[str, dict] = {}  # pod name → its latest object (the reader mounts what they mount)
         self.save_paths: list[str] = []  # checkpoint paths the saves in the log name (where the store is)
-        self._taken = 0  # events taken so far: the state (and so its timeline) changes only when one is taken
 
     def start(self) -> "TrainingMonitor":
         """Check the job exists (CheckFailed, one line, otherwise) and start watching it."""
@@ -165,12 +164,9 @@ class TrainingMonitor:
         old = set(baseline.uids)
         on_node = {u for u in old if self._state.workers.get(u) and self._state.workers[u].node == node} if node else old
         reported: set[str] = set()
-        built: list = [None, None]  # (events taken, timeline): `done()` runs after every event; rebuild on change only
 
         def phases() -> Timeline:
-            if built[0] != self._taken:
-                built[:] = [self._taken, self._state.timeline(injected_at, old, len(baseline.workers), on_node)]
-            return built[1]
+            return self._state.timeline(injected_at, old, len(baseline.workers), on_node)
 
         def done() -> bool:
             timeline = phases()
@@ -254,7 +250,6 @@ class TrainingMonitor:
                 return done()
 
     def _take(self, event: WatchEvent) -> None:
-        self._taken += 1
         if event.source == "pods":
             self._take_pod(event)
         elif event.source == "job" and event.type != "DELETED" and isinstance(event.obj, dict):

@@ -163,16 +163,12 @@ class NcclMonitor(TrainingMonitor):
         baseline = tp.baseline(self._samples, injected_at) or base.throughput
         reported: set[str] = set()
         found: list[tp.ThroughputRecovery | None] = [None]
-        built: list = [None, None]  # (events taken, timeline): `done()` runs after every event; rebuild on change only
 
         def phases() -> Timeline:
-            if built[0] == self._taken:
-                return built[1]
             found[0] = (tp.find_recovery(self._samples, injected_at, baseline, ratio, sustain_s)
                         if baseline else None)
-            built[:] = [self._taken, self._fabric_timeline(base.taken_at, injected_at, old, len(base.training.workers),
-                                                           baseline, ratio, found[0])]
-            return built[1]
+            return self._fabric_timeline(base.taken_at, injected_at, old, len(base.training.workers), baseline, ratio,
+                                         found[0])
 
         def done() -> bool:
             timeline = phases()
