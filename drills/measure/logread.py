@@ -242,9 +242,8 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         out += self._traceback(rec)
         # a record is classified when it yields a fact or is a known kind of line: NCCL's, a framework's
         # signature, part of a traceback, or a line one of the recognisers took without an event
-        version = _VERSION.search(body)  # read once: it classifies the record and names NCCL's version
         self._known = bool(signed or rec.nccl is not None or in_traceback or _TB_START.match(body)
-                           or _TB_FRAME.match(body) or version or _CUDA_ERROR_TAIL.match(body))
+                           or _TB_FRAME.match(body) or _VERSION.search(body) or _CUDA_ERROR_TAIL.match(body))
         if rec.nccl is not None:
             self.nccl_lines += 1
             out += self._nccl(rec)
@@ -258,8 +257,9 @@ class LogReader(NcclReading, GpuReading, ElasticReading, CheckpointReading, Rest
         out += self._save(rec)
         if self.startup.record(rec):
             out.append(self._ev("vllm_phase", rec))
-        if version and self.version is None:
-            self.version = version.group("v")
+        m = _VERSION.search(body)
+        if m and self.version is None:
+            self.version = m.group("v")
         # profile / preset patterns: steps, saves and resumes the built-ins do not know
         if not self._consumed and not any(e.kind in ("checkpoint_saved", "resumed", "resume_attempt", "resume_failed")
                                           for e in out):

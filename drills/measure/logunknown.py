@@ -53,7 +53,7 @@ class UnknownReading:
 
     def _check_unknown(self, rec: Record, out: list[TrainingEvent], in_traceback: bool) -> None:
         text = rec.raw if rec.nccl is not None else rec.body
-        if not ERROR_LIKE.search(text) and (text is rec.body or not ERROR_LIKE.search(rec.body)):  # one search, not two, of a body
+        if not ERROR_LIKE.search(text) and not ERROR_LIKE.search(rec.body):
             return
         if in_traceback or getattr(self, "_tb", None) is not None and not self._tb.closed:  # type: ignore[attr-defined]
             return  # the traceback reader reports it (one error of kind `traceback`)
