@@ -2,8 +2,9 @@
 report texts), parsed by libyaml when PyYAML has it.
 
 Every process reads them at start (the twin, each drill lane, the CLI): the pure-Python parser took ≈ 0.15 s
-of CPU for them per process, libyaml a tenth of that, with identical objects. Files a user writes keep
-`yaml.safe_load`: its error messages are the clearer ones, and they are what a user sees.
+of CPU for them per process, libyaml a tenth of that, with identical objects. Files a user writes (profiles, read
+by every twin and every drill run) are parsed the same way by `load_user_text`; only when libyaml refuses one is it
+parsed again by `yaml.safe_load`, whose error messages are the clearer ones, and they are what a user sees.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 def load_text(text: str) -> Any:
     return yaml.load(text, Loader=_LOADER)  # noqa: S506 — a safe loader (libyaml's SafeLoader)
+
+
+def load_user_text(text: str) -> Any:
+    """A file a user wrote: libyaml's objects (the same constructor and resolver as `yaml.safe_load`), or, when
+    the text is not valid YAML, the YAMLError the pure-Python parser raises (its problem and mark)."""
+    try:
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 — a safe loader (libyaml's SafeLoader)
+    except yaml.YAMLError:
+        return yaml.safe_load(text)  # raises the error a user is shown (or, were libyaml stricter, reads it)
 
 
 def load_file(path: Path) -> Any:

@@ -36,6 +36,7 @@ global_batch, duration_s, path, transport, devices, text.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -195,6 +196,13 @@ def preset(name: str) -> LogFormat:
     """The built-in format `name` (twin, hf-trainer, megatron, deepspeed), NCCL patterns included."""
     if name not in PRESETS:
         raise KeyError(f"unknown log format {name!r} (known: {', '.join(PRESETS)})")
+    return _preset(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(name: str) -> LogFormat:
+    """A preset compiled once per process (every log reader, one per pod, asks for it; ~40 patterns to compile
+    that the `re` module's own cache does not keep); a LogFormat is frozen and its patterns are only read."""
     return _compile(name, PRESETS[name])
 
 

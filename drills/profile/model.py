@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
+from drills.core import datafiles
 from drills.core.errors import InvalidProfile
 from drills.core.grammar import (DnsLabel, DnsSubdomain, Glob, HostName, Interface, KubeContext, LabelKey, LocalPath,
                                   NameOrYaml, SwitchName, Text, UserName)
@@ -324,7 +325,7 @@ def parse_profile(text: str, source: str = "<text>", base_dir: Path | None = Non
 
 def _yaml(text: str, what: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return datafiles.load_user_text(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -105,7 +105,7 @@ def _profile_path(name_or_path: str) -> Path:
 def _read_yaml(path: Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
-        return datafiles.load_text(text) if datafiles.is_packaged(path) else yaml.safe_load(text)
+        return datafiles.load_text(text) if datafiles.is_packaged(path) else datafiles.load_user_text(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -14,6 +14,7 @@ a string that is exactly one `${expr}` keeps the value's type. `{"$forEach": pat
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
@@ -178,13 +179,10 @@ _FILTERS = {
 
 def get_path(obj: Any, path: str) -> Any:
     """Value at jq-like `path` in `obj`, or None when any step is missing."""
-    pos, cur = 0, obj
-    while pos < len(path):
-        m = _TOKEN.match(path, pos)
-        if not m:
-            raise ValueError(f"bad path {path!r} at {path[pos:]!r}")
-        pos = m.end()
-        key, index, fkey, fval, quoted = m.groups()
+    cur = obj
+    for key, index, fkey, fval, quoted, bad in _steps(path):
+        if bad is not None:
+            raise ValueError(bad)
         if index is not None:
             cur = cur[int(index)] if isinstance(cur, list) and int(index) < len(cur) else None
         elif fkey is not None:
@@ -197,28 +195,52 @@ def get_path(obj: Any, path: str) -> Any:
     return cur
 
 
+@functools.lru_cache(maxsize=4096)
+def _steps(path: str) -> tuple[tuple[str | None, ...], ...]:
+    """`path` tokenised once (stage paths are a few fixed strings read on every object): its steps, the last one a
+    `bad` message where the path stops parsing — raised only when a walk gets that far, as before."""
+    pos, out = 0, []
+    while pos < len(path):
+        m = _TOKEN.match(path, pos)
+        if not m:
+            out.append((None, None, None, None, None, f"bad path {path!r} at {path[pos:]!r}"))
+            break
+        pos = m.end()
+        out.append((*m.groups(), None))
+    return tuple(out)
+
+
 def evaluate(expr: str, obj: Any, context: Mapping[str, Any]) -> Any:
     """`.path` reads `obj`; `obj.path` too; `name.path` reads a context value; `|filter` applies."""
-    expr, *filters = [part.strip() for part in expr.split("|")]
-    if expr.startswith("."):
+    expr, filters, head, end = _parsed(expr)
+    if head is None:
         value = get_path(obj, expr)
     else:
-        m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", expr)
-        if not m:
+        if end < 0:
             raise ValueError(f"bad expression {expr!r}")
-        head = m.group(0)
         if head == "obj":
             root = obj
         elif head in context:
             root = context[head]
         else:
             raise KeyError(f"template needs {head!r}, which the context does not provide")
-        value = get_path(root, expr[m.end():]) if m.end() < len(expr) else root
+        value = get_path(root, expr[end:]) if end < len(expr) else root
     for name in filters:
         if name not in _FILTERS:
             raise ValueError(f"unknown template filter {name!r}; known: {', '.join(_FILTERS)}")
         value = None if value is None else _FILTERS[name](value)
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[str, tuple[str, ...], str | None, int]:
+    """An expression split once (a stage's few fixed expressions are evaluated on every object): (expression,
+    filters, head name or None for a `.path`, where the head ends or -1 when the expression has none)."""
+    expr, *filters = [part.strip() for part in text.split("|")]
+    if expr.startswith("."):
+        return expr, tuple(filters), None, 0
+    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", expr)
+    return (expr, tuple(filters), m.group(0), m.end()) if m else (expr, tuple(filters), "", -1)
 
 
 def render_template(template: Any, obj: Any, context: Mapping[str, Any]) -> Any:
