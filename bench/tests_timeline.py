@@ -40,11 +40,13 @@ def main() -> int:
     done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "pytest", "-n", str(args.workers), "--dist",
                            "loadfile", "-q", *args.pytest_args], cwd=REPO, env=env, capture_output=True, text=True)
     end = time.time()
+    (timeline.parent / "pytest.out").write_text(done.stdout + done.stderr)  # the failures' own words
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
     print(f"{tail}\nwall {end - start:.0f} s with {args.workers} workers")
     for line in done.stdout.splitlines():
         if line.startswith(("FAILED ", "ERROR ")):
             print(f"    {line}")
+    print(f"pytest's output: {timeline.parent / 'pytest.out'}")
     lines = [json.loads(x) for x in timeline.read_text().splitlines()] if timeline.exists() else []
     if any(line["worker"] != "main" for line in lines):  # xdist's controller logs every worker's tests again
         lines = [line for line in lines if line["worker"] != "main"]
