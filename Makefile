@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 # Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
-# twins are set up once). Measured on 2 cores with this suite: 3 workers kept ~1.5 cores busy (13.3 min of CPU in
-# 9m03s of wall); 4 workers ~1.7 (7m59s–8m43s) but the load generator and the drills' own processes (which the
-# twin's gated clock cannot wait for) then fell behind often enough to fail 2–5 timing-sensitive tests a run.
+# twins are set up once), handed out longest first (tests/file_weights.json, --no-loadscope-reorder). Measured on 2
+# quiet cores with this suite (3,470 tests): 3 workers kept ~1.5 cores busy (13.6 min of CPU in 9m13s of wall, no
+# worker idle at the end); 4 workers ~1.7 (7m58s) but the load generator and the drills' own processes (which the
+# twin's gated clock cannot wait for) then fell behind often enough to fail a timing-sensitive test now and then.
 TEST_WORKERS ?= 3
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
