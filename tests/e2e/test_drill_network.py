@@ -66,14 +66,21 @@ def test_healthy_twin_passes_every_scenario_and_records_path_transport_and_throu
 
 
 def test_measured_recovery_matches_the_twins_ground_truth(healthy_run):
-    """injected = the fabric's link-down record, recovered = the twin's throughput_restored (≥ 90 % again)."""
+    """injected = the fabric's link-down record, recovered = the twin's throughput_restored (≥ 90 % again).
+    The recovery end is read from the job's lines (within 1 % of the target); its start is stamped when the
+    shutdown line was sent, so the recovery is never short and at most the record's own stamp window (+ twice
+    its clock bound) long. That window is the SSH exchange: milliseconds of wall time, but at 300× a busy CI
+    machine made it 10 cluster seconds once — the bound is the record's, not a wall-clock race."""
     _, run_dir = healthy_run
     for rec in records(run_dir):
         truth = json.loads((Path(rec["details"]["twin_state"]) / "truth.json").read_text())["records"]
         fault = next(r for r in truth if r["kind"] == "fabric_fault")
         restored = next(r for r in truth if r["kind"] == "throughput_restored")
         assert restored["path"] == "rerouted" and fault["leaf"] == rec["details"]["switch"]
-        assert abs(rec["recovery_s"] - (restored["at"] - fault["at"])) <= MAX_ERROR_S, (rec["recovery_s"], restored, fault)
+        (stamp,) = rec["details"]["faults"]
+        late = rec["recovery_s"] - (restored["at"] - fault["at"])
+        bound = stamp["stamp_window_s"] + 2 * stamp["clock_error_s"] + MAX_ERROR_S
+        assert -MAX_ERROR_S <= late <= bound, (late, bound, rec["recovery_s"], stamp, restored, fault)
         assert abs(_ts(rec["phases"]["recovered"]) - restored["at"]) <= MAX_ERROR_S
 
 

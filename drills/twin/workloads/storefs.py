@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OpStats", "StoreModel", "StoreMount", "fuse_available", "ACTIVE_S"]
+__all__ = ["OpStats", "StoreModel", "StoreMount", "fuse_available", "sweep_dead_mounts", "ACTIVE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,34 @@ def fuse_available() -> str | None:
     return None
 
 
+FSNAME = "twin-store"
+
+
+def sweep_dead_mounts(mounts: str = "/proc/self/mounts") -> list[str]:
+    """Detach the twin stores whose serving process is gone (a twin killed with SIGKILL): mounts named
+    `twin-store` whose mount point answers ENOTCONN. A live store — this twin's or another's — answers
+    and is left alone; nothing else is ever touched. Returns the mount points detached."""
+    try:
+        lines = Path(mounts).read_text().splitlines()
+    except OSError:
+        return []
+    dead = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3 or fields[0] != FSNAME or not fields[2].startswith("fuse"):
+            continue
+        point = fields[1].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        try:
+            os.stat(point)
+        except OSError as err:
+            if err.errno == errno.ENOTCONN:
+                dead.append(point)
+    for point in dead:
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True, timeout=10)
+        log.info("detached a dead twin store left by a killed twin: %s", point)
+    return dead
+
+
 class StoreMount:
     """A mounted modelled store: `start()` mounts `mountpoint` over `backing`, `stop()` unmounts."""
 
@@ -164,6 +192,7 @@ class StoreMount:
     def start(self, timeout: float = 10.0) -> None:
         from fuse import FUSE
 
+        sweep_dead_mounts()
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         ops = _Ops(self.backing, self.model, self.corrupt_reads)
@@ -171,7 +200,7 @@ class StoreMount:
         def serve() -> None:
             try:
                 FUSE(ops, str(self.mountpoint), foreground=True, nothreads=False, allow_other=True,
-                     big_writes=True, max_write=1 << 20, max_read=1 << 20, direct_io=True, fsname="twin-store",
+                     big_writes=True, max_write=1 << 20, max_read=1 << 20, direct_io=True, fsname=FSNAME,
                      default_permissions=True)
             except BaseException as err:  # noqa: BLE001 — reported by start()
                 self._error = err
