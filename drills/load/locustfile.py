@@ -35,6 +35,7 @@ import os
 import random
 import sys
 import time
+import uuid
 
 if "locust.main" not in sys.modules:  # checked before gevent is imported: it patches on import
     raise ImportError("drills.load.locustfile is loaded only by a locust process (gevent's monkey-patching "
@@ -51,6 +52,7 @@ except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from drills.load.buckets import BucketAccumulator
     from drills.load.watermark import watermark_line
+from drills.load.hung import REPROBE_MIN_S, REQUEST_ID_HEADER, SAFETY_NET_MIN_S, HangJudge  # noqa: E402
 from drills.load.outcome import (  # noqa: E402
     DEFAULT_CLIENT_TIMEOUT_S, answer_model, classify_answer, classify_exception,
 )
@@ -58,6 +60,8 @@ from drills.load.outcome import (  # noqa: E402
 log = logging.getLogger("drills.load.locustfile")
 
 TWIN_LATENCY_HEADER = "x-twin-latency-ms"  # drills.twin.workloads.inference_gateway.LATENCY_HEADER
+IO_GRACE_S = 0.002  # a process that was not scheduled reads what already arrived before it asks the twin
+SAFETY_NET_FACTOR = 40.0  # × the wall wait (at least SAFETY_NET_MIN_S): a twin that never answers what it owes
 WORDS = "the quick brown fox jumps over the lazy dog while the cluster heals itself".split()
 
 
@@ -73,6 +77,13 @@ def _add_arguments(parser) -> None:
     g.add_argument("--wait-max-s", env_var="DRILLS_LOAD_WAIT_MAX_S", type=float, default=0.0)
     g.add_argument("--timeout-s", env_var="DRILLS_LOAD_TIMEOUT_S", type=float, default=DEFAULT_CLIENT_TIMEOUT_S,
                    help="client timeout in wall seconds: a request without an answer by then fails (kind timeout)")
+    g.add_argument("--ask-twin-before-timeout", env_var="DRILLS_LOAD_ASK_TWIN", action="store_true", default=False,
+                   help="the endpoint is the twin's gateway: when the wall wait is up, ask it (GET "
+                        "/twin/v1/requests/{x-request-id}) whether the request is owed in cluster time before "
+                        "counting it hung (drills/load/hung.py)")
+    g.add_argument("--cluster-timeout-s", env_var="DRILLS_LOAD_CLUSTER_TIMEOUT_S", type=float,
+                   default=DEFAULT_CLIENT_TIMEOUT_S, help="the client timeout in cluster seconds (with "
+                   "--ask-twin-before-timeout)")
     g.add_argument("--replica-header", env_var="DRILLS_LOAD_REPLICA_HEADER", default="",
                    help="response header naming the replica that answered (successes are counted per replica)")
     g.add_argument("--latency-scale", env_var="DRILLS_LOAD_LATENCY_SCALE", type=float, default=1.0,
@@ -129,6 +140,11 @@ _replica_header = ""
 _latency_scale = 1.0  # cluster seconds per wall second (the twin's scale; 1 for a real endpoint)
 
 
+class ClusterTimeout(TimeoutError):
+    """Raised into a request the twin says is hung (a TimeoutError: locust counts it as a failed request of
+    kind `timeout`, as it would a socket timeout)."""
+
+
 class BadAnswer(Exception):
     """A failed request with its kind (drills.load.outcome), handed to locust by `resp.failure`."""
 
@@ -160,6 +176,11 @@ def _on_init(environment, **_kw) -> None:
     OpenAIUser.chat_weight = min(1.0, max(0.0, opts.chat_weight))
     OpenAIUser.wait_range = (opts.wait_min_s, max(opts.wait_min_s, opts.wait_max_s))
     OpenAIUser.network_timeout = OpenAIUser.connection_timeout = max(0.001, opts.timeout_s)
+    if opts.ask_twin_before_timeout:
+        OpenAIUser.wall_wait_s = OpenAIUser.network_timeout
+        OpenAIUser.cluster_timeout_s = max(0.001, opts.cluster_timeout_s)
+        # geventhttpclient's own timeout is then the safety net only: the twin decides what is hung
+        OpenAIUser.network_timeout = max(SAFETY_NET_FACTOR * OpenAIUser.wall_wait_s, SAFETY_NET_MIN_S)
     global _replica_header, _latency_scale
     _replica_header = opts.replica_header or ""
     _latency_scale = max(opts.latency_scale, 1e-9)
@@ -261,6 +282,9 @@ class OpenAIUser(FastHttpUser):
     # the name this process's first valid answer carried (vLLM names its served model, which may differ from the
     # name requested): a later answer naming neither is another model's (drills.load.outcome)
     answered_as: tuple[str, ...] = ()
+    wall_wait_s: float | None = None  # set (with --ask-twin-before-timeout): ask the twin after this wall wait
+    cluster_timeout_s = DEFAULT_CLIENT_TIMEOUT_S
+    _probe = None  # one geventhttpclient HTTPClient per process, for the twin's /twin/v1/requests/{id}
 
     def on_start(self) -> None:
         key = os.environ.get("DRILLS_LOAD_API_KEY")
@@ -282,11 +306,53 @@ class OpenAIUser(FastHttpUser):
         else:
             path, body = "/v1/completions", {"model": self.model, "prompt": self.prompt,
                                              "max_tokens": self.max_tokens}
-        with self.client.post(path, json=body, headers=self.auth_headers, catch_response=True) as resp:
+        if self.wall_wait_s is None:
+            self._post(path, body, self.auth_headers)
+        else:
+            self._post_asking_twin(path, body)
+
+    def _post_asking_twin(self, path: str, body: dict) -> None:
+        """`_post` in a child greenlet; when the wall wait is up, the twin says whether it is hung (hung.py)."""
+        rid = uuid.uuid4().hex
+        child = gevent.spawn(self._post, path, body, {**self.auth_headers, REQUEST_ID_HEADER: rid})
+        judge, wait = HangJudge(self.cluster_timeout_s), self.wall_wait_s
+        try:
+            while True:
+                child.join(wait)
+                if not child.ready():
+                    child.join(IO_GRACE_S)
+                if child.ready():
+                    return
+                left = judge.left(*self._ask_twin(rid))
+                if left <= 0:
+                    child.kill(ClusterTimeout(f"no answer within the {self.cluster_timeout_s:g} s client timeout "
+                                              "(the twin's clock)"), block=True)
+                    return
+                wait = max(left / _latency_scale, REPROBE_MIN_S)
+        finally:
+            if not child.ready():
+                child.kill(block=True)
+
+    def _ask_twin(self, rid: str) -> tuple[int | None, dict | None]:
+        if OpenAIUser._probe is None:
+            from geventhttpclient import HTTPClient
+
+            OpenAIUser._probe = HTTPClient.from_url(self.host, concurrency=64, network_timeout=SAFETY_NET_MIN_S,
+                                                    connection_timeout=SAFETY_NET_MIN_S)
+        try:
+            resp = OpenAIUser._probe.get(f"/twin/v1/requests/{rid}")
+            return resp.status_code, json.loads(resp.read() or b"null")
+        except Exception as err:  # noqa: BLE001 — the twin did not answer: hung, as the wall timeout says
+            log.debug("the twin did not say whether %s is owed: %s", rid, err)
+            return None, None
+
+    def _post(self, path: str, body: dict, headers: dict) -> None:
+        with self.client.post(path, json=body, headers=headers, catch_response=True) as resp:
             error = getattr(resp, "error", None)  # also set for a non-2xx answer, which has a status and a body
             if error is not None and not resp.status_code:  # no answer at all: hung past the timeout, refused, reset
                 kind = classify_exception(error)
-                resp.failure(BadAnswer(kind, f"no answer within the {self.network_timeout:g} s client timeout"
+                resp.failure(BadAnswer(kind, (str(error) if isinstance(error, ClusterTimeout) else
+                                              f"no answer within the {self.network_timeout:g} s client timeout")
                                        if kind == "timeout" else _message(error)))
                 return
             kind, reason = classify_answer(resp.status_code, resp.content, {self.model, *OpenAIUser.answered_as})

@@ -60,7 +60,8 @@ class PodLoadRunner(LoadRunner):
         args = ("--model", self.model, "--max-tokens", str(self.max_tokens), "--prompt-words", str(self.prompt_words),
                 "--chat-weight", str(self.chat_weight), "--wait-min-s", str(lo), "--wait-max-s", str(hi),
                 "--bucket-s", str(self.bucket_s), "--timeout-s", f"{self.timeout_s:g}",
-                "--replica-header", self.replica_header or "", "--latency-scale", f"{self.latency_scale:g}")
+                "--replica-header", self.replica_header or "", "--latency-scale", f"{self.latency_scale:g}",
+                *self.twin_timeout_args())
         return LoadPodsSpec(name=self.name, namespace=self.namespace, image=self.image, host=self.host,
                             workers=self.workers, users=self.users, spawn_rate=self.spawn_rate, locust_args=args,
                             run_time_s=self.run_time_limit_s, expect_workers_wait_s=self.start_timeout_s,

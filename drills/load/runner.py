@@ -114,7 +114,7 @@ class LoadRunner:
                  run_time_limit_s: float = 3600.0, max_tokens: int = 16, prompt_words: int = 8,
                  chat_weight: float = 0.0, wait_s: tuple[float, float] = (0.0, 0.0),
                  timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S, replica_header: str | None = None,
-                 latency_scale: float = 1.0,
+                 latency_scale: float = 1.0, cluster_timeout_s: float | None = None,
                  start_timeout_s: float = 30.0, stop_timeout_s: float = 15.0,
                  locustfile: str | Path = LOCUSTFILE,
                  on_starting: Callable[[LoadRunner], None] | None = None,
@@ -129,6 +129,9 @@ class LoadRunner:
         # Wall seconds a request may take before it counts as hung (kind `timeout`), and the response
         # header naming the replica that answered (successes per replica); see drills.load.outcome.
         self.timeout_s, self.replica_header, self.latency_scale = timeout_s, replica_header, latency_scale
+        # The endpoint is the twin's gateway: the client timeout in cluster seconds, and the twin says what is hung
+        # once `timeout_s` of wall time is up (drills/load/hung.py). None: `timeout_s` decides alone.
+        self.cluster_timeout_s = cluster_timeout_s
         self.locustfile = Path(locustfile)
         # Optional hooks: before the first process starts, and once all have started.
         self.on_starting, self.on_launched = on_starting, on_launched
@@ -247,13 +250,18 @@ class LoadRunner:
                           files={k: v for k, v in files.items() if v.exists()}, started_at=self.started_at)
 
     # ------------------------------------------------------------ helpers
+    def twin_timeout_args(self) -> list[str]:
+        if self.cluster_timeout_s is None:
+            return []
+        return ["--ask-twin-before-timeout", "--cluster-timeout-s", f"{self.cluster_timeout_s:g}"]
+
     def _common_args(self) -> list[str]:
         lo, hi = self.wait_s
         return ["-f", str(self.locustfile), "--model", self.model, "--max-tokens", str(self.max_tokens),
                 "--prompt-words", str(self.prompt_words), "--chat-weight", str(self.chat_weight),
                 "--wait-min-s", str(lo), "--wait-max-s", str(hi), "--bucket-s", str(self.bucket_s),
                 "--timeout-s", f"{self.timeout_s:g}", "--replica-header", self.replica_header or "",
-                "--latency-scale", f"{self.latency_scale:g}",
+                "--latency-scale", f"{self.latency_scale:g}", *self.twin_timeout_args(),
                 "--parent-pid", str(os.getpid()), "--loglevel", "WARNING"]
 
     def _launch(self) -> None:

@@ -5,8 +5,8 @@ through the API, like kube-proxy), and failing with 503 when no replica is Ready
 - `POST /v1/completions`, `POST /v1/chat/completions` — vLLM-shaped answers (`choices`, `usage`);
   the `model` field picks the Deployment (served model name or model id; default: the first one).
 - `GET /v1/models` — the served models; `GET /health` — 200 when every model has a Ready replica.
-- `GET /twin/v1/requests` — how many requests the gateway received, by "METHOD path" (itself not counted):
-  tests prove a dry run sends none.
+- `GET /twin/v1/requests` — requests received, by "METHOD path" (tests prove a dry run sends none);
+  `GET /twin/v1/requests/{x-request-id}` — one completion in flight: when its answer is due (owed.py).
 - Latency (twin seconds) = base_latency + max_tokens / tokens_per_second, times (1 + load) where load
   is the replica's in-flight requests n over its max_concurrency c (capped at 1: a full batch); beyond c
   the replica is overloaded and the latency grows with (n / c)²: queued sequences wait n / c batches, and
@@ -37,7 +37,6 @@ import asyncio
 import collections
 import itertools
 import logging
-import secrets
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -48,7 +47,9 @@ from drills.twin.api.resources import by_kind
 from drills.twin.controllers.client import TwinClient
 from drills.twin.controllers.informer import InformerFactory
 from drills.twin.exporters.vllm import ReplicaMetrics
+from drills.twin.workloads.completions import completion, fallback_completion
 from drills.twin.workloads.hub import hub_for
+from drills.twin.workloads.owed import REQUEST_ID_HEADER, OwedAnswers
 from drills.twin.workloads.replica_process import GONE, LOADING, ReplicaProcesses
 from drills.twin.workloads.serving_defects import GpuNeighbours, empty_completion
 
@@ -62,7 +63,6 @@ MIN_WALL_LATENCY_S = 0.0005
 FAIL_LATENCY_S = 0.002  # twin seconds a refused connection or a 503 takes
 HANG_POLL_S = 0.01  # wall seconds between looks at a hung request's connection
 LATENCY_HEADER = "x-twin-latency-ms"
-_WORDS = "the cluster recovered quickly after the drill and every replica answered again".split()
 
 
 @dataclass
@@ -95,6 +95,7 @@ class Gateway:
         self.replica_metrics: dict[str, ReplicaMetrics] = {}  # pod → its vLLM /metrics (drills/twin/exporters/vllm.py)
         self._rr = itertools.count()
         self.requests: collections.Counter[str] = collections.Counter()  # "METHOD path" → requests received
+        self.owed = OwedAnswers()  # completions in flight, by x-request-id (owed.py)
         self.processes = ReplicaProcesses(twin.clock, getattr(profile, "timings", None))
         self.neighbours = GpuNeighbours()  # defect shares_gpus (serving_defects.py)
         self._runner: web.AppRunner | None = None
@@ -117,6 +118,7 @@ class Gateway:
         app.on_response_prepare.append(self._dated)
         app.add_routes([
             web.get("/twin/v1/requests", self._requests),
+            web.get("/twin/v1/requests/{rid}", self._in_flight),
             web.post("/v1/completions", self._completions),
             web.post("/v1/chat/completions", self._chat),
             web.get("/v1/models", self._list_models),
@@ -143,9 +145,27 @@ class Gateway:
     # -- endpoints -------------------------------------------------------------------------------
     @web.middleware
     async def _count(self, request: web.Request, handler) -> web.StreamResponse:
-        if request.path != "/twin/v1/requests":
-            self.requests[f"{request.method} {request.path}"] += 1
-        return await handler(request)
+        if request.path.startswith("/twin/"):
+            return await handler(request)
+        self.requests[f"{request.method} {request.path}"] += 1
+        rid = request.headers.get(REQUEST_ID_HEADER, "")
+        if request.method != "POST" or not self.owed.arrive(rid, self.twin.clock.timestamp()):
+            return await handler(request)
+        request["rid"] = rid
+        try:
+            return await handler(request)
+        finally:
+            self.owed.done(rid)
+
+    def _due_in(self, request: web.Request, cluster_s: float) -> None:
+        """The answer to `request` is due `cluster_s` cluster seconds from now."""
+        self.owed.due_in(request.get("rid", ""), self.twin.clock.timestamp(), cluster_s)
+
+    async def _in_flight(self, request: web.Request) -> web.Response:
+        now = self.twin.clock.timestamp()
+        found = self.owed.probe(request.match_info["rid"], now)
+        return web.json_response(found if found is not None else {"error": "not in flight", "now": now},
+                                 status=200 if found is not None else 404)
 
     async def _dated(self, request: web.Request, response: web.StreamResponse) -> None:
         """`Date` in cluster time: the gateway's clock is the cluster's (aiohttp would send the wall clock)."""
@@ -220,17 +240,17 @@ class Gateway:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         routable = self._routable(model)
         if not routable:
-            return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError", body, chat)
+            return await self._fail(model, 503, "no ready replica", "ServiceUnavailableError", body, chat, request)
         replica = self._pick(routable)
         process = self.processes.state(replica)
         if process in (GONE, LOADING) or (process is None and replica in model.stale):  # nothing listens there
             return await self._fail(model, 502, f"upstream connect error: connection refused ({replica})",
-                                    "BadGatewayError", body, chat)
+                                    "BadGatewayError", body, chat, request)
         if replica in model.wedged:
             return await self._hang(request, replica)
         beside = self.neighbours.beside(replica, model.spec.name) if model.spec.shares_gpus else None
         if replica in model.empty or beside:  # answers, serves nothing (serving_defects.py)
-            return await self._empty(model, body, chat, replica, "abort" if beside else "stop")
+            return await self._empty(model, body, chat, replica, "abort" if beside else "stop", request)
         after_outage = not model.answered_since_outage  # routed once a replica is back: counts as the first answer
         spec = model.spec
         tokens = max(1, min(int(body.get("max_tokens") or 16), 4096))
@@ -238,12 +258,13 @@ class Gateway:
         try:
             latency = modelled_latency(spec.base_latency + tokens / spec.tokens_per_second, self.inflight[replica],
                                        spec.max_concurrency)
+            self._due_in(request, latency)
             aborted = await self._serve(replica, max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         finally:
             self.inflight[replica] -= 1
         if aborted:  # SIGTERM reached the server while it generated: vLLM aborts what is in flight
             return await self._fail(model, 502, f"upstream reset before headers: connection termination ({replica})",
-                                    "BadGatewayError", body, chat)
+                                    "BadGatewayError", body, chat, request)
         if after_outage and not model.answered_since_outage:
             model.answered_since_outage = True
             self.hub.truth.record("inference", model.subject, "first_answer_after_outage", replica=replica)
@@ -301,8 +322,10 @@ class Gateway:
             self.inflight[replica] -= 1
         return web.Response(status=499)  # nobody is listening any more
 
-    async def _empty(self, model: _Model, body: dict, chat: bool, replica: str, finish_reason: str) -> web.Response:
+    async def _empty(self, model: _Model, body: dict, chat: bool, replica: str, finish_reason: str,
+                     request: web.Request) -> web.Response:
         latency = model.spec.base_latency
+        self._due_in(request, latency)
         await asyncio.sleep(max(latency / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         prompt = len(str(body.get("prompt") or "").split())
         self.metrics_of(model, replica).served(latency, prompt, 0, first_token_s=latency,  # vLLM: a finished
@@ -312,12 +335,14 @@ class Gateway:
                                  headers={"x-twin-replica": replica, LATENCY_HEADER: _ms(latency)})
 
     async def _fail(self, model: _Model, status: int, message: str, kind: str, body: dict | None = None,
-                    chat: bool = False) -> web.Response:
+                    chat: bool = False, request: web.Request | None = None) -> web.Response:
+        if request is not None:
+            self._due_in(request, FAIL_LATENCY_S)
         await asyncio.sleep(max(FAIL_LATENCY_S / self.twin.clock.scale, MIN_WALL_LATENCY_S))
         if model.spec.fallback_model:  # defect fallback-model: another model answers, 200 with its text
             self.hub.truth.record("inference", model.subject, "fallback_answer", status=status,
                                   at=self.twin.clock.timestamp())
-            return web.json_response(_fallback_body(model.spec.fallback_model, body or {}, chat),
+            return web.json_response(fallback_completion(model.spec.fallback_model, body or {}, chat),
                                      headers={LATENCY_HEADER: _ms(FAIL_LATENCY_S)})
         if model.spec.errors_as_200:
             response = web.json_response({"object": "error", "error": {"message": message, "type": kind,
@@ -331,22 +356,10 @@ class Gateway:
 
     def completion_body(self, model: _Model, req: dict, tokens: int, chat: bool, latency: float, replica: str) -> dict:
         """The answer `replica` served (its vLLM metrics observe it)."""
-        text = " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
-        prompt = req.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in req.get("messages") or []
-                                                             if isinstance(m, dict))
-        usage = {"prompt_tokens": len(str(prompt or "").split()), "completion_tokens": tokens}
-        usage["total_tokens"] = usage["prompt_tokens"] + tokens
-        self.metrics_of(model, replica).served(latency, usage["prompt_tokens"], tokens,
+        body = completion(model.spec.model_name, req, tokens, chat, int(self.twin.clock.timestamp()))
+        self.metrics_of(model, replica).served(latency, body["usage"]["prompt_tokens"], tokens,
                                                first_token_s=min(latency, model.spec.base_latency))
-        created = int(self.twin.clock.timestamp())
-        if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                      "finish_reason": "length"}
-            return {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "created": created,
-                    "model": model.spec.model_name, "choices": [choice], "usage": usage}
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
-        return {"id": f"cmpl-{secrets.token_hex(12)}", "object": "text_completion", "created": created,
-                "model": model.spec.model_name, "choices": [choice], "usage": usage}
+        return body
 
     async def _list_models(self, request: web.Request) -> web.Response:
         created = int(self.twin.clock.timestamp())
@@ -385,15 +398,3 @@ def _ms(seconds: float) -> str:
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"object": "error", "error": {"message": message, "type": kind, "code": status}},
                              status=status)
-
-
-def _fallback_body(name: str, req: dict, chat: bool) -> dict:
-    """A completion from the fallback model (defect fallback-model): well-formed, with text, named `name`."""
-    tokens = max(1, min(int(req.get("max_tokens") or 16), 4096))
-    text = " ".join(_WORDS[(i + 3) % len(_WORDS)] for i in range(tokens))
-    usage = {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens}
-    if chat:
-        return {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion", "model": name, "usage": usage,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}]}
-    return {"id": f"cmpl-{secrets.token_hex(12)}", "object": "text_completion", "model": name, "usage": usage,
-            "choices": [{"index": 0, "text": text, "finish_reason": "length"}]}
