@@ -73,12 +73,15 @@ def test_discovery_finds_every_node_and_the_annotated_pods_and_scrapes_them(stac
     # dcgm-exporter per GPU node, 2 vLLM replicas, kube-state-metrics, node_exporter per system node
     assert len(annotated) == 6 + 2 + 1 + len(CPU_NODES)
 
-    def up():
+    found: set = set()
+    nodes: set = set()
+
+    def up():  # each target seen up once (on a busy machine one scrape of 1 s may time out while another is up)
         targets = prom.targets()
-        found = {t["labels"].get("kubernetes_pod_name") for t in targets
-                 if t["labels"]["job"] == "kubernetes-pods" and t["health"] == "up"}
-        nodes = {t["discoveredLabels"].get("__meta_kubernetes_node_name") for t in targets
-                 if t["labels"]["job"] == "kubernetes-nodes" and t["health"] == "up"}
+        found.update(t["labels"].get("kubernetes_pod_name") for t in targets
+                     if t["labels"]["job"] == "kubernetes-pods" and t["health"] == "up")
+        nodes.update(t["discoveredLabels"].get("__meta_kubernetes_node_name") for t in targets
+                     if t["labels"]["job"] == "kubernetes-nodes" and t["health"] == "up")
         return (found, nodes) if found == annotated and nodes == set(GPU_NODES) | CPU_NODES else None
 
     found, nodes = _until(up, "every node and annotated pod discovered and up")
