@@ -57,7 +57,7 @@ PLUGINS = ("fixtures.heap", "fixtures.twin", "fixtures.target", "fixtures.select
 PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.accept", "drills.cli.schedule",
            "drills.cli.validate", "drills.core.runner", "drills.verdicts.training", "drills.verdicts.serving",
            "drills.twin.cli", "drills.twin.runtime", "drills.twin.profile", "drills.report.make",
-           "drills.twin.fabric", "drills.twin.controllers.preload",  # what every twin imports as it starts
+           "drills.twin.fabric", "drills.twin.controllers.preload", "drills.twin.warm",  # what every twin loads
            "pytest", "pytest_bdd.plugin", "allure_pytest_bdd.plugin", "allure_commons", "kubernetes.client",
            *(f"kubernetes.client.api.{api}_api" for api in ("core_v1", "apps_v1", "batch_v1", "policy_v1",
                                                             "coordination_v1", "custom_objects", "version")),

@@ -115,10 +115,23 @@ def _read_yaml(path: Path, what: str) -> Any:
         raise InvalidProfile(f"{what}: cannot read {path} ({err.strerror})") from None
 
 
+_CATALOG: tuple[tuple, dict] | None = None  # (the files' names and mtimes, the catalog they gave)
+
+
 def _defect_catalog() -> dict[str, dict]:
-    """name → {description, overlay} from one file per defect (and/or a `defects.yaml` catalog)."""
+    """name → {description, overlay} from one file per defect (and/or a `defects.yaml` catalog); parsed once per
+    process while no file changed (each twin and drill loads a profile; a prefork server parses it for all)."""
+    global _CATALOG
+    paths = sorted(DEFECTS_DIR.glob("*.yaml"))
+    key = tuple((p.name, p.stat().st_mtime_ns) for p in paths)
+    if _CATALOG is None or _CATALOG[0] != key:
+        _CATALOG = (key, _parse_defects(paths))
+    return _CATALOG[1]
+
+
+def _parse_defects(paths: list[Path]) -> dict[str, dict]:
     catalog: dict[str, dict] = {}
-    for path in sorted(DEFECTS_DIR.glob("*.yaml")):
+    for path in paths:
         data = _read_yaml(path, f"defect {path.name}") or {}
         entries = data.items() if path.stem == "defects" else [(path.stem, data)]
         for name, entry in entries:

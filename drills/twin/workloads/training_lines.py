@@ -94,13 +94,16 @@ class StepRecords:
         n = self.spec.nccl
         return L.nccl_init(w, transport, n.hcas, n.socket_ifname, nranks, n.version, self.rdma_kind)
 
+    def _latest_checkpoint(self) -> int | None:
+        return self.store.latest(self.ns, self.name, self.layout)
+
     def _update_truth(self) -> None:
         run = self.run
         self.truth.update(
             "training", self.subject,
             baseline_samples_per_s=round(self.baseline, 3), nominal_samples_per_s=self.spec.samples_per_second,
             step=math.floor(self.progress.step) if self.progress else None,
-            checkpoint=self.store.latest(self.ns, self.name, self.layout), checkpoint_interval_steps=self.interval,
+            checkpoint=self._latest_checkpoint, checkpoint_interval_steps=self.interval,
             running=run is not None, run=self.runs, transport=run.transport if run else None,
             network_phase=run.phase.name if run else None, step_at_fault=self.fault_step,
             pods=sorted(run.pods) if run else [], log_every_steps=self.filter.every,

@@ -69,7 +69,8 @@ class Truth:
         return rec
 
     def update(self, area: str, subject: str, **values: Any) -> None:
-        """Set current-state fields of a subject (baseline throughput, step, transport…)."""
+        """Set current-state fields of a subject (baseline throughput, step, transport…). A callable value is
+        read when the truth is (`snapshot`), not at every update: what costs a look at the store, say."""
         with self._lock:
             self._state.setdefault(area, {}).setdefault(subject, {}).update(values)
 
@@ -101,4 +102,4 @@ def _iso(ts: float) -> str:
 
 
 def _copy(state: dict) -> dict:
-    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
+    return {k: (dict(v) if isinstance(v, dict) else v() if callable(v) else v) for k, v in state.items()}
