@@ -23,12 +23,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HangJudge", "REPROBE_MIN_S", "REQUEST_ID_HEADER", "SAFETY_NET_MIN_S", "post_asking_twin"]
+__all__ = ["HangJudge", "REPROBE_MIN_S", "REQUEST_ID_HEADER", "SAFETY_NET_MIN_S", "dilated", "post_asking_twin"]
 
 REQUEST_ID_HEADER = "x-request-id"  # drills.twin.workloads.owed.REQUEST_ID_HEADER
 SAFETY_NET_MIN_S = 10.0  # wall seconds: the longest the HTTP client itself waits (a twin that never answers)
 
 REPROBE_MIN_S = 0.005  # wall seconds: the shortest wait before asking the gateway again
+
+
+def dilated(clock: Any) -> bool:
+    """Whether `clock` runs faster than the wall (only a twin's does): the endpoint is then a twin's gateway, whatever
+    URL names it (a site-like profile names it as a real site would), and it is asked before a request is hung."""
+    return float(getattr(clock, "scale", 1.0) or 1.0) > 1.0
 
 
 @dataclass

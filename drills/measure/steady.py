@@ -277,7 +277,7 @@ def _answers(ctx: SteadyContext) -> Reading:
     its answers; the model of the first valid answer is the one the others must carry (a fallback is not it)."""
     import requests
 
-    from drills.load.hung import post_asking_twin
+    from drills.load.hung import dilated, post_asking_twin
     from drills.load.outcome import answer_model, classify_answer, classify_exception, client_timeout_wall_s
 
     w = ctx.profile.workloads.inference
@@ -290,7 +290,7 @@ def _answers(ctx: SteadyContext) -> Reading:
     failures: dict[str, int] = {}
     models: set[str] = {w.model}
     for _ in range(PROBE_ANSWERS):
-        if w.endpoint == "from-twin":  # the twin says, in cluster time, what is hung (drills/load/hung.py)
+        if dilated(ctx.cluster.clock):  # a twin's clock: the twin says, in cluster time, what is hung (load/hung.py)
             resp = post_asking_twin(url.rstrip("/") + "/v1/completions", body, url, timeout, w.request_timeout_s,
                                     ctx.cluster.clock.scale)
         else:
