@@ -104,14 +104,17 @@ class StoreModel:
                                 s.response_s * share) for op, s in self.ops.items()}
 
     def _move(self, client: int, nbytes: int) -> None:
-        left = nbytes
+        left, first = nbytes, True
         while left > 0:
             chunk = min(QUANTUM, left)
             with self.lock:
                 now = time.monotonic()
                 c = self.clients.setdefault(client, _Client())
-                # a streaming client keeps its schedule: oversleeping one quantum must not cost it bandwidth
-                start = c.next_free if now - c.next_free < SLACK_S else now
+                # a streaming client keeps its schedule: oversleeping one quantum must not cost it bandwidth — within
+                # one request never (the lateness is this store's own sleep, however busy the machine), between
+                # requests by at most SLACK_S (longer, the client was idle: it banks no bandwidth)
+                start = c.next_free if not first or now - c.next_free < SLACK_S else now
+                first = False
                 c.last_io = now
                 c.next_free = start + chunk / self.rate(now)
                 c.bytes += chunk
