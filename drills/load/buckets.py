@@ -64,6 +64,7 @@ class Bucket:
     last_fail_sent: float | None = None  # the latest send of a failed request in the bucket
     first_ok_after: float | None = None
     first_ok_sent: float | None = None  # start of the request that completed at first_ok_after
+    first_sent: float | None = None  # the earliest send of a request the bucket holds (a straggler's, if any)
     ok_after: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)  # failures per kind (drills.load.outcome)
@@ -90,6 +91,8 @@ class Bucket:
             d["na"] = self.ok_after
             if self.first_ok_sent is not None:
                 d["fs"] = round(self.first_ok_sent, 6)
+        if self.first_sent is not None:
+            d["s0"] = round(self.first_sent, 6)
         if self.errors:
             d["err"] = self.errors
         if self.kinds:
@@ -104,7 +107,7 @@ class Bucket:
                    sum_ms=float(d.get("sum", 0.0)), max_ms=float(d.get("max", 0.0)),
                    hist={float(k): int(v) for k, v in d.get("h", {}).items()},
                    last_fail=d.get("lf"), last_fail_sent=d.get("ls"), first_ok_after=d.get("fo"), first_ok_sent=d.get("fs"),
-                   ok_after=int(d.get("na", 0)),
+                   ok_after=int(d.get("na", 0)), first_sent=d.get("s0"),
                    errors=dict(d.get("err", {})), kinds=dict(d.get("k", {})), served=dict(d.get("r", {})))
 
 
@@ -175,7 +178,7 @@ def merge_buckets(buckets: Iterable[Bucket]) -> list[Bucket]:
                                  hist=dict(b.hist), last_fail=b.last_fail, last_fail_sent=b.last_fail_sent,
                                  first_ok_after=b.first_ok_after,
                                  first_ok_sent=b.first_ok_sent, ok_after=b.ok_after, errors=dict(b.errors), kinds=dict(b.kinds),
-                                 served=dict(b.served))
+                                 served=dict(b.served), first_sent=b.first_sent)
         else:
             _merge_into(m, b)
     return [merged[i] for i in sorted(merged)]
@@ -208,6 +211,8 @@ def _add(b: Bucket, end_s: float, latency_ms: float, error: str | None, max_erro
          start_s: float | None = None) -> None:
     b.sum_ms += latency_ms
     b.max_ms = max(b.max_ms, latency_ms)
+    if start_s is not None and (b.first_sent is None or start_s < b.first_sent):
+        b.first_sent = start_s
     key = round_ms(latency_ms)
     b.hist[key] = b.hist.get(key, 0) + 1
     if error is None:
@@ -233,6 +238,7 @@ def _merge_into(m: Bucket, b: Bucket) -> None:
     m.fail += b.fail
     m.sum_ms += b.sum_ms
     m.max_ms = max(m.max_ms, b.max_ms)
+    m.first_sent = min((x for x in (m.first_sent, b.first_sent) if x is not None), default=None)
     for k, v in b.hist.items():
         m.hist[k] = m.hist.get(k, 0) + v
     for k, v in b.kinds.items():

@@ -64,7 +64,10 @@ def measure_load(buckets: list[Bucket], recovery: ServingRecovery, clock: Clock,
     base_latency = latency_baseline(buckets, cut, clock.wall_seconds(baseline_s), MIN_P99_ANSWERS)
     back = w.get("recovered")
     settled = max(back, w["ready"]) if back is not None and "ready" in w else None
-    after = window(buckets, settled, end) if settled is not None else None
+    # Once whole again: answers to requests sent from then on (a busy machine delivers the overload's last answers
+    # late, after Ready: a bucket holding one is not "after", or the figure says latency stayed high)
+    after = window([b for b in buckets if b.first_sent is None or b.first_sent >= settled], settled, end) \
+        if settled is not None else None
     outage = window(buckets, inj, back if back is not None else end)
     if recovery.survivors:
         since, label = inj, f"from the fault on ({recovery.survivors} replica(s) survived)"

@@ -235,3 +235,20 @@ def test_a_failure_sent_before_the_first_success_does_not_end_the_recovered_run(
     acc.add(102.0101, 2.0, "503 no ready replica", "status", start_s=102.003)
     late = merge_buckets(buckets + acc.take_all())
     assert first_sustained_run(late, after=101.5, min_duration_s=0.5)[0] > 102.0101
+
+
+def test_a_bucket_knows_its_earliest_send_so_a_straggler_is_not_counted_after():
+    """The overload's last answers, delivered late by a busy machine after the Deployment is whole again, were
+    counted 'once Ready again' and the figure said latency stayed high: a bucket holding an answer to a request sent
+    before a moment is not after it (drills/measure/serving_load.py)."""
+    acc = BucketAccumulator(0.05)
+    acc.add(10.02, 2900.0, start_s=9.50)  # sent during the overload, answered after Ready (10.0)
+    acc.add(10.03, 700.0, start_s=10.01)
+    acc.add(10.07, 700.0, start_s=10.06)
+    straggled, clean = acc.take_all()
+    assert straggled.first_sent == 9.50 and clean.first_sent == 10.06
+    assert Bucket.from_json(straggled.to_json()).first_sent == 9.50  # kept in the bucket files
+    merged = merge_buckets([straggled, clean])
+    assert [b.first_sent for b in merged] == [9.50, 10.06]
+    after = window([b for b in merged if b.first_sent is None or b.first_sent >= 10.0], 10.0, 11.0)
+    assert after.p99_ms == pytest.approx(700.0, rel=0.05)
