@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 # Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
 # twins are set up once), handed out longest first (tests/file_weights.json, --no-loadscope-reorder). Measured on 2
-# quiet cores with this suite (3,470 tests): 3 workers kept ~1.5 cores busy (13.6 min of CPU in 9m13s of wall, no
-# worker idle at the end); 4 workers ~1.7 (7m58s) but the load generator and the drills' own processes (which the
-# twin's gated clock cannot wait for) then fell behind often enough to fail a timing-sensitive test now and then.
-TEST_WORKERS ?= 3
+# quiet cores with this suite (3,480 tests): 3 workers kept ~1.5 cores busy (9m13s of pytest); 4 workers ~1.7
+# (8m15s) — once the load stopped counting answers a busy machine delayed as hung, and the twin's store stopped
+# losing bandwidth to its own late wake-ups; 5 workers 7m58s, but the twin's clock then outran a real Prometheus
+# and a rolling restart's window held too few answers for a p99 (honest inconclusives that fail healthy tests).
+TEST_WORKERS ?= 4
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
