@@ -67,10 +67,15 @@ def _by(series: list[dict], label: str) -> dict[str, list[dict]]:
 
 def test_discovery_finds_every_node_and_the_annotated_pods_and_scrapes_them(stack):
     handle, prom = stack
-    pods = requests.get(f"{handle.url}/api/v1/pods", timeout=10).json()["items"]
-    annotated = {p["metadata"]["name"] for p in pods
+
+    def annotated_pods():  # the twin may still be creating its DaemonSets' pods when the module's first test runs
+        pods = requests.get(f"{handle.url}/api/v1/pods", timeout=10).json()["items"]
+        names = {p["metadata"]["name"] for p in pods
                  if (p["metadata"].get("annotations") or {}).get("prometheus.io/scrape") == "true"}
-    # dcgm-exporter per GPU node, 2 vLLM replicas, kube-state-metrics, node_exporter per system node
+        # dcgm-exporter per GPU node, 2 vLLM replicas, kube-state-metrics, node_exporter per system node
+        return names if len(names) >= 6 + 2 + 1 + len(CPU_NODES) else None
+
+    annotated = _until(annotated_pods, "every exporter pod created")
     assert len(annotated) == 6 + 2 + 1 + len(CPU_NODES)
 
     found: set = set()
