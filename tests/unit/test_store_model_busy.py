@@ -25,7 +25,9 @@ def test_a_late_store_thread_still_moves_one_request_at_the_modelled_rate(monkey
     model.transfer(1, 4 * MB)
     took = time.monotonic() - start
     modelled = 4 * MB / (RATE_MB_S * MB)  # 0.1 s
-    assert modelled <= took < 1.5 * modelled + 0.05, took  # one late wake-up, not one per 64 KB quantum
+    # one late wake-up (~0.12 s in all), not one per 64 KB quantum (before: 64 × 15 ms ≈ 1 s); the margin is for
+    # this test's own process on a busy CI machine
+    assert modelled <= took < 5 * modelled, took
 
 
 def test_an_idle_client_banks_no_bandwidth_between_requests():
