@@ -14,12 +14,12 @@ from typing import Any
 
 from drills.load.hung import REQUEST_ID_HEADER
 
-__all__ = ["OwedAnswers", "REQUEST_ID_HEADER", "valid_request_id"]
+__all__ = ["OwedAnswers", "REQUEST_ID_HEADER"]
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def valid_request_id(rid: str) -> bool:
+def _valid(rid: str) -> bool:
     return bool(_REQUEST_ID.fullmatch(rid))
 
 
@@ -31,7 +31,7 @@ class OwedAnswers:
 
     def arrive(self, rid: str, now: float) -> bool:
         """Start owing `rid` (False: not a usable id, or one already in flight — not tracked)."""
-        if not valid_request_id(rid) or rid in self._owed:
+        if not _valid(rid) or rid in self._owed:
             return False
         self._owed[rid] = [now, None]
         return True
@@ -48,6 +48,3 @@ class OwedAnswers:
         """What the load asks: None when `rid` is not in flight."""
         entry = self._owed.get(rid)
         return None if entry is None else {"arrived": entry[0], "due": entry[1], "now": now}
-
-    def __len__(self) -> int:
-        return len(self._owed)
