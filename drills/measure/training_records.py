@@ -91,6 +91,22 @@ class TrainingRecovery:
         return at_fault(self.store, t.injected.timestamp() if t.injected else None, self.step_at_fault,
                         writers.timestamp() if writers else None, self.store.read_done)
 
+    @property
+    def interval_read(self) -> tuple[int | None, str]:
+        """The job's checkpoint interval as this run observed it: its log's last two saves, else the last two
+        checkpoints the store proves complete at the fault (the job's own saves, read from where it writes them:
+        a job resumed just before this fault has logged one save since, but its store holds the ones before);
+        never the profile's declared interval (a promise, issue 30)."""
+        source = self.interval_source or "unknown"
+        if self.checkpoint_interval is not None:
+            return self.checkpoint_interval, source
+        view = self.store_at_fault
+        steps = sorted({c.step for c in view.complete}) if view else []
+        if len(steps) >= 2 and steps[-1] > steps[-2]:
+            return steps[-1] - steps[-2], (f"store (complete at the fault: checkpoints at steps {steps[-2]} and "
+                                           f"{steps[-1]}); {source}")
+        return None, source
+
     def details(self) -> dict:
         view = self.store_at_fault
         return {**(self.health.details() if self.health else {}),
@@ -98,9 +114,9 @@ class TrainingRecovery:
                 "checkpoint_store_at_fault": view and view.details(),
                 "step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
-                "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.checkpoint_interval,
+                "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.interval_read[0],
                 "save_steps": self.save_steps,
-                "checkpoint_interval_source": self.interval_source,
+                "checkpoint_interval_source": self.interval_read[1],
                 "resumed_step": self.resumed_step, "resume_failed": self.resume_failed,
                 "restarted_from": self.restarted_from, "stability_s": self.stability_s,
                 "stable_for_s": self.stable_for_s, "restarts_after_recovery": list(self.restarts_after),

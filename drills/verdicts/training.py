@@ -42,7 +42,7 @@ def judge_lost_progress(rec: "TrainingRecovery", budget: float) -> Verdict:
     in flight: losing the node then loses that save too) and the realised loss (from the step it had
     reached when it lost the node back to the step it resumed from) are both within the budget."""
     lost = lost_steps(rec.step_at_fault, rec.resumed_step)
-    interval, source = rec.checkpoint_interval, rec.interval_source or "unknown"
+    interval, source = rec.interval_read
     in_flight = rec.save_steps or 0
     worst = None if interval is None else interval + in_flight
     plus = f" + {in_flight} steps while a save is in flight" if in_flight else ""

@@ -54,8 +54,10 @@ def test_a_paced_eviction_is_timed_by_the_eviction_that_was_accepted(twin_factor
         lifter.join()
         evictions = [r for r in audit_of(twin) if r["seq"] > since and r.get("subresource") == "eviction"]
         assert [e["code"] for e in evictions][-1] == 201 and 429 in [e["code"] for e in evictions]
-        # refused for the second the budget held (60 cluster seconds here), then timed by the accepted request
-        assert before >= released[0] > start + 30  # not from the first refusal: the accepted request alone
+        # refused for the second the budget held (60 cluster seconds here), then timed by the accepted request: it
+        # was answered after the lift (it may have been sent just before it — a retry on the budget's own status
+        # update — and reached the API server after the lift's patch), and sent long after the first refusal
+        assert after >= released[0] > start + 30 and before > start + 30
         assert before - 1 <= evictions[-1]["twinTime"] <= after + 1
     finally:
         cluster.close()

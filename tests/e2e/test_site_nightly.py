@@ -34,7 +34,11 @@ from tests.e2e.test_twin_rbac import apply_as_admin, refused, sa_requests, sched
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")]
 
 OTHER_OSES = ("nxos", "eos", "cumulus", "onyx")
-SCALE = 600.0  # what the nightly proves (sufficient, minimal RBAC; green; skips named) is not a timing: 49 s → 28 s alone
+# What the nightly proves (sufficient, minimal RBAC; green; skips named) is not a timing, but its rolling restart is
+# judged on the answers the load got during the rollout (~130 cluster s): at 600x that is 0.2 s of wall time, 67
+# answers on a busy CI machine (374 on a quiet one), too few for a p99. At 150x the window is 0.9 s (~2,400 answers
+# quiet): 62 s alone, not 46.
+SCALE = 150.0
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +94,8 @@ def site_profile_of(info: dict, cluster: dict) -> dict:
         "name": "site",
         "cluster": cluster,
         "workloads": {"training": {"checkpoint_interval_steps": 1500},
-                      # 16 users (the site's load shape): at 600x the feature's 4 users answer ~80 requests in a
-                      # 2-minute rollout, too few for a p99 (issue 30, class 4: drills/verdicts/latency.py); 16 answer
-                      # ~660 on a busy machine
+                      # 16 users (the site's load shape): the feature's 4 users answer too few requests in a
+                      # 2-minute rollout for a p99 (issue 30, class 4: drills/verdicts/latency.py); see SCALE
                       "inference": {"endpoint": info["gateway"], "replica_header": "x-twin-replica",
                                     "load": {"users": 16}}},
         "switches": {"devices": switches},

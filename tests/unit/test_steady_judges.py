@@ -131,6 +131,34 @@ def test_lost_progress_with_no_observed_interval_is_inconclusive_not_a_fail_nor_
     assert not over.passed and not over.inconclusive and "4150 steps lost" in over.reason  # observed: that fails it
 
 
+def test_an_interval_the_log_does_not_show_is_read_from_the_stores_complete_checkpoints():
+    """A job resumed just before this fault has logged one save since: its own store still shows the interval —
+    two checkpoints it proves complete at the fault (a save the fault cut off is not one of them)."""
+    from drills.measure.checkpoint import TrainingRecovery
+    from drills.measure.ckpt_store import StoreCheckpoint, StoreReading
+    from drills.verdicts.timeline import Timeline
+
+    fault = NOW.timestamp()
+
+    def ckpt(step: int, done: bool, at: float) -> StoreCheckpoint:
+        return StoreCheckpoint(step, f"iter_{step:07d}", done, "tracker" if done else "no tracker", at, True, at)
+
+    def rec(*checkpoints: StoreCheckpoint) -> TrainingRecovery:
+        store = StoreReading("megatron", checkpoints, timed=True, root_changed_at=fault - 60)
+        return TrainingRecovery(Timeline(injected=NOW), 24960, 24000, 24000, 24001, (), None, None, None,
+                                checkpoint_interval=None, interval_source="not observed: only step 24000 saved",
+                                store=store)
+
+    ok = judge_lost_progress(rec(ckpt(22500, True, fault - 900), ckpt(24000, True, fault - 300)), 2000)
+    assert ok.passed and "one checkpoint interval of 1500 steps (store (complete at the fault: checkpoints at steps " \
+        "22500 and 24000)" in ok.reason
+    sparse = judge_lost_progress(rec(ckpt(21000, True, fault - 1800), ckpt(22500, False, fault - 900),
+                                     ckpt(24000, True, fault - 300)), 2000)
+    assert not sparse.passed and not sparse.inconclusive and "every 3000 steps" in sparse.reason  # the cut save is no save
+    one = judge_lost_progress(rec(ckpt(24000, True, fault - 300)), 2000)
+    assert one.inconclusive and "only step 24000 saved" in one.reason
+
+
 def test_a_history_nominal_is_the_median_of_the_last_passed_runs_baselines(tmp_path):
     import json
 
