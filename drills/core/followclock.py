@@ -35,6 +35,7 @@ class FollowingClock(DilatedClock):
 
     def __post_init__(self) -> None:
         self._last = -inf
+        self._writing_since = 0.0  # monotonic: since when the gate has been seen mid-write (0: it is not)
         fd = os.open(self.gate, os.O_RDONLY)
         try:
             self._mm = mmap.mmap(fd, _SIZE, prot=mmap.PROT_READ)
@@ -55,7 +56,8 @@ class FollowingClock(DilatedClock):
             log.debug("twin clock not followed: %s", err)
             return None
 
-    def _ceiling(self) -> float:
+    def _ceiling(self) -> float | None:
+        """The gate's due time (inf: nothing held, or a stall); None while the twin is writing it."""
         for _ in range(100):
             try:
                 seq, due, since = _LAYOUT.unpack_from(self._mm, 0)
@@ -64,11 +66,16 @@ class FollowingClock(DilatedClock):
                 return inf
             if seq == again and not seq % 2:
                 return due if held_s(self, due, since) <= self.stall_bound_s else inf
-        return inf
+        return None
 
     def timestamp(self) -> float:
         now = DilatedClock.timestamp(self)
         due = self._ceiling()
+        if due is None:  # the twin is lowering its gate (preempted mid-write, on a busy host): time waits for it,
+            writing = self._writing_since = self._writing_since or time.monotonic()  # for `stall_bound_s` at most
+            due = self._last if self._last > -inf and time.monotonic() - writing <= self.stall_bound_s else inf
+        else:
+            self._writing_since = 0.0
         if due < now:
             now = due
         if now < self._last:

@@ -221,6 +221,15 @@ class GatedClock(DilatedClock):
 
     def _push(self, h: Hold) -> None:
         first = not self._heap or h.due < self._heap[0][0]
+        if first:
+            # A hold that lowers the gate must not lower it below what a client may already have read: its due was
+            # read some time before (a process preempted between reading the clock and pushing, on a busy host),
+            # and until now the gate let clients run on to the dilated clock. The gate is marked as being written
+            # first (clients then stay at their last reading), then the due is raised to what a client could read.
+            self._begin_publish()
+            floor = min(self.dilated(), self._shared[0])
+            if h.due < floor:
+                h.due = floor
         heapq.heappush(self._heap, (h.due, next(self._seq), h))
         if first:
             self._publish()
@@ -287,6 +296,16 @@ class GatedClock(DilatedClock):
         self._publish()
         return {"epoch": self.epoch, "anchor": self.wall_anchor, "scale": self.scale, "gate": str(path.resolve()),
                 "boot": boot_id(), "stall_bound_s": self.stall_bound_s}
+
+    def _begin_publish(self) -> None:
+        """Mark the gate as being written (an odd count): from here until `_publish`, clients on this host keep their
+        last reading, and this process's other threads the gate's due as it stood."""
+        due, since = self._shared
+        self._shared = (min(due, self.dilated()), since)
+        if self._mm is None:
+            return
+        self._published += 1
+        _COUNT.pack_into(self._mm, 0, 2 * self._published - 1)
 
     def _publish(self) -> None:
         """Note which hold is first in line (and since when), and share its due time with clients."""
