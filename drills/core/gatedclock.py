@@ -9,8 +9,9 @@ itself as a *hold* — a due time in cluster time — and reports when it is don
 
 and never goes back — for the twin and for its clients alike: a hold that lowers the earliest due is raised to what
 a client could already have read (its due was read before the twin was preempted, and meanwhile the gate let
-clients run on), and clients keep their last reading while the gate is being lowered. A quiet twin holds nothing for long, so it runs as the dilated clock it was; a busy
-one runs slower on the wall clock, and what happens in cluster time is what a fast machine would show.
+clients run on), and clients keep their last reading while the gate is being lowered. A quiet twin holds nothing
+for long, so it runs as the dilated clock it was; a busy one runs slower on the wall clock, and what happens in
+cluster time is what a fast machine would show.
 
 What holds (one place each): a controller key enqueued and not yet reconciled (due: when it was
 enqueued); a delayed requeue (`call_at`: due at its cluster time, fired only when the clock reaches it,
