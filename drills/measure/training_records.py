@@ -109,14 +109,15 @@ class TrainingRecovery:
 
     def details(self) -> dict:
         view = self.store_at_fault
+        interval, interval_source = self.interval_read
         return {**(self.health.details() if self.health else {}),
                 "checkpoint_store": self.store.details() if self.store else None, "store_read": self.store_read,
                 "checkpoint_store_at_fault": view and view.details(),
                 "step_at_fault": self.step_at_fault, "step_at_injection": self.step_at_injection,
                 "lost_at": self.lost_at and Clock.iso(self.lost_at), "lost_workers": list(self.lost_workers),
-                "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": self.interval_read[0],
+                "latest_checkpoint": self.latest_checkpoint, "checkpoint_interval": interval,
                 "save_steps": self.save_steps,
-                "checkpoint_interval_source": self.interval_read[1],
+                "checkpoint_interval_source": interval_source,
                 "resumed_step": self.resumed_step, "resume_failed": self.resume_failed,
                 "restarted_from": self.restarted_from, "stability_s": self.stability_s,
                 "stable_for_s": self.stable_for_s, "restarts_after_recovery": list(self.restarts_after),
