@@ -205,9 +205,6 @@ def job_checkpoint_interval(saved_steps: list[int], last_step: int | None, decla
     if steps and last_step is not None and declared and last_step - steps[-1] > declared:
         return None, (f"the job's logs: its only save was at step {steps[-1]} and it reached step {last_step} without "
                       f"another, longer than the declared {declared}")
-    if steps and last_step is not None and declared and last_step - steps[-1] > declared:
-        return None, (f"the job's logs: its only save was at step {steps[-1]} and it reached step {last_step} without "
-                      f"another, longer than the declared {declared}")
     seen = f"one save (step {steps[-1]})" if steps else "no save"
     return None, f"not observed: the job's logs show {seen}, so its interval cannot be read"
 
