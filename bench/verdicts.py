@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from drills.core.datafiles import load_text as load_yaml  # libyaml: these are read at collection, by every worker
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "bench" / "verdicts.yaml"
@@ -56,12 +56,12 @@ class Row:
 
 def rows(drill: str | None = None) -> list[Row]:
     """The table's rows (those of one drill when `drill` is given)."""
-    data = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    data = load_yaml(TABLE.read_text(encoding="utf-8"))
     return [Row(**r) for r in data["defects"] if drill is None or r["drill"] == drill]
 
 
 def built_by_tests() -> list[dict]:
-    return yaml.safe_load(TABLE.read_text(encoding="utf-8"))["tests_only"]
+    return load_yaml(TABLE.read_text(encoding="utf-8"))["tests_only"]
 
 
 def mismatches(row: Row, exit_code: int, record: dict | None) -> list[str]:

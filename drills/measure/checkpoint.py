@@ -141,7 +141,7 @@ class TrainingMonitor:
 
     def last_logged_at(self) -> datetime | None:
         """When the newest step line taken in so far was logged (the monitor takes events only while waiting)."""
-        return max((at for _, at, _, _ in self._state.steps), default=None)
+        return self._state.last_step_at
 
     def step_rate(self) -> float | None:
         """Training steps per cluster second over the steps logged so far (None before two distinct times)."""
@@ -314,6 +314,8 @@ class TrainingMonitor:
             self._state.skipped.append((uid, at, event.skipped))
         if event.kind == "step" and event.step is not None:
             self._state.steps.append((uid, at, event.step, event.samples_per_s))
+            if at is not None and (self._state.last_step_at is None or at > self._state.last_step_at):
+                self._state.last_step_at = at
         elif event.kind == "checkpoint_saved" and event.step is not None:
             self._state.checkpoints.append((uid, at, event.step))
             if event.path:

@@ -79,6 +79,7 @@ class JobState:
     workers: dict[str, Worker] = field(default_factory=dict)  # uid → worker
     job: dict | None = None
     steps: list[tuple[str, datetime, int, float | None]] = field(default_factory=list)  # (uid, at, step, samples/s)
+    last_step_at: datetime | None = None  # the newest `at` in `steps` (kept as they come: asked after every event)
     checkpoints: list[tuple[str, datetime, int]] = field(default_factory=list)
     save_durations: dict[int, tuple[datetime, float | None]] = field(default_factory=dict)  # step → (at, seconds)
     resumes: list[tuple[str, datetime, int]] = field(default_factory=list)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from drills.core.datafiles import load_text as load_yaml  # libyaml: these are read at collection, by every worker
 
 BUILTIN = (Path(__file__).resolve().parents[2] / "drills" / "profile" / "twin.yaml").read_text()
 EVIL = "ok\nexec_prerun=touch /tmp/pwned"  # a second line for fio's job file, a second command for a shell
@@ -15,7 +16,7 @@ EVIL = "ok\nexec_prerun=touch /tmp/pwned"  # a second line for fio's job file, a
 
 def with_value(path: str, value) -> str:
     """The built-in twin profile with one value set (`a.b.c`), as YAML."""
-    data = yaml.safe_load(BUILTIN)
+    data = load_yaml(BUILTIN)
     *parents, leaf = path.split(".")
     node = data
     for part in parents:

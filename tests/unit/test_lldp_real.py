@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+from drills.core.datafiles import load_text as load_yaml  # libyaml: these are read at collection, by every worker
 
 from drills.faults.switch.dialect import load_switch_dialect
 from drills.faults.switch.lldp import LldpTable, Neighbour, parse_neighbours, same_host, same_port
 
 CORPUS = Path(__file__).parents[1] / "data" / "real" / "lldp"
-EXPECTED = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text())
+EXPECTED = load_yaml((CORPUS / "EXPECTED.yaml").read_text())
 
 
 def test_every_file_has_its_expectation():

@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
+from drills.core.datafiles import load_text as load_yaml  # libyaml: these are read at collection, by every worker
 
 from drills.measure.logread import LogSummary, read_log
 
 DIR = Path(__file__).resolve().parents[1] / "data" / "real" / "logs"
-EXPECTED: dict = yaml.safe_load((DIR / "EXPECTED.yaml").read_text())
+EXPECTED: dict = load_yaml((DIR / "EXPECTED.yaml").read_text())
 FILES = sorted(p.name for p in DIR.iterdir() if p.name != "EXPECTED.yaml")
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+from drills.core.datafiles import load_text as load_yaml  # libyaml: these are read at collection, by every worker
 
 from drills.faults.switch.dialect import load_switch_dialect
 from drills.faults.switch.parse import PortState, StateUnreadable, parse_interfaces, parser_for_command
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real" / "switch"
-EXPECTED = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text())
+EXPECTED = load_yaml((CORPUS / "EXPECTED.yaml").read_text())
 
 
 def test_every_corpus_file_has_expectations_and_a_source_line():
