@@ -132,7 +132,7 @@ class Twin:
             if extra:
                 self.info.update(extra)
             log.info("twin component %s started", comp.name)
-        log.debug("startup heap frozen: %d objects", freeze_startup_heap())
+        freeze_startup_heap()
         self._unfreeze = freeze_after_slow_collections()  # state loaded or grown later: frozen after a slow collection
         _write_atomic(self.state_dir / TWIN_JSON, json.dumps(self.info, indent=2) + "\n")
         return self.info
