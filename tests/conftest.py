@@ -31,6 +31,35 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: -weight(item))  # stable: a file's own order is kept
 
 
+# One prefork server for the whole run (drills.core.prefork), started by xdist's controller before it spawns the
+# workers, who inherit its socket in DRILLS_PREFORK (tests/e2e/conftest.py waits for it to be ready). Each worker
+# used to start its own: four servers importing the CLI, the twin, pytest and the kubernetes client (≈ 3 s of CPU
+# each) at the moment four workers collect the suite, and the twins their first tests start waited for it. One
+# server imports while the workers collect; forking for four workers is a few ms per child.
+_SHARED_SERVER = pytest.StashKey()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from drills.core import prefork
+
+    xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if xdist_controller and not os.environ.get(prefork.ENV):
+        from drills.core.runner import PRELOAD, REPO
+
+        server = prefork.PreforkServer.launch(PRELOAD, cwd=REPO)
+        os.environ[prefork.ENV] = str(server.socket)
+        config.stash[_SHARED_SERVER] = server
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_SHARED_SERVER, None)
+    if server is not None:
+        from drills.core import prefork
+
+        os.environ.pop(prefork.ENV, None)
+        server.stop()
+
+
 @pytest.fixture(autouse=True)
 def _root_logger_level_restored():
     """A command run in this process (`drills revert` quiets the root logger to CRITICAL) must not silence the

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 __all__ = ["ENV", "HEADER", "CONNECT_TIMEOUT_S", "PreforkServer", "PreforkedProcess", "popen_python",
-           "server_in_environment"]
+           "server_in_environment", "wait_ready"]
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +55,22 @@ class PreforkServer:
     @classmethod
     def start(cls, preload: Sequence[str], cwd: str | Path | None = None, timeout: float = 60.0) -> "PreforkServer":
         """Start a server that imports `preload` (module names) and is ready once its socket exists."""
+        server = cls.launch(preload, cwd=cwd)
+        if not wait_ready(server.socket, timeout, server.proc):
+            server.proc.kill()
+            raise RuntimeError(f"the prefork server did not start (exit code {server.proc.poll()})")
+        return server
+
+    @classmethod
+    def launch(cls, preload: Sequence[str], cwd: str | Path | None = None) -> "PreforkServer":
+        """Start a server without waiting for its imports: its socket appears once it is ready (`wait_ready`)."""
         folder = Path(tempfile.mkdtemp(prefix="drills-prefork-"))
         path = folder / "sock"
         argv = [sys.executable, "-m", "drills.core.prefork_server", str(path), str(os.getpid()), *preload]
         env = {k: v for k, v in os.environ.items() if k != ENV}
         # In this process's group, as the processes it forks would have been: a terminal's Ctrl-C reaches those
         # that do not ask for a session of their own (the server itself ignores it).
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"the prefork server did not start (exit code {proc.poll()})")
-            time.sleep(0.02)
-        return cls(proc, path)
+        return cls(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL), path)
 
     def stop(self, timeout: float = 10.0) -> None:
         """No more forks; the server exits once its running children have (it stays their parent)."""
@@ -155,11 +157,23 @@ class PreforkedProcess:
         return f"PreforkedProcess(pid={self.pid}, returncode={self.returncode})"
 
 
+def wait_ready(path: Path, timeout: float, proc: subprocess.Popen | None = None) -> bool:
+    """Whether the server's socket exists within `timeout` seconds (False at once if `proc`, the server, ended)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 @contextlib.contextmanager
 def server_in_environment(preload: Sequence[str], cwd: str | Path | None = None) -> Iterator[None]:
     """A server for what this process starts while the block runs (named in DRILLS_PREFORK), stopped after it.
-    A server already named there (the test suite's) is used as it is; none starting means fresh interpreters."""
+    A server already named there (the test suite's, which may still be importing: waited for) is used as it is;
+    none starting means fresh interpreters."""
     if os.environ.get(ENV):
+        wait_ready(Path(os.environ[ENV]), 60.0)
         yield
         return
     try:

@@ -1,4 +1,5 @@
-"""The end-to-end tests' session: one prefork server per test worker (drills.core.prefork).
+"""The end-to-end tests' session: a prefork server (drills.core.prefork) — the run's, started by xdist's controller
+(tests/conftest.py), or this process's own when pytest runs without workers.
 
 Each test starts `drills` commands and twins; forked from a server that has imported the CLI, the twin,
 pytest and the kubernetes client once, each starts in ≈ 0.1 s of CPU instead of ≈ 1-2 s. The processes are
@@ -14,5 +15,5 @@ from drills.core.runner import PRELOAD, REPO
 
 @pytest.fixture(scope="session", autouse=True)
 def prefork_server():
-    with prefork.server_in_environment(PRELOAD, cwd=REPO):  # one already named (our own inside a test) is used
+    with prefork.server_in_environment(PRELOAD, cwd=REPO):  # one already named (the run's, or a test's) is used
         yield
