@@ -8,12 +8,11 @@ STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 # Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
 # twins are set up once), handed out longest first (tests/file_weights.json, --no-loadscope-reorder). Measured on 2
-# quiet cores with this suite (3,481 tests): 3 workers kept ~1.5 cores busy (9m13s of pytest); 4 workers ~1.7
-# (8m08s-8m28s of pytest) once the load stopped counting answers a busy machine delayed as hung and the twin's store
-# stopped losing bandwidth to its own late wake-ups — but in one of the last three runs the twin's clock still
-# outran a real Prometheus on the healthy detection test (an honest inconclusive that fails a healthy test), so
-# 3 stays the default until nothing the twin cannot hold races the wall clock. `make test TEST_WORKERS=4` to try.
-TEST_WORKERS ?= 3
+# quiet cores with this suite (3,481 tests): 3 workers kept ~1.5 cores busy (9m02s of pytest), 4 workers ~1.7
+# (7m50s). 4 became the default once the last test that raced the wall clock on a loaded machine (the healthy
+# detection run: a real Prometheus kept the cadence of a 60x twin only while it was scheduled) ran at 30x.
+# `make test TEST_WORKERS=3` on a machine with less to spare.
+TEST_WORKERS ?= 4
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
