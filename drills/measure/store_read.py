@@ -88,9 +88,16 @@ def read_through_pod(cluster: Cluster, namespace: str, pod: str, store_dir: str,
     entries, notes = listed
     contents = {}
     for name in pointer_files(entries):
-        code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
-        if code == 0:
-            contents[name] = out
+        for _attempt in range(2):  # a pointer the listing shows but cat could not read is unread, never absent
+            code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
+            if code == 0:
+                contents[name] = out
+                break
+        else:
+            why = (err or out).strip().splitlines()[:1]
+            return StoreReading(None, (), source, f"{root}/{name} is in the listing but could not be read (cat exited "
+                                f"{code}{': ' + why[0] if why else ''}): which checkpoints it marks complete is unknown",
+                                read_at=began, read_done=cluster.clock.timestamp())
     if contents:  # a live job may complete a save between the listing and the pointer: list again after reading it
         listed = _listing(cluster, namespace, pod, root)  # (a save's directory exists before its pointer names it)
         if isinstance(listed, str):
@@ -139,8 +146,10 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
         try:
             with open(os.path.join(path, name), encoding="utf-8", errors="replace") as fh:
                 contents[name] = fh.read(4096)
-        except OSError:
-            pass
+        except OSError as err:  # listed but unread (gone, denied): unknown, never absent
+            return StoreReading(None, (), source, f"{os.path.join(path, name)} is in the listing but could not be "
+                                f"read ({err.strerror or err}): which checkpoints it marks complete is unknown",
+                                read_at=began, read_done=began)
     return replace(read_store(entries, contents, framework, source), read_at=began, read_done=began)
 
 

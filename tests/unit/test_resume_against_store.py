@@ -66,3 +66,48 @@ def test_a_profile_that_says_the_store_is_not_readable_is_judged_on_the_log_and_
 def test_a_checkpoint_past_the_step_at_the_fault_was_saved_after_the_resume_and_is_not_the_truth():
     v = judge_resumed(_rec(6000, 6000, _megatron(7500, 4500, 6000, 7500), step_at_fault=6210))
     assert v.passed and "latest complete checkpoint is 6000" in v.reason
+
+
+def test_a_pointer_the_listing_shows_but_cat_cannot_read_is_unread_not_absent(monkeypatch):
+    """The interrupted-run trial caught it: a `cat` of the tracker that failed (the exec cut short) left the tracker
+    out of the reading, so every checkpoint read as incomplete and a healthy job FAILed "a save … was lost". A
+    pointer the listing shows must be read (cat tried twice) or the reading is unreadable — inconclusive upstream."""
+    from drills.measure import store_read
+
+    listing = "\n".join(["d 1796000000.0 /ckpt/job", "d 1796000001.0 /ckpt/job/iter_0006000",
+                         f"f 1796000002.0 /ckpt/job/{TRACKER}"]) + "\n"
+    calls = []
+
+    def exec_in_reader(cluster, namespace, pod, command):  # the Kubernetes exec boundary: cat fails, find works
+        calls.append(command[0])
+        return (0, listing, "") if command[0] == "find" else (1, "", "error: stream closed")
+
+    class _Clock:
+        @staticmethod
+        def timestamp():
+            return 1796000100.0
+
+        @staticmethod
+        def iso(ts):
+            return "2026-12-01T00:00:00Z"
+
+    class _Cluster:
+        clock = _Clock()
+
+    monkeypatch.setattr(store_read, "_exec", exec_in_reader)
+    reading = store_read.read_through_pod(_Cluster(), "ai", "ckpt-reader-1", "/ckpt/job", "megatron", "pvc/ckpt")
+    assert calls.count("cat") == 2  # tried again before giving up
+    assert reading.problem and TRACKER in reading.problem and "could not be read" in reading.problem
+    assert "stream closed" in reading.problem
+    v = judge_resumed(_rec(6000, 6000, reading))
+    assert v.inconclusive and not v.passed  # never "a save was lost" on a pointer nobody read
+
+
+def test_a_pointer_this_machine_lists_but_cannot_read_is_unread_not_absent(tmp_path):
+    from drills.measure import store_read
+
+    (tmp_path / "iter_0006000").mkdir()
+    (tmp_path / TRACKER).symlink_to(tmp_path / "gone")  # listed, but opening it fails, as a file removed would
+    reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
+    assert reading.problem and TRACKER in reading.problem and "could not be read" in reading.problem
+    assert judge_resumed(_rec(6000, 6000, reading)).inconclusive
