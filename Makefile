@@ -21,7 +21,10 @@ TEST_SOURCES := conftest.py $(shell find tests fixtures features -name '*.py' -n
 
 .PHONY: bootstrap system-deps node-deps bytecode drill test check twin revert clean bench verdicts
 
-bootstrap: system-deps $(STAMP) node-deps bytecode
+# The venv and the Allure CLI install side by side, then our bytecode (and, for `make test`, the asserts' cache).
+bootstrap: system-deps
+	@$(MAKE) --no-print-directory -j2 $(STAMP) node-deps
+	@$(MAKE) --no-print-directory -j2 bytecode $(BOOT_EXTRA)
 
 # Our modules' bytecode, refreshed where the source changed: each drill starts Python processes (a lane, a
 # twin), and where PYTHONDONTWRITEBYTECODE is set none of them caches what it compiles (≈ 0.3 s of CPU each).
@@ -58,7 +61,8 @@ $(STAMP): pyproject.toml
 drill: bootstrap
 	$(BIN)/drills run $(ARGS)
 
-test: bootstrap $(ASSERTS)
+test: BOOT_EXTRA = $(ASSERTS)
+test: bootstrap
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # pytest rewrites the asserts of each test module, conftest and plugin when it imports them, and caches the result
