@@ -11,7 +11,7 @@ ARGS ?=
 # quiet cores with this suite (3,482 tests): 3 workers kept ~1.5 cores busy (9m02s of pytest), 4 workers ~1.7
 # (7m39s-7m44s) — but 2 of 4 runs at 4 workers failed a healthy test: the storage probe's 0.1 s saves through the
 # twin's FUSE store measured 2.3x their baseline against a 2x budget (CPU jitter, not the store's model), and an
-# uplink recovery stamp drifted past its 9 s bound. 3 stays the default until the twin's store holds its model on a
+# uplink recovery came out 1.1 % of its target longer than the twin's truth (bound 1 %). 3 stays the default until the twin's store holds its model on a
 # busy CPU. `make test TEST_WORKERS=4` to try.
 TEST_WORKERS ?= 3
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
