@@ -105,7 +105,7 @@ def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: i
         wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
         series = exported_series(cluster, cfg.exporter_namespace, name, gpu, field)
     source = f"{cfg.exporter_namespace}/{name} @ resourceVersion {obj_get(pod, 'metadata', 'resourceVersion')}"
-    if owners is not None and owners.problem is None and gpu in owners.by_gpu:  # else: as the reads after the fault say
+    if owners is not None and owners.problem is None:
         return ExporterView(node, name, ready, series.value, f"{source}; owners: {owners.source}", series.problem,
                             owners.by_gpu.get(gpu), owners.mapped)
     return ExporterView(node, name, ready, series.value, source, series.problem, series.owner, series.mapped)
