@@ -24,8 +24,8 @@ from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "Owners", "Series", "exporter_view", "exporter_owners", "wait_marked",
-           "marked_since", "wait_cordoned", "exported_value", "exported_series"]
+__all__ = ["ExporterView", "Marked", "Series", "exporter_view", "wait_marked", "marked_since", "wait_cordoned",
+           "exported_value", "exported_series"]
 
 log = logging.getLogger(__name__)
 
@@ -60,39 +60,11 @@ class Marked:
     source: str
 
 
-@dataclass(frozen=True)
-class Owners:
-    """Who used each GPU of a node just before the fault, as the node's exporter labels its series (pod-resources):
-    GPU index → "ns/pod" (None: no pod); `mapped` whether any series names a pod; `problem` why none was read."""
-
-    by_gpu: dict[int, str | None]
-    mapped: bool
-    source: str
-    problem: str | None = None
-
-
-def exporter_owners(cluster: Cluster, cfg: GpuFault, node: str) -> Owners:
-    """The GPUs' owners on `node` from its exporter's /metrics, read before the fault: afterwards a site's
-    remediation may already have drained the node (its series then name no pod) before the exporter reports the XID."""
-    pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
-    if pod is None:
-        return Owners({}, False, f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}",
-                      f"no {cfg.exporter_selector} pod is scheduled on {node}")
-    name = pod["metadata"]["name"]
-    source = f"{cfg.exporter_namespace}/{name} before the fault @ {cluster.clock.iso(cluster.clock.now())}"
-    found = _series_of(cluster, cfg.exporter_namespace, name, _METRIC[cfg.field])
-    if isinstance(found, str):
-        return Owners({}, False, source, found)
-    owners = {int(labels["gpu"]): _owner(labels) for labels, _ in found if labels.get("gpu", "").isdigit()}
-    return Owners(owners, any(o is not None for o in owners.values()), source)
-
-
 def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: int, value: int,
-                  deadline_ts: float, owners: Owners | None = None) -> ExporterView:
+                  deadline_ts: float) -> ExporterView:
     """The exporter pod on `node` (by label and spec.nodeName) and, if its metrics can be read, the GPU's value:
     read again (every RETRY_S cluster seconds) until it shows `value` or the deadline passes — an exporter reports
-    what DCGM had at its last collection, not at once. Who uses the GPU comes from `owners` (read before the fault)
-    when they were read, else from these reads."""
+    what DCGM had at its last collection, not at once."""
     pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
     source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
     if pod is None:
@@ -104,11 +76,8 @@ def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: i
     while series.value is not None and series.value != value and cluster.clock.timestamp() < deadline_ts:
         wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
         series = exported_series(cluster, cfg.exporter_namespace, name, gpu, field)
-    source = f"{cfg.exporter_namespace}/{name} @ resourceVersion {obj_get(pod, 'metadata', 'resourceVersion')}"
-    if owners is not None and owners.problem is None:
-        return ExporterView(node, name, ready, series.value, f"{source}; owners: {owners.source}", series.problem,
-                            owners.by_gpu.get(gpu), owners.mapped)
-    return ExporterView(node, name, ready, series.value, source, series.problem, series.owner, series.mapped)
+    return ExporterView(node, name, ready, series.value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
+                        f"{obj_get(pod, 'metadata', 'resourceVersion')}", series.problem, series.owner, series.mapped)
 
 
 @dataclass(frozen=True)
@@ -125,37 +94,25 @@ class Series:
 def exported_series(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> Series:
     """The exporter's series of `field` for GPU `gpu` from its /metrics through the API server's pod proxy, with
     the owner its pod-resources labels name (`namespace`/`pod`, dcgm-exporter's DCGM_EXPORTER_KUBERNETES)."""
+    from kubernetes.client.exceptions import ApiException
+
     metric = _METRIC[field]
-    labelled = _series_of(cluster, namespace, pod, metric)
-    if isinstance(labelled, str):
-        return Series(None, problem=labelled)
+    try:
+        text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
+    except (ApiException, OSError, ValueError) as err:
+        why = getattr(err, "status", "") or err
+        return Series(None, problem=f"its /metrics was not read through the pod proxy ({why})")
+    found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
+    labelled = [(dict(_LABEL.findall(labels)), value) for labels, value in found]
     mapped = any(labels.get("pod") for labels, _ in labelled)
     for labels, value in labelled:
         if labels.get("gpu") == str(gpu):
-            owner = _owner(labels)
+            owner = f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else None
             try:
                 return Series(float(value), owner, mapped)
             except ValueError:
                 return Series(None, owner, mapped, f"{metric} for gpu {gpu} is not a number: {value!r}")
     return Series(None, None, mapped, f"its /metrics has no {metric} series for gpu {gpu}")
-
-
-def _series_of(cluster: Cluster, namespace: str, pod: str, metric: str) -> list[tuple[dict, str]] | str:
-    """Every series of `metric` on the exporter's /metrics (through the API server's pod proxy) as (labels, value),
-    or why it was not read."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
-    except (ApiException, OSError, ValueError) as err:
-        why = getattr(err, "status", "") or err
-        return f"its /metrics was not read through the pod proxy ({why})"
-    found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
-    return [(dict(_LABEL.findall(labels)), value) for labels, value in found]
-
-
-def _owner(labels: dict) -> str | None:
-    return f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else None
 
 
 def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> tuple[float | None, str | None]:
