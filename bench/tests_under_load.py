@@ -1,6 +1,6 @@
 """`make test` under CPU load, several times in a row (issue 19; a benchmark of the suite's steadiness).
 
-    .venv/bin/python bench/tests_under_load.py [--runs 3] [--busy 2] [--workers 4] [-- PYTEST ARGS]
+    .venv/bin/python bench/tests_under_load.py [--runs 3] [--busy 2] [--workers 3] [-- PYTEST ARGS]
 
 Keeps `--busy` busy-loop processes on the CPU and runs the test suite exactly as `make test` does
 (`pytest -n WORKERS --dist loadfile`) `--runs` times in a row. Prints one row per run (wall time, passed,
@@ -30,7 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes loading the CPU")
-    parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers (make test's TEST_WORKERS)")
+    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers (make test's TEST_WORKERS)")
     parser.add_argument("--keep", default=None, help="write each run's whole pytest output here (run-N.log)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
