@@ -190,12 +190,17 @@ def _files_of(twin, name="drills-fio-test") -> list:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
 
 
-def _until_files(twin, timeout_s: float = 30.0) -> list:
+def _until_files(twin, pods: tuple = (), timeout_s: float = 30.0) -> list:
+    """The store's files once fio wrote one (in each of `pods`' directories, when named)."""
     import time
 
+    def written() -> bool:
+        files = [f for f in _files_of(twin) if "drills-saturate." in f]
+        return bool(files) and all(any(f"{pod}/drills-saturate." in f for f in files) for pod in pods)
+
     deadline = time.monotonic() + timeout_s
-    while not [f for f in _files_of(twin) if "drills-saturate." in f]:
-        assert time.monotonic() < deadline, "fio wrote no file on the twin's store"
+    while not written():
+        assert time.monotonic() < deadline, f"fio wrote no file on the twin's store (pods {pods})"
         time.sleep(0.05)
     return _files_of(twin)
 
@@ -217,7 +222,7 @@ def test_fio_killed_without_its_cleanup_leaves_files_the_revert_sweeps_and_reads
         spec, target = _spec(), Target(cluster)
         undo = storage.revert_spec(spec)
         record = inject_job(cluster, spec, start_timeout_s=6000)
-        written = _until_files(twin)
+        written = _until_files(twin, tuple(record.pods))
         revert_job(cluster, NS, spec.job_name)  # what the revert was: the Job and its pods deleted
         assert pods_of(cluster, NS, spec.job_name) == []  # ... and all its verify read: PASS, before
         assert [f for f in _files_of(twin) if "drills-saturate." in f], written  # the truth: the files stayed

@@ -1,6 +1,7 @@
-"""A twin killed with SIGKILL cannot unmount its FUSE store: the mount point is left answering ENOTCONN
-(rm fails on it, `ls` fails on it). The next twin detaches such dead `twin-store` mounts before mounting
-its own — and never touches a live store, its own or another twin's."""
+"""The twin's store is served by its own process. A twin killed with SIGKILL leaves no mount behind: its store
+server reads the end of its pipe, unmounts and exits. A store server killed with SIGKILL cannot unmount: the mount
+point is left answering ENOTCONN (rm fails on it, `ls` fails on it) — the next twin detaches such dead `twin-store`
+mounts before mounting its own, and never touches a live store, its own or another twin's."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ pytestmark = pytest.mark.skipif(fuse_available() is not None, reason=f"needs FUS
 SERVE = """
 import sys, threading
 from drills.twin.workloads.storefs import StoreModel, StoreMount
-StoreMount(sys.argv[1], sys.argv[2], StoreModel(bandwidth_mb_s=100, client_bandwidth_mb_s=50)).start()
-print("mounted", flush=True)
+mount = StoreMount(sys.argv[1], sys.argv[2], StoreModel(bandwidth_mb_s=100, client_bandwidth_mb_s=50))
+mount.start()
+print("mounted", mount.server_pid, flush=True)
 threading.Event().wait()
 """
 
@@ -34,26 +36,57 @@ def _enotconn(path) -> bool:
     return False
 
 
-def test_a_killed_twins_store_is_detached_and_a_live_one_is_left(tmp_path):
-    dead_point, live = tmp_path / "dead" / "checkpoint-store", None
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(dead_point), str(tmp_path / "dead" / "backing")],
+def _twin(tmp_path, name):
+    point = tmp_path / name / "checkpoint-store"
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(point), str(tmp_path / name / "backing")],
                             stdout=subprocess.PIPE, text=True)
+    said, pid = proc.stdout.readline().split()
+    assert said == "mounted"
+    return proc, point, int(pid)
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_killed_twin_leaves_no_mount(tmp_path):
+    proc, point, server = _twin(tmp_path, "twin")
     try:
-        assert proc.stdout.readline().strip() == "mounted"
+        assert os.path.ismount(point)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        _until(lambda: not os.path.ismount(point), "the killed twin's store is still mounted")
+        _until(lambda: not os.path.exists(f"/proc/{server}") or _zombie(server), "the store server outlived its twin")
+    finally:
+        proc.kill()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def test_a_killed_store_server_is_detached_and_a_live_one_is_left(tmp_path):
+    proc, dead_point, server = _twin(tmp_path, "dead")
+    live = None
+    try:
         live = StoreMount(tmp_path / "live" / "checkpoint-store", tmp_path / "live" / "backing",
                           StoreModel(bandwidth_mb_s=100, client_bandwidth_mb_s=50))
         live.start()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while not _enotconn(dead_point):  # the kernel notices the closed /dev/fuse at once; allow a moment
-            assert time.monotonic() < deadline, "the killed store never answered ENOTCONN"
-            time.sleep(0.02)
+        os.kill(server, signal.SIGKILL)
+        # the kernel notices the closed /dev/fuse at once; allow a moment
+        _until(lambda: _enotconn(dead_point), "the killed store never answered ENOTCONN")
         sweep_dead_mounts()  # (another worker's twin starting now may have detached it first: the same end)
         assert not os.path.ismount(dead_point) and not _enotconn(dead_point)
         assert os.path.ismount(live.mountpoint)
         (live.mountpoint / "still-served").write_text("yes")
         assert (live.mountpoint / "still-served").read_text() == "yes"
+        assert live.model.op_totals()["WRITE"].bytes == 3
     finally:
         proc.kill()
         if live is not None:

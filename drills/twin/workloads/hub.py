@@ -99,7 +99,7 @@ class WorkloadHub:
             return {"checkpoint_store": str(self.store.root), "checkpoint_store_model": None,
                     "checkpoint_store_unmodelled": why}
         self.mount = mount
-        self.store.model = model
+        self.store.model = mount.model  # the serving process's model, asked over its pipe
         return {"checkpoint_store": str(self.store_root),
                 "checkpoint_store_model": {"bandwidth_mb_s": st.io_bandwidth_mb_s,
                                            "client_bandwidth_mb_s": st.client_bandwidth_mb_s}}

@@ -14,22 +14,29 @@ the bandwidth model. `corrupt_reads` (defect `corrupt-store-reads`) flips one by
 read of each of the first N files read back through the mount: a store that returns bad data.
 
 Units are real (wall-clock) MB/s: the tools measure wall time; twin time dilation does not apply.
+
+The store is served by its own process (this file run as a script, `serve()`), as a real store is not the API
+server: a FUSE thread inside the twin waited for the twin's interpreter lock after every quantum it slept, so the
+probe measured the twin's API load (one busy thread: 0.1 s → 0.87 s). The twin asks the server's model what it
+needs over a pipe (`RemoteModel`); the server unmounts and exits when that pipe closes, its twin gone.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OpStats", "StoreModel", "StoreMount", "fuse_available", "sweep_dead_mounts", "ACTIVE_S"]
+__all__ = ["OpStats", "StoreModel", "StoreMount", "RemoteModel", "fuse_available", "sweep_dead_mounts", "ACTIVE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -183,49 +190,142 @@ def sweep_dead_mounts(mounts: str = "/proc/self/mounts") -> list[str]:
 
 
 class StoreMount:
-    """A mounted modelled store: `start()` mounts `mountpoint` over `backing`, `stop()` unmounts."""
+    """A mounted modelled store served by its own process: `start()` mounts `mountpoint` over `backing`,
+    `stop()` unmounts. `model` is then the serving process's model, asked over a pipe (`RemoteModel`).
+
+    Its own process, because a real store does not share an interpreter lock with the API server: served
+    from a thread of the twin, every 64 KB the store moved waited for the twin's other threads (one busy
+    thread made a 0.1 s probe take 0.87 s), so what the probe measured was the twin's API load, not the
+    store's model. The server unmounts and exits when its twin closes the pipe — or dies, even by SIGKILL."""
 
     def __init__(self, mountpoint: str | os.PathLike, backing: str | os.PathLike, model: StoreModel,
                  corrupt_reads: int = 0):
-        self.mountpoint, self.backing, self.model = Path(mountpoint), Path(backing), model
+        self.mountpoint, self.backing = Path(mountpoint), Path(backing)
+        self.model: StoreModel | RemoteModel = model  # the configuration until start(), the server's after
         self.corrupt_reads = corrupt_reads
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 10.0) -> None:
-        from fuse import FUSE
-
         sweep_dead_mounts()
-        self.backing.mkdir(parents=True, exist_ok=True)
-        self.mountpoint.mkdir(parents=True, exist_ok=True)
-        ops = _Ops(self.backing, self.model, self.corrupt_reads)
+        argv = [sys.executable, "-I", os.path.abspath(__file__), str(self.mountpoint), str(self.backing),
+                repr(float(self.model.bandwidth_mb_s)), repr(float(self.model.client_bandwidth_mb_s)),
+                str(int(self.corrupt_reads))]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                start_new_session=True)  # a Ctrl-C to the twin's group is the twin's to handle
+        ready = _readline(proc, timeout)
+        if ready != "ready":
+            proc.kill()
+            proc.wait()
+            raise OSError(f"twin store not mounted at {self.mountpoint}: {ready or 'timed out'}")
+        self._proc = proc
+        self.model = RemoteModel(proc, self.model.bandwidth_mb_s, self.model.client_bandwidth_mb_s)
+        log.info("twin store mounted at %s by pid %d (%g MB/s total, %g MB/s per client)", self.mountpoint,
+                 proc.pid, self.model.bandwidth_mb_s, self.model.client_bandwidth_mb_s)
 
-        def serve() -> None:
-            try:
-                FUSE(ops, str(self.mountpoint), foreground=True, nothreads=False, allow_other=True,
-                     big_writes=True, max_write=1 << 20, max_read=1 << 20, direct_io=True, fsname=FSNAME,
-                     default_permissions=True)
-            except BaseException as err:  # noqa: BLE001 — reported by start()
-                self._error = err
-
-        self._thread = threading.Thread(target=serve, name="twin-store-fuse", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not os.path.ismount(self.mountpoint):
-            if self._error is not None or not self._thread.is_alive() or time.monotonic() > deadline:
-                raise OSError(f"twin store not mounted at {self.mountpoint}: {self._error or 'timed out'}")
-            time.sleep(0.02)
-        log.info("twin store mounted at %s (%g MB/s total, %g MB/s per client)", self.mountpoint,
-                 self.model.bandwidth_mb_s, self.model.client_bandwidth_mb_s)
+    @property
+    def server_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
-        if os.path.ismount(self.mountpoint):
-            binary = shutil.which("fusermount") or shutil.which("umount")
-            argv = [binary, "-u", "-z", str(self.mountpoint)] if binary and "fusermount" in binary else \
-                ["umount", "-l", str(self.mountpoint)]
-            subprocess.run(argv, check=False, capture_output=True, timeout=10)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()  # the server unmounts and exits
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        if os.path.ismount(self.mountpoint):  # a server that could not unmount (busy): detach it lazily
+            _unmount(self.mountpoint)
+
+
+class RemoteModel:
+    """The serving process's StoreModel, asked over its pipe: what the twin needs of it (a training save's
+    slowdown, the mount's operation totals and age). One question at a time."""
+
+    def __init__(self, proc: subprocess.Popen, bandwidth_mb_s: float, client_bandwidth_mb_s: float):
+        self._proc, self._lock = proc, threading.Lock()
+        self.bandwidth_mb_s, self.client_bandwidth_mb_s = bandwidth_mb_s, client_bandwidth_mb_s
+
+    def _ask(self, question: str) -> Any:
+        with self._lock:
+            try:
+                self._proc.stdin.write(question + "\n")
+                self._proc.stdin.flush()
+                answer = self._proc.stdout.readline()
+            except (OSError, ValueError) as err:
+                raise OSError(f"twin store server gone: {err}") from None
+        if not answer:
+            raise OSError("twin store server gone")
+        return json.loads(answer)
+
+    def slowdown(self) -> float:
+        return float(self._ask("slowdown"))
+
+    def age_s(self) -> float:
+        return float(self._ask("age"))
+
+    def op_totals(self, share: float = 1.0) -> dict[str, OpStats]:
+        return {op: OpStats(**fields) for op, fields in self._ask(f"ops {float(share)!r}").items()}
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> str:
+    """The server's first line (or '' when it said nothing in `timeout` seconds)."""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return got[0].strip() if got else ""
+
+
+def _unmount(point: Path) -> None:
+    binary = shutil.which("fusermount") or shutil.which("umount")
+    argv = [binary, "-u", "-z", str(point)] if binary and "fusermount" in binary else ["umount", "-l", str(point)]
+    subprocess.run(argv, check=False, capture_output=True, timeout=10)
+
+
+def serve(mountpoint: Path, backing: Path, model: StoreModel, corrupt_reads: int, answers=None, questions=None) -> int:
+    """The store server's main: mount, say `ready`, answer the twin's questions, unmount at end of input."""
+    from fuse import FUSE
+
+    answers = answers or sys.stdout
+    questions = questions or sys.stdin
+    backing.mkdir(parents=True, exist_ok=True)
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    ops = _Ops(backing, model, corrupt_reads)
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            FUSE(ops, str(mountpoint), foreground=True, nothreads=False, allow_other=True, big_writes=True,
+                 max_write=1 << 20, max_read=1 << 20, direct_io=True, fsname=FSNAME, default_permissions=True)
+        except BaseException as err:  # noqa: BLE001 — reported as the first line
+            error.append(err)
+
+    thread = threading.Thread(target=run, name="twin-store-fuse", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not os.path.ismount(mountpoint):
+        if error or not thread.is_alive() or time.monotonic() > deadline:
+            print(f"error {error[0] if error else 'timed out'}".replace("\n", " "), file=answers, flush=True)
+            return 1
+        time.sleep(0.01)
+    print("ready", file=answers, flush=True)
+    for line in questions:
+        what, _, arg = line.strip().partition(" ")
+        if what == "slowdown":
+            answer: Any = model.slowdown()
+        elif what == "age":
+            answer = model.age_s()
+        elif what == "ops":
+            answer = {op: asdict(s) for op, s in model.op_totals(float(arg or 1.0)).items()}
+        else:
+            answer = None
+        print(json.dumps(answer), file=answers, flush=True)
+    _unmount(mountpoint)  # the twin closed the pipe, or died
+    thread.join(timeout=5)
+    return 0
 
 
 def _pid() -> int:
@@ -346,3 +446,9 @@ class _Ops:
             self.corrupted.discard(fh)
         os.close(fh)
         return 0
+
+
+if __name__ == "__main__":  # the store server: python -I storefs.py MOUNTPOINT BACKING MB_S CLIENT_MB_S CORRUPT_READS
+    logging.basicConfig(level=logging.INFO, format="twin-store %(levelname)s %(message)s")
+    _point, _back, _bw, _cbw, _corrupt = sys.argv[1:6]
+    sys.exit(serve(Path(_point), Path(_back), StoreModel(float(_bw), float(_cbw)), int(_corrupt)))
