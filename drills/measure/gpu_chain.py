@@ -24,8 +24,8 @@ from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "Series", "exporter_view", "wait_marked", "marked_since", "wait_cordoned",
-           "exported_value", "exported_series"]
+__all__ = ["ExporterView", "Marked", "Owners", "Series", "exporter_owners", "exporter_view", "wait_marked",
+           "marked_since", "wait_cordoned", "exported_value", "exported_series"]
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,46 @@ class Marked:
     source: str
 
 
+@dataclass(frozen=True)
+class Owners:
+    """Who used each GPU of a node just before the fault, as the node's exporter labels its series (pod-resources):
+    GPU index → "ns/pod" (None: no pod); `source` the exporter read and when; `problem` why none was read."""
+
+    by_gpu: dict[int, str | None]
+    source: str
+    problem: str | None = None
+
+
+def exporter_owners(cluster: Cluster, cfg: GpuFault, node: str, field: int, deadline_ts: float) -> Owners:
+    """The GPUs' owners on `node` from its exporter's /metrics, read before the fault: afterwards a site's remediation
+    may already have drained the node (its series then name no pod) before the exporter reports the XID. An exporter
+    scheduled there but not answering yet (a freshly started one) is read again every RETRY_S cluster seconds until
+    the deadline; none scheduled there is not waited for (the chain's first link then fails on it)."""
+    source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
+    while True:
+        pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
+        if pod is None:
+            return Owners({}, source, f"no {cfg.exporter_selector} pod is scheduled on {node}")
+        name = pod["metadata"]["name"]
+        read_at = cluster.clock.iso(cluster.clock.now())
+        found = _series_of(cluster, cfg.exporter_namespace, name, _METRIC[field])
+        if (not isinstance(found, str) and found) or cluster.clock.timestamp() >= deadline_ts:
+            break
+        wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
+    source = f"{cfg.exporter_namespace}/{name} before the fault @ {read_at}"
+    if isinstance(found, str):
+        return Owners({}, source, found)
+    if not found:
+        return Owners({}, source, f"its /metrics has no {_METRIC[field]} series")
+    return Owners({int(labels["gpu"]): _owner(labels) for labels, _ in found if labels.get("gpu", "").isdigit()}, source)
+
+
 def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: int, value: int,
-                  deadline_ts: float) -> ExporterView:
+                  deadline_ts: float, owners: Owners | None = None) -> ExporterView:
     """The exporter pod on `node` (by label and spec.nodeName) and, if its metrics can be read, the GPU's value:
     read again (every RETRY_S cluster seconds) until it shows `value` or the deadline passes — an exporter reports
-    what DCGM had at its last collection, not at once."""
+    what DCGM had at its last collection, not at once. Who uses the GPU: the owner `owners` (read before the fault)
+    names for it, else the one these reads name."""
     pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
     source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
     if pod is None:
@@ -76,8 +111,12 @@ def exporter_view(cluster: Cluster, cfg: GpuFault, node: str, gpu: int, field: i
     while series.value is not None and series.value != value and cluster.clock.timestamp() < deadline_ts:
         wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
         series = exported_series(cluster, cfg.exporter_namespace, name, gpu, field)
-    return ExporterView(node, name, ready, series.value, f"{cfg.exporter_namespace}/{name} @ resourceVersion "
-                        f"{obj_get(pod, 'metadata', 'resourceVersion')}", series.problem, series.owner, series.mapped)
+    source = f"{cfg.exporter_namespace}/{name} @ resourceVersion {obj_get(pod, 'metadata', 'resourceVersion')}"
+    before = owners.by_gpu.get(gpu) if owners is not None and owners.problem is None else None
+    if before is not None:  # named before the fault: the read that a drain cannot have emptied
+        return ExporterView(node, name, ready, series.value, f"{source}; owner: {owners.source}", series.problem,
+                            before, True)
+    return ExporterView(node, name, ready, series.value, source, series.problem, series.owner, series.mapped)
 
 
 @dataclass(frozen=True)
@@ -94,25 +133,37 @@ class Series:
 def exported_series(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> Series:
     """The exporter's series of `field` for GPU `gpu` from its /metrics through the API server's pod proxy, with
     the owner its pod-resources labels name (`namespace`/`pod`, dcgm-exporter's DCGM_EXPORTER_KUBERNETES)."""
-    from kubernetes.client.exceptions import ApiException
-
     metric = _METRIC[field]
-    try:
-        text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
-    except (ApiException, OSError, ValueError) as err:
-        why = getattr(err, "status", "") or err
-        return Series(None, problem=f"its /metrics was not read through the pod proxy ({why})")
-    found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
-    labelled = [(dict(_LABEL.findall(labels)), value) for labels, value in found]
+    labelled = _series_of(cluster, namespace, pod, metric)
+    if isinstance(labelled, str):
+        return Series(None, problem=labelled)
     mapped = any(labels.get("pod") for labels, _ in labelled)
     for labels, value in labelled:
         if labels.get("gpu") == str(gpu):
-            owner = f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else None
+            owner = _owner(labels)
             try:
                 return Series(float(value), owner, mapped)
             except ValueError:
                 return Series(None, owner, mapped, f"{metric} for gpu {gpu} is not a number: {value!r}")
     return Series(None, None, mapped, f"its /metrics has no {metric} series for gpu {gpu}")
+
+
+def _series_of(cluster: Cluster, namespace: str, pod: str, metric: str) -> list[tuple[dict, str]] | str:
+    """Every series of `metric` on the exporter's /metrics (through the API server's pod proxy) as (labels, value),
+    or why it was not read."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        text = cluster.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRIC_PORT}", namespace, "metrics")
+    except (ApiException, OSError, ValueError) as err:
+        why = getattr(err, "status", "") or err
+        return f"its /metrics was not read through the pod proxy ({why})"
+    found = re.findall(rf'^{metric}\{{([^}}]*)\}}\s+(\S+)', str(text), re.M)
+    return [(dict(_LABEL.findall(labels)), value) for labels, value in found]
+
+
+def _owner(labels: dict) -> str | None:
+    return f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else None
 
 
 def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: int) -> tuple[float | None, str | None]:

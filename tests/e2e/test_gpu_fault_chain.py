@@ -21,6 +21,7 @@ import yaml
 from bench.verdicts import mismatches, rows
 from drills.twin.launcher import start_twin
 from drills.twin.profile import PROFILES_DIR
+from drills.verdicts.gpu_chain import GPU_IN_USE
 from tests.e2e.drill_helpers import drills, drills_popen, records, schedulable, wait_for_injection
 
 pytestmark = pytest.mark.slow
@@ -169,12 +170,16 @@ def test_an_xid_no_exporter_on_the_node_reports_fails_not_exported(twin, tmp_pat
                        timeout=5).raise_for_status()
 
 
-def test_a_site_whose_remediation_drains_the_node_passes_and_the_drill_drains_nothing(tmp_path_factory, tmp_path):
+@pytest.mark.parametrize("after", ["30s", "0s"])
+def test_a_site_whose_remediation_drains_the_node_passes_and_the_drill_drains_nothing(after, tmp_path_factory, tmp_path):
     """The twin runs a remediation (NVSentinel-like: cordon and drain 30 s after the GPU is marked): the drill
     waits for it (remediation: site), judges it, and drains nothing itself; the revert uncordons nothing either —
-    the node stays cordoned by the site, as a site's quarantine does until an operator clears it."""
+    the node stays cordoned by the site, as a site's quarantine does until an operator clears it. A remediation at
+    once (0 s) drains the node before the exporter reports the XID, and its series then name no pod: who used the
+    GPU is read from the exporter before the fault (on a fresh twin, once the exporter answers) — read after the
+    drain, the drill was inconclusive on a healthy platform."""
     raw = yaml.safe_load((PROFILES_DIR / "minimal.yaml").read_text())
-    raw.update(name="site-remediates", gpu_remediation={"after": "30s"})
+    raw.update(name="site-remediates", gpu_remediation={"after": after})
     folder = tmp_path_factory.mktemp("remediating")
     (folder / "p.yaml").write_text(yaml.safe_dump(raw))
     handle = start_twin(folder / "state", scale=SCALE, profile=str(folder / "p.yaml"))
@@ -186,6 +191,7 @@ def test_a_site_whose_remediation_drains_the_node_passes_and_the_drill_drains_no
         assert _check(rec, "node remediated")["verdict"] == "pass" and "cordoned node" in _check(rec, "node remediated")["reason"]
         assert [f["kind"] for f in rec["details"]["faults"]][0] == "gpu-xid"
         assert "node" not in [f["kind"] for f in rec["details"]["faults"]]  # the site drained, not the drill
+        assert "before the fault @" in _check(rec, GPU_IN_USE)["reason"], _check(rec, GPU_IN_USE)
     finally:
         handle.stop()
 

@@ -22,19 +22,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.inference]
 
 TARGET_S = 300.0
 MAX_ERROR_S = 0.01 * TARGET_S
-# The scale: 1 % of the target is 3 cluster seconds, 25 ms of wall at 120×. At 600× it is 5 ms, which a test
-# sharing 2 cores with the rest of the suite cannot promise (with two busy loops the same drill was 9.4 s off,
-# 16 ms of wall: 5 ms on the kill request, 10.5 ms until the load's next request saw the gateway serve): there
-# the figure is a benchmark's, `bench/suite.py --scale 600 -m inference` on a quiet machine (performance is
-# measured in bench/). 60× (the default scale) is test_drill_inference.py's
-# test_measured_recovery_matches_the_twins_ground_truth (the same scenario, every replica killed, held to 1 %).
-# The load generator here reports late: its workers flush their results every 5 wall seconds (10 cluster minutes
-# at 120×, longer than the whole wait), so the recovery is in results written after the deadline. A drill that
-# judged the results it had at the deadline said "never recovered" for a twin whose truth recovered in 2m22s; it
-# must wait for the load's watermark (`drills.load.watermark.read_watermark`) and read the recovery from them.
-@pytest.mark.parametrize("scale", ["120"])
+# The scale: 1 % of the target is 3 cluster seconds, 50 ms of wall at 60×. At 120× it is 25 ms, which a test sharing
+# 2 cores with three other test workers once missed by 1.5 ms (the first request answered again was sent that much
+# after the twin served); at 600× 5 ms (with two busy loops the same drill was 9.4 s off, 16 ms of wall: 5 ms on the
+# kill request, 10.5 ms until the load's next request saw the gateway serve): there the figure is a benchmark's,
+# `bench/suite.py --scale 600 -m inference` on a quiet machine (performance is measured in bench/).
+# test_drill_inference.py's test_measured_recovery_matches_the_twins_ground_truth holds the same scenario (every
+# replica killed) to 1 % with the load's default flush; here the load generator reports late: its workers flush
+# their results every 10 wall seconds (10 cluster minutes at 60×, longer than the whole wait), so the recovery is in
+# results written after the deadline. A drill that judged the results it had at the deadline said "never recovered"
+# for a twin whose truth recovered in 2m22s; it must wait for the load's watermark
+# (`drills.load.watermark.read_watermark`) and read the recovery from them.
+@pytest.mark.parametrize("scale", ["60"])
 def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path, monkeypatch):
-    monkeypatch.setenv("DRILLS_LOAD_BUCKET_FLUSH_S", "5")
+    monkeypatch.setenv("DRILLS_LOAD_BUCKET_FLUSH_S", "10")
     done = drills("run", "-m", "inference", "-k", "all", "--scale", scale, "--no-html", "--reports", str(tmp_path),
                   "--run-id", f"x{scale}")
     (rec,) = records(tmp_path / f"x{scale}")
@@ -45,7 +46,7 @@ def test_recovery_matches_the_twins_truth_at_scale(scale, tmp_path, monkeypatch)
     injected = first_applied_write(audit_file(state))["twinTime"]
     truth_s = serving[0]["at"] - injected
     max_error_s = MAX_ERROR_S
-    if truth_s > TARGET_S:  # a twin starved of CPU can really be late (at 120× one wall second is 2 minutes):
+    if truth_s > TARGET_S:  # a twin starved of CPU can really be late (at 60× one wall second is a minute):
         # then the drill must say so, as the truth does
         assert rec["verdict"] == "fail" and rec["category"] == "slo_breach", (truth_s, rec["reason"])
         assert rec["recovery_s"] is None or abs(rec["recovery_s"] - truth_s) <= max_error_s, (rec["recovery_s"], truth_s)
