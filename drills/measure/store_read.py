@@ -131,6 +131,23 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
     began = parse_iso(at).timestamp()
     if not os.path.isdir(path):
         return StoreReading(None, (), source, f"{path} is not a directory here", read_at=began, read_done=began)
+    entries = _walk(path)
+    contents = {}
+    for name in pointer_files(entries):
+        try:
+            with open(os.path.join(path, name), encoding="utf-8", errors="replace") as fh:
+                contents[name] = fh.read(4096)
+        except OSError as err:  # listed but unread (gone, denied): unknown, never absent
+            return StoreReading(None, (), source, f"{os.path.join(path, name)} is in the listing but could not be "
+                                f"read ({err.strerror or err}): which checkpoints it marks complete is unknown",
+                                read_at=began, read_done=began)
+    if contents:  # a live job may complete a save between the listing and the pointer: list again after reading it
+        entries = _walk(path)  # (as the reader pod does: the pointer never names a save the second listing lacks)
+    return replace(read_store(entries, contents, framework, source), read_at=began, read_done=began)
+
+
+def _walk(path: str) -> list[Entry]:
+    """`path`'s entries to MAX_DEPTH with their modification times."""
     entries: list[Entry] = [Entry(".", True, _mtime(path))]
     for dirpath, dirs, files in os.walk(path):
         rel = os.path.relpath(dirpath, path)
@@ -141,16 +158,7 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
         for names, is_dir in ((dirs, True), (files, False)):
             entries += [Entry(os.path.normpath(os.path.join(rel, n)), is_dir, _mtime(os.path.join(dirpath, n)))
                         for n in names]
-    contents = {}
-    for name in pointer_files(entries):
-        try:
-            with open(os.path.join(path, name), encoding="utf-8", errors="replace") as fh:
-                contents[name] = fh.read(4096)
-        except OSError as err:  # listed but unread (gone, denied): unknown, never absent
-            return StoreReading(None, (), source, f"{os.path.join(path, name)} is in the listing but could not be "
-                                f"read ({err.strerror or err}): which checkpoints it marks complete is unknown",
-                                read_at=began, read_done=began)
-    return replace(read_store(entries, contents, framework, source), read_at=began, read_done=began)
+    return entries
 
 
 def _mtime(path: str) -> float | None:

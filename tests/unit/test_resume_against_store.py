@@ -111,3 +111,30 @@ def test_a_pointer_this_machine_lists_but_cannot_read_is_unread_not_absent(tmp_p
     reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
     assert reading.problem and TRACKER in reading.problem and "could not be read" in reading.problem
     assert judge_resumed(_rec(6000, 6000, reading)).inconclusive
+
+
+def test_a_save_completed_between_the_listing_and_the_pointer_is_listed_again(tmp_path, monkeypatch):
+    """A live job completes a save after the local listing and before its pointer is read (a twin at 600× saves
+    every few wall seconds): the pointer names a step the first listing lacks. Before, the drill said "the store
+    holds no such checkpoint" (inconclusive on a healthy store); the store mounted here is listed again after the
+    pointer is read, as the reader pod's listing already was."""
+    import builtins
+
+    from drills.measure import store_read
+
+    (tmp_path / "iter_0001500").mkdir()
+    (tmp_path / "iter_0001500" / "model.pt").write_text("x")
+    (tmp_path / TRACKER).write_text("1500")
+    real_open = builtins.open
+
+    def open_while_the_job_saves(path, *args, **kwargs):
+        if str(path).endswith(TRACKER) and not (tmp_path / "iter_0003000").exists():
+            (tmp_path / "iter_0003000").mkdir()  # the job's next save, complete, then its pointer
+            (tmp_path / "iter_0003000" / "model.pt").write_text("x")
+            (tmp_path / TRACKER).write_text("3000")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(store_read, "open", open_while_the_job_saves, raising=False)
+    reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
+    assert reading.problem is None, reading.problem
+    assert [c.step for c in reading.checkpoints if c.complete] == [1500, 3000]
