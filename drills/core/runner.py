@@ -61,6 +61,7 @@ PRELOAD = ("drills.cli", "drills.cli.run", "drills.cli.report", "drills.cli.acce
            "pytest", "pytest_bdd.plugin", "allure_pytest_bdd.plugin", "allure_commons", "kubernetes.client",
            *(f"kubernetes.client.api.{api}_api" for api in ("core_v1", "apps_v1", "batch_v1", "policy_v1",
                                                             "coordination_v1", "custom_objects", "version")),
+           "drills.core.kube_warm",  # the client methods' argument validators, built once (not per child)
            "rich.console", "rich.table", "matplotlib.backends.backend_agg", "mako.lookup", "mako.ext.pygmentplugin",
            "execnet", "_pytest.junitxml", "_pytest.unraisableexception", "_pytest.threadexception",
            "_pytest.skipping", "_pytest.warnings", "_pytest.helpconfig", "_pytest.faulthandler", "pdb", "tomllib",
