@@ -275,13 +275,17 @@ class JobSim(FabricEffects, StepRecords):
             prog.segments = self._segments(prog.t, now)
             blocked = False
             for k, t in prog.advance(now, self.filter):
+                # the step's own line first, then its save: every framework logs step k before it saves k (HF's
+                # `_maybe_log_save_evaluate`, Megatron's training_log before save_checkpoint) — printed after the
+                # save line, it read as the loop having got past that save (HF, Lightning: their only completion
+                # evidence), so a worker lost mid-save left a "saved" checkpoint its store never completed
+                if k % self.filter.every == 0 or k in self.filter.forced:
+                    out.add(t, self.progress_pods(), self._step_text(k, t))
                 if k % self.interval == 0 and k > self.last_save_step:
                     self._start_save(k, t, out)
                     blocked = self.fmt.blocks_training
                     if blocked:
                         self.blocked_until = self.saves[-1][2]
-                if k % self.filter.every == 0 or k in self.filter.forced:
-                    out.add(t, self.progress_pods(), self._step_text(k, t))
                 self._step_truth(k, t)
                 if blocked:
                     prog.step, prog.t = float(k), t
