@@ -73,8 +73,9 @@ class Owners:
 def exporter_owners(cluster: Cluster, cfg: GpuFault, node: str, field: int, deadline_ts: float) -> Owners:
     """The GPUs' owners on `node` from its exporter's /metrics, read before the fault: afterwards a site's remediation
     may already have drained the node (its series then name no pod) before the exporter reports the XID. An exporter
-    scheduled there but not answering yet (a freshly started one) is read again every RETRY_S cluster seconds until
-    the deadline; none scheduled there is not waited for (the chain's first link then fails on it)."""
+    scheduled there but not answering yet, or naming no pod yet (a freshly started one, before the pod-resources
+    mapping saw the job's workers), is read again every RETRY_S cluster seconds until the deadline; none scheduled
+    there is not waited for (the chain's first link then fails on it)."""
     source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
     while True:
         pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
@@ -83,7 +84,8 @@ def exporter_owners(cluster: Cluster, cfg: GpuFault, node: str, field: int, dead
         name = pod["metadata"]["name"]
         read_at = cluster.clock.iso(cluster.clock.now())
         found = _series_of(cluster, cfg.exporter_namespace, name, _METRIC[field])
-        if (not isinstance(found, str) and found) or cluster.clock.timestamp() >= deadline_ts:
+        if (not isinstance(found, str) and any(_owner(labels) for labels, _ in found)) or \
+                cluster.clock.timestamp() >= deadline_ts:
             break
         wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
     source = f"{cfg.exporter_namespace}/{name} before the fault @ {read_at}"
