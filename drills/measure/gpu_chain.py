@@ -74,13 +74,16 @@ def exporter_owners(cluster: Cluster, cfg: GpuFault, node: str, field: int, dead
     """The GPUs' owners on `node` from its exporter's /metrics, read before the fault: afterwards a site's remediation
     may already have drained the node (its series then name no pod) before the exporter reports the XID. An exporter
     scheduled there but not answering yet, or naming no pod yet (a freshly started one, before the pod-resources
-    mapping saw the job's workers), is read again every RETRY_S cluster seconds until the deadline; none scheduled
-    there is not waited for (the chain's first link then fails on it)."""
+    mapping saw the job's workers), or not yet created there, is read again every RETRY_S cluster seconds until the
+    deadline; one never scheduled there costs that wait, and the chain's first link then fails on it."""
     source = f"pods -n {cfg.exporter_namespace} -l {cfg.exporter_selector} on {node}"
     while True:
         pod = pod_on_node(cluster, cfg.exporter_namespace, cfg.exporter_selector, node)
-        if pod is None:
-            return Owners({}, source, f"no {cfg.exporter_selector} pod is scheduled on {node}")
+        if pod is None:  # not yet created on a fresh twin's node, or never there: waited for until the deadline
+            if cluster.clock.timestamp() >= deadline_ts:
+                return Owners({}, source, f"no {cfg.exporter_selector} pod is scheduled on {node}")
+            wait_until_clock(cluster.clock, retry_at(cluster.clock, deadline_ts))
+            continue
         name = pod["metadata"]["name"]
         read_at = cluster.clock.iso(cluster.clock.now())
         found = _series_of(cluster, cfg.exporter_namespace, name, _METRIC[field])
