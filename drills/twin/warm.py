@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 _COMPONENTS = ("drills.twin.exporters.dcgm", "drills.twin.exporters.kube_state", "drills.twin.exporters.mountstats",
                "drills.twin.exporters.snmp", "drills.twin.exporters.vllm", "drills.twin.workloads.inference_gateway",
                "drills.twin.workloads.fabric_component", "drills.twin.workloads.vllm_replica",
-               "drills.twin.workloads.storefs", "prometheus_client", "fuse")
+               "drills.twin.workloads.storefs", "drills.twin.workloads.store_mount", "prometheus_client", "fuse")
 
 
 def warm() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.twin.workloads.storefs import fuse_available
+from drills.twin.workloads.store_mount import fuse_available
 from tests.e2e.drill_helpers import drills, records, write_profile
 
 pytestmark = [

@@ -14,13 +14,15 @@ import time
 
 import pytest
 
-from drills.twin.workloads.storefs import StoreModel, StoreMount, fuse_available, sweep_dead_mounts
+from drills.twin.workloads.store_mount import StoreMount, fuse_available, sweep_dead_mounts
+from drills.twin.workloads.storefs import StoreModel
 
 pytestmark = pytest.mark.skipif(fuse_available() is not None, reason=f"needs FUSE: {fuse_available()}")
 
 SERVE = """
 import sys, threading
-from drills.twin.workloads.storefs import StoreModel, StoreMount
+from drills.twin.workloads.store_mount import StoreMount
+from drills.twin.workloads.storefs import StoreModel
 mount = StoreMount(sys.argv[1], sys.argv[2], StoreModel(bandwidth_mb_s=100, client_bandwidth_mb_s=50))
 mount.start()
 print("mounted", mount.server_pid, flush=True)

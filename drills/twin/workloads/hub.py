@@ -79,7 +79,8 @@ class WorkloadHub:
         """Mount the modelled store at `store_root` (component start); twin.json gets its path and model."""
         import asyncio
 
-        from drills.twin.workloads.storefs import StoreModel, StoreMount, fuse_available
+        from drills.twin.workloads.store_mount import StoreMount, fuse_available
+        from drills.twin.workloads.storefs import StoreModel
 
         if not self.modelled_store:
             return {"checkpoint_store": str(self.store.root), "checkpoint_store_model": None}
