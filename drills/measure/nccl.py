@@ -155,17 +155,21 @@ class NcclMonitor(TrainingMonitor):
 
     def uplink_recovery(self, base: FabricBaseline, injected_at: datetime, deadline_ts: float, ratio: float,
                         sustain_s: float, on_phase: Callable[[str, datetime], None] | None = None,
-                        on_wait: Callable[[str, float], None] | None = None, window_s: float = 0.0) -> UplinkRecovery:
+                        on_wait: Callable[[str, float], None] | None = None, window_s: float = 0.0,
+                        acted_by: datetime | None = None) -> UplinkRecovery:
         """Follow the job until throughput recovered (sustained), the job ended, or the deadline passed; after
         a recovery, keep watching its NCCL transport through the stability window (`window_s` cluster seconds
-        from the recovery), stopping early at a fallback to NET/Socket or the job's end."""
+        from the recovery), stopping early at a fallback to NET/Socket or the job's end. The recovery is looked
+        for only after `acted_by` (the latest the switch can have shut the port): the job's lines between our
+        stamp and the switch acting are the job before the fault, not a recovery from it."""
         old = set(base.training.uids)
         baseline = tp.baseline(self._samples, injected_at) or base.throughput
         reported: set[str] = set()
         found: list[tp.ThroughputRecovery | None] = [None]
 
         def phases() -> Timeline:
-            found[0] = (tp.find_recovery(self._samples, injected_at, baseline, ratio, sustain_s)
+            found[0] = (tp.find_recovery(self._samples, max(injected_at, acted_by or injected_at), baseline, ratio,
+                                         sustain_s)
                         if baseline else None)
             return self._fabric_timeline(base.taken_at, injected_at, old, len(base.training.workers), baseline, ratio,
                                          found[0])

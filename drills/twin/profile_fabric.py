@@ -91,6 +91,7 @@ class PortFaults(Strict):
     oper_stays_up: bool = False  # `shutdown` accepted, admin down, but the link stays oper up
     cli_rejects_shutdown: bool = False  # the CLI refuses `shutdown` with the OS's own error text
     answer_after: Duration = 0.0  # a line that changed a port is answered this long after the change
+    apply_after: Duration = 0.0  # a line that changes a port is acted on this long after it arrives, then answered
     idle_uplinks: int = Field(default=0, ge=0)  # each leaf's first N uplinks are up but outside ECMP: no traffic
     lossy_nodes: list[str] = []  # the leaf ports facing these nodes run without PFC and ECN (a missed RoCE config)
     reshut_after: Duration | None = None  # an uplink brought up over SSH is shut again this long after (reshut.py)

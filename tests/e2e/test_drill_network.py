@@ -202,6 +202,27 @@ def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_
     assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
 
 
+def test_a_switch_that_acts_late_is_not_recovered_before_it_acted(twin_factory, tmp_path):
+    """Construction `slow-cli-apply`: the switch shuts the port 90 cluster seconds after the line arrives, then
+    answers — longer than the 60 s a recovery must be sustained. The job trains on untouched until then, so a
+    recovery looked for from the line sent was "recovered" at once, and the port's real effect (the NCCL warning
+    at +90 s) came after it (a busy CI machine made a healthy switch do this: a false FAIL "a worker reported an
+    error … though the job trains on"). The recovery is looked for once the port was read back down: the drill
+    passes, its recovered phase is the twin's, and the recovery is timed from the line sent (never short, at most
+    the exchange long)."""
+    twin = twin_factory(defects=["slow-cli-apply"], scale=EXACT)
+    done = drills("run", "-m", "network", "-k", "nxos and exec", "--twin-state", str(twin.state_dir),
+                  "--no-html", "--reports", str(tmp_path), "--run-id", "pass")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (rec,) = records(tmp_path / "pass")
+    fault, restored = (twin_records(twin, kind)[0] for kind in ("fabric_fault", "throughput_restored"))
+    (stamp,) = rec["details"]["faults"]
+    assert abs(_ts(rec["phases"]["recovered"]) - restored["at"]) <= MAX_ERROR_S, (rec["phases"], restored)
+    late = rec["recovery_s"] - (restored["at"] - fault["at"])
+    assert 80 <= late <= stamp["stamp_window_s"] + 2 * stamp["clock_error_s"] + MAX_ERROR_S, (late, stamp)
+    assert _uplink_up(twin, "leaf-2", rec["details"]["interface"])
+
+
 @pytest.mark.parametrize("signum", cases([], [signal.SIGINT, signal.SIGTERM]),  # test_interrupts.py: network, SIGINT twice
                          ids=lambda s: signal.Signals(s).name)
 def test_signal_mid_drill_brings_the_uplink_up(signum, twin_factory, tmp_path):

@@ -39,6 +39,7 @@ EFFECTS = {
     "late-socket-fallback": lambda p: p.fabric.socket_fallback_after_recovery == 90,
     "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "slow-cli-answer": lambda p: p.fabric.port_faults.answer_after >= 30,
+    "slow-cli-apply": lambda p: p.fabric.port_faults.apply_after >= 60,
     "single-uplink": lambda p: all(len(p.fabric.switches[leaf].uplinks) == 1 for leaf in p.fabric.leaves),
     "slow-store": lambda p: p.checkpoint_save_seconds(_job(p)) > 10 * 96 / 2.5
     and p.storage.io_bandwidth_mb_s < 20,

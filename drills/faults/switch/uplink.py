@@ -22,6 +22,7 @@ environment variable.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -79,6 +80,10 @@ class UplinkRecord:
     host_key: str | None = None  # the key the switch presented at inject ("ssh-ed25519 SHA256:…"): its identity
     stamp_window_s: float | None = None  # from sending that line to the switch's answer (cluster seconds)
     clock_error_s: float | None = None  # our clock copy's bound, taken off `injected_at` (cluster seconds)
+    # ISO 8601 UTC ms: when the switch was read back with the port down (plus `clock_error_s`): the latest the
+    # fault can have taken effect. A switch may act late in the exchange, or only after answering (a config daemon
+    # that applies what the CLI wrote); the job's lines before this are the job before the fault
+    confirmed_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +130,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                     raise InjectionFailed(f"switch {name} refused to shut {interface}: {res.words!r} "
                                           f"(`{res.command}`)")
                 after = settle(session, interface, InjectionFailed, up=False, clock=clock, within=settle_s)
+                confirmed = (clock.timestamp() if clock is not None else time.time()) + _clock_error(clock)
                 if after.admin_up:
                     raise InjectionFailed(f"switch {name} accepted `{res.command}` but still reports {interface} "
                                           "admin up: the change did not take (check the dialect and the user's rights)")
@@ -148,7 +154,7 @@ def inject_port(switch_cfg: SwitchConfig, interface: str, transport: str = "exec
                           last.packets - first.packets if first and last else None, last.bps if last else None,
                           still.packets - down.packets if down and still else None,
                           str(session.host_key) if session.host_key else None, round(window_s, 6),
-                          round(_clock_error(clock), 6))
+                          round(_clock_error(clock), 6), _iso(datetime.fromtimestamp(confirmed, timezone.utc)))
     log.info("switch %s: shut %s over %s (admin %s→%s, oper %s→%s)", name, interface, transport,
              before.admin, after.admin, before.oper, after.oper)
     return record

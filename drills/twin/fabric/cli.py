@@ -21,6 +21,8 @@ __all__ = ["CliResult", "SwitchCli", "CliSession"]
 
 log = logging.getLogger(__name__)
 
+_CHANGING = frozenset({"shutdown", "startup", "set_link", "commit"})  # the actions that change a port
+
 
 @dataclass(frozen=True)
 class CliResult:
@@ -37,6 +39,7 @@ class SwitchCli:
     def __init__(self, fabric: Fabric, switch: str, dialect: Dialect | str,
                  hostname: str | None = None, username: str | None = None, rejects_shutdown: bool = False,
                  traffic: Any | None = None, lossy: set[str] | frozenset = frozenset(), answer_after_s: float = 0.0,
+                 apply_after_s: float = 0.0,
                  neighbours: dict | None = None, lldp_off: bool = False) -> None:
         self.fabric = fabric
         self.lossy = frozenset(lossy)  # ports without PFC/ECN (RoCE lossless config missing)
@@ -51,6 +54,9 @@ class SwitchCli:
         # defect slow-cli-answer: a line that changed a port is answered this many cluster seconds after the change
         # (a busy supervisor, a config daemon that writes its database first): the change comes early in the exchange
         self.answer_after_s = answer_after_s
+        # defect slow-cli-apply: a line that changes a port is acted on this many cluster seconds after it arrives,
+        # then answered (a switch busy before it acts): the change comes late in the exchange
+        self.apply_after_s = apply_after_s
         self.traffic = traffic  # drills.twin.fabric.traffic.Traffic: the ports' counters (None: all zero)
         self._log: list[str] = []
         self.neighbours = neighbours or {}  # port → drills.twin.fabric.lldp.Peer: the cabling's truth, for LLDP
@@ -207,6 +213,8 @@ class CliSession:
             m = pattern.fullmatch(line)
             if m:
                 changes = self.cli.fabric.changes
+                if self.cli.apply_after_s and rule.action in _CHANGING:
+                    self.cli.fabric.pause(self.cli.apply_after_s)
                 res = self._dispatch(rule, m, line, offset)
                 if self.cli.answer_after_s and self.cli.fabric.changes != changes:
                     self.cli.fabric.pause(self.cli.answer_after_s)

@@ -86,6 +86,7 @@ def start_fabric(
     oper_stays_up: bool = False,
     cli_rejects_shutdown: bool = False,
     cli_answer_after_s: float = 0.0,
+    cli_apply_after_s: float = 0.0,
     idle_uplinks: int = 0,
     lossy_ports: set[tuple[str, str]] | frozenset = frozenset(),
     reshut_after_s: float | None = None,
@@ -100,7 +101,8 @@ def start_fabric(
     `password` (optional) enables password auth too; it is never logged nor written: the inventory
     only names the environment variable (`password_env`) a client should read it from.
     `oper_stays_up` / `cli_rejects_shutdown` / `idle_uplinks` are the fabric defects of the same names
-    (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`; `lossy_ports` are
+    (twin profile `fabric.port_faults`), `cli_answer_after_s` its `answer_after`, `cli_apply_after_s`
+    its `apply_after`; `lossy_ports` are
     (switch, iface) without PFC/ECN; `reshut_after_s` / `reshut_end` the defect that shuts a port again after
     `no shutdown` (its `reshut`). `downlinks` (leaf → node → port) is where each node is really cabled (default:
     the spec's own `downlinks`), what the switches' LLDP answers, and `nics` (leaf → "node/NIC" → port) each
@@ -132,6 +134,7 @@ def start_fabric(
             host_key = ensure_key(state / "hostkeys" / f"{s.name}_{key_type}", key_type)
             cli = SwitchCli(fabric, s.name, s.dialect, rejects_shutdown=cli_rejects_shutdown, traffic=traffic,
                             lossy={i for sw, i in lossy_ports if sw == s.name}, answer_after_s=cli_answer_after_s,
+                            apply_after_s=cli_apply_after_s,
                             neighbours=peers.get(s.name, {}), lldp_off=lldp_off)
             server = SwitchServer(cli, host_key, [client_key], cli.username, password=password, host=HOST)
             handle.servers[s.name] = server

@@ -47,6 +47,7 @@ class FabricComponent:
         self.handle = await loop.run_in_executor(None, lambda: start_fabric(
             specs, twin.state_dir, clock=twin.clock, oper_stays_up=faults.oper_stays_up,
             cli_rejects_shutdown=faults.cli_rejects_shutdown, cli_answer_after_s=faults.answer_after,
+            cli_apply_after_s=faults.apply_after,
             idle_uplinks=faults.idle_uplinks, lossy_ports=lossy, reshut_after_s=faults.reshut_after,
             reshut_end=faults.reshut_end, downlinks=_cabled(profile), nics=_rail_cables(profile), lldp_off=faults.lldp_off,
             stale_peers=faults.stale_peers))
