@@ -19,7 +19,7 @@ def report(
     lang: str = typer.Option("en", "--lang", help=f"Report language: {' | '.join(LANGS)}."),
     last: int = typer.Option(5, "--last", min=1, help="How many runs the summary shows side by side."),
     reports_root: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
-    no_html: bool = typer.Option(False, "--no-html", help="Only the summary and postmortems (no Java)."),
+    no_html: bool = typer.Option(False, "--no-html", help="Only summary.md and the postmortems (no Java, no charts)."),
 ) -> None:
     """Build the compliance summary, postmortem notes and the single-file Allure HTML of a run."""
     from drills.report.make import make_report  # here: matplotlib is heavy, and every `drills twin up` loads this CLI

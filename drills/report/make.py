@@ -1,6 +1,8 @@
 """Everything `drills report` does to one run directory, in one call (also used at the end of
-`drills run`): junit.xml from the records, compliance summary, postmortem notes, timeline charts, then the Allure HTML with the
-cluster facts saved during the run, and a screenshot of it kept as an artefact (when Chromium is there)."""
+`drills run`): junit.xml from the records, compliance summary, postmortem notes, then the rendered report — the
+trend and timeline charts, summary.html, the Allure HTML with the cluster facts saved during the run, and a
+screenshot of it kept as an artefact (when Chromium is there). `html=False` (`--no-html`) stops before the rendered
+report: summary.md, junit.xml and the postmortems only, and `drills report` renders the rest from the records."""
 
 from __future__ import annotations
 
@@ -27,16 +29,18 @@ def make_report(run: str | Path | None = None, lang: str = "en", reports_root: P
                 environment: dict | None = None, last: int = 5, html: bool = True,
                 shot: bool = True) -> dict[str, Path]:
     """Build the whole report of `run` (default `reports/latest`); returns the paths by kind:
-    `summary_md`, `summary_html`, `trend`, `html` (when there are Allure results), `screenshot`
-    (`report/screenshot.png`, when Chromium rendered it), and `postmortem:<name>`.
+    `summary_md`, and with `html` `summary_html`, `trend`, `html` (when there are Allure results), `screenshot`
+    (`report/screenshot.png`, when Chromium rendered it); and `postmortem:<name>`.
     `environment` overrides the facts in `<run>/environment.json`."""
     run_dir = resolve_run_dir(run, reports_root)
     records = load_run(run_dir).records
     paths: dict[str, Path] = {}
     rewrite_junit(run_dir / "junit.xml", records)  # idempotent: `drills run` did it already; an older run gets it
-    summary = write_summary(run_dir, lang=lang, last=last)
-    paths.update(summary_md=summary["md"], summary_html=summary["html"], trend=summary["trend"])
-    for rec in records:
+    summary = write_summary(run_dir, lang=lang, last=last, rendered=html)
+    paths.update(summary_md=summary["md"])
+    if html:
+        paths.update(summary_html=summary["html"], trend=summary["trend"])
+    for rec in records if html else ():  # the charts are the rendered report's: `drills report` draws them later
         if rec.injected is not None:
             name = f"timeline-{slug(rec.drill)}-{slug(rec.scenario)}.png"
             timeline_png(rec, run_dir / name, lang=lang)

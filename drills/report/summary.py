@@ -34,14 +34,19 @@ text-align:left;vertical-align:top;font-size:14px}th{background:#f3f3f3}.pass{co
 img{max-width:100%}"""
 
 
-def write_summary(run_dir: Path, lang: str = "en", last: int = 5) -> dict[str, Path]:
-    """Write summary.md, summary.html and trend.png into `run_dir`; returns their paths by kind."""
+def write_summary(run_dir: Path, lang: str = "en", last: int = 5, rendered: bool = True) -> dict[str, Path]:
+    """Write summary.md into `run_dir`, and with `rendered` summary.html and its trend.png; returns their paths by
+    kind. Without `rendered` (`--no-html`) the charts are left to `drills report`, which draws them from the same
+    records."""
     run_dir = Path(run_dir).resolve()
     runs = run_history(run_dir, last=last)
-    trend = trend_png([r for r in runs if not r.dry_run], run_dir / "trend.png", lang=lang)
     sections = summary_sections(runs, lang)
     md = run_dir / "summary.md"
     md.write_text(_markdown(sections), encoding="utf-8")
+    if not rendered:
+        log.info("wrote %s", md)
+        return {"md": md}
+    trend = trend_png([r for r in runs if not r.dry_run], run_dir / "trend.png", lang=lang)
     page = run_dir / "summary.html"
     page.write_text(_html(sections, trend, lang), encoding="utf-8")
     log.info("wrote %s and %s", md, page)
