@@ -1,7 +1,9 @@
 """A small asyncio Kubernetes REST client for the twin's own controllers.
 
-Controllers talk to the twin's API server over HTTP exactly as a real controller would; this is
-the thin layer that builds paths, encodes patches and turns failures into ApiError.
+Controllers talk to the twin's API server as a real controller would; this is the thin layer that builds
+paths, encodes patches and turns failures into ApiError. Given the server's `app` (the twin's own components, in
+its process), requests go through that application in-process (drills/twin/api/inprocess.py): the same routing,
+audit, admission and store, without the loopback; watches stay on HTTP.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, AsyncIterator
 
 import aiohttp
 
+from drills.twin.api.inprocess import call
 from drills.twin.api.resources import ResourceType
 
 __all__ = ["ApiError", "TwinClient", "key_of"]
@@ -41,9 +44,10 @@ def key_of(obj: dict) -> tuple[str, str]:
 class TwinClient:
     """REST verbs over one aiohttp session; `user_agent` names the controller in the audit log."""
 
-    def __init__(self, base_url: str, user_agent: str = "twin-controller"):
+    def __init__(self, base_url: str, user_agent: str = "twin-controller", app: Any = None):
         self.base_url = base_url.rstrip("/")
         self.user_agent = user_agent
+        self.app = app  # the API server's aiohttp application, when this client runs in its process
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -147,6 +151,14 @@ class TwinClient:
                        content_type: str = "application/json") -> Any:
         data = None if json_body is None else json.dumps(json_body)
         headers = {"Content-Type": content_type} if data is not None else {}
+        if self.app is not None:
+            status, body = await call(self.app, method, path, query=params,
+                                      body=None if data is None else data.encode(),
+                                      headers={**headers, "User-Agent": self.user_agent})
+            text = body.decode()
+            if status >= 400:
+                raise _status_error(status, text)
+            return json.loads(text) if text else {}
         async with self.session.request(method, self.base_url + path, params=params, data=data,
                                         headers=headers) as resp:
             if resp.status >= 400:
@@ -160,9 +172,12 @@ def _params(**kw: Any) -> dict:
 
 
 async def _error(resp: aiohttp.ClientResponse) -> ApiError:
-    text = await resp.text()
+    return _status_error(resp.status, await resp.text(), resp.reason or "")
+
+
+def _status_error(code: int, text: str, reason: str = "") -> ApiError:
     try:
         status = json.loads(text)
-        return ApiError(resp.status, status.get("reason", ""), status.get("message", text))
+        return ApiError(code, status.get("reason", ""), status.get("message", text))
     except (ValueError, AttributeError):
-        return ApiError(resp.status, resp.reason or "", text)
+        return ApiError(code, reason, text)

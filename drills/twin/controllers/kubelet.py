@@ -67,7 +67,7 @@ class Kubelet(ContainerExits, Controller):
     def setup(self) -> None:
         from drills.twin.controllers.client import TwinClient
 
-        self.client = TwinClient(self.ctx.client.base_url, user_agent=KUBELET_AGENT)
+        self.client = TwinClient(self.ctx.client.base_url, user_agent=KUBELET_AGENT, app=self.ctx.client.app)
         self.pods, self.nodes = self.ctx.informers.informer(PODS), self.ctx.informers.informer(NODES)
         profile = self.ctx.profile
         self.timings = getattr(profile, "timings", None)

@@ -57,7 +57,7 @@ class ControllerManager:
         self.controllers: list[Controller] = []
 
     async def start(self, twin: "Twin") -> dict:
-        client = TwinClient(twin.url, user_agent="twin-controller-manager")
+        client = TwinClient(twin.url, user_agent="twin-controller-manager", app=twin.server.app)
         self.ctx = ControllerContext(client=client, informers=InformerFactory(client, twin.health, twin.clock),
                                      clock=twin.clock,
                                      profile=twin.profile, health=twin.health)

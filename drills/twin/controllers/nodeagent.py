@@ -56,7 +56,7 @@ class NodeAgent(Controller):
     name = "node-agent"
 
     def setup(self) -> None:
-        self.client = TwinClient(self.ctx.client.base_url, user_agent=KUBELET_AGENT)
+        self.client = TwinClient(self.ctx.client.base_url, user_agent=KUBELET_AGENT, app=self.ctx.client.app)
         self.nodes = self.ctx.informers.informer(NODES)
         profile = self.ctx.profile
         self.timings = getattr(profile, "timings", None)

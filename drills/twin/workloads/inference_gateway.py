@@ -106,7 +106,7 @@ class Gateway:
     async def start(self, twin: Any) -> dict | None:
         if not self.models:
             return None
-        self._client = TwinClient(twin.url, user_agent="twin-inference-gateway")
+        self._client = TwinClient(twin.url, user_agent="twin-inference-gateway", app=twin.server.app)
         self._informers = InformerFactory(self._client)
         for ns in sorted({m.spec.namespace for m in self.models.values()}):
             self._informers.informer(ENDPOINTS, ns).add_handler(self._on_endpoints)
