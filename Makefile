@@ -7,13 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 # Test workers: the e2e tests mostly wait on twins' dilated clocks; a file's tests stay on one worker (module
-# twins are set up once), handed out longest first (tests/file_weights.json, --no-loadscope-reorder). Measured on 2
-# quiet cores with this suite (3,482 tests): 3 workers kept ~1.5 cores busy (9m02s of pytest), 4 workers ~1.7
-# (7m39s-7m44s) but 8m11s-8m46s once CPU-bound, and the long tail of healthy tests that a starved CPU still breaks
-# (each found one was a twin or reader defect, fixed: the store's FUSE thread under the twin's interpreter lock, a
-# save line printed before its step, a pointer read after a listing, ...) keeps 3 the default until the suite needs
-# less CPU. `make test TEST_WORKERS=4` to try.
-TEST_WORKERS ?= 3
+# twins are set up once), handed out longest first (tests/file_weights.json, --no-loadscope-reorder). On 2 cores 4
+# workers are CPU-bound, so the suite's CPU sets its time: 15.2 minutes of CPU made 8m36s-8m47s; with the twins'
+# components answered in-process and no charts in --no-html runs, 12.3 minutes make 7m44s from a clean clone.
+TEST_WORKERS ?= 4
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
