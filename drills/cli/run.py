@@ -47,8 +47,9 @@ def run(
     markexpr: Optional[str] = typer.Option(None, "-m", help="Select drills by tag expression (pytest -m)."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select drills by name expression (pytest -k)."),
     reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding the runs."),
-    no_html: bool = typer.Option(False, "--no-html", help="Skip the rendered report: Allure HTML (no Java), charts, summary.html; summary.md, junit.xml and "
-                                       "postmortems are written, `drills report` renders the rest later."),
+    no_html: bool = typer.Option(False, "--no-html",
+                                 help="Skip the rendered report (Allure HTML: no Java; charts, summary.html): "
+                                      "summary.md, junit.xml and postmortems only; `drills report` renders the rest."),
     twin_state: Optional[str] = typer.Option(None, "--twin-state", help="Drill a running twin (its --state-dir)."),
     lanes: Optional[int] = typer.Option(None, "--lanes", min=1, envvar="DRILLS_LANES",
                                         help="Scenarios at once, each on a fresh twin (default 3, 1 above 120×; 1: one by one)."),
