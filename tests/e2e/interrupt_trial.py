@@ -57,6 +57,7 @@ class Trial:
     rc: int | None = None
     sent: list[str] = field(default_factory=list)  # "SIGINT@injected+0.42s"
     missed: bool = False  # the run ended before the moment came: nothing was tested
+    late: bool = False  # ... or this process came late: the drill's teardown had begun before the signal could go
     hung: bool = False
     started: bool = False  # the console showed the scenario start (a record is then owed)
     open_entries: list[str] = field(default_factory=list)
@@ -246,6 +247,9 @@ def _interrupt(proc: subprocess.Popen, trial: Trial, out_path: Path, rng: random
     delay = {"starting": rng.uniform(0.0, 2.5), "injected": rng.uniform(0.0, 1.5), "teardown": rng.uniform(0.0, 0.3),
              "twice": rng.uniform(0.0, 0.5)}[trial.moment]
     time.sleep(delay)
+    if trial.moment in ("injected", "twice") and _tearing_down(trial, out_path):
+        trial.missed = trial.late = True  # a signal now would land in the teardown: not the moment this trial tests
+        return
     if not _send(proc, trial.signum):
         trial.missed = True
         return
@@ -255,6 +259,16 @@ def _interrupt(proc: subprocess.Popen, trial: Trial, out_path: Path, rng: random
         time.sleep(again)
         if _send(proc, signal.SIGINT):
             trial.sent.append(f"SIGINT+{again:.2f}s")
+
+
+def _tearing_down(trial: Trial, out_path: Path) -> bool:
+    """Whether the drill has reached its teardown: a revert or a scenario's result on the console, or a fault entry
+    the drill closed. A starved test worker may wake up that late; the run would then rightly keep the verdict its
+    checks reached (a signal during teardown waits for it), which is not what the `injected` moments test."""
+    text = out_path.read_text(errors="replace") if out_path.exists() else ""
+    if "\n  ↺ " in text or "\n■ " in text or text.startswith("■ "):  # "↺ reverting …" opens the teardown
+        return True
+    return any(e["closed"] for e in journal_entries(trial.run_dir) if e["kind"] not in _FAULT_KINDS_EXCLUDED)
 
 
 def _send(proc: subprocess.Popen, signum: int) -> bool:
