@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 
 from drills.core.clock import parse_iso
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 MAX_DEPTH = 3  # the checkpoints, the files in them (every completion marker is there) and one level more: a Megatron
 # shard (iter_N/mp_rank_XX/…) rewritten in place changes no directory's mtime, only its own — a re-save after the fault
 # is seen only there
+# A pointer read empty is being rewritten: the frameworks truncate it, then write it (Megatron's tracker is
+# `open(path, "w")` then `write`), and under a saturated store that gap lasts. It is read again this often before
+# an empty one counts as what the store holds.
+POINTER_REREADS, POINTER_PAUSE_S = 10, 0.1
 _SHARED = ("persistentVolumeClaim", "nfs", "csi", "cephfs", "glusterfs", "iscsi", "fc", "azureFile")
 
 
@@ -91,7 +96,8 @@ def read_through_pod(cluster: Cluster, namespace: str, pod: str, store_dir: str,
         for _attempt in range(2):  # a pointer the listing shows but cat could not read is unread, never absent
             code, out, err = _exec(cluster, namespace, pod, ["cat", f"{root}/{name}"])
             if code == 0:
-                contents[name] = out
+                contents[name] = settled_pointer(out, lambda: _exec(cluster, namespace, pod,
+                                                                    ["cat", f"{root}/{name}"])[1])
                 break
         else:
             why = (err or out).strip().splitlines()[:1]
@@ -135,8 +141,8 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
     contents = {}
     for name in pointer_files(entries):
         try:
-            with open(os.path.join(path, name), encoding="utf-8", errors="replace") as fh:
-                contents[name] = fh.read(4096)
+            contents[name] = settled_pointer(_read_text(os.path.join(path, name)),
+                                             lambda: _read_text(os.path.join(path, name)))
         except OSError as err:  # listed but unread (gone, denied): unknown, never absent
             return StoreReading(None, (), source, f"{os.path.join(path, name)} is in the listing but could not be "
                                 f"read ({err.strerror or err}): which checkpoints it marks complete is unknown",
@@ -144,6 +150,22 @@ def read_local(path: str, framework: str, at: str) -> StoreReading:
     if contents:  # a live job may complete a save between the listing and the pointer: list again after reading it
         entries = _walk(path)  # (as the reader pod does: the pointer never names a save the second listing lacks)
     return replace(read_store(entries, contents, framework, source), read_at=began, read_done=began)
+
+
+def settled_pointer(text: str, again, rereads: int = POINTER_REREADS, pause_s: float = POINTER_PAUSE_S) -> str:
+    """`text`, or while it is empty (a pointer caught between its truncation and its write) what `again()` reads
+    after a pause, up to `rereads` times: an empty pointer counts only once it stays empty."""
+    for _ in range(rereads):
+        if text.strip():
+            break
+        time.sleep(pause_s)
+        text = again()
+    return text
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read(4096)
 
 
 def _walk(path: str) -> list[Entry]:

@@ -138,3 +138,25 @@ def test_a_save_completed_between_the_listing_and_the_pointer_is_listed_again(tm
     reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
     assert reading.problem is None, reading.problem
     assert [c.step for c in reading.checkpoints if c.complete] == [1500, 3000]
+
+
+def test_a_pointer_caught_between_its_truncation_and_its_write_is_read_again(tmp_path, monkeypatch):
+    """Megatron writes its tracker with `open(path, "w")` then `write`: a reader can find it empty in between, and
+    under a saturated store that gap lasts (seen once: a healthy twin's storage drill FAILed "saves acknowledged,
+    never written"). Both readers read an empty pointer again before it counts; one that stays empty still counts."""
+    from drills.measure import store_read
+
+    (tmp_path / "iter_0003000").mkdir()
+    (tmp_path / "iter_0003000" / "model.pt").write_text("x")
+    (tmp_path / TRACKER).write_text("")  # truncated: the job is writing it
+    monkeypatch.setattr(store_read.time, "sleep", lambda _s: (tmp_path / TRACKER).write_text("3000"))
+    reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
+    assert reading.problem is None and [c.step for c in reading.checkpoints if c.complete] == [3000]
+
+    (tmp_path / TRACKER).write_text("")
+    pauses = []
+    monkeypatch.setattr(store_read.time, "sleep", pauses.append)  # nobody writes it: it stays empty
+    reading = store_read.read_local(str(tmp_path), "megatron", "2026-12-01T00:00:00Z")
+    assert len(pauses) == store_read.POINTER_REREADS
+    assert not any(c.complete for c in reading.checkpoints)
+    assert "is empty or unreadable" in reading.checkpoints[0].evidence
