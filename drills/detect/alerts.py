@@ -105,6 +105,7 @@ class Seen:
     gone: datetime | None = None
     notified: bool = False  # seen at least once not suppressed
     first_wall: float = 0.0  # time.monotonic() of the first poll that saw it
+    gone_unix: float | None = None  # time.time() of the poll that saw it gone (the stack's own clock: Prometheus's)
 
 
 @dataclass
@@ -121,6 +122,7 @@ class AlertWatch:
     polls: int = 0
     last_read: datetime | None = None  # cluster time of the last poll Alertmanager answered
     history: list[tuple[float, datetime]] = field(default_factory=list)  # (wall monotonic, cluster time) per poll
+    unix: list[tuple[datetime, float]] = field(default_factory=list)  # (cluster time, time.time()) per poll
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
@@ -195,6 +197,19 @@ class AlertWatch:
             return None
         return max(s.gone for s in mine)
 
+    def gone(self, name: str, since: datetime | None = None) -> list[Seen]:
+        """The instances of `name` seen gone (each with its last labels and the poll that saw it go), of those
+        raised since `since` (the fault: less one poll period)."""
+        floor = None if since is None else since - timedelta(seconds=self.period_s * self.clock.scale)
+        with self._cond:
+            return [s for s in self.seen.values() if s.alert.name == name and s.gone is not None
+                    and (floor is None or s.first >= floor)]
+
+    def unix_at(self, at: datetime) -> float | None:
+        """time.time() of the first poll that read the cluster clock at or past `at` (None: no poll yet)."""
+        with self._cond:
+            return next((unix for cluster, unix in self.unix if cluster >= at), None)
+
     def distinct(self) -> list[Alert]:
         """Every alert (by fingerprint) that fired during the watch and was not firing before it."""
         with self._cond:
@@ -218,24 +233,25 @@ class AlertWatch:
                 self.errors.append(str(err))
                 log.warning("%s", err)
                 alerts = None
-            now, wall = self.clock.now(), time.monotonic()
+            now, wall, unix = self.clock.now(), time.monotonic(), time.time()
             with self._cond:
                 self.polls += 1
                 self.history.append((wall, now))
+                self.unix.append((now, unix))
                 if alerts is not None:
-                    self._update(alerts, now, wall)
+                    self._update(alerts, now, wall, unix)
                     self.last_read = now
                 self._cond.notify_all()
             self._stop.wait(self.period_s)
 
-    def _update(self, alerts: list[Alert], now: datetime, wall: float = 0.0) -> None:
+    def _update(self, alerts: list[Alert], now: datetime, wall: float = 0.0, unix: float | None = None) -> None:
         current = {a.fingerprint: a for a in alerts if a.fingerprint not in self.baseline}
         for fp, alert in current.items():
             seen = self.seen.get(fp)
             if seen is None:
                 seen = self.seen[fp] = Seen(alert, now, now, first_wall=wall)
-            seen.last, seen.alert, seen.gone = now, alert, None  # back after it went: firing again
+            seen.last, seen.alert, seen.gone, seen.gone_unix = now, alert, None, None  # back after it went
             seen.notified = seen.notified or alert.notifies
         for fp, seen in self.seen.items():
             if fp not in current and seen.gone is None:
-                seen.gone = now
+                seen.gone, seen.gone_unix = now, time.time() if unix is None else unix

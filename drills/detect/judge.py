@@ -64,16 +64,33 @@ def judge_detection(alert: str, injected: datetime | None, raised: datetime | No
 
 
 def judge_resolution(alert: str, since: datetime | None, resolved: datetime | None, budget_s: float,
-                     since_what: str = "the recovery") -> Verdict:
-    """Pass iff every firing instance of `alert` was gone at most `budget_s` after `since` (the recovery)."""
+                     since_what: str = "the recovery", *, blind: Sequence[str] = (),
+                     unread: Sequence[str] = (), seen: Sequence[str] = ()) -> Verdict:
+    """Pass iff every firing instance of `alert` was gone at most `budget_s` after `since` (the recovery), and each
+    went because its condition ended: Prometheus kept getting samples about its object after it went. `blind`: the
+    instances that went with their data (an exporter that stopped answering resolves every alert on it, the fault
+    still in place: the on-call is told it is over) — a FAIL naming them; `unread`: instances whose data could not
+    be read back (Prometheus did not answer) — the resolution is not evidence, inconclusive (issue 30, class 2 for
+    detection)."""
     budget = format_duration(budget_s)
     if since is None:
         return Verdict(RESOLUTION, False, None, budget_s, "s",
                        f"{alert}: {since_what} was not reached, so its resolution cannot be judged", inconclusive=True)
     measured = None if resolved is None else max(0.0, (resolved - since).total_seconds())
+    if within(measured, budget_s) and blind:
+        return Verdict(RESOLUTION, False, measured, budget_s, "s",
+                       f"{alert} went away, but with its data: Prometheus got no sample about "
+                       f"{'; '.join(blind)} after it went — the monitoring stopped seeing the fault, it did not see "
+                       f"it end (the on-call was told it was over)")
+    if within(measured, budget_s) and unread:
+        return Verdict(RESOLUTION, False, measured, budget_s, "s",
+                       f"{alert} went away, but whether Prometheus still saw its object after it went is unknown "
+                       f"({'; '.join(unread)}): a resolution is evidence only with its data", inconclusive=True,
+                       unobserved=True)
     if within(measured, budget_s):
+        read = f"; Prometheus still read {'; '.join(seen)} after it went" if seen else ""
         return Verdict(RESOLUTION, True, measured, budget_s, "s",
-                       f"{alert} resolved {format_duration(measured)} after {since_what}, within {budget}")
+                       f"{alert} resolved {format_duration(measured)} after {since_what}, within {budget}{read}")
     said = "still firing" if measured is None else f"resolved only {format_duration(measured)}"
     return Verdict(RESOLUTION, False, measured, budget_s, "s",
                    f"{alert} {said} {budget} after {since_what}: the on-call is still paged for a platform that "

@@ -20,9 +20,9 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Iterable
+from typing import Iterable, Mapping
 
-__all__ = ["unwatched", "rule_metrics", "read_rules"]
+__all__ = ["unwatched", "rule_metrics", "read_rules", "observed_between", "SEEN", "BLIND", "STALLED", "UNREAD"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,69 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
             out[alert] = (f"its rule reads {', '.join(missing)}, of which Prometheus has no series: nothing it "
                           f"scrapes exports {'it' if len(missing) == 1 else 'them'}") if missing else None
     return out
+
+
+SEEN, BLIND, STALLED, UNREAD = "seen", "blind", "stalled", "unread"
+ALIVE_SCRAPES = 3  # scrapes of one target in a window that show Prometheus was scraping through it
+
+
+def observed_between(prometheus_url: str, query: str, about: Mapping[str, str], start_unix: float, end_unix: float,
+                     timeout_s: float = 5.0) -> str:
+    """Whether Prometheus got a sample about the object `about` names (drills/detect/objects.py `identity`) of a
+    series the rule `query` reads, after `start_unix` and up to `end_unix` (its own clock, unix seconds) — the
+    evidence that an alert went away because its condition ended, not because its data did (an exporter that
+    stopped answering, or whose target is gone, makes every alert on it resolve). Each metric is narrowed by the
+    identity labels it carries (metrics that carry none are read by name only when no metric carries one).
+
+    SEEN: a sample came. BLIND: none came though Prometheus was scraping through the window (some target scraped
+    ALIVE_SCRAPES times): the exporter answered without it, failed, or is gone. STALLED: Prometheus itself scraped
+    too little to tell (a starved process) — ask again later. UNREAD: Prometheus did not answer."""
+    window = f"{max(1, round((end_unix - start_unix) * 1000))}ms"
+    narrowed: list[str] = []
+    plain: list[str] = []
+    for metric in rule_metrics(query):
+        names = _label_names(prometheus_url, metric, timeout_s)
+        if names is None:
+            return UNREAD
+        matchers = {k: v for k, v in about.items() if k in names}
+        (narrowed if matchers else plain).append(_selector(metric, matchers))
+    for selector in narrowed or plain:
+        found = _instant(prometheus_url, f"count(last_over_time({selector}[{window}]))", end_unix, timeout_s)
+        if found is None:
+            return UNREAD
+        if found:
+            return SEEN
+    alive = _instant(prometheus_url, f"max(count_over_time(up[{window}])) >= {ALIVE_SCRAPES}", end_unix, timeout_s)
+    if alive is None:
+        return UNREAD
+    return BLIND if alive else STALLED
+
+
+def _instant(prometheus_url: str, query: str, at_unix: float, timeout_s: float) -> bool | None:
+    """Whether an instant query at `at_unix` has a result (None: Prometheus did not answer)."""
+    body = _get(prometheus_url, "/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{at_unix:.3f}"}),
+                timeout_s)
+    if body is None or body.get("status") != "success":
+        return None
+    return bool((body.get("data") or {}).get("result"))
+
+
+def _selector(metric: str, matchers: Mapping[str, str]) -> str:
+    pairs = [("__name__", metric), *sorted(matchers.items())]
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
+
+
+def _escape(value: str) -> str:
+    """A PromQL double-quoted string's content (backslash, quote and newline escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _label_names(prometheus_url: str, metric: str, timeout_s: float) -> set[str] | None:
+    body = _get(prometheus_url, "/api/v1/labels?" + urllib.parse.urlencode({"match[]": _selector(metric, {})}),
+                timeout_s)
+    if body is None or body.get("status") != "success":
+        return None
+    return set(body.get("data") or [])
 
 
 def _has_series(prometheus_url: str, metric: str, window: str, timeout_s: float) -> bool | None:

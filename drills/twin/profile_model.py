@@ -234,6 +234,14 @@ class BatchResubmitter(Strict):
     resubmit_after: Duration = 15.0
 
 
+class ExporterOutage(Strict):
+    """Exporters that stop answering a while after the fault they should report is in place (defects
+    ksm-stops-mid-fault, snmp-stops-mid-fault): the alert built on them resolves while the fault is still there."""
+
+    kube_state_metrics: Duration | None = None  # this long after a node is first seen lost
+    snmp: Duration | None = None  # this long after a port of the scraped switch is first seen shut
+
+
 class GpuRemediation(Strict):
     """A site's GPU remediation (NVSentinel-like): cordon and drain a node `after` its GPU is marked unhealthy."""
 
@@ -258,6 +266,7 @@ class TwinProfile(Strict):
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
     batch_resubmitter: BatchResubmitter | None = None  # defect burst-resubmitted (controllers/resubmitter.py)
     gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
+    exporter_outage: ExporterOutage = ExporterOutage()  # exporters that go quiet mid-fault (drills/twin/exporters)
     dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)
     node_exporter_mountstats: bool = True  # the system pool's node_exporter runs --collector.mountstats (its default: off)
     timings: Timings = Timings()

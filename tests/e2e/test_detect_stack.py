@@ -33,6 +33,7 @@ import json
 import os
 import random
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,7 +48,9 @@ from drills.detect.alerts import read_alert_rules, read_alerts
 from drills.detect import pack
 from drills.detect.pack import alert_names, pack_files
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
+from drills.detect.objects import identity
 from drills.detect.runner import open_monitoring
+from drills.detect.watching import ALIVE_SCRAPES, BLIND, SEEN, UNREAD, observed_between, read_rules
 from drills.detect.stack import missing_tools
 import drills.profile as twin_profile_dir
 from drills.profile.monitoring import MonitoringConfig
@@ -67,11 +70,16 @@ MINUTE = 60.0
 class Served:
     """A static scrape target: `exposition()` in the Prometheus text format, over HTTP."""
 
+    failing = False  # answer 503, as an exporter that stopped working does
+
     def __init__(self) -> None:
         target = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if target.failing:
+                    self.send_error(503)
+                    return
                 body = target.exposition()
                 body = body if isinstance(body, bytes) else body.encode()
                 self.send_response(200)
@@ -227,6 +235,39 @@ def test_the_alert_resolves_after_the_recovery(xid_fault):
     assert 0 < verdict.measured <= 2 * MINUTE  # a scrape, an evaluation, a poll: not the whole budget
 
 
+def test_an_alert_gone_with_its_condition_was_seen_after_and_one_gone_with_its_exporter_was_not(monitoring, target,
+                                                                                                xid_fault):
+    """Class 2 for detection (issue 30): an alert that resolves because its data stopped, the fault still in place.
+    The cleared XID's GpuXidError went with its condition: Prometheus got samples about that GPU after it went
+    (SEEN). Then XID 79 again, and the exporter starts failing (503) while the GPU is still faulted: the alert
+    resolves all the same (its series went stale) — and no sample about the GPU came after (BLIND)."""
+    url, clock = monitoring.prometheus_url, monitoring.clock
+    query = read_rules(url)["GpuXidError"]["query"]
+    settle = (ALIVE_SCRAPES + 1) * monitoring.timing.wall(monitoring.timing.scrape_s)
+    watch, _, _ = xid_fault
+    [cleared] = watch.gone("GpuXidError")
+    about = identity(cleared.alert.labels)
+    assert about == {"Hostname": "gpu-node-01", "gpu": "3", "UUID": "GPU-0003"}  # not the owner pod: it moves
+    time.sleep(max(0.0, cleared.gone_unix + settle - time.time()))
+    assert observed_between(url, query, about, cleared.gone_unix, cleared.gone_unix + settle) == SEEN
+
+    watch = monitoring.watch()
+    target.xid[3] = 79
+    try:
+        assert watch.wait(lambda: watch.raised("GpuXidError") is not None, clock.timestamp() + MINUTE)
+        target.failing = True
+        assert watch.wait(lambda: watch.resolved("GpuXidError") is not None, clock.timestamp() + 10 * MINUTE)
+        [went] = watch.gone("GpuXidError")
+        time.sleep(max(0.0, went.gone_unix + settle - time.time()))
+        assert observed_between(url, query, about, went.gone_unix, went.gone_unix + settle) == BLIND
+        assert observed_between("http://127.0.0.1:9", query, about, went.gone_unix, went.gone_unix + settle) == UNREAD
+    finally:
+        target.failing = False
+        target.xid[3] = 0
+        watch.wait(lambda: False, clock.timestamp() + 2 * MINUTE)  # the alert it raises again, gone before the next
+        watch.stop()
+
+
 def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_storm(monitoring, target, xid_fault):
     clock = monitoring.clock
     watch = monitoring.watch()
@@ -339,6 +380,32 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
         assert all(a["gone"] for a in detection["alerts"]), (drill, detection["alerts"])  # resolved, every one
     ports = {(a["labels"]["instance"], a["labels"]["ifName"]) for a in recs["switch-uplink"]["details"]["detection"]["alerts"]}
     assert len(ports) == 2 and {s for s, _ in ports} == {"leaf-1", "spine-1"}, ports  # both ends of the cable
+
+
+def test_an_alert_that_resolves_because_its_exporter_went_quiet_mid_fault_fails_the_drill(tmp_path):
+    """Class 2 for detection (issue 30): the alert goes, the fault does not. On one twin, kube-state-metrics stops
+    answering 2 minutes after a node is lost (ksm-stops-mid-fault) and the leaf's SNMP agent 2 minutes after one of
+    its ports is shut (snmp-stops-mid-fault): TrainingNodeLost and FabricLinkDown resolve while the node is still
+    cordoned and the port still down. Before, "it resolves after recovery" passed both (gone before the recovery:
+    0 s). Now each drill FAILs on that check alone, naming the object Prometheus stopped reading."""
+    reports = tmp_path / "reports"
+    done = drills("run", "-m", "cordon_drain or (switch_uplink and not (sonic or nxos or eos or cumulus or onyx))",
+                  "--defect", "ksm-stops-mid-fault", "--defect", "snmp-stops-mid-fault", "--lanes", "2",
+                  "--scale", "60", "--no-html", "--reports", str(reports), "--run-id", "quiet", env=_judged(),
+                  timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    recs = {r["drill"]: r for r in records(reports / "quiet")}
+    objects = {"gpu-node-loss": "node=gpu-train-01 (TrainingNodeLost)", "switch-uplink": "instance=leaf-1 (FabricLinkDown)"}
+    assert set(recs) == set(objects), sorted(recs)
+    for drill, named in objects.items():
+        rec = recs[drill]
+        assert (rec["verdict"], rec["category"]) == ("fail", "not_restored"), (drill, rec["reason"])
+        checks = {c["name"]: c for c in rec["details"]["checks"]}
+        resolution = checks["alert resolution"]
+        assert resolution["verdict"] == "fail" and "went away, but with its data" in resolution["reason"], resolution
+        assert named in resolution["reason"], resolution["reason"]
+        assert checks["detection"]["verdict"] == "pass"  # it was raised; it was the resolution that lied
+        assert [n for n, c in checks.items() if c["verdict"] != "pass"] == ["alert resolution"], (drill, checks)
 
 
 def test_a_flood_pages_checkpoint_store_saturated_a_blind_copy_never_and_a_rolling_restart_no_one(tmp_path):

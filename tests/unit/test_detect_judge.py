@@ -233,3 +233,38 @@ def test_an_alert_about_another_node_is_not_the_faulted_nodes_detection():
     assert about(Alert("GpuXidError", "f4", {"Hostname": "gpu-train-01", "gpu": "2"}, "active"))
     assert not about(Alert("GpuXidError", "f5", {"Hostname": "gpu-train-02", "gpu": "2"}, "active"))
     assert about_nodes([])(other)  # a fault that reached no node binds nothing
+
+
+def test_an_alert_gone_with_its_data_is_a_failed_resolution_and_one_unread_is_not_evidence():
+    """Class 2 for detection (issue 30): a resolution in time is a pass only with its data — Prometheus read the
+    object after the alert went; gone with its data (an exporter that went quiet, the fault still in place) fails,
+    naming the object; not readable back is inconclusive."""
+    recovered = T0 + timedelta(minutes=5)
+    early = T0 + timedelta(minutes=2)  # gone before the recovery: measured 0 s
+    seen = judge_resolution("TrainingNodeLost", recovered, early, 600, seen=["node=gpu-train-01"])
+    assert seen.passed and seen.measured == 0 and "Prometheus still read node=gpu-train-01 after it went" in seen.reason
+    blind = judge_resolution("TrainingNodeLost", recovered, early, 600, blind=["node=gpu-train-01 (TrainingNodeLost)"])
+    assert not blind.passed and not blind.inconclusive
+    assert "went away, but with its data" in blind.reason and "node=gpu-train-01" in blind.reason
+    assert drill_for_tags(["gpu_node_loss"]).category(blind.name) is Category.NOT_RESTORED
+    unread = judge_resolution("TrainingNodeLost", recovered, early, 600, unread=["node=gpu-train-01: no answer"])
+    assert unread.inconclusive and unread.unobserved
+    late = judge_resolution("TrainingNodeLost", recovered, None, 600, blind=["node=gpu-train-01 (TrainingNodeLost)"])
+    assert not late.passed and "still firing" in late.reason  # still firing is its own failure, first
+
+
+@pytest.mark.parametrize("labels, about", [
+    ({"alertname": "TrainingNodeLost", "node": "n1", "severity": "critical"}, {"node": "n1"}),
+    ({"alertname": "GpuXidError", "Hostname": "n1", "gpu": "3", "UUID": "GPU-3", "namespace": "ai", "pod": "w-0"},
+     {"Hostname": "n1", "gpu": "3", "UUID": "GPU-3"}),  # the owner pod moves when the platform recovers
+    ({"alertname": "FabricLinkDown", "instance": "leaf-1", "ifName": "Ethernet240", "ifIndex": "31", "job": "snmp"},
+     {"instance": "leaf-1", "ifName": "Ethernet240", "ifIndex": "31"}),
+    ({"alertname": "InferenceUnavailable", "namespace": "serving", "deployment": "llama", "instance": "10.0.0.5:8080"},
+     {"namespace": "serving", "deployment": "llama"}),  # the exporter's own instance is not the object
+    ({"alertname": "CheckpointStoreSaturated", "export": "nfs:/checkpoint-store"}, {"export": "nfs:/checkpoint-store"}),
+    ({"alertname": "Custom", "instance": "10.0.0.5:8080", "job": "x"}, {}),
+])
+def test_an_alerts_object_is_named_by_its_identity_labels(labels, about):
+    from drills.detect.objects import identity
+
+    assert identity(labels) == about

@@ -64,6 +64,22 @@ class _Exporters:
         self.totals: dict[str, dict[str, dict[int, float]]] = {}  # node → the DCGM counters' running totals
         self.scraped: dict[str, float] = {}  # node → twin time of the last scrape (counters integrate between)
         self._ne_read: tuple[float, int] = (-1e9, 1)  # (wall monotonic, node_exporter pods running) last counted
+        self._faulted_since: dict[str, float] = {}  # outage key → twin time its fault was first seen in place
+
+    def _out(self, key: str, after: float | None, faulted: bool) -> bool:
+        """Whether an exporter is in its outage (profile `exporter_outage`): its fault has been in place, as its
+        scrapes saw it, for at least `after` twin seconds. Cleared when the fault is gone."""
+        if after is None:
+            return False
+        if not faulted:
+            self._faulted_since.pop(key, None)
+            return False
+        now = self.twin.clock.timestamp()
+        return now - self._faulted_since.setdefault(key, now) >= after
+
+    def _outage(self) -> Any:
+        profile = getattr(self.twin, "profile", None)
+        return getattr(profile, "exporter_outage", None)
 
     def program(self, pod: dict, port: int, now: Callable[[], float]) -> Factory | None:
         images = [c.get("image") or "" for c in (pod.get("spec") or {}).get("containers") or []]
@@ -75,7 +91,7 @@ class _Exporters:
                 return None  # the node is down: nothing answers on its pods' addresses
             return lambda: HttpConnection(_metrics(lambda: self._dcgm(node["metadata"]["name"])), now, "")
         if port == KSM_PORT and any("/kube-state-metrics:" in i for i in images):
-            return lambda: HttpConnection(_metrics(self._kube_state), now, "")
+            return lambda: HttpConnection(_metrics(self._kube_state, self._ksm_down), now, "")
         if port == NODE_EXPORTER_PORT and any("/node-exporter:" in i for i in images):
             node = self._node(pod)
             if node is None or kubelet_stopped(node):
@@ -150,6 +166,16 @@ class _Exporters:
         return registry
 
 
+    def _ksm_down(self) -> str | None:
+        """Defect ksm-stops-mid-fault: no answer once a node has been lost for the outage's duration."""
+        from drills.twin.controllers.healthagent import lost
+
+        after = getattr(self._outage(), "kube_state_metrics", None)
+        if after is None:
+            return None
+        faulted = any(lost(n) for n in self.twin.store.list(_NODES)[0])
+        return "kube-state-metrics is not answering" if self._out("kube-state-metrics", after, faulted) else None
+
     # -- node_exporter (mountstats) ------------------------------------------------------------------
     def _mountstats(self, enabled: bool) -> CollectorRegistry:
         from drills.twin.workloads.hub import hub_for
@@ -189,6 +215,9 @@ class _Exporters:
         handle = getattr(getattr(self.twin, "workloads", None), "fabric", None)
         if handle is None or target not in handle.fabric.switch_names:
             return _text(500, f"Error scraping target {target}: request timeout (after 3 retries)\n")
+        after = getattr(self._outage(), "snmp", None)  # defect snmp-stops-mid-fault: the agent hangs once a port is shut
+        if self._out(f"snmp:{target}", after, any(not st.admin for st in handle.fabric.states(target))):
+            return _text(500, f"Error scraping target {target}: request timeout (after 3 retries)\n")
         registry = CollectorRegistry(auto_describe=False)
         registry.register(IfMibCollector(handle.fabric, handle.traffic, target))
         return HttpReply(200, exposition(registry), (("Content-Type", TEXT_FORMAT),))
@@ -198,10 +227,12 @@ def _text(status: int, body: str) -> HttpReply:
     return HttpReply(status, body.encode(), (("Content-Type", "text/plain; charset=utf-8"),))
 
 
-def _metrics(registry: Callable[[], CollectorRegistry]):
+def _metrics(registry: Callable[[], CollectorRegistry], down: Callable[[], str | None] = lambda: None):
     async def app(req: HttpRequest) -> HttpReply:
         if req.method not in ("GET", "HEAD") or req.path.split("?", 1)[0] != "/metrics":
             return HttpReply(404, b"404 page not found\n", (("Content-Type", "text/plain; charset=utf-8"),))
+        if (why := down()) is not None:
+            return _text(503, why + "\n")
         return HttpReply(200, exposition(registry()), (("Content-Type", TEXT_FORMAT),))
     return app
 
