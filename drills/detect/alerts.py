@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 from drills.core.clock import Clock
 from drills.core.errors import CheckFailed
 
-__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts", "read_alert_rules", "about_nodes", "NODE_LABELS"]
+__all__ = ["Alert", "AlertWatch", "Seen", "read_alerts", "read_alert_rules"]
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +49,6 @@ class Alert:
         return cls(name=str(labels.get("alertname", "?")), fingerprint=str(data.get("fingerprint", "")),
                    labels=labels, state=str((data.get("status") or {}).get("state", "unprocessed")),
                    starts_at=str(data.get("startsAt", "")))
-
-
-# labels by which an alert names the node it is about (kube-state-metrics' `node`, dcgm-exporter's `Hostname`, …)
-NODE_LABELS = ("node", "Hostname", "hostname", "nodename", "kubernetes_node")
-
-
-def about_nodes(nodes: Iterable[str]) -> Callable[[Alert], bool]:
-    """Whether an alert is about one of `nodes` (the nodes a fault reached): one that names a node (NODE_LABELS)
-    must name one of them; one that names none (a Deployment's, a link's) cannot be told apart and counts. No nodes:
-    every alert counts. An alert about another node is that node's news, never this fault's detection."""
-    wanted = set(nodes)
-
-    def about(alert: Alert) -> bool:
-        named = [v for k, v in alert.labels.items() if k in NODE_LABELS and v]
-        return not wanted or not named or any(v in wanted for v in named)
-
-    return about
 
 
 def read_alerts(alertmanager_url: str, timeout_s: float = 5.0) -> list[Alert]:

@@ -33,8 +33,8 @@ def judge_detection(alert: str, injected: datetime | None, raised: datetime | No
     instance that was not firing before it. `rules`: the alerting rules the Prometheus evaluates, when read (a
     missing one is named in the sentence). `already`: instances of it firing before the fault (their labels): with
     no new instance, whether the monitoring detects this fault cannot be told — inconclusive, not a miss and never a
-    detection (issue 30, class 1 for detection). `elsewhere`: instances about another node than the faulted one
-    (their labels), named when none was about it — never its detection (class 3)."""
+    detection (issue 30, class 1 for detection). `elsewhere`: instances about another object (node, port, Deployment) than the
+    faulted ones (their labels), named when none was about it — never its detection (class 3)."""
     budget = format_duration(budget_s)
     if injected is None:
         return Verdict(DETECTION, False, None, budget_s, "s", f"{alert}: no fault was injected, nothing to detect",
@@ -53,7 +53,7 @@ def judge_detection(alert: str, injected: datetime | None, raised: datetime | No
     if measured is None and rules is not None and alert not in rules:
         said += f" (its Prometheus has no alerting rule named {alert})"
     if measured is None and elsewhere:
-        said += f" about the faulted node; it fired about another ({'; '.join(elsewhere)})"
+        said += f" about the faulted object; it fired about another ({'; '.join(elsewhere)})"
     if slowed:
         return Verdict(DETECTION, False, measured, budget_s, "s",
                        f"{said}, but the twin's clock ran too fast for Prometheus to scrape and evaluate at the "

@@ -75,6 +75,9 @@ class Plan:
     undo: Mapping[str, Any]  # the journal's revert spec (JSON, no secrets)
     reach: Reach = Reach()
     spec: Any = field(default=None, compare=False, repr=False)  # the module's own inputs for `inject`
+    # what the fault is about, as monitoring names it (drills/detect/objects.py `about_faults`): beyond the reach's
+    # nodes, e.g. {"switch", "host", "interface"} for each end of a shut cable, {"namespace", "deployment"}
+    about: tuple[Mapping[str, str], ...] = field(default=(), compare=False)
 
 
 class Target:

@@ -141,7 +141,22 @@ def plan(target, profile, *, count: int | None = None, percent: float | None = N
     return Plan(KIND, f"{spec.namespace}/{spec.selector}",
                 f"{spec.mode} {len(pods)} of {running} pods ({names}) on {cluster.name}",
                 revert_spec(cluster, spec, pods), Reach(namespaces=(spec.namespace,), pods=len(pods)),
-                spec=(spec, pods, running))
+                spec=(spec, pods, running),
+                about=tuple({"namespace": spec.namespace, "deployment": d} for d in owning_deployments(pods)))
+
+
+def owning_deployments(pods: list[dict]) -> list[str]:
+    """The Deployments the pods belong to, read from their own metadata: a ReplicaSet owner named
+    `<deployment>-<pod-template-hash>` (how the Deployment controller names its ReplicaSets)."""
+    found = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        hash_ = (meta.get("labels") or {}).get("pod-template-hash")
+        for owner in meta.get("ownerReferences") or []:
+            name = owner.get("name") or ""
+            if owner.get("kind") == "ReplicaSet" and hash_ and name.endswith("-" + hash_):
+                found.append(name[: -len(hash_) - 1])
+    return list(dict.fromkeys(found))
 
 
 def inject(target, plan: Plan) -> PodKillRecord:

@@ -211,7 +211,8 @@ def test_an_alert_about_another_node_is_not_the_faulted_nodes_detection():
     detection — PASS. Now an instance naming a node counts only for a node the fault reached; the miss names the
     other node's alert. One naming no node (a Deployment's) still counts."""
     from drills.core.clock import DilatedClock
-    from drills.detect.alerts import Alert, AlertWatch, Seen, about_nodes
+    from drills.detect.alerts import Alert, AlertWatch, Seen
+    from drills.detect.objects import about_faults
 
     fault = datetime(2026, 12, 5, 15, 0, tzinfo=timezone.utc)
     watch = AlertWatch("http://unused", DilatedClock(scale=60.0))
@@ -221,18 +222,46 @@ def test_an_alert_about_another_node_is_not_the_faulted_nodes_detection():
     for fp, alert in (("f1", muted), ("f2", other)):
         watch.seen[fp] = Seen(alert, fault + timedelta(seconds=30), fault + timedelta(seconds=30),
                               notified=alert.notifies, first_wall=100.5)
-    about = about_nodes(["gpu-train-01"])
+    about = about_faults([{"node": "gpu-train-01"}])
     assert watch.raised_since("TrainingNodeLost", fault, 60.0) == fault + timedelta(seconds=30)  # credited before
     assert watch.raised_since("TrainingNodeLost", fault, 60.0, about) is None
     assert watch.elsewhere("TrainingNodeLost", fault, about) == [other]
     verdict = judge_detection("TrainingNodeLost", fault, None, 60.0, elsewhere=["node=gpu-train-03"])
     assert not verdict.passed and not verdict.inconclusive and verdict.name == "detection"
-    assert "no alert TrainingNodeLost within 1m about the faulted node; it fired about another (node=gpu-train-03)" \
+    assert "no alert TrainingNodeLost within 1m about the faulted object; it fired about another (node=gpu-train-03)" \
         in verdict.reason
     assert about(Alert("InferenceReplicasUnavailable", "f3", {"deployment": "llama-7b-infer"}, "active"))
     assert about(Alert("GpuXidError", "f4", {"Hostname": "gpu-train-01", "gpu": "2"}, "active"))
     assert not about(Alert("GpuXidError", "f5", {"Hostname": "gpu-train-02", "gpu": "2"}, "active"))
-    assert about_nodes([])(other)  # a fault that reached no node binds nothing
+    assert about_faults([])(other)  # a fault that reached no node binds nothing
+    # kube-state-metrics' Deployment series carry the node kube-state-metrics runs on (the scrape's relabel): not
+    # the object's node
+    assert about(Alert("InferenceReplicasUnavailable", "f6", {"deployment": "llama-7b-infer",
+                                                              "kubernetes_node": "cpu-system-01"}, "active"))
+
+
+@pytest.mark.parametrize("labels, about", [
+    ({"instance": "leaf-1", "ifName": "Ethernet240", "ifIndex": "31"}, True),
+    ({"instance": "spine-1", "ifName": "Ethernet0"}, True),  # the far end of the same cable
+    ({"instance": "10.0.0.11:161", "ifName": "Eth1/49", "ifDescr": "Ethernet1/49"}, True),  # by host, NX-OS ifName
+    ({"instance": "leaf-1", "ifName": "Ethernet248"}, False),  # another port of the same leaf
+    ({"instance": "leaf-2", "ifName": "Ethernet240"}, False),  # the same port name on another leaf
+    ({"namespace": "ai-platform", "deployment": "llama-7b-infer"}, True),
+    ({"namespace": "ai-platform", "deployment": "embedder"}, False),  # another Deployment went down
+    ({"namespace": "other", "deployment": "llama-7b-infer"}, False),
+    ({"kubernetes_node": "cpu-system-01", "job": "x"}, True),  # a node the faults did not reach: no node was
+])
+def test_an_alert_about_another_port_or_deployment_is_not_the_faults_detection(labels, about):
+    """Class 3 for detection beyond nodes (issue 30, wave 8): the faults' ports (both ends of the cable, by the
+    inventory's name or host, IF-MIB's or the CLI's interface name) and Deployments bind the alerts that name one."""
+    from drills.detect.alerts import Alert
+    from drills.detect.objects import about_faults
+
+    objects = [{"switch": "leaf-1", "host": "10.0.0.1", "interface": "Ethernet240"},
+               {"switch": "spine-1", "host": "10.0.0.11", "interface": "Ethernet0"},
+               {"switch": "spine-1", "host": "10.0.0.11", "interface": "Ethernet1/49"},
+               {"namespace": "ai-platform", "deployment": "llama-7b-infer"}]
+    assert about_faults(objects)(Alert("X", "f", labels, "active")) is about
 
 
 def test_an_alert_gone_with_its_data_is_a_failed_resolution_and_one_unread_is_not_evidence():

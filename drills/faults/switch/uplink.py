@@ -243,10 +243,13 @@ def plan(target, profile, *, switch: SwitchConfig, interface: str, transport: st
                               f"fabric.lldp is unavailable: the cable's other end is unknown; nothing was shut")
         undo["peer"]["identity"] = unverified
     far = f"; far end {undo['peer']['name']} {undo['peer']['interface']}: {unverified}" if unverified else ""
+    peer = undo["peer"]
+    ends = ({"switch": switch.name, "host": switch.host, "interface": interface},
+            {"switch": peer["name"], "host": (peer.get("switch") or {}).get("host") or "", "interface": peer["interface"]})
     return Plan(KIND, f"{switch.name}:{interface}",
                 f"shut {interface} on switch {switch.name} ({switch.dialect}, {switch.host}:{switch.port}) over SSH "
                 f"{transport}{far}", undo, Reach(ports=((switch.name, interface),)),
-                spec=(switch, interface, transport, sw.accept_unknown_host_keys, timeouts))
+                spec=(switch, interface, transport, sw.accept_unknown_host_keys, timeouts), about=ends)
 
 
 def inject(target, plan: Plan) -> UplinkRecord:
