@@ -18,16 +18,19 @@ from tests.e2e.drill_helpers import REPO, drills, records
 pytestmark = pytest.mark.slow
 
 DEFECTS = ("diverges-after-resume", "oom-after-resume", "unclassified-error-after-resume")
-KEYWORD = {"training": "cordon", "network": "carrying and not sonic and not nxos"}
+# the node loss (cordon), the GPU fault chain (a DCGM XID, the GPU marked unhealthy, the node drained) and the uplink
+RUNS = {"cordon": ("training", "cordon"), "gpu-chain": ("training", "unhealthy"),
+        "uplink": ("network", "carrying and not sonic and not nxos")}
 
 
-@pytest.mark.parametrize("drill", ["training", "network"])
-def test_a_job_that_steps_but_diverges_oomkills_and_prints_an_unknown_error_is_never_a_pass(drill, twin_factory,
+@pytest.mark.parametrize("run", list(RUNS))
+def test_a_job_that_steps_but_diverges_oomkills_and_prints_an_unknown_error_is_never_a_pass(run, twin_factory,
                                                                                               tmp_path: Path):
-    mine = [r for r in rows(drill) if r.defect in DEFECTS]
+    drill, keyword = RUNS[run]
+    mine = [r for r in rows(drill) if r.defect in DEFECTS and r.keyword == keyword]
     assert len(mine) == 3 and all(r.test == "tests/e2e/test_training_health.py" for r in mine)
     twin = twin_factory(defects=list(DEFECTS), scale=mine[0].scale)
-    done = drills("run", "-m", drill, "-k", KEYWORD[drill], "--no-html", "--reports", str(tmp_path),
+    done = drills("run", "-m", drill, "-k", keyword, "--no-html", "--reports", str(tmp_path),
                   "--run-id", drill, "--twin-state", str(twin.state_dir))
     (rec,) = records(tmp_path / drill)
     out = done.stdout + done.stderr
