@@ -30,7 +30,7 @@ TABLE = REPO / "bench" / "verdicts.yaml"
 # are the `tests_only` rows of tests/e2e/test_detect_stack.py.
 ROW_ENV = {**os.environ, "DRILLS_MONITORING": "off"}
 
-__all__ = ["TABLE", "Row", "rows", "built_by_tests", "mismatches"]
+__all__ = ["TABLE", "Row", "rows", "built_by_tests", "mismatches", "site_profile"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,31 @@ class Row:
     check: str | None = None  # the check that must carry the verdict (its name in details.checks)
     before: str | None = None  # the verdict it got before the check that catches it existed (documentation)
     test: str | None = None  # the e2e test that builds this construction when it is not the row's own run
+    # the site's own nominal for a drill, over the built-in profile's (`nominal.drills`: drill id → facets): a
+    # site whose completions are long declares its nominal latency long — a profile edit, as a reviewer makes one
+    nominal: dict | None = None
 
-    def args(self) -> list[str]:
+    def args(self, workdir: Path | None = None) -> list[str]:
+        """The `drills run` arguments; a row with its own `nominal` writes its profile into `workdir`."""
         keyword = ["-k", self.keyword] if self.keyword else []
-        return ["--defect", self.defect, "-m", self.drill, *keyword, "--scale", str(self.scale)]
+        profile = []
+        if self.nominal:
+            if workdir is None:
+                raise ValueError(f"row {self.defect}: its profile edit needs a folder to write the profile in")
+            profile = ["--profile", str(site_profile(self.nominal, Path(workdir) / f"{self.defect}-profile.yaml"))]
+        return ["--defect", self.defect, "-m", self.drill, *keyword, "--scale", str(self.scale), *profile]
+
+
+def site_profile(nominal: dict, path: Path) -> Path:
+    """The built-in twin profile with `nominal` (drill id → facets) over its `nominal.drills`, written to `path`."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "drills" / "profile" / "twin.yaml").read_text(encoding="utf-8"))
+    drills = data.setdefault("nominal", {}).setdefault("drills", {})
+    for drill, facets in nominal.items():
+        drills[drill] = {**(drills.get(drill) or {}), **facets}
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def rows(drill: str | None = None) -> list[Row]:
@@ -96,7 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="verdicts-") as tmp:
         for index, row in enumerate(chosen):
             run_id = f"{index:02d}-{row.defect}-{row.drill}"  # one defect may break several drills (several rows)
-            done = subprocess.run([sys.executable, "-m", "drills.cli", "run", *row.args(), "--no-html",
+            done = subprocess.run([sys.executable, "-m", "drills.cli", "run", *row.args(Path(tmp)), "--no-html",
                                    "--reports", tmp, "--run-id", run_id], cwd=REPO, capture_output=True, text=True,
                                   env=ROW_ENV)
             path = Path(tmp) / run_id / "records.jsonl"

@@ -13,17 +13,18 @@ import json
 import logging
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 from drills.core.clock import parse_iso
-from drills.verdicts.steady import (Hypothesis, Reading, answers_reading, gpu_use_reading, replicas_reading,
-                                    restart_reading, store_reading, throughput_reading, unobserved, uplink_reading)
+from drills.verdicts.steady import (Hypothesis, Reading, answers_reading, gpu_use_reading, latency_reading,
+                                    replicas_reading, restart_reading, store_reading, throughput_reading, unobserved,
+                                    uplink_reading)
 
 __all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal",
-           "last_restored", "cluster_key"]
+           "last_restored", "cluster_key", "history_facet"]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,13 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
         readings.extend(_gpus_in_use(ctx))
     if nominal.inference_replicas is not None:
         readings.append(_replicas(ctx, nominal.inference_replicas))
-    if nominal.inference_answers:
-        readings.append(_answers(ctx))
+    if nominal.inference_answers or nominal.inference_latency is not None:
+        probe = _probe(ctx)  # one set of probe completions for both facets
+        if nominal.inference_answers:
+            readings.append(answers_reading(probe.sent, probe.failures, probe.source) if probe.url else
+                            unobserved("inference answers", "probe completions valid", probe.source))
+        if nominal.inference_latency is not None:
+            readings.append(_latency(ctx, drill, nominal.inference_latency, probe))
     if nominal.uplinks_up:
         readings.extend(_uplinks(ctx))
     if nominal.store_bandwidth_mb_s is not None:
@@ -198,10 +204,28 @@ def cluster_key(twin_info: dict | None) -> str | None:
 def history_nominal(reports_dir: Path | None, job: str, last: int) -> tuple[float | None, str]:
     """The median of the baseline throughput the last `last` passed runs recorded for `job` ("ns/name"),
     from the reports folder's records; (None, why) when fewer than `last` runs recorded one."""
+    if reports_dir is None or not Path(reports_dir).parent.is_dir():
+        return None, "no reports folder to read the history from"
+    figures: list[tuple[str, float]] = []
+    for run in _earlier_runs(reports_dir):
+        for rec in run.records:
+            base = rec.details.get("baseline_throughput")
+            if rec.passed and rec.details.get("job") == job and isinstance(base, (int, float)) and base > 0:
+                figures.append((run.run_id, float(base)))
+    figures = figures[-last:]
+    if len(figures) < last:
+        return None, (f"history: only {len(figures)} passed run(s) in {Path(reports_dir).parent} recorded a baseline "
+                      f"for {job}, the profile asks for the median of {last}")
+    runs = ", ".join(dict.fromkeys(r for r, _ in figures))
+    return statistics.median(v for _, v in figures), f"median of the last {last} passed runs' baselines ({runs})"
+
+
+def _earlier_runs(reports_dir: Path | None) -> list:
+    """The runs in the reports folder before this one (`reports_dir`), oldest first; none without a folder."""
     from drills.report.records import load_run
 
     if reports_dir is None or not Path(reports_dir).parent.is_dir():
-        return None, "no reports folder to read the history from"
+        return []
     this = Path(reports_dir).resolve()
     runs = []
     for child in sorted(this.parent.iterdir()):  # the earlier runs (this one may have no record yet)
@@ -214,18 +238,7 @@ def history_nominal(reports_dir: Path | None, job: str, last: int) -> tuple[floa
             continue
         if not run.dry_run and run.started is not None:
             runs.append(run)
-    figures: list[tuple[str, float]] = []
-    for run in sorted(runs, key=lambda r: (r.started, r.run_id)):
-        for rec in run.records:
-            base = rec.details.get("baseline_throughput")
-            if rec.passed and rec.details.get("job") == job and isinstance(base, (int, float)) and base > 0:
-                figures.append((run.run_id, float(base)))
-    figures = figures[-last:]
-    if len(figures) < last:
-        return None, (f"history: only {len(figures)} passed run(s) in {Path(reports_dir).parent} recorded a baseline "
-                      f"for {job}, the profile asks for the median of {last}")
-    runs = ", ".join(dict.fromkeys(r for r, _ in figures))
-    return statistics.median(v for _, v in figures), f"median of the last {last} passed runs' baselines ({runs})"
+    return sorted(runs, key=lambda r: (r.started, r.run_id))
 
 
 # -- facets -------------------------------------------------------------------------------------------------
@@ -272,32 +285,48 @@ def _replicas(ctx: SteadyContext, expected: int) -> Reading:
     return replicas_reading(serving, ready, desired, expected, source)
 
 
-def _answers(ctx: SteadyContext) -> Reading:
-    """PROBE_ANSWERS completions sent to the endpoint one after the other, each classified as the load classifies
-    its answers; the model of the first valid answer is the one the others must carry (a fallback is not it)."""
+@dataclass
+class Probe:
+    """PROBE_ANSWERS completions sent to the endpoint: what failed (kind and reason → count), how long each valid one
+    took (cluster seconds) and where they went. `url` None: no endpoint to send them to (`source` says why)."""
+
+    url: str | None
+    source: str
+    sent: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    latencies_s: list[float] = field(default_factory=list)
+
+
+def _probe(ctx: SteadyContext) -> Probe:
+    """PROBE_ANSWERS completions of the load's shape sent one after the other, each classified as the load classifies
+    its answers; the model of the first valid answer is the one the others must carry (a fallback is not it). A valid
+    answer's latency is the twin gateway's modelled one (`x-twin-latency-ms`, cluster time, as the load reads it),
+    else the wall time it took (a real endpoint: scale 1)."""
     import requests
 
     from drills.load.hung import dilated, post_asking_twin
     from drills.load.outcome import answer_model, classify_answer, classify_exception, client_timeout_wall_s
+    from drills.twin.workloads.inference_gateway import LATENCY_HEADER
 
     w = ctx.profile.workloads.inference
     url = (ctx.twin_info or {}).get("gateway") if w.endpoint == "from-twin" else w.endpoint
     if not url:
-        return unobserved("inference answers", "probe completions valid",
-                          "workloads.inference.endpoint is from-twin but the target is no twin")
-    timeout = client_timeout_wall_s(w.request_timeout_s, ctx.cluster.clock.scale)
+        return Probe(None, "workloads.inference.endpoint is from-twin but the target is no twin")
+    probe = Probe(url, f"POST {url.rstrip('/')}/v1/completions × {PROBE_ANSWERS}", sent=PROBE_ANSWERS)
+    scale = ctx.cluster.clock.scale
+    timeout = client_timeout_wall_s(w.request_timeout_s, scale)
     body = {"model": w.model, "prompt": "steady-state probe", "max_tokens": w.load.max_tokens}
-    failures: dict[str, int] = {}
     models: set[str] = {w.model}
     for _ in range(PROBE_ANSWERS):
+        started = time.monotonic()
         if dilated(ctx.cluster.clock):  # a twin's clock: the twin says, in cluster time, what is hung (load/hung.py)
-            resp = post_asking_twin(url.rstrip("/") + "/v1/completions", body, url, timeout, w.request_timeout_s,
-                                    ctx.cluster.clock.scale)
+            resp = post_asking_twin(url.rstrip("/") + "/v1/completions", body, url, timeout, w.request_timeout_s, scale)
         else:
             try:
                 resp = requests.post(url.rstrip("/") + "/v1/completions", json=body, timeout=timeout)
             except requests.RequestException as err:
                 resp = err
+        took = (time.monotonic() - started) * scale
         if isinstance(resp, BaseException):
             why = classify_exception(resp)
         else:
@@ -306,9 +335,43 @@ def _answers(ctx: SteadyContext) -> Reading:
                 named = answer_model(resp.content)
                 if named and len(models) == 1:  # the model the endpoint answers as: the others must carry it too
                     models.add(named)
+                modelled = resp.headers.get(LATENCY_HEADER)
+                try:
+                    probe.latencies_s.append(float(modelled) / 1000 if modelled is not None else took)
+                except ValueError:
+                    probe.latencies_s.append(took)
                 continue
-        failures[why] = failures.get(why, 0) + 1
-    return answers_reading(PROBE_ANSWERS, failures, f"POST {url.rstrip('/')}/v1/completions × {PROBE_ANSWERS}")
+        probe.failures[why] = probe.failures.get(why, 0) + 1
+    return probe
+
+
+def _latency(ctx: SteadyContext, drill: str, spec, probe: Probe) -> Reading:
+    if spec.value is not None:
+        nominal, nominal_source = spec.value, "the profile's nominal"
+    else:
+        nominal, nominal_source = history_facet(ctx.reports_dir, drill, "inference latency", spec.history)
+    if probe.url is None:
+        return unobserved("inference latency", "probe completions' median latency", probe.source)
+    return latency_reading(probe.latencies_s, probe.source, nominal, nominal_source, spec.max_ratio)
+
+
+def history_facet(reports_dir: Path | None, drill: str, facet: str, last: int) -> tuple[float | None, str]:
+    """The median of what the last `last` passed runs of `drill` read for `facet` before their fault (their records'
+    `details.steady_state.before`); (None, why) when fewer than `last` recorded one."""
+    figures: list[tuple[str, float]] = []
+    for run in _earlier_runs(reports_dir):
+        for rec in run.records:
+            before = ((rec.details.get("steady_state") or {}).get("before") or {}).get("readings") or []
+            values = [r.get("value") for r in before if r.get("facet") == facet and r.get("ok")]
+            if rec.passed and rec.drill == drill and values and isinstance(values[0], (int, float)):
+                figures.append((run.run_id, float(values[0])))
+    figures = figures[-last:]
+    if len(figures) < last:
+        return None, (f"history: only {len(figures)} passed run(s) of {drill} recorded a nominal {facet} in "
+                      f"{Path(reports_dir).parent if reports_dir else 'no reports folder'}, the profile asks for "
+                      f"the median of {last}")
+    runs = ", ".join(dict.fromkeys(r for r, _ in figures))
+    return statistics.median(v for _, v in figures), f"median of the last {last} passed runs' readings ({runs})"
 
 
 def _uplinks(ctx: SteadyContext) -> list[Reading]:

@@ -15,6 +15,8 @@ or a promise; the readings come from the cluster in this run.
           no_worker_restart_s: 30m        # no worker restart in the last 30 minutes (1 s … 24 h)
         inference-pod-kill: {inference_replicas: 2}   # every one Ready and in the Service's endpoints
         inference-rolling-restart: {inference_answers: true}  # probe completions answered, every one valid
+        inference-noisy-neighbour:
+          inference_latency: {value: 400ms, max_ratio: 2}  # their median latency ≤ 2 × 400 ms (or {history: 5})
         switch-uplink: {uplinks_up: true} # every uplink of the job's leaves admin and oper up
         gpu-node-loss: {gpus_in_use: true}  # every worker's GPUs held by compute processes and busy (§5.1)
         storage-saturation: {store_bandwidth_mb_s: 40, store_min_ratio: 0.8}
@@ -33,7 +35,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from drills.profile.base import Ratio, Strict, parse_duration
 
-__all__ = ["NominalThroughput", "NominalState", "NominalConfig", "MIN_SETTLE_S", "MAX_SETTLE_S"]
+__all__ = ["NominalThroughput", "NominalLatency", "NominalState", "NominalConfig", "MIN_SETTLE_S", "MAX_SETTLE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,25 @@ class NominalThroughput(Strict):
         return self
 
 
+class NominalLatency(Strict):
+    """The endpoint's nominal latency: `value` (a duration: how long one probe completion of the load's shape
+    takes on the healthy platform), or `history: N` — the median of what the last N passed runs of the drill read
+    before their fault. Nominal when the median latency of the valid probe completions is ≤ `max_ratio` × that: a
+    serving platform already several times slower than usual makes "p99 within 2× the baseline" a pass on a broken
+    platform (issue 30, class 1)."""
+
+    value: _bounded(0.001, 3600.0) | None = None
+    history: int | None = Field(None, ge=1, le=100)
+    max_ratio: float = Field(2.0, ge=1.0, le=100.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "NominalLatency":
+        if (self.value is None) == (self.history is None):
+            raise ValueError("give the nominal latency either as `value` (e.g. 400ms) or as `history: N` (the median "
+                             "of the last N runs' readings), exactly one of them")
+        return self
+
+
 class NominalState(Strict):
     """What nominal means for one drill; a facet left unset is not part of that drill's hypothesis."""
 
@@ -73,6 +94,7 @@ class NominalState(Strict):
     # the endpoint answers a few probe completions, every one valid (2xx, no error, generated text, one model):
     # Ready replicas in the endpoints that answer with nothing are not a serving platform (issue 30, class 5)
     inference_answers: bool = False
+    inference_latency: NominalLatency | None = None  # the probe completions' median latency (sends the probes)
     uplinks_up: bool = False  # every uplink of the training job's leaves admin and oper up
     # every Running worker's GPUs held by compute processes and busy (nvidia-smi in its container), and no torch
     # "CUDA initialization" warning in its log: a job that "runs" on the CPU is not nominal (the seed's §5.1)
@@ -92,6 +114,8 @@ class NominalState(Strict):
             out.append("inference replicas")
         if self.inference_answers:
             out.append("inference answers")
+        if self.inference_latency is not None:
+            out.append("inference latency")
         if self.gpus_in_use:
             out.append("GPUs in use")
         if self.uplinks_up:

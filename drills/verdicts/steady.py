@@ -11,6 +11,7 @@ unknown is not healthy (DESIGN §5b). The readers are drills/measure/steady.py; 
 from __future__ import annotations
 
 import logging
+import statistics
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from drills.core.clock import Clock
 from drills.core.kubetime import latest, may_be_after, surely_before
 
 __all__ = ["Reading", "Hypothesis", "throughput_reading", "restart_reading", "replicas_reading", "uplink_reading",
+           "latency_reading",
            "store_reading", "gpu_use_reading", "answers_reading", "unobserved", "GPU_IDLE_PCT"]
 
 log = logging.getLogger(__name__)
@@ -147,6 +149,28 @@ def answers_reading(sent: int, failures: dict[str, int], source: str) -> Reading
     said = "; ".join(f"{n}× {why}" for why, n in failures.items())
     detail = f"{sent - bad} of {sent} valid" + (f" ({said})" if said else "")
     return Reading("inference answers", float(sent - bad), "answers", expected, source, bad == 0, detail=detail)
+
+
+def latency_reading(latencies_s: list[float], source: str, nominal_s: float | None, nominal_source: str,
+                    max_ratio: float) -> Reading:
+    """The median latency of the valid probe completions against `max_ratio` × nominal; no valid probe, or no
+    nominal to compare with (no history yet), is not observed."""
+    measured = statistics.median(latencies_s) if latencies_s else None
+    shown = "" if measured is None else f"{_ms(measured)} (median of {len(latencies_s)} valid probe completion(s))"
+    if nominal_s is None:
+        return Reading("inference latency", measured, "s", f"a nominal latency ({nominal_source})", source, None,
+                       detail=shown)
+    ceiling = max_ratio * nominal_s
+    expected = f"≤ {_ms(ceiling)} ({max_ratio:g} × nominal {_ms(nominal_s)}, {nominal_source})"
+    if measured is None:
+        return Reading("inference latency", None, "s", expected, source, None,
+                       detail="not observed: no probe completion was valid")
+    return Reading("inference latency", round(measured, 4), "s", expected, source, measured <= ceiling,
+                   detail=f"{shown}, {measured / nominal_s:.1f}× nominal")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
 def uplink_reading(switch: str, interface: str, admin_up: bool | None, oper_up: bool | None, source: str) -> Reading:

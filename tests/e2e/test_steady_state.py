@@ -4,7 +4,7 @@ not back to nominal AFTER the revert fails (not_restored); a flood of a store th
 nothing (inconclusive). Without the hypothesis each of these constructions got PASS (bench/verdicts.yaml, the
 README's table); the healthy twin still passes every drill (test_drill_*.py, `make drill`).
 
-One twin carries four "broken before" defects at once — nothing is injected on it, so every drill can be
+One twin carries five "broken before" defects at once — nothing is injected on it, so every drill can be
 refused on it in turn — to keep the added wall time small."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from tests.e2e.drill_helpers import REPO, drills, records
 
 pytestmark = pytest.mark.slow
 
-BROKEN_BEFORE = ["degraded-before-drill", "scaled-down-deployment", "uplink-down-before-drill", "slow-store"]
+BROKEN_BEFORE = ["degraded-before-drill", "scaled-down-deployment", "uplink-down-before-drill", "slow-store",
+                 "slow-serving-before-drill"]
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,9 @@ def test_a_platform_broken_before_the_fault_gets_nothing_injected(broken_before)
     assert "pods/log ai-platform/llm-finetune-8b-worker-0" in reasons["gpu-node-loss"]
     assert "inference replicas: 1 Ready and in the endpoints" in reasons["inference-pod-kill"]
     assert "expected 2 replica(s)" in reasons["inference-pod-kill"]
+    latency = _reading(recs["inference-pod-kill"], "inference latency")  # already ~4× slower (wave 8)
+    assert latency["ok"] is False and latency["value"] >= 1.4, latency
+    assert "× nominal" in latency["detail"] and "≤ 1200 ms (3 × nominal 400 ms" in latency["expected"], latency
     assert "uplink leaf-2:Ethernet1/31: admin down, oper down" in reasons["switch-uplink"]
     store = _reading(recs["storage-saturation"], "store bandwidth")
     assert store["ok"] is False and store["value"] < 20, store  # slow-store: ~9 MB/s, nominal ≥ 20

@@ -180,3 +180,45 @@ def test_a_history_nominal_is_the_median_of_the_last_passed_runs_baselines(tmp_p
     assert value == 256.0 and "median of the last 3 passed runs' baselines (r1, r3, r4)" in source
     missing, why = history_nominal(tmp_path / "now", "ai-platform/llm-8b", 5)
     assert missing is None and "only 3 passed run(s)" in why
+
+
+def test_a_serving_platform_already_slow_before_the_fault_is_not_nominal(tmp_path):
+    """Issue 30, class 1 on the serving drills (wave 8): the probe completions' median latency against the site's
+    nominal × max_ratio — a platform already 4× slower than usual is not a baseline to judge 'p99 within 2×' from.
+    No valid probe, or no nominal yet (history too short), is not observed."""
+    import json
+
+    from drills.measure.steady import history_facet
+    from drills.verdicts.steady import latency_reading
+
+    slow = latency_reading([1.52, 1.49, 1.55, 1.5], "POST /v1/completions × 4", 0.4, "the profile's nominal", 3.0)
+    assert slow.ok is False and slow.value == pytest.approx(1.51)
+    assert "1510 ms (median of 4 valid probe completion(s)), 3.8× nominal" in slow.sentence()
+    assert "expected ≤ 1200 ms (3 × nominal 400 ms, the profile's nominal)" in slow.sentence()
+    assert latency_reading([0.37, 0.36, 0.38, 0.37], "probe", 0.4, "nominal", 3.0).ok is True
+    assert latency_reading([], "probe", 0.4, "nominal", 3.0).ok is None
+    assert latency_reading([0.37], "probe", None, "history: only 1 passed run(s)", 3.0).ok is None
+
+    p = parse_profile("nominal: {drills: {inference-pod-kill: {inference_latency: {value: 400ms, max_ratio: 2}}}}")
+    spec = p.nominal.of("inference-pod-kill").inference_latency
+    assert spec.value == 0.4 and spec.max_ratio == 2 and p.nominal.of("inference-pod-kill").facets == ("inference latency",)
+    with pytest.raises(InvalidProfile, match="either as `value`.*or as `history: N`"):
+        parse_profile("nominal: {drills: {inference-pod-kill: {inference_latency: {max_ratio: 2}}}}")
+    with pytest.raises(InvalidProfile, match="max_ratio"):
+        parse_profile("nominal: {drills: {inference-pod-kill: {inference_latency: {value: 1s, max_ratio: 0.5}}}}")
+
+    def run(name: str, hour: int, latency: float, verdict: str = "pass", ok: bool = True) -> None:
+        (tmp_path / name).mkdir()
+        before = {"readings": [{"facet": "inference latency", "value": latency, "ok": ok}]}
+        rec = {"drill": "inference-pod-kill", "verdict": verdict, "run_id": name,
+               "wall_started": f"2026-01-01T{hour:02d}:00:00Z", "category": None if verdict == "pass" else "slo_breach",
+               "details": {"steady_state": {"before": before}}}
+        (tmp_path / name / "records.jsonl").write_text(json.dumps(rec) + "\n")
+
+    run("r1", 1, 0.37)
+    run("r2", 2, 1.5, verdict="fail")  # a degraded run's reading never becomes nominal
+    run("r3", 3, 0.39)
+    (tmp_path / "now").mkdir()
+    value, source = history_facet(tmp_path / "now", "inference-pod-kill", "inference latency", 2)
+    assert value == pytest.approx(0.38) and "median of the last 2 passed runs' readings (r1, r3)" in source
+    assert history_facet(tmp_path / "now", "inference-pod-kill", "inference latency", 3)[0] is None
