@@ -89,7 +89,9 @@ class AfterResume(Strict):
     # reader classifies, `xid` the driver's Xid 74 (an NVLink error) that the GPU reader does. `loss: flat`: every
     # step logs one same finite value (a learning rate restored as 0, frozen parameters); `loss: reset`: the loss of
     # a fresh model, falling slowly (the step counter and scheduler restored, the weights not).
-    loss: Literal["finite", "nan", "flat", "reset"] = "finite"
+    # `loss: climbs`: finite and falling for the first CLIMB_AFTER_STEPS steps, then rising without bound (a learning
+    # rate restored 10× too high, Adam's moments lost: a loss spike that never comes back) — finite all the way.
+    loss: Literal["finite", "nan", "flat", "reset", "climbs"] = "finite"
     # `loss_scale: floor`: the fp16 loss scaler sits at its minimum (1) and every step overflows, so the optimizer
     # skips every step while the counter advances (defect loss-scale-floor): Megatron prints no loss, no grad norm and
     # the interval's `number of skipped iterations`, DeepSpeed one `OVERFLOW! … reducing to 1` line per step (formats

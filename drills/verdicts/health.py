@@ -104,6 +104,15 @@ def _not_learning(h: "JobHealth", ratio: float) -> str | None:
             return (f"its loss jumped from {_fmt(was)} before the fault to {_fmt(now)} (medians of the last and first "
                     f"{COMPARED} readings; {first.pod} from step {first.step}), {now / was:.1f}× — at least the "
                     f"{ratio:g}× allowed (slo.resume_loss_ratio): the checkpoint's weights were not restored")
+        # the whole window, not only its start: a loss that looks right after the resume and then climbs, finite all
+        # the way (a learning rate restored too high, the optimizer's moments lost), diverges all the same
+        end = [r for r in h.window if r.loss is not None][-COMPARED:]
+        late = _median([r.loss for r in end])
+        if len(after) >= 2 * COMPARED and was > 0 and late >= ratio * was:
+            return (f"its loss climbed to {_fmt(late)} by the end of the window (median of its last {COMPARED} "
+                    f"readings, {end[-1].pod} to step {end[-1].step}) from {_fmt(was)} before the fault and "
+                    f"{_fmt(now)} when it trained again, {late / was:.1f}× — at least the {ratio:g}× allowed "
+                    f"(slo.resume_loss_ratio): it diverges")
     run = h.window[:FLAT_READINGS]
     if len(run) >= FLAT_READINGS and len({r.loss for r in run}) == 1:
         varied = f" (before the fault it varied: {_fmt(min(before))}–{_fmt(max(before))})" if len(set(before)) > 1 else ""
@@ -116,8 +125,10 @@ def _compared(h: "JobHealth") -> str:
     """What the continuity check could compare (said in a pass, so a thin reading is not taken for a strong one)."""
     after, before = len(h.window), len(h.prior)
     if after >= COMPARED and before >= COMPARED:
+        end = [r.loss for r in h.window if r.loss is not None][-COMPARED:]
         return (f"it learns on from where it was (median of the first {COMPARED} after "
-                f"{_fmt(_median([r.loss for r in h.window[:COMPARED]]))}, of the last {COMPARED} before the fault "
+                f"{_fmt(_median([r.loss for r in h.window[:COMPARED]]))}, of the last {COMPARED} of the window "
+                f"{_fmt(_median(end))}, of the last {COMPARED} before the fault "
                 f"{_fmt(_median([r.loss for r in h.prior[-COMPARED:]]))})")
     return (f"not compared with the loss before the fault ({before} finite reading(s) before, {after} after: "
             f"{COMPARED} of each needed)")

@@ -139,6 +139,19 @@ def test_a_resume_whose_loss_is_a_fresh_models_fails_the_weights_were_not_restor
     assert not _learning([1.91, 1.92, 1.90, 1.93, 1.92], [2.05, 1.97, 1.95, 1.94, 1.93], ratio=1.01).passed
 
 
+def test_a_loss_that_looks_right_after_the_resume_then_climbs_diverges():
+    """Issue 30, class 5 (wave 8, climbs-after-resume): the first readings after the resume match the loss before
+    the fault; the end of the window is tens of times higher, finite all the way. Before, only the window's start
+    was compared: PASS. A loss that wanders back down within the threshold still passes."""
+    climbing = [1.86, 1.85, 1.86, 1.84, 1.85, 2.4, 6.1, 19.0, 41.0, 70.2]
+    v = _learning([1.85, 1.86, 1.84, 1.85, 1.86], climbing)
+    assert not v.passed and not v.inconclusive and v.name == "learning"
+    assert "its loss climbed to 19 by the end of the window (median of its last 5 readings" in v.reason
+    assert "from 1.85 before the fault and 1.85 when it trained again" in v.reason and "it diverges" in v.reason
+    ok = _learning([1.85, 1.86, 1.84, 1.85, 1.86], [1.86, 1.85, 1.86, 1.84, 1.85, 1.9, 2.1, 1.9, 1.8, 1.8])
+    assert ok.passed and "of the last 5 of the window 1.9" in ok.reason
+
+
 def test_a_loss_repeated_to_every_digit_is_a_model_no_step_updates():
     v = _learning([1.71, 1.70, 1.69, 1.70, 1.71], [1.92] * 8)
     assert not v.passed and "its loss stayed at 1.92 for 8 readings in a row (steps 6001–6008" in v.reason

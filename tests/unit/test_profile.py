@@ -40,6 +40,7 @@ EFFECTS = {
     "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "slow-cli-answer": lambda p: p.fabric.port_faults.answer_after >= 30,
     "slow-cli-apply": lambda p: p.fabric.port_faults.apply_after >= 60,
+    "climbs-after-resume": lambda p: _job(p).after_resume.loss == "climbs",
     "slow-serving-before-drill": lambda p: _infer(p).base_latency >= 1.0,
     "ksm-stops-mid-fault": lambda p: p.exporter_outage.kube_state_metrics == 120 and p.exporter_outage.snmp is None,
     "snmp-stops-mid-fault": lambda p: p.exporter_outage.snmp == 120 and p.exporter_outage.kube_state_metrics is None,

@@ -14,6 +14,7 @@ __all__ = ["Output", "StepRecords", "FRESH_LOSS"]
 
 log = logging.getLogger(__name__)
 
+CLIMB_AFTER_STEPS = 150  # defect climbs-after-resume: steps of a normal-looking loss before it climbs
 FRESH_LOSS = 10.37  # cross-entropy of an untrained model over a 32,000-token vocabulary: ln(32000)
 
 
@@ -77,6 +78,9 @@ class StepRecords:
                 loss = math.nan  # defect diverges-after-resume: the framework prints its own NaN shape (trainlogs)
             elif kind == "flat":
                 loss = round(spec.initial_loss, 4)  # defect frozen-after-resume: no step changes the model
+            elif kind == "climbs":  # defect climbs-after-resume: fine for a while, then diverging, finite
+                steps = (t - run.after_from) / max(spec.step_time, 1e-3)
+                loss *= (1 + max(0.0, steps - CLIMB_AFTER_STEPS) / 150) ** 2
             else:  # defect weights-not-restored: a fresh model's loss (ln of a 32k vocabulary), falling slowly
                 steps = (t - run.after_from) / max(spec.step_time, 1e-3)
                 loss = FRESH_LOSS * (1 + steps / 200) ** -0.05 + self.rng.uniform(-0.01, 0.01)
