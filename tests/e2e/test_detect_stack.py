@@ -382,32 +382,6 @@ def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_pat
     assert len(ports) == 2 and {s for s, _ in ports} == {"leaf-1", "spine-1"}, ports  # both ends of the cable
 
 
-def test_an_alert_that_resolves_because_its_exporter_went_quiet_mid_fault_fails_the_drill(tmp_path):
-    """Class 2 for detection (issue 30): the alert goes, the fault does not. On one twin, kube-state-metrics stops
-    answering 2 minutes after a node is lost (ksm-stops-mid-fault) and the leaf's SNMP agent 2 minutes after one of
-    its ports is shut (snmp-stops-mid-fault): TrainingNodeLost and FabricLinkDown resolve while the node is still
-    cordoned and the port still down. Before, "it resolves after recovery" passed both (gone before the recovery:
-    0 s). Now each drill FAILs on that check alone, naming the object Prometheus stopped reading."""
-    reports = tmp_path / "reports"
-    done = drills("run", "-m", "cordon_drain or (switch_uplink and not (sonic or nxos or eos or cumulus or onyx))",
-                  "--defect", "ksm-stops-mid-fault", "--defect", "snmp-stops-mid-fault", "--lanes", "2",
-                  "--scale", "60", "--no-html", "--reports", str(reports), "--run-id", "quiet", env=_judged(),
-                  timeout=300)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    recs = {r["drill"]: r for r in records(reports / "quiet")}
-    objects = {"gpu-node-loss": "node=gpu-train-01 (TrainingNodeLost)", "switch-uplink": "instance=leaf-1 (FabricLinkDown)"}
-    assert set(recs) == set(objects), sorted(recs)
-    for drill, named in objects.items():
-        rec = recs[drill]
-        assert (rec["verdict"], rec["category"]) == ("fail", "not_restored"), (drill, rec["reason"])
-        checks = {c["name"]: c for c in rec["details"]["checks"]}
-        resolution = checks["alert resolution"]
-        assert resolution["verdict"] == "fail" and "went away, but with its data" in resolution["reason"], resolution
-        assert named in resolution["reason"], resolution["reason"]
-        assert checks["detection"]["verdict"] == "pass"  # it was raised; it was the resolution that lied
-        assert [n for n, c in checks.items() if c["verdict"] != "pass"] == ["alert resolution"], (drill, checks)
-
-
 def test_a_flood_pages_checkpoint_store_saturated_a_blind_copy_never_and_a_rolling_restart_no_one(tmp_path):
     """The storage flood and the rolling restart on the healthy twin, one after the other (both CPU bound: fio
     through the twin's modelled store, the restart's users at a 0.5 s timeout), with the pack plus a blind copy of
