@@ -1,10 +1,13 @@
 """The state a scenario's faults could reach, read before the first fault and again after the reverts settled.
 
 A revert is judged by its own read-back (readback.py); this diff is the wider account a reviewer reads next to
-it (DESIGN §5b): everything the plans could reach — each node's schedulability, taints and readiness, both ends
+it (DESIGN §5b): everything the plans could reach — each node's schedulability, taints, readiness, allocatable
+GPUs and labels, both ends
 of each shut link, the Deployments and PodDisruptionBudgets of the namespaces the faults touched (or whose pods
 ran on a lost node), and what each fault left of its own (processes, pods, files; nothing before the fault).
 A value is `{"value": …, "source": …}`; `diff(before, after)` lists the keys whose value changed. Read-only.
+A change is judged (fixtures/recorder.py): the platform is not as it was before the fault — FAIL not_restored,
+whatever the fault's own read-back said (issue 30, class 2: what else changed is not restored either).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from drills.core.kube import obj_get
 from drills.faults import Plan
 
-__all__ = ["Scope", "capture", "diff", "state_diff"]
+__all__ = ["Scope", "capture", "diff", "state_diff", "changes_sentence"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,42 @@ def diff(before: Mapping[str, dict], after: Mapping[str, dict]) -> list[dict]:
     return changed
 
 
+def changes_sentence(changed: list[dict]) -> str:
+    """What a diff's `changed` says, a clause per object and only the fields that changed ("node gpu-train-01:
+    gpu_allocatable 8 → 0; pdb ai-platform/llama-7b-infer: gone")."""
+    clauses = []
+    for change in changed:
+        before, after = change.get("before"), change.get("after")
+        if isinstance(before, dict) and isinstance(after, dict):
+            parts = []
+            for key in dict.fromkeys([*before, *after]):
+                b, a = before.get(key), after.get(key)
+                if b == a:
+                    continue
+                if isinstance(b, dict) or isinstance(a, dict):
+                    b, a = b or {}, a or {}
+                    parts += [f"{key} {k}: {_shown(b.get(k))} → {_shown(a.get(k))}"
+                              for k in dict.fromkeys([*b, *a]) if b.get(k) != a.get(k)]
+                else:
+                    parts.append(f"{key} {_shown(b)} → {_shown(a)}")
+            clauses.append(f"{change['key']}: {', '.join(parts)}")
+        elif after is None:
+            clauses.append(f"{change['key']}: gone (was {_shown(before)})")
+        elif before is None:
+            clauses.append(f"{change['key']}: new ({_shown(after)})")
+        else:
+            clauses.append(f"{change['key']}: {_shown(before)} → {_shown(after)}")
+    return "; ".join(clauses)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
 def state_diff(before: Mapping[str, dict], after: Mapping[str, dict], at_before: str | None,
                at_after: str | None) -> dict[str, Any]:
     """The record's `details.state_diff`: both snapshots, when they were read, and what changed."""
@@ -106,9 +145,14 @@ def _node(cluster, name: str) -> dict:
              "taints": sorted(f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
                               for t in obj_get(node, "spec", "taints", default=None) or []),
              "Ready": conditions.get("Ready"),
-             "gpu_allocatable": obj_get(node, "status", "allocatable", "nvidia.com/gpu")}
-    if "GPUHealthy" in conditions:
-        value["GPUHealthy"] = conditions["GPUHealthy"]
+             "gpu_allocatable": obj_get(node, "status", "allocatable", "nvidia.com/gpu"),
+             # what the workloads' nodeSelectors and affinities match on (a quarantine label moves a node out of a
+             # job's pool as surely as a cordon); labels that only stamp a time (GPU feature discovery's
+             # `nvidia.com/gfd.timestamp`) change on their own and are left out
+             "labels": {k: v for k, v in sorted((obj_get(node, "metadata", "labels", default=None) or {}).items())
+                        if "timestamp" not in k.lower()}}
+    if conditions.get("GPUHealthy") not in (None, "True"):  # a node whose GPUs were never reported unhealthy has no
+        value["GPUHealthy"] = conditions["GPUHealthy"]     # condition; healthy again is the same state as never broken
     return {"value": value, "source": f"nodes/{name} @ resourceVersion {obj_get(node, 'metadata', 'resourceVersion')}"}
 
 

@@ -35,12 +35,21 @@ log = logging.getLogger(__name__)
 # glog's stamp is MMDD; c10 prints the month unpadded in 2.x (`[E521 15:43:02.707733876 socket.cpp:1023]`).
 # The shell's `Killed` alone on a line: a process of the job got SIGKILL (the OOM killer, most often) — no reader
 # has a kind for whose it was, and it must not read as healthy.
+# A process that died of a signal, in each shape that reports it (red team, wave 8): the shell's `Segmentation fault
+# (core dumped)` / `Aborted (core dumped)` / `Bus error (core dumped)` (bash; zsh's `segmentation fault  python …`),
+# glog's and abseil's failure banners (`*** Aborted at 1525341768 (unix time) …`, `*** SIGSEGV (@0x8) received by PID
+# 19262 …`, `*** SIGSEGV received at time=… on cpu 169 ***`), torchrun's `Signal 11 (SIGSEGV) received by PID …`;
+# Python logging's CRITICAL level (`CRITICAL:root:…`, `[CRITICAL]`), and a Go runtime's `panic: …` / `fatal error: …`
+# (a sidecar, a storage client): each says a process of the job failed, whatever printed it.
 ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
                         r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
                         r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
                         r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
                         r"Machine check events logged|^\[?F\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
-                        r"^\[F [\w./-]+:\d+\] |^Killed\s*$")
+                        r"^\[F [\w./-]+:\d+\] |^Killed\s*$|"
+                        r"\b[Ss]egmentation fault\b|\(core dumped\)|\*\*\* Aborted at \d+ \(unix time\)|"
+                        r"\*\*\* SIG[A-Z]+ |\bSignal \d+ \(SIG[A-Z]+\) received by PID|\bCRITICAL\b|"
+                        r"^\s*panic: |^fatal error: |^goroutine \d+ \[running\]:")
 GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
                         r"^\[E [\w./-]+:\d+\] ")
 # an error-level glog/c10 line this close to a classified error of the same process is that error's consequence:

@@ -223,9 +223,22 @@ class Workloads(Strict):
 
 
 class HealthAgent(Strict):
-    """A node-health agent that cordons a node again `recordon_after` after it came back from a loss."""
+    """A node-health agent that acts on a node that came back from a loss: cordons it again `recordon_after` later
+    (recordon-agent), labels it out of its pool (`quarantine_label` "key=value", quarantine-label-agent), or leaves
+    its GPUs unregistered (`gpus_unregistered`: its device plugin died in the drain and never re-registered,
+    allocatable nvidia.com/gpu 0; device-plugin-lost)."""
 
-    recordon_after: Duration = 15.0
+    recordon_after: Duration | None = None
+    quarantine_label: str | None = Field(None, pattern=r"^[A-Za-z0-9./_-]{1,253}=[A-Za-z0-9._-]{0,63}$")
+    gpus_unregistered: bool = False
+    act_after: Duration = 5.0  # the label and the unregistered GPUs: this long after the node came back
+
+
+class PdbPruner(Strict):
+    """A deploy tool that syncs the serving namespace during an incident from a chart without the PDB: the PDB
+    selecting a pod that was deleted is deleted `after` later (pdb-pruned)."""
+
+    after: Duration = 5.0
 
 
 class BatchResubmitter(Strict):
@@ -265,6 +278,7 @@ class TwinProfile(Strict):
     unhealthy_gpu_taint: Taint | None = Taint(key="nvidia.com/gpu.unhealthy", value="xid", effect="NoSchedule")
     health_agent: HealthAgent | None = None  # defect recordon-agent (drills/twin/controllers/healthagent.py)
     batch_resubmitter: BatchResubmitter | None = None  # defect burst-resubmitted (controllers/resubmitter.py)
+    pdb_pruner: PdbPruner | None = None  # defect pdb-pruned (controllers/pdbpruner.py)
     gpu_remediation: GpuRemediation | None = None  # drills/twin/controllers/remediation.py (None: the site has none)
     exporter_outage: ExporterOutage = ExporterOutage()  # exporters that go quiet mid-fault (drills/twin/exporters)
     dcgm_exporter: bool = True  # the GPU Operator's dcgm-exporter DaemonSet runs on every GPU node (no-dcgm-exporter)

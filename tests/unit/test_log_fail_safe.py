@@ -85,3 +85,34 @@ def test_the_restart_after_a_dead_worker_already_read_is_no_second_failure():
            "local_rank: 0 (pid: 88) of binary: /opt/venv/bin/python3"  # torchrun 2.6 (tests/data/real/logs)
     reader = _read([dead, _GROUP_FAILED, dead.replace("pid: 88", "pid: 91"), _GROUP_FAILED])
     assert [(e.kind, e.pid) for e in reader.errors] == [("worker_exit", 88), ("worker_exit", 91)]
+
+
+# -- wave 8 (red team): a process that died of a signal, in each shape that reports it, and the CRITICAL level. The
+# red team appended these to a resumed worker's log and the window passed ("no error-like line the readers do not
+# know"). Shapes from the sources named (PIDs, addresses and times changed).
+@pytest.mark.parametrize("line", [
+    "Segmentation fault (core dumped)",  # bash, after a tqdm bar (Henry1iu/TNT-Trajectory-Prediction#33)
+    "run.sh: line 27: 17610 Segmentation fault      (core dumped) python train.py -epochs 100",  # donglixp/coarse2fine#18
+    "12it [00:05,  2.29it/s]zsh: segmentation fault  python3 mobilenet/train.py",  # ml-explore/mlx#341
+    "Aborted (core dumped)",
+    "Bus error (core dumped)",
+    '*** Aborted at 1525341000 (unix time) try "date -d @1525341000" if you are using GNU date ***',  # glog (Paddle#10378)
+    "*** SIGSEGV (@0x8) received by PID 19200 (TID 0x7f79839ca700) from PID 8; stack trace: ***",  # glog (Paddle#10378)
+    "*** SIGSEGV received at time=1785913000 on cpu 169 ***",  # abseil's failure signal handler (Ray actors' logs)
+    "CRITICAL:root:async checkpoint writer died",  # Python logging.basicConfig's default format, its CRITICAL level
+    "panic: runtime error: invalid memory address or nil pointer dereference",  # the Go runtime (a storage sidecar)
+])
+def test_a_process_that_died_of_a_signal_or_logged_critical_is_never_healthy(line):
+    reader = _read([line])
+    assert [u[1] for u in reader.unknown] == [line.strip()] or [e.kind for e in reader.errors], (reader.unknown,
+                                                                                                 reader.errors)
+
+
+@pytest.mark.parametrize("line", [
+    "INFO:root:critical path analysis done in 2.1 s",  # the word, not the level
+    "[2026-01-01 12:00:00,000] [INFO] [engine.py:100:step] step=6000, skipped=0, lr=[1e-05]",
+    "Sending process 94476 closing signal SIGTERM",  # torchrun stopping its workers on purpose
+])
+def test_lines_that_only_mention_those_words_stay_healthy(line):
+    reader = _read([line])
+    assert not reader.unknown and not reader.errors, (reader.unknown, reader.errors)

@@ -40,6 +40,11 @@ EFFECTS = {
     "cli-rejects-shutdown": lambda p: p.fabric.port_faults.cli_rejects_shutdown is True,
     "slow-cli-answer": lambda p: p.fabric.port_faults.answer_after >= 30,
     "slow-cli-apply": lambda p: p.fabric.port_faults.apply_after >= 60,
+    "quarantine-label-agent": lambda p: p.health_agent is not None
+    and p.health_agent.quarantine_label == "gpu-drills.io/role=quarantine" and p.health_agent.recordon_after is None,
+    "device-plugin-lost": lambda p: p.health_agent is not None and p.health_agent.gpus_unregistered
+    and p.health_agent.recordon_after is None,
+    "pdb-pruned": lambda p: p.pdb_pruner is not None and p.pdb_pruner.after == 5,
     "climbs-after-resume": lambda p: _job(p).after_resume.loss == "climbs",
     "slow-serving-before-drill": lambda p: _infer(p).base_latency >= 1.0,
     "ksm-stops-mid-fault": lambda p: p.exporter_outage.kube_state_metrics == 120 and p.exporter_outage.snmp is None,

@@ -40,6 +40,7 @@ CONTROLLERS: list[str] = [
     "drills.twin.controllers.nodelifecycle:NodeLifecycle",
     "drills.twin.controllers.healthagent:NodeHealthAgent",
     "drills.twin.controllers.resubmitter:BatchResubmitter",
+    "drills.twin.controllers.pdbpruner:PdbPruner",
     "drills.twin.controllers.remediation:GpuRemediation",
     "drills.twin.workloads.training:TrainingController",
     "drills.twin.workloads.serving:ServingTruthController",
