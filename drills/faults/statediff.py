@@ -111,10 +111,26 @@ def _shown(value: Any) -> str:
 
 
 def state_diff(before: Mapping[str, dict], after: Mapping[str, dict], at_before: str | None,
-               at_after: str | None) -> dict[str, Any]:
-    """The record's `details.state_diff`: both snapshots, when they were read, and what changed."""
-    return {"before_at": at_before, "after_at": at_after, "changed": diff(before, after),
+               at_after: str | None, left_to_site: Mapping[str, tuple[tuple[str, ...], str]] | None = None
+               ) -> dict[str, Any]:
+    """The record's `details.state_diff`: both snapshots, when they were read, and what changed. `left_to_site`:
+    object key → (fields, why) the drill hands to the site's own process (a node the site's remediation cordoned
+    for the GPU fault it rehearsed stays cordoned until the site returns it): those fields are not compared, and
+    the record says so."""
+    handed = dict(left_to_site or {})
+    return {"before_at": at_before, "after_at": at_after,
+            "changed": diff(_without(before, handed), _without(after, handed)),
+            "left_to_site": [{"key": k, "fields": list(f), "why": why} for k, (f, why) in handed.items()],
             "before": dict(before), "after": dict(after)}
+
+
+def _without(state: Mapping[str, dict], handed: Mapping[str, tuple[tuple[str, ...], str]]) -> dict[str, dict]:
+    out = dict(state)
+    for key, (fields, _why) in handed.items():
+        entry = out.get(key)
+        if entry is not None and isinstance(entry.get("value"), dict):
+            out[key] = {**entry, "value": {k: v for k, v in entry["value"].items() if k not in fields}}
+    return out
 
 
 # -- readers ------------------------------------------------------------------------------------
