@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "bench" / "verdicts.yaml"
 # The rows are judged as the e2e tests judge them: without detection (the built-in profile's managed monitoring
 # would start Prometheus at rows' 300-600x, where it cannot keep the site's cadence). Detection's own constructions
-# are the `tests_only` rows of tests/e2e/test_detect_stack.py.
+# are the `tests_only` rows of tests/e2e/test_detect_stack.py and test_detect_drills.py.
 ROW_ENV = {**os.environ, "DRILLS_MONITORING": "off"}
 
 __all__ = ["TABLE", "Row", "rows", "built_by_tests", "mismatches", "site_profile"]

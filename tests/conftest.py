@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("DRILLS_LANES", "1")
 # No Prometheus in every drill a test runs (the built-in twin profile has a managed `monitoring:` section): most
 # run at 300-600x, where it cannot keep the site's cadence, and ~150 stacks would slow the suite. Detection is
-# judged where it is the subject: tests/e2e/test_detect_stack.py (its runs clear this).
+# judged where it is the subject: tests/e2e/test_detect_drills.py and test_detect_resolution.py (their runs clear this).
 os.environ.setdefault("DRILLS_MONITORING", "off")  # drills.profile.monitoring.OPT_OUT
 
 import json  # noqa: E402
