@@ -297,3 +297,18 @@ def test_an_alerts_object_is_named_by_its_identity_labels(labels, about):
     from drills.detect.objects import identity
 
     assert identity(labels) == about
+
+
+def test_the_killed_pods_deployment_is_read_from_their_replicaset_owner():
+    """Plan.about of a pod kill: the Deployment named by each pod's ReplicaSet owner, `<deployment>-<pod-template-hash>`
+    (how the Deployment controller names its ReplicaSets); a bare pod or another owner names none."""
+    from drills.faults.pods import owning_deployments
+
+    def pod(owner_kind: str, owner: str, hash_: str | None) -> dict:
+        labels = {"app": "llama"} | ({"pod-template-hash": hash_} if hash_ else {})
+        return {"metadata": {"labels": labels, "ownerReferences": [{"kind": owner_kind, "name": owner}]}}
+
+    pods = [pod("ReplicaSet", "llama-7b-infer-59846bdbd", "59846bdbd"),
+            pod("ReplicaSet", "llama-7b-infer-59846bdbd", "59846bdbd"),
+            pod("StatefulSet", "embedder", None), pod("ReplicaSet", "odd-name", "59846bdbd")]
+    assert owning_deployments(pods) == ["llama-7b-infer"]
