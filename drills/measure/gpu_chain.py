@@ -12,6 +12,7 @@ judges.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from drills.faults.dcgm import pod_on_node
 from drills.faults.readback import wait_until_clock
 from drills.profile.gpu_fault import GpuFault
 
-__all__ = ["ExporterView", "Marked", "Owners", "Series", "exporter_owners", "exporter_view", "wait_marked",
+__all__ = ["ExporterView", "Marked", "NodeMarks", "read_marks", "Owners", "Series", "exporter_owners", "exporter_view", "wait_marked",
            "marked_since", "wait_cordoned", "exported_value", "exported_series"]
 
 log = logging.getLogger(__name__)
@@ -178,26 +179,56 @@ def exported_value(cluster: Cluster, namespace: str, pod: str, gpu: int, field: 
     return series.value, series.problem
 
 
+@dataclass(frozen=True)
+class NodeMarks:
+    """What the node showed of unhealthy GPUs before the fault: its allocatable GPUs, the health taints and
+    conditions on it. A mark counts for the fault only when it is new against this (issue 30, class 1: a GPU already
+    missing before the XID is not the XID's mark)."""
+
+    allocatable: int | None
+    capacity: int | None
+    marks: tuple[str, ...]  # "taint nvidia.com/gpu.unhealthy:NoSchedule", "condition GPUHealthy=False"
+    source: str
+
+    def sentence(self) -> str:
+        shown = list(self.marks)
+        if self.capacity and self.allocatable is not None and self.allocatable < self.capacity:
+            shown.insert(0, f"allocatable {GPU} {self.allocatable} of {self.capacity}")
+        return ", ".join(shown)
+
+
+def read_marks(cluster: Cluster, cfg: GpuFault, node: str) -> NodeMarks:
+    """The node's GPU-health marks now (read-only), before the fault is injected."""
+    obj = json.loads(cluster.core.read_node(node, _preload_content=False).data)
+    return NodeMarks(_gpus(obj_get(obj, "status", "allocatable", GPU)), _gpus(obj_get(obj, "status", "capacity", GPU)),
+                     tuple(_health_marks(obj, cfg)),
+                     f"nodes/{node} @ resourceVersion {obj_get(obj, 'metadata', 'resourceVersion')}, before the fault")
+
+
+def _health_marks(obj: dict, cfg: GpuFault) -> list[str]:
+    conditions = [tuple(c.split("=", 1)) for c in cfg.unhealthy_conditions if "=" in c]
+    out = [f"taint {t['key']}:{t.get('effect')}" for t in obj_get(obj, "spec", "taints", default=None) or []
+           if t.get("key") in cfg.unhealthy_taints]
+    out += [f"condition {c['type']}={c['status']}" for c in obj_get(obj, "status", "conditions", default=None) or []
+            if (c.get("type"), c.get("status")) in conditions]
+    return out
+
+
 def wait_marked(cluster: Cluster, cfg: GpuFault, node: str, deadline_ts: float,
-                not_before_ts: float | None = None) -> Marked | None:
+                not_before_ts: float | None = None, before: NodeMarks | None = None) -> Marked | None:
     """Until the deadline (cluster time): the node showing the GPU unhealthy, else None. When it was marked is what
     the node itself says (`marked_since`: a condition's or taint's own time, not before `not_before_ts`) where it
     says it — the drill may look long after the mark (it reads the exporter first, slower on a busy machine) — else
-    the moment it was observed."""
-    conditions = [tuple(c.split("=", 1)) for c in cfg.unhealthy_conditions if "=" in c]
+    the moment it was observed. `before`: the node's marks before the fault; only a mark new against it counts
+    (allocatable below what it was, a taint or condition it did not have)."""
 
     def marked(obj: dict) -> str | None:
         capacity = _gpus(obj_get(obj, "status", "capacity", GPU))
         allocatable = _gpus(obj_get(obj, "status", "allocatable", GPU))
-        if capacity and allocatable is not None and allocatable < capacity:
+        floor = capacity if before is None or before.allocatable is None else min(capacity or 0, before.allocatable)
+        if capacity and allocatable is not None and allocatable < floor:
             return f"allocatable {GPU} {allocatable} of {capacity}"
-        for taint in obj_get(obj, "spec", "taints", default=None) or []:
-            if taint.get("key") in cfg.unhealthy_taints:
-                return f"taint {taint['key']}:{taint.get('effect')}"
-        for cond in obj_get(obj, "status", "conditions", default=None) or []:
-            if (cond.get("type"), cond.get("status")) in conditions:
-                return f"condition {cond['type']}={cond['status']}"
-        return None
+        return next((m for m in _health_marks(obj, cfg) if before is None or m not in before.marks), None)
 
     found = wait_for(cluster, cluster.core.list_node, marked, deadline_ts, field_selector=f"metadata.name={node}")
     if found is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from drills.measure.gpu_chain import ExporterView, Marked
+from drills.measure.gpu_chain import ExporterView, Marked, NodeMarks
 from drills.verdicts.timeline import Verdict, format_duration, within
 
 __all__ = ["judge_exported", "judge_gpu_in_use", "judge_marked", "judge_remediated", "GPU_IN_USE"]
@@ -63,8 +63,17 @@ def judge_gpu_in_use(view: ExporterView, gpu: int, namespace: str, workers: tupl
                    "tested", inconclusive=True)
 
 
-def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node: str, gpu: int) -> Verdict:
-    """Pass iff the node showed the GPU unhealthy within `limit_s` cluster seconds of the injection."""
+def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node: str, gpu: int,
+                 before: NodeMarks | None = None) -> Verdict:
+    """Pass iff the node showed the GPU unhealthy within `limit_s` cluster seconds of the injection — a mark new
+    against `before` (what it showed before the fault). None new while the node was already marked before: whether
+    this GPU was marked cannot be told (inconclusive, naming the old mark) — never the fault's mark."""
+    already = before.sentence() if before is not None else ""
+    if marked is None and already:
+        return Verdict("gpu marked unhealthy", False, None, limit_s, "s",
+                       f"node {node} already showed {already} before the XID ({before.source}) and nothing new "
+                       f"within {format_duration(limit_s)}: whether GPU {gpu} was marked unhealthy cannot be told",
+                       inconclusive=True, unobserved=True)
     if marked is None:
         return Verdict("gpu marked unhealthy", False, None, limit_s, "s",
                        f"GPU {gpu} of node {node} was never marked unhealthy within {format_duration(limit_s)} of the "

@@ -235,3 +235,23 @@ def test_an_xid_on_a_gpu_no_worker_uses_is_inconclusive_not_a_pass(tmp_path_fact
         assert all(r["ok"] for r in rec["details"]["reverts"])
     finally:
         handle.stop()
+
+
+def test_a_gpu_already_missing_before_the_xid_is_not_its_mark(twin_factory, tmp_path):
+    """Issue 30, class 1 on the GPU fault chain (red team, wave 8): the device plugin of the training nodes already
+    reports one GPU fewer before the drill (allocatable 7 of 8) and nothing marks an unhealthy GPU (no-gpu-health-check).
+    Before, "allocatable 7 of 8" was read as the XID's mark, observed after it: PASS. The node's marks are now read
+    before the XID and only a new one counts: none came, and the old one cannot say whether this GPU was marked —
+    inconclusive, naming it; nothing is drained."""
+    twin = twin_factory(defects=["no-gpu-health-check"], scale=600.0)
+    for name in ("gpu-train-01", "gpu-train-02", "gpu-train-03"):
+        requests.patch(f"{twin.url}/api/v1/nodes/{name}/status", json={"status": {"allocatable": {"nvidia.com/gpu": "7"}}},
+                       headers={"Content-Type": "application/merge-patch+json"}, timeout=5).raise_for_status()
+    done = drills("run", "-m", "training", "-k", "unhealthy", "--twin-state", str(twin.state_dir), "--no-html",
+                  "--reports", str(tmp_path), "--run-id", "missing")
+    (rec,) = records(tmp_path / "missing")
+    assert (rec["verdict"], rec["category"]) == ("inconclusive", "not_observed"), (rec["reason"], done.stdout[-2000:])
+    marked = _check(rec, "gpu marked unhealthy")
+    assert marked["verdict"] == "inconclusive" and "already showed allocatable nvidia.com/gpu 7 of 8 before the XID" \
+        in marked["reason"], marked
+    assert [f["kind"] for f in rec["details"]["faults"]] == ["gpu-xid"]  # the drill drained nothing
