@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 MB = 1_000_000  # fio and storage vendors quote decimal MB/s
 DEFAULT_REPEATS = 5
 RATE_WAIT_S = 600.0  # cluster seconds to see two step lines of a running job
+BASELINE_SAVES = 5  # the job's usual save: the median of its last this many saves before the saturation
 # fio saturated the store only if it moved at least this share of what the store gave the probe alone
 MIN_EFFECT = 0.5
 CATCH_UP_WALL_S = 0.2  # the monitor has caught up with the job's log when its newest line is this fresh
@@ -178,7 +179,14 @@ class TrainingSaves:
 
     @property
     def baseline_s(self) -> float | None:
-        return max(s for _, s in self.baseline) if self.baseline else None
+        """The job's usual save: the median of its last BASELINE_SAVES saves before the saturation. Not the slowest
+        of them: a save made while the store was already contended (another tenant's flood, an earlier drill) would
+        make a crawl under this one's fio look normal (red team, wave 8); one slow or fast save moves no median."""
+        if not self.baseline:
+            return None
+        last = sorted(s for _, s in self.baseline[-BASELINE_SAVES:])
+        mid = len(last) // 2
+        return last[mid] if len(last) % 2 else (last[mid - 1] + last[mid]) / 2
 
     @property
     def saturated_s(self) -> float | None:
@@ -302,7 +310,8 @@ def short_window(window_s: float, interval_steps: int | None, steps_per_s: float
 
 
 def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
-    """The job's saves that started and ended under saturation take ≤ ratio × its slowest save before it.
+    """The job's saves that started and ended under saturation take ≤ ratio × its usual save before it (the median
+    of its last BASELINE_SAVES).
     No save inside the window is never a pass: a fail when one was due (saves crawl), inconclusive when
     the job's own interval or fio's stop left no save to judge."""
     name = "training checkpoint save"
@@ -343,8 +352,10 @@ def judge_training_saves(saves: TrainingSaves, ratio: float) -> Verdict:
     ok = within(worst, budget)
     step = max(saves.saturated, key=lambda x: x[1])[0]
     where = "within" if ok else "over"
+    usual = min(len(saves.baseline), BASELINE_SAVES)
     reason = (f"training checkpoint save of step {step} under saturation: {_s(worst)}, {worst / base:.1f}× the "
-              f"{_s(base)} baseline, {where} the {ratio:g}× budget ({_s(budget)})")
+              f"{_s(base)} baseline (the median of its last {usual} save(s) before it), {where} the {ratio:g}× "
+              f"budget ({_s(budget)})")
     return Verdict(name, ok, worst, budget, "s", reason, baseline=base)
 
 

@@ -126,3 +126,14 @@ def test_a_job_that_had_not_reached_its_next_save_does_not_blame_the_store():
     assert "had not reached its next save (step 60000; last step seen 57250)" in verdict.reason
     crawl = judge_training_saves(saves(expected=True, next_step=60000, last_step=60400), 2.0)
     assert not crawl.passed and not crawl.inconclusive and "saves crawl" in crawl.reason
+
+
+def test_the_save_baseline_is_the_jobs_usual_save_not_its_slowest():
+    """Red team, wave 8: another tenant's flood (or an earlier drill on the same store) made one of the job's saves
+    before the fault slow (134 s among 40–53 s ones). As the slowest save it was the baseline, and a save crawling
+    to 107 s under this drill's fio passed as 0.8×. The median of the last 5 saves is the usual save: 2.2×, FAIL."""
+    found = saves(baseline=((1500, 41.0), (3000, 134.0), (4500, 48.0), (6000, 53.0), (7500, 45.0), (9000, 47.0)),
+                   saturated=((10500, 107.0),))
+    assert found.baseline_s == 48.0  # the last five: 134, 48, 53, 45, 47 → 48
+    verdict = judge_training_saves(found, 2.0)
+    assert not verdict.passed and verdict.baseline == 48.0
