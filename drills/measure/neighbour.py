@@ -63,12 +63,16 @@ class NeighbourOutcome:
     wall: dict[str, float] = field(default_factory=dict)  # injected, end
     source: str = ""
     serving_nodes: tuple[str, ...] = ()  # where the serving pods of before the burst ran when it was submitted
+    # serving nodes the scheduler could not place a burst pod on whatever their GPUs (cordoned, a NoSchedule taint the
+    # burst does not tolerate): node → why, read after the hold
+    closed: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"desired": self.desired, "pods_before": dict(self.before),
                 "disrupted": [d.to_dict() for d in self.disrupted], "min_available": self.min_available,
                 "burst_jobs": {j.name: j.to_dict() for j in self.jobs}, "queue": self.queue,
-                "serving_nodes": list(self.serving_nodes), "source": self.source}
+                "serving_nodes": list(self.serving_nodes), "closed_serving_nodes": dict(self.closed),
+                "source": self.source}
 
 
 class NeighbourWatch:
@@ -117,19 +121,39 @@ class NeighbourWatch:
                     on_wait("held", clock.timestamp() - inj_ts)
             for event in merger.catch_up():
                 take(event)
-        jobs = self._jobs(burst)
+        jobs, tolerations = self._jobs(burst)
+        # only when a burst pod was left without GPUs does it matter whether the serving nodes could have taken it
+        waiting = any(j.unschedulable for j in jobs)
+        closed = {n: why for n in serving_nodes if waiting and tolerations is not None
+                  and (why := self._closed(n, tolerations))}
         return NeighbourOutcome(
             desired=desired, before=dict(before), disrupted=tuple(disrupted.values()), min_available=low, jobs=jobs,
             queue=burst.get("queue", ""), wall={"injected": to_wall(clock, inj_ts), "end": time.time()},
             source=f"pods -l {self.selector} in {self.ns} (nodes, DisruptionTarget conditions, deletions), "
                    f"jobs.batch.volcano.sh -l {burst['selector']} (status.state.phase) and their pods (nodes, "
-                   f"PodScheduled conditions): watched {hold_s:.0f}s from the burst", serving_nodes=serving_nodes)
+                   f"PodScheduled conditions): watched {hold_s:.0f}s from the burst", serving_nodes=serving_nodes,
+            closed=closed)
+
+    def _closed(self, node: str, tolerations: list[dict]) -> str | None:
+        """Why a burst pod could not have been placed on `node` whatever its GPUs: cordoned, or a NoSchedule /
+        NoExecute taint none of the burst's tolerations matches; None when the node was a candidate (or unread)."""
+        try:
+            obj = json.loads(self.cluster.core.read_node(node, _preload_content=False).data)
+        except Exception:  # noqa: BLE001 — unread: not claimed closed (the effect judge then says what it saw)
+            return None
+        if obj_get(obj, "spec", "unschedulable", default=False):
+            return "cordoned (spec.unschedulable)"
+        for taint in obj_get(obj, "spec", "taints", default=None) or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+                return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} not tolerated"
+        return None
 
     def _list_pods(self) -> list[dict]:
         return json.loads(self.cluster.core.list_namespaced_pod(self.ns, label_selector=self.selector,
                                                                 _preload_content=False).data).get("items", [])
 
-    def _jobs(self, burst: dict) -> tuple[BurstJob, ...]:
+    def _jobs(self, burst: dict) -> tuple[tuple[BurstJob, ...], list[dict] | None]:
+        """The burst's jobs as they stand, and its pods' tolerations (None: no burst pod read)."""
         ns, sel = burst["namespace"], burst["selector"]
         data = json.loads(self.cluster.custom.list_namespaced_custom_object(
             *VOLCANO[:2], ns, VOLCANO[2], label_selector=sel, _preload_content=False).data)
@@ -142,10 +166,11 @@ class NeighbourWatch:
                 nodes.setdefault(job, []).append(pod["spec"]["nodeName"])
             elif (cond := _unschedulable(pod)) is not None:
                 unplaced.setdefault(job, {})[pod["metadata"]["name"]] = cond.get("message") or ""
+        tolerations = next((obj_get(p, "spec", "tolerations", default=None) or [] for p in pods.get("items", [])), None)
         return tuple(BurstJob(j["metadata"]["name"], obj_get(j, "status", "state", "phase", default="") or "",
                               tuple(sorted(nodes.get(j["metadata"]["name"], ()))),
                               unplaced.get(j["metadata"]["name"], {}))
-                     for j in sorted(data.get("items", []), key=lambda j: j["metadata"]["name"]))
+                     for j in sorted(data.get("items", []), key=lambda j: j["metadata"]["name"])), tolerations
 
 
 def _unschedulable(pod: dict) -> dict | None:
@@ -154,3 +179,12 @@ def _unschedulable(pod: dict) -> dict | None:
     return next((c for c in obj_get(pod, "status", "conditions", default=None) or []
                  if c.get("type") == "PodScheduled" and c.get("status") == "False"
                  and c.get("reason") == "Unschedulable"), None)
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    """Kubernetes' toleration match: the key (empty with Exists: every key), the value for Equal, the effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", "")

@@ -23,10 +23,14 @@ def judge_burst_effect(outcome: NeighbourOutcome) -> Verdict:
     replica evicted" say the platform protects serving: a burst that fits in the free GPUs never asks the scheduler
     to choose. Evidence, from the objects: a serving replica disrupted, a burst pod placed on a node a replica served
     from, or a burst pod the scheduler could not place (PodScheduled=False, Unschedulable: no free GPUs as things
-    stood, the serving nodes included — the burst tolerates the GPU taint and has no node selector). None of them:
+    stood, the serving nodes included — the burst tolerates the GPU taint and has no node selector; it counts only when
+    a serving node was a candidate: not cordoned, no NoSchedule taint the burst does not tolerate). None of them:
     inconclusive, naming where every burst job went."""
     shared = sorted({n for j in outcome.jobs for n in j.nodes} & set(outcome.serving_nodes))
     waiting = {pod: msg for j in outcome.jobs for pod, msg in j.unschedulable.items()}
+    open_nodes = [n for n in outcome.serving_nodes if n not in outcome.closed]
+    if waiting and outcome.serving_nodes and not open_nodes:  # the serving nodes were never candidates (red team w8)
+        waiting = {}
     if outcome.disrupted:
         seen = f"{len(outcome.disrupted)} serving replica(s) disrupted"
     elif shared:
@@ -40,6 +44,12 @@ def judge_burst_effect(outcome: NeighbourOutcome) -> Verdict:
     if seen:
         return Verdict("fault effect", True, None, None, "", f"fault effect: the burst contested the serving GPUs: {seen}")
     placed = ", ".join(f"{j.name} {j.phase or 'Pending'} on {', '.join(j.nodes) or 'no node'}" for j in outcome.jobs)
+    closed = "; ".join(f"{n} {why}" for n, why in outcome.closed.items())
+    if closed and not open_nodes:
+        return Verdict("fault effect", False, None, None, "",
+                       f"inconclusive: the burst could not contest the serving replicas' GPUs — every serving node was "
+                       f"out of its reach ({closed}), so burst pods left without GPUs ({placed or 'no burst job found'})"
+                       f" say nothing of how serving holds under a burst: not tested", inconclusive=True)
     return Verdict("fault effect", False, None, None, "",
                    f"inconclusive: the burst never contested the serving replicas' GPUs — every burst pod was placed "
                    f"on free GPUs away from the serving nodes ({', '.join(outcome.serving_nodes) or 'none read'}) or "

@@ -42,3 +42,20 @@ def test_a_burst_pod_on_a_serving_node_or_a_disrupted_replica_contested_them():
     gone = Disruption("r-0", "u0", "PreemptionByScheduler", "", 3.0)
     verdict = judge_burst_effect(_outcome([BurstJob("burst-0", "Running", ("gpu-train-05",))], [gone]))
     assert verdict.passed and "1 serving replica(s) disrupted" in verdict.reason
+
+
+def test_a_burst_pod_left_without_gpus_proves_nothing_when_no_serving_node_could_take_it():
+    """Red team, wave 8: the serving nodes were cordoned during the drill, so the scheduler never weighed them; burst
+    pods left without GPUs ("2 node(s) were unschedulable, 6 Insufficient nvidia.com/gpu") were read as contesting the
+    serving GPUs: PASS for a platform with no defence left. A waiting pod counts only while a serving node was a
+    candidate; with one open it still does."""
+    waiting = BurstJob("burst-1", "Pending", (), {"burst-1-worker-0": "0/8 nodes are available: 2 node(s) were "
+                                                                       "unschedulable, 6 Insufficient nvidia.com/gpu."})
+    closed = _outcome([waiting])
+    closed.closed.update({n: "cordoned (spec.unschedulable)" for n in SERVING})
+    verdict = judge_burst_effect(closed)
+    assert verdict.inconclusive and "every serving node was out of its reach" in verdict.reason
+    assert "gpu-infer-01 cordoned (spec.unschedulable)" in verdict.reason
+    one_open = _outcome([waiting])
+    one_open.closed["gpu-infer-01"] = "cordoned (spec.unschedulable)"
+    assert judge_burst_effect(one_open).passed
