@@ -139,4 +139,4 @@ def judge_quiet(alerts: Sequence[str], injected: datetime | None, fired: Mapping
                        inconclusive=True, unobserved=True)
     return Verdict(QUIET, True, 0.0, 0, "alerts",
                    f"none of {names} fired through the drill, and each was watching (its rule evaluated, every "
-                   f"series it reads scraped)")
+                   f"series it reads scraped, through the drill)")

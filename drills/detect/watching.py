@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -55,16 +56,22 @@ def read_rules(prometheus_url: str, timeout_s: float = 5.0) -> dict[str, dict] |
 
 
 def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
-              timeout_s: float = 5.0) -> dict[str, str | None]:
+              timeout_s: float = 5.0, since_unix: float | None = None, step_s: float | None = None,
+              scale: float = 1.0) -> dict[str, str | None]:
     """alert → why its silence proves nothing (None: its rule is evaluated and every series it reads exists in the
     last `lookback_s` of the stack's own clock: its lookback-delta, wall seconds for a dilated twin stack), so a
-    series that stopped being scraped longer ago than a rule would still read it does not count."""
+    series that stopped being scraped longer ago than a rule would still read it does not count. Given `since_unix`
+    (the fault, on the stack's clock) and `step_s` (a scrape interval there), every series must also have been there
+    through the whole drill: a name with no series for two steps or more in a row since the fault (an exporter that
+    went away and came back) left its rule blind for that long (red team, wave 8); `scale` converts the gap to
+    cluster time for the sentence."""
     alerts = list(dict.fromkeys(alerts))
     rules = read_rules(prometheus_url, timeout_s)
     if rules is None:
         return {a: f"Prometheus {prometheus_url} did not list its rules" for a in alerts}
     out: dict[str, str | None] = {}
     present: dict[str, bool | None] = {}
+    gaps: dict[str, tuple[float, float] | None] = {}
     window = f"{max(1, round(lookback_s * 1000))}ms"
     for alert in alerts:
         rule = rules.get(alert)
@@ -86,7 +93,49 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
         else:
             out[alert] = (f"its rule reads {', '.join(missing)}, of which Prometheus has no series: nothing it "
                           f"scrapes exports {'it' if len(missing) == 1 else 'them'}") if missing else None
+            if out[alert] is None and since_unix is not None and step_s:
+                for metric in rule_metrics(str(rule.get("query") or "")):
+                    if metric not in gaps:
+                        gaps[metric] = _longest_gap(prometheus_url, metric, since_unix, step_s, timeout_s)
+                    if gaps[metric]:
+                        start, length = gaps[metric]
+                        out[alert] = (f"its rule reads {metric}, of which Prometheus had no series for "
+                                      f"{length * scale:.0f} s (cluster time) during the drill, from "
+                                      f"{time.strftime('%H:%M:%S', time.gmtime(start))} (wall): it could not fire then")
+                        break
     return out
+
+
+def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: float,
+                 timeout_s: float) -> tuple[float, float] | None:
+    """(start, length) of the longest run of two or more `step_s` steps since `start_unix` at which Prometheus had no
+    series named `metric` (its instant selector: what a rule evaluated then saw), in unix seconds; None: none."""
+    end = time.time()
+    if end - start_unix < 2 * step_s:
+        return None
+    body = _get(prometheus_url, "/api/v1/query_range?" + urllib.parse.urlencode(
+        {"query": f'count({{__name__="{metric}"}})', "start": f"{start_unix:.3f}", "end": f"{end:.3f}",
+         "step": f"{step_s:.3f}"}), timeout_s)
+    if body is None or body.get("status") != "success":
+        return None  # unread: the end-of-drill reading above stands
+    result = (body.get("data") or {}).get("result") or []
+    seen = sorted(float(t) for t, _ in (result[0].get("values") or [])) if result else []
+    expected = [start_unix + i * step_s for i in range(int((end - start_unix) / step_s) + 1)]
+    longest, run_start, run = None, None, 0
+    present = iter(seen)
+    nxt = next(present, None)
+    for t in expected:
+        while nxt is not None and nxt < t - step_s / 2:
+            nxt = next(present, None)
+        here = nxt is not None and abs(nxt - t) <= step_s / 2
+        if here:
+            run, run_start = 0, None
+            continue
+        run += 1
+        run_start = t if run_start is None else run_start
+        if run >= 2 and (longest is None or run * step_s > longest[1]):
+            longest = (run_start, run * step_s)
+    return longest
 
 
 SEEN, BLIND, STALLED, UNREAD = "seen", "blind", "stalled", "unread"

@@ -262,6 +262,32 @@ def test_an_alert_gone_with_its_condition_was_seen_after_and_one_gone_with_its_e
         watch.stop()
 
 
+def test_a_rule_whose_exporter_was_away_for_part_of_the_drill_was_not_watching_then(monitoring, target):
+    """Red team, wave 8: the quiet claim read each rule's series once, at the end; an exporter that went away during
+    the drill and came back before it left the claim "each was watching" standing. Now every series a rule reads must
+    be there scrape by scrape since the fault: the target failing for ~2 s of wall time (~2 cluster minutes) is
+    named, with how long; a target that never failed is not."""
+    from drills.detect.watching import unwatched
+
+    timing, url = monitoring.timing, monitoring.prometheus_url
+    step, lookback = timing.wall(timing.scrape_s), 4 * timing.wall(timing.scrape_s)
+    since = time.time()
+    time.sleep(8 * step)
+    assert unwatched(url, ["GpuXidError"], lookback, since_unix=since, step_s=step, scale=timing.scale) == \
+        {"GpuXidError": None}
+    target.failing = True
+    try:
+        time.sleep(2.0)
+    finally:
+        target.failing = False
+    time.sleep(8 * step)  # scraped again: the end-of-drill reading alone would say "watching"
+    assert unwatched(url, ["GpuXidError"], lookback) == {"GpuXidError": None}
+    gap = unwatched(url, ["GpuXidError"], lookback, since_unix=since, step_s=step, scale=timing.scale)["GpuXidError"]
+    assert gap is not None and gap.startswith("its rule reads DCGM_FI_DEV_XID_ERRORS, of which Prometheus had no "
+                                              "series for "), gap
+    assert "(cluster time) during the drill" in gap and "it could not fire then" in gap
+
+
 def test_one_fault_raising_more_distinct_alerts_than_the_budget_is_an_alert_storm(monitoring, target, xid_fault):
     clock = monitoring.clock
     watch = monitoring.watch()
