@@ -240,3 +240,24 @@ def test_replicas_that_answer_with_nothing_are_not_a_serving_platform(twin_facto
             assert first == stop and fam["vllm:generation_tokens"].samples[0].value == 0, text
         empties += stop
     assert empties >= 1  # the probes reached the replacement
+
+
+def test_the_jobs_leaves_are_read_from_lldp_not_from_a_label(twin_factory, tmp_path):
+    """Red team, wave 8 (class 1, switch uplink): leaf-2's first uplink is down before the drill
+    (uplink-down-before-drill) and the job's node under leaf-2 carries a leaf label naming leaf-1. The hypothesis took
+    the job's leaves from the labels — only leaf-1's uplinks were read: "every uplink of the job's leaves up", PASS on
+    a fabric already short of an uplink. The switches' own LLDP now says which leaf each job node is cabled to: leaf-2
+    is read, its down uplink refuses the drill, and the reading says how leaf-2 was found."""
+    import requests
+
+    twin = twin_factory(defects=["uplink-down-before-drill"], scale=300.0)
+    requests.patch(f"{twin.url}/api/v1/nodes/gpu-train-02", json={"metadata": {"labels": {
+        "network.gpu-drills.io/leaf": "leaf-1"}}}, headers={"Content-Type": "application/merge-patch+json"},
+        timeout=5).raise_for_status()
+    done = drills("run", "-m", "network", "-k", "carrying and not sonic and not nxos", "--twin-state", str(twin.state_dir),
+                  "--no-html", "--reports", str(tmp_path), "--run-id", "lldp")
+    (rec,) = records(tmp_path / "lldp")
+    assert done.returncode == 2 and (rec["verdict"], rec["category"]) == ("inconclusive", "precondition_not_met"), \
+        (rec["reason"], done.stdout[-2000:])
+    reading = _reading(rec, "uplink leaf-2:Ethernet1/31")
+    assert reading["ok"] is False and "LLDP of leaf-2 shows gpu-train-02" in reading["source"], reading
