@@ -84,6 +84,8 @@ def _drill_table(records: list[Record], w: dict) -> dict:
         reason = r.reason
         if r.category is not None and not outcomes.of(r).counts_as_pass:
             reason = f"{reason} [{r.category.value}]"
+        if ((r.details.get("steady_state") or {}).get("before") or {}).get("checked") is False:
+            reason = f"{reason} ({w['steady_not_checked']})"  # an opt-out is said where the verdict is read
         target, measured = headline_figures(r)
         rows.append([r.drill, r.scenario, r.severity, target, measured, _verdict(r, w), reason])
     return {"header": header, "rows": rows}

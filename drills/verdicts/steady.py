@@ -64,6 +64,7 @@ class Hypothesis:
     drill: str
     readings: tuple[Reading, ...]
     at: datetime | None = None  # cluster time of the check
+    opted_out: str = ""  # why nothing was checked: the profile opts the drill out (`{drill: {}}`), said, never hidden
 
     @property
     def nominal(self) -> bool:
@@ -86,8 +87,11 @@ class Hypothesis:
         return f"{head}: {self.off_sentence()}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"when": self.when, "drill": self.drill, "nominal": self.nominal,
-                "at": self.at and Clock.iso(self.at), "readings": [r.to_dict() for r in self.readings]}
+        out = {"when": self.when, "drill": self.drill, "nominal": self.nominal,
+               "at": self.at and Clock.iso(self.at), "readings": [r.to_dict() for r in self.readings]}
+        if self.opted_out:
+            out.update(nominal=None, checked=False, why=self.opted_out)
+        return out
 
 
 def throughput_reading(measured: float | None, unit: str, source: str, nominal: float | None, nominal_source: str,

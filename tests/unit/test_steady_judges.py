@@ -222,3 +222,20 @@ def test_a_serving_platform_already_slow_before_the_fault_is_not_nominal(tmp_pat
     value, source = history_facet(tmp_path / "now", "inference-pod-kill", "inference latency", 2)
     assert value == pytest.approx(0.38) and "median of the last 2 passed runs' readings (r1, r3)" in source
     assert history_facet(tmp_path / "now", "inference-pod-kill", "inference latency", 3)[0] is None
+
+
+def test_a_drill_the_profile_opts_out_is_said_not_checked_never_nominal():
+    """Red team, wave 8: `nominal.drills.switch-uplink: {}` is a documented opt-out; the drill then ran on an uplink
+    already down and PASSed with nothing saying the platform was not checked. The record now says so (checked false,
+    nominal unknown, why), and so do the console and the summary's drill table."""
+    from drills.core.record import Outcome, Record
+    from drills.report.summary import _drill_table
+    from drills.report.text import labels
+
+    opted = Hypothesis("before", "switch-uplink", (), opted_out="the profile opts switch-uplink out")
+    data = opted.to_dict()
+    assert data["checked"] is False and data["nominal"] is None and data["why"].startswith("the profile opts")
+    rec = Record(run_id="r", drill="switch-uplink", scenario="Drop one uplink", verdict=Outcome.PASS, recovery_s=1.0,
+                 target_s=900.0, phases={}, reason="recovered", details={"steady_state": {"before": data}})
+    (row,) = _drill_table([rec], labels("en"))["rows"]
+    assert row[-1] == "recovered (steady state not checked: the profile opts this drill out)"
