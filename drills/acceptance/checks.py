@@ -15,7 +15,7 @@ no-go, the same UUID on two nodes still `wrong_node`. The gate reads each node o
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from drills.acceptance import coverage, dcgm_gpus, exits, freshness, identity, plausible, policy, unread
@@ -117,6 +117,10 @@ class AcceptChecks:
                     r = plausible.check(identity.bind(r, pod), plan.expect.get(node), plan.expect.get(peer or ""))
                     r = identity.store_mount(coverage.check(r, plan.expect.get(node)), text, cfg.thresholds)
                     r = exits.check(r, pod)
+                    if check == "nccl-pair" and k == 0 and not cfg.pair_across_leaves and r.go:
+                        # the site's opt-out: said wherever the GO is read, never hidden (red team, wave 8)
+                        r = replace(r, reason=f"{r.reason} (acceptance.pair_across_leaves is false: the pair need not "
+                                              f"cross the spine, and the spine's path was not tested)")
                 (self.result.pairs if k == 1 else self.result.results).append(r)
 
     def _ports(self) -> None:

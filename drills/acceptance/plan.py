@@ -101,9 +101,8 @@ def make_plan(cluster, profile, selection: str) -> AcceptPlan:
     problem = None
     if reference is not None:
         problem = unfit_reference(all_nodes[reference], cfg.healthy_conditions)
-        if problem is None and cfg.pair_across_leaves and leaves.get(reference) and leaves[reference] in batch_leaves:
-            problem = (f"{reference} is under {leaves[reference]}, the new nodes' leaf: the pair would never cross the "
-                       "spine (acceptance.pair_across_leaves)")
+        if problem is None and cfg.pair_across_leaves:
+            problem = _across(reference, leaves.get(reference), batch_leaves, leaf_label)
     expect = {n: expectation_for(n, _labels(all_nodes[n]), cfg) for n in [*names, *([reference] if reference else [])]}
     return AcceptPlan(
         nodes=tuple(names), reference=reference, checks=tuple(cfg.checks),
@@ -133,10 +132,26 @@ def reference_now(cluster, plan: AcceptPlan, leaf_label: str, across_leaves: boo
     except ApiException as err:
         return f"{plan.reference} could not be read again ({err.status} {err.reason})"
     problem = unfit_reference(node, healthy)
-    leaf = _labels(node).get(leaf_label)
-    if problem is None and across_leaves and leaf and leaf in {plan.leaves.get(n) for n in plan.nodes}:
-        problem = f"{plan.reference} is now under {leaf}, the new nodes' leaf: the pair would never cross the spine"
+    if problem is None and across_leaves:
+        problem = _across(plan.reference, _labels(node).get(leaf_label), {plan.leaves.get(n) for n in plan.nodes},
+                          leaf_label, now=True)
     return problem
+
+
+def _across(reference: str, leaf: str | None, batch_leaves: set, leaf_label: str, now: bool = False) -> str | None:
+    """Why a pair with `reference` would not be known to cross the spine (None: it would): the reference under a new
+    node's leaf, or a leaf not known on either side — unknown is not another leaf (red team, wave 8: a reference with
+    no leaf label was taken as under another leaf, and a pair inside a leaf cut off from the spines got GO)."""
+    if not leaf:
+        return (f"{reference} has no {leaf_label} label: whether the pair crosses the spine cannot be told "
+                "(acceptance.pair_across_leaves)")
+    if None in batch_leaves or "" in batch_leaves:
+        return (f"a node under test has no {leaf_label} label: whether the pair with {reference} crosses the spine "
+                "cannot be told (acceptance.pair_across_leaves)")
+    if leaf in batch_leaves:
+        return (f"{reference} is {'now ' if now else ''}under {leaf}, the new nodes' leaf: the pair would never cross "
+                "the spine (acceptance.pair_across_leaves)")
+    return None
 
 
 def unfit_reference(node: dict, healthy: dict[str, str]) -> str | None:

@@ -280,3 +280,15 @@ def test_a_node_not_ready_or_under_pressure_when_planned_runs_no_check():
     assert [line for line in dry if "NOT HEALTHY" in line] == [
         "gpu-new-02 NOT HEALTHY (Ready False since None): its checks will not run; it will be a no-go",
         "gpu-new-03 NOT HEALTHY (PIDPressure True since t1): its checks will not run; it will be a no-go"]
+
+
+def test_a_reference_or_a_new_node_with_no_leaf_is_not_across_the_spine():
+    """Red team, wave 8: the reference's leaf label removed, the pair check took "no leaf" for "another leaf" and a
+    node under a leaf cut off from the spines got GO over its own leaf. Unknown is not another leaf."""
+    from drills.acceptance.plan import _across
+
+    label = "network.gpu-drills.io/leaf"
+    assert "gpu-new-01 has no network.gpu-drills.io/leaf label" in _across("gpu-new-01", None, {"leaf-3"}, label)
+    assert "a node under test has no" in _across("gpu-train-01", "leaf-1", {"leaf-3", None}, label)
+    assert "the pair would never cross the spine" in _across("gpu-new-01", "leaf-3", {"leaf-3"}, label)
+    assert _across("gpu-train-01", "leaf-1", {"leaf-3"}, label) is None
