@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from drills.core.kube import obj_get
 from drills.faults import Plan
 
-__all__ = ["Scope", "capture", "diff", "state_diff", "changes_sentence"]
+__all__ = ["Scope", "StateWatch", "capture", "diff", "state_diff", "changes_sentence"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,39 @@ class Scope:
     def _namespace(self, ns: str) -> None:
         if ns not in self.namespaces:
             self.namespaces.append(ns)
+
+
+@dataclass
+class StateWatch:
+    """One scenario's state diff: what its plans could reach, read before each plan's fault (new keys only: what an
+    earlier fault changed stays as it was found before the first), and compared after the reverts settled."""
+
+    scope: Scope = field(default_factory=Scope)
+    before: dict[str, dict] = field(default_factory=dict)
+    before_at: str | None = None
+    left_to_site: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+
+    def capture_before(self, cluster, plan: Plan, now_iso: str) -> None:
+        """Read-only; a value that cannot be read is shown as unread."""
+        self.scope.add(cluster, plan)
+        self.before_at = self.before_at or now_iso
+        for key, value in capture(cluster, self.scope).items():
+            self.before.setdefault(key, value)
+        self.before.setdefault(f"left by {plan.kind} {plan.target}", {"value": [], "source": "before the fault"})
+
+    def leave_to_site(self, key: str, fields: tuple[str, ...], why: str) -> None:
+        """Hand `fields` of the object `key` ("node gpu-train-01") to the site's own process: not compared after the
+        reverts (a node the site's remediation cordoned for the rehearsed fault stays cordoned), and said."""
+        self.left_to_site[key] = (tuple(fields), why)
+
+    def after(self, cluster, left: Mapping[str, Iterable[str]], now_iso: str) -> dict[str, Any] | None:
+        """The record's `details.state_diff` now (None: nothing was read before). `left`: per fault ("kind target")
+        what its read-back found left; a planned fault never injected (refused, interrupted) left nothing."""
+        if not self.before:
+            return None
+        planned = {k.removeprefix("left by "): () for k in self.before if k.startswith("left by ")}
+        after = capture(cluster, self.scope, {**planned, **left})
+        return state_diff(self.before, after, self.before_at, now_iso, self.left_to_site)
 
 
 def capture(cluster, scope: Scope, left: Mapping[str, Iterable[str]] | None = None) -> dict[str, dict]:

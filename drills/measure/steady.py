@@ -13,18 +13,17 @@ import json
 import logging
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 from drills.core.clock import parse_iso
-from drills.verdicts.steady import (Hypothesis, Reading, answers_reading, gpu_use_reading, latency_reading,
-                                    replicas_reading, restart_reading, store_reading, throughput_reading, unobserved,
-                                    uplink_reading)
+from drills.verdicts.steady import (Hypothesis, Reading, answers_reading, gpu_use_reading, replicas_reading,
+                                    restart_reading, store_reading, throughput_reading, unobserved)
 
 __all__ = ["SteadyContext", "read_hypothesis", "read_throughput", "read_last_restart", "history_nominal",
-           "last_restored", "cluster_key", "history_facet"]
+           "last_restored", "cluster_key", "history_facet", "job_pods"]
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +67,18 @@ def read_hypothesis(when: str, drill: str, ctx: SteadyContext, since: datetime |
     if nominal.inference_replicas is not None:
         readings.append(_replicas(ctx, nominal.inference_replicas))
     if nominal.inference_answers or nominal.inference_latency is not None:
-        probe = _probe(ctx)  # one set of probe completions for both facets
+        from drills.measure.steady_serving import latency, probe_endpoint
+
+        probe = probe_endpoint(ctx)  # one set of probe completions for both facets
         if nominal.inference_answers:
             readings.append(answers_reading(probe.sent, probe.failures, probe.source) if probe.url else
                             unobserved("inference answers", "probe completions valid", probe.source))
         if nominal.inference_latency is not None:
-            readings.append(_latency(ctx, drill, nominal.inference_latency, probe))
+            readings.append(latency(ctx, drill, nominal.inference_latency, probe))
     if nominal.uplinks_up:
-        readings.extend(_uplinks(ctx))
+        from drills.measure.steady_fabric import uplinks
+
+        readings.extend(uplinks(ctx))
     if nominal.store_bandwidth_mb_s is not None:
         readings.append(_store(ctx, nominal.store_bandwidth_mb_s, nominal.store_min_ratio))
     return Hypothesis(when, drill, tuple(readings), now)  # type: ignore[arg-type]
@@ -98,7 +101,7 @@ def _read_throughput(cluster, workload, window_s: float) -> tuple[float | None, 
     """One reading: (value | None, unit, source, step lines found — None when no worker runs)."""
     from drills.measure.logread import LogReader
 
-    pods = _job_pods(cluster, workload)
+    pods = job_pods(cluster, workload)
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     subject = f"{workload.namespace}/{workload.job}"
     if not running:
@@ -160,7 +163,7 @@ def read_last_restart(cluster, workload) -> tuple[datetime | None, str, str]:
                 f"{at.isoformat()}," if back else f"the job restarted (retryCount {status.get('retryCount', '?')}) and "
                 "is not Running again yet; it began restarting")
         found.append((at, what, f"jobs.batch.volcano.sh {subject} status.conditions"))
-    for pod in _job_pods(cluster, workload):
+    for pod in job_pods(cluster, workload):
         for cs in (pod.get("status") or {}).get("containerStatuses") or ():
             ended = ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
             if int(cs.get("restartCount") or 0) > 0 and ended:
@@ -285,76 +288,6 @@ def _replicas(ctx: SteadyContext, expected: int) -> Reading:
     return replicas_reading(serving, ready, desired, expected, source)
 
 
-@dataclass
-class Probe:
-    """PROBE_ANSWERS completions sent to the endpoint: what failed (kind and reason → count), how long each valid one
-    took (cluster seconds) and where they went. `url` None: no endpoint to send them to (`source` says why)."""
-
-    url: str | None
-    source: str
-    sent: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
-    latencies_s: list[float] = field(default_factory=list)
-
-
-def _probe(ctx: SteadyContext) -> Probe:
-    """PROBE_ANSWERS completions of the load's shape sent one after the other, each classified as the load classifies
-    its answers; the model of the first valid answer is the one the others must carry (a fallback is not it). A valid
-    answer's latency is the twin gateway's modelled one (`x-twin-latency-ms`, cluster time, as the load reads it),
-    else the wall time it took (a real endpoint: scale 1)."""
-    import requests
-
-    from drills.load.hung import dilated, post_asking_twin
-    from drills.load.outcome import answer_model, classify_answer, classify_exception, client_timeout_wall_s
-    from drills.twin.workloads.inference_gateway import LATENCY_HEADER
-
-    w = ctx.profile.workloads.inference
-    url = (ctx.twin_info or {}).get("gateway") if w.endpoint == "from-twin" else w.endpoint
-    if not url:
-        return Probe(None, "workloads.inference.endpoint is from-twin but the target is no twin")
-    probe = Probe(url, f"POST {url.rstrip('/')}/v1/completions × {PROBE_ANSWERS}", sent=PROBE_ANSWERS)
-    scale = ctx.cluster.clock.scale
-    timeout = client_timeout_wall_s(w.request_timeout_s, scale)
-    body = {"model": w.model, "prompt": "steady-state probe", "max_tokens": w.load.max_tokens}
-    models: set[str] = {w.model}
-    for _ in range(PROBE_ANSWERS):
-        started = time.monotonic()
-        if dilated(ctx.cluster.clock):  # a twin's clock: the twin says, in cluster time, what is hung (load/hung.py)
-            resp = post_asking_twin(url.rstrip("/") + "/v1/completions", body, url, timeout, w.request_timeout_s, scale)
-        else:
-            try:
-                resp = requests.post(url.rstrip("/") + "/v1/completions", json=body, timeout=timeout)
-            except requests.RequestException as err:
-                resp = err
-        took = (time.monotonic() - started) * scale
-        if isinstance(resp, BaseException):
-            why = classify_exception(resp)
-        else:
-            kind, why = classify_answer(resp.status_code, resp.content, models if len(models) > 1 else ())
-            if kind is None:
-                named = answer_model(resp.content)
-                if named and len(models) == 1:  # the model the endpoint answers as: the others must carry it too
-                    models.add(named)
-                modelled = resp.headers.get(LATENCY_HEADER)
-                try:
-                    probe.latencies_s.append(float(modelled) / 1000 if modelled is not None else took)
-                except ValueError:
-                    probe.latencies_s.append(took)
-                continue
-        probe.failures[why] = probe.failures.get(why, 0) + 1
-    return probe
-
-
-def _latency(ctx: SteadyContext, drill: str, spec, probe: Probe) -> Reading:
-    if spec.value is not None:
-        nominal, nominal_source = spec.value, "the profile's nominal"
-    else:
-        nominal, nominal_source = history_facet(ctx.reports_dir, drill, "inference latency", spec.history)
-    if probe.url is None:
-        return unobserved("inference latency", "probe completions' median latency", probe.source)
-    return latency_reading(probe.latencies_s, probe.source, nominal, nominal_source, spec.max_ratio)
-
-
 def history_facet(reports_dir: Path | None, drill: str, facet: str, last: int) -> tuple[float | None, str]:
     """The median of what the last `last` passed runs of `drill` read for `facet` before their fault (their records'
     `details.steady_state.before`); (None, why) when fewer than `last` recorded one."""
@@ -372,86 +305,6 @@ def history_facet(reports_dir: Path | None, drill: str, facet: str, last: int) -
                       f"the median of {last}")
     runs = ", ".join(dict.fromkeys(r for r, _ in figures))
     return statistics.median(v for _, v in figures), f"median of the last {last} passed runs' readings ({runs})"
-
-
-def _uplinks(ctx: SteadyContext) -> list[Reading]:
-    """Every uplink of the job's leaves, admin and oper up. Which leaves carry the job and which of their ports are
-    uplinks are read from the fabric itself where it says (red team, wave 8: a relabelled node, an inventory listing
-    one uplink of two, both passed with an uplink down): each switch's LLDP table — the leaf a job node is seen on, the
-    ports whose neighbour is another switch of the inventory — joined with the inventory's `uplinks`; the node's leaf
-    label only for a node no switch's LLDP shows (servers without lldpd), said so in the reading's source."""
-    from drills.faults.switch.target import node_labels, switch_inventory
-    from drills.faults.switch.uplink import show_state
-
-    profile, workload = ctx.profile, ctx.profile.workloads.training
-    try:
-        inventory = {s.name: s for s in switch_inventory(profile, ctx.twin_info)}
-        nodes = sorted({p["spec"].get("nodeName") for p in _job_pods(ctx.cluster, workload) if p["spec"].get("nodeName")})
-        labels = node_labels(ctx.cluster, nodes)
-    except Exception as err:  # noqa: BLE001
-        return [unobserved("uplinks of the job's leaves", "every uplink admin and oper up", str(err).splitlines()[0])]
-    sw = profile.switches
-    tables = _lldp_tables(inventory.values(), profile.faults.switch_transport, sw)
-    label = profile.faults.leaf_label
-    leaves: dict[str, str] = {}  # leaf → how it was found to carry the job
-    for node in nodes:
-        seen = [name for name, table in tables.items() if table is not None and table.facing(node)]
-        for name in seen:
-            leaves.setdefault(name, f"LLDP of {name} shows {node}")
-        if not seen and labels[node].get(label):
-            leaves.setdefault(labels[node][label], f"{node}'s {label} label (no switch's LLDP shows {node})")
-    if not leaves:
-        return [unobserved("uplinks of the job's leaves", "every uplink admin and oper up",
-                           f"nodes {', '.join(nodes) or '(none)'}: on no switch's LLDP and no {label} label")]
-    out: list[Reading] = []
-    for leaf, how in leaves.items():
-        cfg = inventory.get(leaf)
-        table = tables.get(leaf)
-        fabric = [] if table is None else [n.local for n in table.neighbours
-                                           if any(_is_switch(n.system, other) for other in inventory.values()
-                                                  if other.name != leaf)]
-        uplinks = list(dict.fromkeys([*(cfg.uplinks if cfg is not None else []), *fabric]))
-        if cfg is None or not uplinks:
-            out.append(unobserved(f"uplinks of {leaf}", "every uplink admin and oper up",
-                                  f"{how}; switch inventory: {leaf} {'missing' if cfg is None else 'lists no uplinks'}"
-                                  f"{'' if table is None else ' and its LLDP shows no other switch'}"))
-            continue
-        for iface in uplinks:
-            listed = "" if iface in cfg.uplinks else " (an uplink by LLDP, not in the inventory's list)"
-            source = f"switch {leaf} ({cfg.dialect}) over SSH: interface state of {iface}{listed}; {how}"
-            try:
-                state = show_state(cfg, iface, profile.faults.switch_transport,
-                                   accept_unknown_host_keys=sw.accept_unknown_host_keys,
-                                   connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s)
-            except Exception as err:  # noqa: BLE001
-                out.append(uplink_reading(leaf, iface, None, None, f"{source}: {str(err).splitlines()[0]}"))
-                continue
-            out.append(uplink_reading(leaf, iface, state.admin_up, state.oper_up, source))
-    return out
-
-
-def _lldp_tables(switches, transport: str, sw) -> dict:
-    """Each switch's LLDP table read over SSH now (None where it cannot be read: LLDP off, no session)."""
-    from drills.core.errors import CheckFailed
-    from drills.faults.switch.lldp import read_lldp
-    from drills.faults.switch.session import SwitchSession
-
-    tables = {}
-    for cfg in switches:
-        try:
-            with SwitchSession(cfg, transport, error=CheckFailed, accept_unknown_host_keys=sw.accept_unknown_host_keys,
-                               connect_timeout=sw.connect_timeout_s, command_timeout=sw.command_timeout_s) as session:
-                tables[cfg.name] = read_lldp(session)
-        except Exception as err:  # noqa: BLE001 — a switch without LLDP: its uplinks come from the inventory alone
-            log.info("LLDP of %s not read: %s", cfg.name, str(err).splitlines()[0] if str(err) else err)
-            tables[cfg.name] = None
-    return tables
-
-
-def _is_switch(system: str, cfg) -> bool:
-    from drills.faults.switch.lldp import same_host
-
-    return same_host(system, cfg.name) or bool(getattr(cfg, "host", "")) and same_host(system, cfg.host)
 
 
 def _store(ctx: SteadyContext, nominal_mb_s: float, ratio: float) -> Reading:
@@ -479,7 +332,7 @@ def _store(ctx: SteadyContext, nominal_mb_s: float, ratio: float) -> Reading:
     return store_reading(mb_s, source, nominal_mb_s, ratio)
 
 
-def _job_pods(cluster, workload) -> list[dict]:
+def job_pods(cluster, workload) -> list[dict]:
     resp = cluster.core.list_namespaced_pod(workload.namespace, label_selector=f"{JOB_LABEL}={workload.job}",
                                             _preload_content=False)
     return [p for p in json.loads(resp.data).get("items", []) if not (p.get("metadata") or {}).get("deletionTimestamp")]
