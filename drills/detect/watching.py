@@ -62,7 +62,7 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
     last `lookback_s` of the stack's own clock: its lookback-delta, wall seconds for a dilated twin stack), so a
     series that stopped being scraped longer ago than a rule would still read it does not count. Given `since_unix`
     (the fault, on the stack's clock) and `step_s` (a scrape interval there), every series must also have been there
-    through the whole drill: a name with no series for two steps or more in a row since the fault (an exporter that
+    through the whole drill: a name with no series for GAP_STEPS steps or more in a row since the fault (an exporter that
     went away and came back) left its rule blind for that long (red team, wave 8); `scale` converts the gap to
     cluster time for the sentence."""
     alerts = list(dict.fromkeys(alerts))
@@ -108,10 +108,10 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
 
 def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: float,
                  timeout_s: float) -> tuple[float, float] | None:
-    """(start, length) of the longest run of two or more `step_s` steps since `start_unix` at which Prometheus had no
-    series named `metric` (its instant selector: what a rule evaluated then saw), in unix seconds; None: none."""
+    """(start, length) of the longest run of GAP_STEPS or more `step_s` steps since `start_unix` at which Prometheus had
+    no series named `metric` (its instant selector: what a rule evaluated then saw), in unix seconds; None: none."""
     end = time.time()
-    if end - start_unix < 2 * step_s:
+    if end - start_unix < GAP_STEPS * step_s:
         return None
     body = _get(prometheus_url, "/api/v1/query_range?" + urllib.parse.urlencode(
         {"query": f'count({{__name__="{metric}"}})', "start": f"{start_unix:.3f}", "end": f"{end:.3f}",
@@ -133,12 +133,15 @@ def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: fl
             continue
         run += 1
         run_start = t if run_start is None else run_start
-        if run >= 2 and (longest is None or run * step_s > longest[1]):
+        if run >= GAP_STEPS and (longest is None or run * step_s > longest[1]):
             longest = (run_start, run * step_s)
     return longest
 
 
 SEEN, BLIND, STALLED, UNREAD = "seen", "blind", "stalled", "unread"
+# a rule blind this many scrapes in a row (a minute at a 15 s cadence) since the fault was not watching the drill; a
+# scrape or two that timed out on a loaded target is not an exporter gone (the scrape timeout is one interval)
+GAP_STEPS = 4
 ALIVE_SCRAPES = 3  # scrapes of one target in a window that show Prometheus was scraping through it
 
 

@@ -189,6 +189,7 @@ class NodeMarks:
     capacity: int | None
     marks: tuple[str, ...]  # "taint nvidia.com/gpu.unhealthy:NoSchedule", "condition GPUHealthy=False"
     source: str
+    cordoned: str | None = None  # already out of scheduling before the fault: no cordon after it is the site's
 
     def sentence(self) -> str:
         shown = list(self.marks)
@@ -202,7 +203,8 @@ def read_marks(cluster: Cluster, cfg: GpuFault, node: str) -> NodeMarks:
     obj = json.loads(cluster.core.read_node(node, _preload_content=False).data)
     return NodeMarks(_gpus(obj_get(obj, "status", "allocatable", GPU)), _gpus(obj_get(obj, "status", "capacity", GPU)),
                      tuple(_health_marks(obj, cfg)),
-                     f"nodes/{node} @ resourceVersion {obj_get(obj, 'metadata', 'resourceVersion')}, before the fault")
+                     f"nodes/{node} @ resourceVersion {obj_get(obj, 'metadata', 'resourceVersion')}, before the fault",
+                     cordon_of(obj))
 
 
 def _health_marks(obj: dict, cfg: GpuFault) -> list[str]:
@@ -265,15 +267,17 @@ def marked_since(node: dict, cfg: GpuFault, observed: datetime, not_before_ts: f
     return min(found, key=lambda f: f[0]) if found else None
 
 
+def cordon_of(obj: dict) -> str | None:
+    """How the node is out of scheduling (spec.unschedulable, a NoExecute taint), None when it is not."""
+    if obj_get(obj, "spec", "unschedulable", default=False):
+        return "spec.unschedulable=true"
+    taint = next((t for t in obj_get(obj, "spec", "taints", default=None) or [] if t.get("effect") == "NoExecute"), None)
+    return f"taint {taint['key']}:NoExecute" if taint else None
+
+
 def wait_cordoned(cluster: Cluster, node: str, deadline_ts: float) -> Marked | None:
     """Until the deadline: the first moment the node is cordoned (spec.unschedulable) or NoExecute-tainted."""
-    def cordoned(obj: dict) -> str | None:
-        if obj_get(obj, "spec", "unschedulable", default=False):
-            return "spec.unschedulable=true"
-        taint = next((t for t in obj_get(obj, "spec", "taints", default=None) or [] if t.get("effect") == "NoExecute"), None)
-        return f"taint {taint['key']}:NoExecute" if taint else None
-
-    return _wait_node(cluster, node, cordoned, deadline_ts)
+    return _wait_node(cluster, node, cordon_of, deadline_ts)
 
 
 def _wait_node(cluster: Cluster, node: str, how, deadline_ts: float) -> Marked | None:

@@ -86,8 +86,16 @@ def judge_marked(marked: Marked | None, injected_ts: float, limit_s: float, node
                    f"({marked.source}){'' if ok else ', over the limit of ' + format_duration(limit_s)}")
 
 
-def judge_remediated(cordoned: Marked | None, marked_ts: float, limit_s: float, node: str) -> Verdict:
-    """Pass iff the site's remediation cordoned the node within `limit_s` cluster seconds of the GPU's mark."""
+def judge_remediated(cordoned: Marked | None, marked_ts: float, limit_s: float, node: str,
+                     before: NodeMarks | None = None) -> Verdict:
+    """Pass iff the site's remediation cordoned the node within `limit_s` cluster seconds of the GPU's mark. A node
+    already out of scheduling before the fault (`before.cordoned`) says nothing of the site's remediation:
+    inconclusive, naming how it was."""
+    if before is not None and before.cordoned:
+        return Verdict("node remediated", False, None, limit_s, "s",
+                       f"node {node} was already out of scheduling before the XID ({before.cordoned}; {before.source}): "
+                       "whether the site's remediation cordons a node with an unhealthy GPU cannot be told",
+                       inconclusive=True, unobserved=True)
     if cordoned is None:
         return Verdict("node remediated", False, None, limit_s, "s",
                        f"node {node} with an unhealthy GPU was not cordoned by the site's remediation within "

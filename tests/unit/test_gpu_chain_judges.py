@@ -195,3 +195,19 @@ def test_the_mark_is_timed_by_the_nodes_own_stamp_not_by_when_the_drill_looked()
     assert marked_since(node, cfg, datetime(2026, 12, 5, 12, 1, tzinfo=timezone.utc), 0) is None  # after the look
     plain = {**NODE, "status": {**NODE["status"], "allocatable": {"nvidia.com/gpu": "7"}}}
     assert marked_since(plain, cfg, observed, 0) is None
+
+
+def test_a_node_already_cordoned_before_the_xid_proves_no_remediation():
+    """The class of 'a mark already there before the XID' (wave 8) for the site's remediation: a node cordoned before
+    the fault is no cordon by the site's remediation after it — inconclusive, naming how it was."""
+    from datetime import datetime, timezone
+
+    from drills.measure.gpu_chain import Marked, NodeMarks
+    from drills.verdicts.gpu_chain import judge_remediated
+
+    before = NodeMarks(8, 8, (), "nodes/gpu-train-01 @ resourceVersion 7, before the fault", "spec.unschedulable=true")
+    seen = Marked("spec.unschedulable=true", datetime(2026, 1, 1, tzinfo=timezone.utc), "nodes/gpu-train-01, observed")
+    verdict = judge_remediated(seen, seen.at.timestamp(), 300.0, "gpu-train-01", before)
+    assert verdict.inconclusive and "already out of scheduling before the XID (spec.unschedulable=true" in verdict.reason
+    fresh = NodeMarks(8, 8, (), "nodes/gpu-train-01 @ resourceVersion 7, before the fault")
+    assert judge_remediated(seen, seen.at.timestamp(), 300.0, "gpu-train-01", fresh).passed
