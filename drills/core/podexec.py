@@ -32,6 +32,17 @@ def exec_in_pod(cluster, namespace: str, pod: str, command: list[str], container
         code = session.returncode
         session.close()
     except (ApiException, OSError, ValueError) as err:  # the exec never ran: say so, never guess
+        if _interrupted(err):  # Ctrl-C/SIGTERM landed in the stream, which wrapped it: an interrupt, not a reading
+            raise KeyboardInterrupt(str(err)) from err
         return EXEC_FAILED, "", f"exec failed: {getattr(err, 'status', '') or ''} {getattr(err, 'reason', '') or err}".strip()
     log.debug("%s/%s: %s → %s", namespace, pod, " ".join(command), code)
     return (EXEC_FAILED if code is None else code), out, err
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Whether the stream's error is a KeyboardInterrupt it caught and wrapped (its cause or its context: the
+    WebSocket client raises its own error while handling the interrupt). A run being stopped must end as
+    interrupted, never as a reading that failed (a steady state "not observed" with `exec failed: signal 2`)."""
+    from drills.core.signals import interrupt_caused
+
+    return interrupt_caused(err) or isinstance(err.__context__, KeyboardInterrupt)

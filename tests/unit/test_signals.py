@@ -231,3 +231,30 @@ def test_a_wrapped_ctrl_c_in_a_test_stops_the_session_like_a_bare_one(tmp_path):
                           timeout=120)
     out = done.stdout + done.stderr
     assert "Interrupted: interrupted" in out and "1 failed" in out and "passed" not in out, out[-2000:]
+
+
+def test_an_exec_stream_error_that_wrapped_an_interrupt_is_the_interrupt():
+    """A Ctrl-C landing inside a pods/exec stream came back as `exec failed: signal 2`, a reading that failed: a lane
+    stopped during its steady-state check ended inconclusive, not interrupted (CI, wave 8). The stream's error raised
+    while handling an interrupt (its context) or from one (its cause) is the interrupt, raised again by exec_in_pod;
+    an error of its own is still a failed exec."""
+    from drills.core.podexec import _interrupted
+
+    def raised(inner: BaseException | None, chain: str) -> OSError:
+        try:
+            try:
+                if inner is not None:
+                    raise inner
+                raise OSError("connection refused")
+            except BaseException as first:
+                if inner is None:
+                    raise
+                if chain == "cause":
+                    raise OSError("signal 2") from first
+                raise OSError("signal 2")
+        except OSError as err:
+            return err
+
+    assert _interrupted(raised(KeyboardInterrupt("signal 2"), "context"))
+    assert _interrupted(raised(KeyboardInterrupt("signal 2"), "cause"))
+    assert not _interrupted(raised(None, ""))
