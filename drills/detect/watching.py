@@ -106,22 +106,27 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
     return out
 
 
-def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: float,
-                 timeout_s: float) -> tuple[float, float] | None:
-    """(start, length) of the longest run of GAP_STEPS or more `step_s` steps since `start_unix` at which Prometheus had
-    no series named `metric` (its instant selector: what a rule evaluated then saw), in unix seconds; None: none."""
-    end = time.time()
-    if end - start_unix < GAP_STEPS * step_s:
+def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: float, timeout_s: float,
+                 end_unix: float | None = None, min_steps: int | None = None,
+                 went: bool = False) -> tuple[float, float] | None:
+    """(start, length) of the longest run of `min_steps` (GAP_STEPS) or more `step_s` steps from `start_unix` to
+    `end_unix` (now) at which Prometheus had no series of `metric` (a name, or a selector `{…}`: its instant selector,
+    what a rule evaluated then saw), in unix seconds; None: none, or unread. `went`: only a run after a step that had
+    the series counts (data that went away, not data not yet scraped when the window opened)."""
+    min_steps = GAP_STEPS if min_steps is None else min_steps
+    end = time.time() if end_unix is None else end_unix
+    if end - start_unix < min_steps * step_s:
         return None
+    selector = metric if metric.startswith("{") else f'{{__name__="{metric}"}}'
     body = _get(prometheus_url, "/api/v1/query_range?" + urllib.parse.urlencode(
-        {"query": f'count({{__name__="{metric}"}})', "start": f"{start_unix:.3f}", "end": f"{end:.3f}",
+        {"query": f"count({selector})", "start": f"{start_unix:.3f}", "end": f"{end:.3f}",
          "step": f"{step_s:.3f}"}), timeout_s)
     if body is None or body.get("status") != "success":
         return None  # unread: the end-of-drill reading above stands
     result = (body.get("data") or {}).get("result") or []
     seen = sorted(float(t) for t, _ in (result[0].get("values") or [])) if result else []
     expected = [start_unix + i * step_s for i in range(int((end - start_unix) / step_s) + 1)]
-    longest, run_start, run = None, None, 0
+    longest, run_start, run, had = None, None, 0, False
     present = iter(seen)
     nxt = next(present, None)
     for t in expected:
@@ -129,11 +134,13 @@ def _longest_gap(prometheus_url: str, metric: str, start_unix: float, step_s: fl
             nxt = next(present, None)
         here = nxt is not None and abs(nxt - t) <= step_s / 2
         if here:
-            run, run_start = 0, None
+            run, run_start, had = 0, None, True
             continue
+        if went and not had:
+            continue  # not yet there when the window opened: not data that went away
         run += 1
         run_start = t if run_start is None else run_start
-        if run >= GAP_STEPS and (longest is None or run * step_s > longest[1]):
+        if run >= min_steps and (longest is None or run * step_s > longest[1]):
             longest = (run_start, run * step_s)
     return longest
 
@@ -142,11 +149,12 @@ SEEN, BLIND, STALLED, UNREAD = "seen", "blind", "stalled", "unread"
 # a rule blind this many scrapes in a row (a minute at a 15 s cadence) since the fault was not watching the drill; a
 # scrape or two that timed out on a loaded target is not an exporter gone (the scrape timeout is one interval)
 GAP_STEPS = 4
+WENT_STEPS = 8  # scrapes before an alert went that are read for its data going first
 ALIVE_SCRAPES = 3  # scrapes of one target in a window that show Prometheus was scraping through it
 
 
 def observed_between(prometheus_url: str, query: str, about: Mapping[str, str], start_unix: float, end_unix: float,
-                     timeout_s: float = 5.0) -> str:
+                     timeout_s: float = 5.0, step_s: float | None = None) -> str:
     """Whether Prometheus got a sample about the object `about` names (drills/detect/objects.py `identity`) of a
     series the rule `query` reads, after `start_unix` and up to `end_unix` (its own clock, unix seconds) — the
     evidence that an alert went away because its condition ended, not because its data did (an exporter that
@@ -155,7 +163,11 @@ def observed_between(prometheus_url: str, query: str, about: Mapping[str, str], 
 
     SEEN: a sample came. BLIND: none came though Prometheus was scraping through the window (some target scraped
     ALIVE_SCRAPES times): the exporter answered without it, failed, or is gone. STALLED: Prometheus itself scraped
-    too little to tell (a starved process) — ask again later. UNREAD: Prometheus did not answer."""
+    too little to tell (a starved process) — ask again later. UNREAD: Prometheus did not answer.
+    Given `step_s` (a scrape interval on Prometheus's clock), the moment the alert went is read too: every selector
+    about the object absent for two scrapes in a row in the WENT_STEPS scrapes before it (and one after) is BLIND
+    whatever came later — the data went first, the alert with it; samples after it can be the exporter's return once
+    the fault was reverted."""
     window = f"{max(1, round((end_unix - start_unix) * 1000))}ms"
     narrowed: list[str] = []
     plain: list[str] = []
@@ -165,6 +177,10 @@ def observed_between(prometheus_url: str, query: str, about: Mapping[str, str], 
             return UNREAD
         matchers = {k: v for k, v in about.items() if k in names}
         (narrowed if matchers else plain).append(_selector(metric, matchers))
+    if step_s and all(_longest_gap(prometheus_url, selector, start_unix - WENT_STEPS * step_s, step_s, timeout_s,
+                                   end_unix=start_unix + step_s, min_steps=2, went=True)
+                        for selector in narrowed or plain):
+        return BLIND
     for selector in narrowed or plain:
         found = _instant(prometheus_url, f"count(last_over_time({selector}[{window}]))", end_unix, timeout_s)
         if found is None:

@@ -244,6 +244,8 @@ def test_an_alert_gone_with_its_condition_was_seen_after_and_one_gone_with_its_e
     assert about == {"Hostname": "gpu-node-01", "gpu": "3", "UUID": "GPU-0003"}  # not the owner pod: it moves
     time.sleep(max(0.0, cleared.gone_unix + settle - time.time()))
     assert observed_between(url, query, about, cleared.gone_unix, cleared.gone_unix + settle) == SEEN
+    step = monitoring.timing.wall(monitoring.timing.scrape_s)
+    assert observed_between(url, query, about, cleared.gone_unix, cleared.gone_unix + settle, step_s=step) == SEEN
 
     watch = monitoring.watch()
     target.xid[3] = 79
@@ -255,6 +257,11 @@ def test_an_alert_gone_with_its_condition_was_seen_after_and_one_gone_with_its_e
         time.sleep(max(0.0, went.gone_unix + settle - time.time()))
         assert observed_between(url, query, about, went.gone_unix, went.gone_unix + settle) == BLIND
         assert observed_between("http://127.0.0.1:9", query, about, went.gone_unix, went.gone_unix + settle) == UNREAD
+        went_at = went.gone_unix  # the exporter's return raises the alert again (the XID is still there)
+        target.failing = False  # the exporter back (the fault reverted): samples after it went, the data went first
+        time.sleep(settle)
+        assert observed_between(url, query, about, went_at, time.time()) == SEEN
+        assert observed_between(url, query, about, went_at, time.time(), step_s=step) == BLIND
     finally:
         target.failing = False
         target.xid[3] = 0
