@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import time
 import urllib.error
@@ -95,8 +96,9 @@ def unwatched(prometheus_url: str, alerts: Iterable[str], lookback_s: float,
                           f"scrapes exports {'it' if len(missing) == 1 else 'them'}") if missing else None
             if out[alert] is None and since_unix is not None and step_s:
                 for metric in rule_metrics(str(rule.get("query") or "")):
-                    if metric not in gaps:
-                        gaps[metric] = _longest_gap(prometheus_url, metric, since_unix, step_s, timeout_s)
+                    if metric not in gaps:  # at least GAP_WALL_S of the stack's own clock: a loaded machine
+                        gaps[metric] = _longest_gap(prometheus_url, metric, since_unix, step_s, timeout_s,  # stalls
+                                                    min_steps=max(GAP_STEPS, math.ceil(GAP_WALL_S / step_s)))
                     if gaps[metric]:
                         start, length = gaps[metric]
                         out[alert] = (f"its rule reads {metric}, of which Prometheus had no series for "
@@ -149,6 +151,9 @@ SEEN, BLIND, STALLED, UNREAD = "seen", "blind", "stalled", "unread"
 # a rule blind this many scrapes in a row (a minute at a 15 s cadence) since the fault was not watching the drill; a
 # scrape or two that timed out on a loaded target is not an exporter gone (the scrape timeout is one interval)
 GAP_STEPS = 4
+# ... and at least this long on the stack's own clock: a dilated twin stack scrapes every 0.25 s of wall time, and a
+# machine loaded past its cores stalls the twin's answers for a second or two (a gap of 105 cluster s at 60x in CI)
+GAP_WALL_S = 3.0
 WENT_STEPS = 8  # scrapes before an alert went that are read for its data going first
 ALIVE_SCRAPES = 3  # scrapes of one target in a window that show Prometheus was scraping through it
 

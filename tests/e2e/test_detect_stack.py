@@ -47,7 +47,7 @@ from drills.detect.pack import alert_names, pack_files
 from drills.detect.judge import judge_detection, judge_resolution, judge_storm
 from drills.detect.objects import identity
 from drills.detect.runner import open_monitoring
-from drills.detect.watching import ALIVE_SCRAPES, BLIND, SEEN, UNREAD, observed_between, read_rules
+from drills.detect.watching import ALIVE_SCRAPES, BLIND, GAP_WALL_S, SEEN, UNREAD, observed_between, read_rules
 from drills.detect.stack import missing_tools
 from drills.profile.monitoring import MonitoringConfig
 from drills.twin.exporters.vllm import ReplicaMetrics
@@ -272,8 +272,8 @@ def test_an_alert_gone_with_its_condition_was_seen_after_and_one_gone_with_its_e
 def test_a_rule_whose_exporter_was_away_for_part_of_the_drill_was_not_watching_then(monitoring, target):
     """Red team, wave 8: the quiet claim read each rule's series once, at the end; an exporter that went away during
     the drill and came back before it left the claim "each was watching" standing. Now every series a rule reads must
-    be there scrape by scrape since the fault: the target failing for ~2 s of wall time (~2 cluster minutes) is
-    named, with how long; a target that never failed is not."""
+    be there scrape by scrape since the fault: the target failing for 6 s of wall time (6 cluster minutes; the floor is
+    GAP_WALL_S of the stack's clock) is named, with how long; a target that never failed is not."""
     from drills.detect.watching import unwatched
 
     timing, url = monitoring.timing, monitoring.prometheus_url
@@ -284,7 +284,7 @@ def test_a_rule_whose_exporter_was_away_for_part_of_the_drill_was_not_watching_t
         {"GpuXidError": None}
     target.failing = True
     try:
-        time.sleep(2.0)
+        time.sleep(2 * GAP_WALL_S)  # the stack's own clock: a shorter stall is a loaded machine's, not counted
     finally:
         target.failing = False
     time.sleep(8 * step)  # scraped again: the end-of-drill reading alone would say "watching"
