@@ -7,7 +7,10 @@ of each shut link, the Deployments and PodDisruptionBudgets of the namespaces th
 ran on a lost node), and what each fault left of its own (processes, pods, files; nothing before the fault).
 A value is `{"value": …, "source": …}`; `diff(before, after)` lists the keys whose value changed. Read-only.
 A change is judged (fixtures/recorder.py): the platform is not as it was before the fault — FAIL not_restored,
-whatever the fault's own read-back said (issue 30, class 2: what else changed is not restored either).
+whatever the fault's own read-back said (issue 30, class 2: what else changed is not restored either). A change
+only toward health (`settled`: replicas that were still starting became Ready, a PDB allows more disruptions, a node
+became Ready, its GPUs registered) is not the fault's doing: it is said, not judged — a drill started while serving
+replicas loaded their model must not FAIL because they finished.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from drills.core.kube import obj_get
 from drills.faults import Plan
 
-__all__ = ["Scope", "StateWatch", "capture", "diff", "state_diff", "changes_sentence"]
+__all__ = ["Scope", "StateWatch", "capture", "diff", "settled", "state_diff", "changes_sentence"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,44 @@ def diff(before: Mapping[str, dict], after: Mapping[str, dict]) -> list[dict]:
     return changed
 
 
+# object kind (the key's first word) → field → how a value moves toward health; a change of any other field, or of
+# one of these the other way, is judged
+def _more(before: Any, after: Any, _value: dict) -> bool:
+    return isinstance(before, int) and isinstance(after, int) and after > before
+
+
+def _ready_up_to_replicas(before: Any, after: Any, value: dict) -> bool:
+    replicas = value.get("replicas")
+    return _more(before, after, value) and (not isinstance(replicas, int) or after <= replicas)
+
+
+TOWARD_HEALTH = {
+    "deployment": {"ready": _ready_up_to_replicas},
+    "pdb": {"disruptionsAllowed": _more},
+    "node": {"Ready": lambda b, a, _v: b != "True" and a == "True",
+             "gpu_allocatable": lambda b, a, _v: _int(a) is not None and _int(b) is not None and _int(a) > _int(b),
+             "GPUHealthy": lambda b, a, _v: a is None},  # recorded only when not True: gone is healthy again
+}
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def settled(change: dict) -> bool:
+    """True when every field of a change moved toward health (TOWARD_HEALTH) and nothing else changed: a platform
+    that finished settling during the drill, not one the drill left worse."""
+    before, after = change.get("before"), change.get("after")
+    rules = TOWARD_HEALTH.get(str(change.get("key", "")).split(" ", 1)[0])
+    if not rules or not isinstance(before, dict) or not isinstance(after, dict):
+        return False
+    moved = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
+    return bool(moved) and all(k in rules and rules[k](before.get(k), after.get(k), after) for k in moved)
+
+
 def changes_sentence(changed: list[dict]) -> str:
     """What a diff's `changed` says, a clause per object and only the fields that changed ("node gpu-train-01:
     gpu_allocatable 8 → 0; pdb ai-platform/llama-7b-infer: gone")."""
@@ -151,8 +192,10 @@ def state_diff(before: Mapping[str, dict], after: Mapping[str, dict], at_before:
     for the GPU fault it rehearsed stays cordoned until the site returns it): those fields are not compared, and
     the record says so."""
     handed = dict(left_to_site or {})
+    changes = diff(_without(before, handed), _without(after, handed))
     return {"before_at": at_before, "after_at": at_after,
-            "changed": diff(_without(before, handed), _without(after, handed)),
+            "changed": [c for c in changes if not settled(c)],
+            "settled": [c for c in changes if settled(c)],
             "left_to_site": [{"key": k, "fields": list(f), "why": why} for k, (f, why) in handed.items()],
             "before": dict(before), "after": dict(after)}
 

@@ -153,6 +153,11 @@ def state_diff_text(diff: dict) -> str:
     changed = diff.get("changed") or []
     lines.append(f"changed ({len(changed)}):" if changed else "changed: nothing")
     lines += [f"  {c['key']}: {json.dumps(c['before'])} → {json.dumps(c['after'])}  [{c.get('source')}]" for c in changed]
+    settled = diff.get("settled") or []
+    if settled:  # toward health only (drills/faults/statediff.py TOWARD_HEALTH): said, not judged
+        lines += ["", f"settled during the drill, not judged ({len(settled)}):"]
+        lines += [f"  {c['key']}: {json.dumps(c['before'])} → {json.dumps(c['after'])}  [{c.get('source')}]"
+                  for c in settled]
     for side in ("before", "after"):
         lines += ["", f"{side}:"]
         lines += [f"  {key}: {json.dumps(v.get('value'))}  [{v.get('source')}]"

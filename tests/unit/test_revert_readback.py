@@ -91,3 +91,31 @@ def test_the_state_diff_names_what_changed_and_where_it_was_read():
     assert "changed (1):" in text
     assert ('  node gpu-train-01: {"unschedulable": false, "taints": []} → {"unschedulable": true, "taints": []}  '
             "[nodes/gpu-train-01 @ rv 99]") in text
+
+
+def test_a_change_only_toward_health_is_said_not_judged():
+    """A drill started while the serving replicas still loaded their model (ready 0 of 2 before the fault, 2 after)
+    is not a platform the drill left worse: `settled`, not `changed` (a node-loss run on a loaded machine FAILed
+    "deployment ai-platform/llama-7b-infer: ready 0 → 2"). The same field the other way, or any other field
+    changing with it, is judged."""
+    def pair(key, b, a):
+        return {key: {"value": b, "source": "before"}}, {key: {"value": a, "source": "after"}}
+
+    dep = "deployment ai-platform/llama-7b-infer"
+    for key, b, a, judged in [
+        (dep, {"replicas": 2, "ready": 0}, {"replicas": 2, "ready": 2}, False),
+        (dep, {"replicas": 2, "ready": 2}, {"replicas": 2, "ready": 1}, True),
+        (dep, {"replicas": 2, "ready": 0}, {"replicas": 3, "ready": 3}, True),  # its spec changed too
+        ("pdb ai-platform/llama-7b-infer", {"minAvailable": 1, "disruptionsAllowed": 0},
+         {"minAvailable": 1, "disruptionsAllowed": 1}, False),
+        ("pdb ai-platform/llama-7b-infer", {"minAvailable": 1, "disruptionsAllowed": 1},
+         {"minAvailable": 1, "disruptionsAllowed": 0}, True),
+        ("node gpu-train-01", {"Ready": "Unknown", "gpu_allocatable": "7", "GPUHealthy": "False"},
+         {"Ready": "True", "gpu_allocatable": "8"}, False),
+        ("node gpu-train-01", {"Ready": "True", "gpu_allocatable": "8"}, {"Ready": "True", "gpu_allocatable": "0"}, True),
+        ("node gpu-train-01", {"unschedulable": True}, {"unschedulable": False}, True),  # not ours to uncordon
+    ]:
+        result = state_diff(*pair(key, b, a), "T0", "T1")
+        assert (bool(result["changed"]), bool(result["settled"])) == (judged, not judged), (key, b, a)
+    text = state_diff_text(state_diff(*pair(dep, {"replicas": 2, "ready": 0}, {"replicas": 2, "ready": 2}), "T0", "T1"))
+    assert "changed: nothing" in text and "settled during the drill, not judged (1):" in text
