@@ -38,7 +38,7 @@ def main() -> int:
     env["DRILLS_TEST_TIMELINE"] = str(timeline)
     start = time.time()
     done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "pytest", "-n", str(args.workers), "--dist",
-                           "loadfile", "-q", *args.pytest_args], cwd=REPO, env=env, capture_output=True, text=True)
+                           "loadfile", "--no-loadscope-reorder", "-q", *args.pytest_args], cwd=REPO, env=env, capture_output=True, text=True)
     end = time.time()
     (timeline.parent / "pytest.out").write_text(done.stdout + done.stderr)  # the failures' own words
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]

@@ -59,6 +59,25 @@ LOAD_BOUND_ROLLOUT = {"rollout errors", "p99 latency"}
 HEALTHY_SCALE = "30"
 
 
+def _stack_fell_behind(recs, blind: tuple[str, ...] = ()) -> bool:
+    """The run's own words that the stack, not the platform, could not keep the cadence on this machine: a
+    detection not judged because the clock ran too fast for Prometheus, or a quiet claim voided by a scrape gap of
+    a rule that is not blind (the twin's exporters not answering a loaded machine's scrapes for seconds). The
+    drill is right to say so; the test then runs it once more with the twin slower (HEALTHY_SCALE), as a site's
+    slower clock would (CI: 1 run in 3 on a machine loaded past its cores)."""
+    for rec in recs:
+        for check in rec["details"]["checks"]:
+            reason = check.get("reason") or ""
+            if check["verdict"] == "inconclusive" and "run the twin slower" in reason:
+                return True
+            if check["name"] == "quiet monitoring" and any(
+                    f"{alert}: its rule reads" in reason and "during the drill" in reason.split(f"{alert}: ", 1)[1].split(";")[0]
+                    for alert in ("InferenceUnavailable", "InferenceReplicasUnavailable", "InferenceLatencyBurn",
+                                  "InferenceServingNothing") if alert not in blind):
+                return True
+    return False
+
+
 def test_every_drill_on_the_healthy_twin_raises_its_alert_and_lets_it_go(tmp_path):
     """`make drill` as it runs (the built-in profile: its managed monitoring; 60×, so the stack keeps the site's
     cadence; the suite runs it at 30×, below), one scenario of each drill kind that names an alert: a managed Prometheus discovers the twin's
@@ -103,11 +122,14 @@ def test_a_flood_pages_checkpoint_store_saturated_a_blind_copy_never_and_a_rolli
     (tmp_path / "storage-blind.yaml").write_text(blind)
     reports = tmp_path / "reports"
     profile = _monitored(tmp_path, ["gpu", "training", "network", "inference", "storage", str(tmp_path / "storage-blind.yaml")])
-    done = drills("run", "-m", "storage_saturation or inference_rolling_restart", "--profile", str(profile),
-                  "--scale", "60", "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "alone",
-                  env=_judged(), timeout=300)
-    recs = {r["drill"]: r for r in records(reports / "alone")}
-    assert set(recs) == {"storage-saturation", "inference-rolling-restart"}, done.stdout[-3000:] + done.stderr[-3000:]
+    for scale, run_id in (("60", "alone"), (HEALTHY_SCALE, "alone-slower")):
+        done = drills("run", "-m", "storage_saturation or inference_rolling_restart", "--profile", str(profile),
+                      "--scale", scale, "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", run_id,
+                      env=_judged(), timeout=300)
+        recs = {r["drill"]: r for r in records(reports / run_id)}
+        assert set(recs) == {"storage-saturation", "inference-rolling-restart"}, done.stdout[-3000:] + done.stderr[-3000:]
+        if not _stack_fell_behind(recs.values()):
+            break
 
     flood = recs["storage-saturation"]
     checks = {c["name"]: c["verdict"] for c in flood["details"]["checks"]}
@@ -158,10 +180,14 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
         (tmp_path / f"{name}-blind.yaml").write_text(text)
     reports = tmp_path / "reports"
     profile = _monitored(tmp_path, ["gpu", *(str(tmp_path / f"{n}-blind.yaml") for n in blind), "storage"])
-    done = drills("run", "-m", "cordon_drain or inference_rolling_restart", "--profile", str(profile), "--scale", "60",
-                  "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", "blind", env=_judged(), timeout=300)
+    for scale, run_id in (("60", "blind"), (HEALTHY_SCALE, "blind-slower")):
+        done = drills("run", "-m", "cordon_drain or inference_rolling_restart", "--profile", str(profile), "--scale",
+                      scale, "--lanes", "1", "--no-html", "--reports", str(reports), "--run-id", run_id, env=_judged(),
+                      timeout=300)
+        recs = {r["drill"]: r for r in records(reports / run_id)}
+        if not _stack_fell_behind(recs.values(), blind=("InferenceUnavailable", "InferenceReplicasUnavailable")):
+            break
     assert done.returncode == 1, done.stdout + done.stderr
-    recs = {r["drill"]: r for r in records(reports / "blind")}
     assert set(recs) == {"gpu-node-loss", "inference-rolling-restart"}, sorted(recs)
     rec = recs["gpu-node-loss"]
     assert (rec["verdict"], rec["category"]) == ("fail", "not_detected"), rec["reason"]
@@ -174,7 +200,7 @@ def test_a_rule_with_a_wrong_metric_name_never_fires_and_the_drill_fails_not_det
     assert detection["polls"] > 0 and not detection["errors"] and 0 < detection["effective_scale"] <= 63
     assert "TrainingNodeLost" in detection["rules"] and "GpuXidError" in detection["rules"]  # read from Prometheus
     assert "alerted" not in rec["phases"] and "recovered" in rec["phases"]
-    assert (reports / "blind" / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
+    assert (reports / run_id / "monitoring").is_dir()  # the stack's configs, rules and logs stay as evidence
 
     restart = recs["inference-rolling-restart"]
     checks = {c["name"]: c for c in restart["details"]["checks"]}

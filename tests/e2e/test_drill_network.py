@@ -180,7 +180,8 @@ def test_switch_defect_fails_the_drill_naming_the_port(defect, expected, twin_fa
     assert _uplink_up(twin, "leaf-1", port)
 
 
-@pytest.mark.parametrize("transport", ["exec", "shell"])
+@pytest.mark.parametrize("transport", cases(["shell"], ["exec", "shell"]))  # shell: the exchange read to its prompt;
+# bench/matrix.py runs exec too
 def test_a_switch_that_answers_late_never_shortens_the_recovery(transport, twin_factory, tmp_path):
     """Construction `slow-cli-answer`: the switch shuts the port at once and answers 40 cluster seconds later.
     The fault is stamped when the line that applies it was sent, so the recovery is measured at most that
