@@ -125,9 +125,23 @@ TOWARD_HEALTH = {
     "deployment": {"ready": _ready_up_to_replicas},
     "pdb": {"disruptionsAllowed": _more},
     "node": {"Ready": lambda b, a, _v: b != "True" and a == "True",
+             "taints": lambda b, a, _v: _condition_taints_lifted(b, a),
              "gpu_allocatable": lambda b, a, _v: _int(a) is not None and _int(b) is not None and _int(a) > _int(b),
              "GPUHealthy": lambda b, a, _v: a is None},  # recorded only when not True: gone is healthy again
 }
+
+
+# the taints the node lifecycle controller sets from a node's conditions (a cordon's `unschedulable` is not one:
+# lifting a cordon that was there before the fault is not ours to do)
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                    "node.kubernetes.io/network-unavailable", "node.kubernetes.io/memory-pressure",
+                    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/pid-pressure")
+
+
+def _condition_taints_lifted(before: Any, after: Any) -> bool:
+    if not isinstance(before, list) or not isinstance(after, list) or not set(after) < set(before):
+        return False
+    return all(t.split("=", 1)[0].split(":", 1)[0] in CONDITION_TAINTS for t in set(before) - set(after))
 
 
 def _int(value: Any) -> int | None:

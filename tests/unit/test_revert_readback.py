@@ -114,6 +114,10 @@ def test_a_change_only_toward_health_is_said_not_judged():
          {"Ready": "True", "gpu_allocatable": "8"}, False),
         ("node gpu-train-01", {"Ready": "True", "gpu_allocatable": "8"}, {"Ready": "True", "gpu_allocatable": "0"}, True),
         ("node gpu-train-01", {"unschedulable": True}, {"unschedulable": False}, True),  # not ours to uncordon
+        ("node gpu-train-01", {"Ready": "False", "taints": ["node.kubernetes.io/not-ready=:NoSchedule"]},
+         {"Ready": "True", "taints": []}, False),  # its condition's taint goes with the condition
+        ("node gpu-train-01", {"taints": ["node.kubernetes.io/unschedulable=:NoSchedule"]}, {"taints": []}, True),
+        ("node gpu-train-01", {"taints": []}, {"taints": ["node.kubernetes.io/not-ready=:NoSchedule"]}, True),
     ]:
         result = state_diff(*pair(key, b, a), "T0", "T1")
         assert (bool(result["changed"]), bool(result["settled"])) == (judged, not judged), (key, b, a)
