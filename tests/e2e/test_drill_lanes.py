@@ -44,21 +44,27 @@ def test_two_lanes_keep_one_story(tmp_path):
 
 
 def test_ctrl_c_reverts_every_lane_and_exits_130(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "drills.cli", *TWO, "--reports", str(tmp_path), "--run-id", "int"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                            preexec_fn=_default_signals)
-    try:
-        wait_for_injection(tmp_path / "int", proc, timeout=240)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
-    assert "every fault injected so far was reverted" in err, err
-    recs = records(tmp_path / "int")
+    for run_id in ("int", "int-again"):  # once more when the Ctrl-C came after the injected scenario had ended
+        proc = subprocess.Popen([sys.executable, "-m", "drills.cli", *TWO, "--reports", str(tmp_path), "--run-id",
+                                 run_id], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_env(), preexec_fn=_default_signals)
+        try:
+            wait_for_injection(tmp_path / run_id, proc, timeout=240)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, out + err
+        assert "every fault injected so far was reverted" in err, err
+        recs = records(tmp_path / run_id)
+        for rec in recs:
+            assert all(r["ok"] for r in rec["details"]["reverts"]), rec["reason"]
+        journal = (tmp_path / run_id / "journal.jsonl").read_text()
+        assert journal.count('"op":"open"') == journal.count('"op":"close"') >= 1
+        # at 600x a scenario is seconds of wall time: a worker of a machine loaded past its cores saw the injection
+        # and sent the signal after that scenario had passed (CI, 5 test workers); the other lane, not yet
+        # started, was stopped with nothing to record
+        if any(r["category"] == "interrupted" for r in recs):
+            break
     assert recs and any(r["category"] == "interrupted" for r in recs), [r["reason"] for r in recs]
-    for rec in recs:
-        assert all(r["ok"] for r in rec["details"]["reverts"]), rec["reason"]
-    journal = (tmp_path / "int" / "journal.jsonl").read_text()
-    assert journal.count('"op":"open"') == journal.count('"op":"close"') >= 1
