@@ -71,6 +71,12 @@ class FollowingClock(DilatedClock):
     def timestamp(self) -> float:
         now = DilatedClock.timestamp(self)
         due = self._ceiling()
+        if due is None and self._last == -inf:  # a first reading has no last one to wait at: it waits for the
+            deadline = time.monotonic() + self.stall_bound_s  # twin's write to end. Taking the dilated clock here
+            while due is None and time.monotonic() < deadline:  # put a copy minutes ahead of a twin still starting
+                time.sleep(0.001)  # its pods, and it never goes back (a lane's drill: "ready +-14m37s", then
+                due = self._ceiling()  # FAIL "no worker was rescheduled" on a healthy twin; CI, a loaded run)
+                now = DilatedClock.timestamp(self)
         if due is None:  # the twin is lowering its gate (preempted mid-write, on a busy host): time waits for it,
             writing = self._writing_since = self._writing_since or time.monotonic()  # for `stall_bound_s` at most
             due = self._last if self._last > -inf and time.monotonic() - writing <= self.stall_bound_s else inf

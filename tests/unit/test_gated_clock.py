@@ -77,6 +77,28 @@ def test_a_client_waits_while_the_twin_is_writing_its_gate(tmp_path):
     assert client.timestamp() - before > 10
 
 
+def test_a_clients_first_reading_while_the_twin_writes_its_gate_waits_for_the_gate(tmp_path):
+    """A drill connects while its twin, still starting its pods on a loaded host, is preempted mid-write of its
+    gate: the copy's first reading has no last one to hold at. It waits for the write to end and reads the held
+    clock — not the dilated clock, minutes ahead, from which it would never come back (CI: a copy 202 cluster
+    seconds ahead of the twin's served clock; a lane's phases stamped before its fault)."""
+    import threading
+
+    clock = GatedClock(scale=600.0)
+    spec = clock.publish_to(tmp_path)
+    hold = clock.hold(None, "the twin starting its pods")
+    held = clock.timestamp()
+    clock._begin_publish()  # preempted mid-write
+    threading.Timer(0.05, clock._publish).start()  # 30 cluster seconds of wall time later it writes on
+    client = FollowingClock(scale=spec["scale"], epoch=spec["epoch"], wall_anchor=spec["anchor"], gate=spec["gate"])
+    first = client.timestamp()
+    assert first <= held + 1e-6 < clock.dilated(), (first, held)  # the held clock, not the dilated one
+    assert client.timestamp() == first  # and it stays with the twin
+    clock.release(hold)
+    time.sleep(0.01)
+    assert client.timestamp() - first > 5
+
+
 def test_a_hung_hold_is_dropped_after_the_stall_bound_and_counted(caplog):
     clock = GatedClock(scale=600.0, stall_bound_s=0.05)
     clock.hold(None, "a hung controller")
