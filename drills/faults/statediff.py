@@ -110,8 +110,6 @@ def diff(before: Mapping[str, dict], after: Mapping[str, dict]) -> list[dict]:
     return changed
 
 
-# object kind (the key's first word) → field → how a value moves toward health; a change of any other field, or of
-# one of these the other way, is judged
 def _more(before: Any, after: Any, _value: dict) -> bool:
     return isinstance(before, int) and isinstance(after, int) and after > before
 
@@ -121,6 +119,8 @@ def _ready_up_to_replicas(before: Any, after: Any, value: dict) -> bool:
     return _more(before, after, value) and (not isinstance(replicas, int) or after <= replicas)
 
 
+# object kind (the key's first word) → field → how a value moves toward health; a change of any other field, or of
+# one of these the other way, is judged
 TOWARD_HEALTH = {
     "deployment": {"ready": _ready_up_to_replicas},
     "pdb": {"disruptionsAllowed": _more},
@@ -206,10 +206,10 @@ def state_diff(before: Mapping[str, dict], after: Mapping[str, dict], at_before:
     for the GPU fault it rehearsed stays cordoned until the site returns it): those fields are not compared, and
     the record says so."""
     handed = dict(left_to_site or {})
-    changes = diff(_without(before, handed), _without(after, handed))
-    return {"before_at": at_before, "after_at": at_after,
-            "changed": [c for c in changes if not settled(c)],
-            "settled": [c for c in changes if settled(c)],
+    changed, settling = [], []
+    for change in diff(_without(before, handed), _without(after, handed)):
+        (settling if settled(change) else changed).append(change)
+    return {"before_at": at_before, "after_at": at_after, "changed": changed, "settled": settling,
             "left_to_site": [{"key": k, "fields": list(f), "why": why} for k, (f, why) in handed.items()],
             "before": dict(before), "after": dict(after)}
 
