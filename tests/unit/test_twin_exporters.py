@@ -267,3 +267,83 @@ def test_mountstats_of_the_store_has_node_exporters_names_and_follows_the_store_
     assert write(flood, f"{P}operations_requests") == 6
     assert write(flood, f"{P}operations_request_time_seconds") > 2 * wall_flood  # ~3 in flight all along
     assert write(flood, f"{P}operations_queue_time_seconds") > 0.3 * write(flood, f"{P}operations_request_time_seconds")
+
+
+def _generate_latest_exposition(families) -> bytes:
+    """What `exposition` wrote before it had its own writer: generate_latest, then each HELP/TYPE `X_total` line whose
+    next sample is named `X` renamed to `X` (the reference the writer must equal, byte for byte)."""
+    import re
+
+    from prometheus_client import generate_latest
+
+    class Collected:
+        def collect(self):
+            return families
+
+    lines = generate_latest(Collected()).split(b"\n")
+    meta_re = re.compile(rb"^# (HELP|TYPE) (\S+)_total( .*)?$")
+    out = []
+    for i, line in enumerate(lines):
+        meta = meta_re.match(line)
+        if meta is not None:
+            base = meta.group(2)
+            sample = next((s for s in lines[i + 1:] if not s.startswith(b"#")), b"")
+            if sample.startswith(base + b"{") or sample.startswith(base + b" "):
+                line = b"# " + meta.group(1) + b" " + base + (meta.group(3) or b"")
+        out.append(line)
+    return b"\n".join(out)
+
+
+def test_the_exposition_writer_writes_generate_latests_bytes_for_every_exporter():
+    """`exposition` has its own writer (a managed Prometheus scrapes the twin every 0.1 s): its bytes are
+    generate_latest's over every collector the twin serves, and over the text format's corners — label values with
+    a backslash, a quote and a newline, a HELP with both, NaN/±Inf/1e+06 values, an unlabelled sample, an empty
+    family, a family of prometheus_client's own Counter and Histogram (written by generate_latest itself)."""
+    from prometheus_client import Counter, Histogram
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, UntypedMetricFamily
+
+    from drills.twin.exporters.mountstats import MountStatsCollector
+    from drills.twin.exporters.snmp import IfMibCollector
+    from drills.twin.exporters.text import RawCounter
+    from drills.twin.fabric import Fabric, leaf_spine
+    from drills.twin.workloads.storefs import StoreModel
+
+    specs = leaf_spine(leaves=2, spines=1, dialects=("sonic",), downlinks=2)
+    fabric = Fabric(specs)
+    fabric.set_admin(specs[0].name, specs[0].uplinks[0].iface, False)
+    model = StoreModel(bandwidth_mb_s=6, client_bandwidth_mb_s=4)
+    model.transfer(0, 1 << 12)
+    ksm_objects = {"nodes": [_node(unhealthy=1) | {"spec": {"unschedulable": True, "taints": [
+        {"key": "nvidia.com/gpu", "value": 'a"b\\c\nd', "effect": "NoSchedule"}]}}],
+        "pods": [_pod("w0", 8) | {"status": {"phase": "Running", "containerStatuses": [
+            {"name": "trainer", "restartCount": 2, "ready": False}]}}], "deployments": []}
+
+    class Corners:
+        def collect(self):
+            g = GaugeMetricFamily("corner_gauge", 'help with \\ and\nnewline', labels=["zeta", "alpha"])
+            g.add_metric(['back\\slash "quoted"\nline', "é"], float("nan"))
+            g.add_metric(["inf", ""], float("inf"))
+            g.add_metric(["-inf", "x"], float("-inf"))
+            g.add_metric(["big", "x"], 1234567.0)
+            u = UntypedMetricFamily("corner_untyped", "untyped")
+            u.add_metric([], 3)
+            c = CounterMetricFamily("corner_requests", "a counter")
+            c.add_metric([], 7)
+            r = RawCounter("CORNER_RAW_TOTAL", "a Go counter", ["gpu"])
+            r.add_metric(["0"], 2e-7)
+            return [g, u, GaugeMetricFamily("corner_empty", "no samples"), c, r]
+
+    collectors = [_dcgm(_node(unhealthy=2, xid=79), [_pod("llm-finetune-8b-worker-0", 4), _pod("w1", 2)]),
+                  KubeStateCollector(lambda kind: ksm_objects[kind]),
+                  IfMibCollector(fabric, None, specs[0].name), IfMibCollector(fabric, None, specs[-1].name),
+                  MountStatsCollector("checkpoint-store", model.op_totals, model.age_s), Corners()]
+    for collector in collectors:
+        families = list(collector.collect())
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(type("Fixed", (), {"collect": lambda self, f=families: f})())
+        assert exposition(registry) == _generate_latest_exposition(families), type(collector).__name__
+
+    own = CollectorRegistry(auto_describe=False)  # prometheus_client's own metrics: _created samples, buckets
+    Counter("own_requests", "requests", ["model"], registry=own).labels("m").inc()
+    Histogram("own_latency_seconds", "latency", registry=own).observe(0.3)
+    assert exposition(own) == _generate_latest_exposition(list(own.collect()))
