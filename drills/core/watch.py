@@ -106,6 +106,11 @@ class EventMerger:
             if event.type != "BARRIER":  # a catch-up's end marker its caller stopped short of
                 yield event
 
+    def pending(self) -> bool:
+        """Whether more events are queued already: a caller judging a condition over what it took may take those
+        first (one judgement per batch, not per event; the condition sees at least as much)."""
+        return not self._queue.empty()
+
     def catch_up(self) -> Iterator[WatchEvent]:
         """Read every watched list and followed log once more and yield what the streams have not delivered
         yet, then every event queued before. Call it before accepting a condition on time alone."""
