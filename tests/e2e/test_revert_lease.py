@@ -94,3 +94,40 @@ def _holder(twin, run: str) -> str | None:
     lease = requests.get(f"{twin.url}/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{_name(run)}",
                          timeout=5).json()
     return lease["spec"].get("holderIdentity")
+
+
+def test_a_held_lease_is_renewed_by_one_write_and_a_takeover_is_seen_not_overwritten(twin, tmp_path, caplog):
+    """A run renews its Lease as client-go's leader election does: the Lease as it last wrote it, one update per
+    renewal (a read only after a conflict). When another run took the Lease meanwhile, the update conflicts, the
+    read shows the other holder, the run says it lost the lock and stops renewing — the other run's Lease stays."""
+    from kubernetes import client
+
+    cluster = connect_twin(twin.kubeconfig, twin.url, state_dir=str(twin.state_dir))
+    reports = tmp_path / "reports"
+    name = _name("renewing")
+    lock = _held_lock(cluster, reports, "renewing", duration_s=30)  # renewed every 10 cluster seconds
+    try:
+        def renewals() -> list[dict]:
+            return [r for r in requests.get(f"{twin.url}/twin/v1/audit", timeout=5).json()
+                    if r["resource"] == "leases" and r["name"] == name]
+
+        until = cluster.clock.timestamp() + 60
+        while cluster.clock.timestamp() < until:
+            time.sleep(0.05)
+        calls = renewals()
+        updates = [r for r in calls if r["verb"] == "update" and r["code"] == 200]
+        reads = [r for r in calls if r["verb"] == "get"]
+        assert len(updates) >= 4 and len(reads) <= 2, [(r["verb"], r["code"]) for r in calls]  # take: read + write
+
+        api = client.CoordinationV1Api(cluster.api)
+        lease = api.read_namespaced_lease(name, NAMESPACE)
+        lease.spec.holder_identity = "other-host/4242/20260101T000000Z"
+        api.replace_namespaced_lease(name, NAMESPACE, lease)
+        lock._thread.join(timeout=30)
+        assert not lock._thread.is_alive(), "the lock kept renewing a Lease another run holds"
+        assert _holder(twin, "renewing") == "other-host/4242/20260101T000000Z"
+        assert any("lost to other-host/4242/20260101T000000Z" in r.getMessage() for r in caplog.records)
+        assert any(r["verb"] == "update" and r["code"] == 409 for r in renewals())
+    finally:
+        lock._stop.set()
+        cluster.close()
