@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # 19262 …`, `*** SIGSEGV received at time=… on cpu 169 ***`), torchrun's `Signal 11 (SIGSEGV) received by PID …`;
 # Python logging's CRITICAL level (`CRITICAL:root:…`, `[CRITICAL]`), and a Go runtime's `panic: …` / `fatal error: …`
 # (a sidecar, a storage client): each says a process of the job failed, whatever printed it.
-ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
+_ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WARN|\bXid\b|CUDA error|"
                         r"cuda runtime error|NCCL error|Fatal Python error|terminate called|NVRM: .*\bfailed\b|"
                         r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |Exception raised from \S+ at |"
                         r"\bTest (?:NCCL |CUDA )?failure\b|\bUE memory (?:read |write )?error|\[Hardware Error\]|"
@@ -50,6 +50,31 @@ ERROR_LIKE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|NCCL WAR
                         r"\b[Ss]egmentation fault\b|\(core dumped\)|\*\*\* Aborted at \d+ \(unix time\)|"
                         r"\*\*\* SIG[A-Z]+ |\bSignal \d+ \(SIG[A-Z]+\) received by PID|\bCRITICAL\b|"
                         r"^\s*panic: |^fatal error: |^goroutine \d+ \[running\]:")
+
+
+class _Prefiltered:
+    """A pattern searched only in text that holds one of the literals every match must hold (or starts as one
+    must start): Python's `re` tries each of the pattern's 28 alternatives at each position of a line (67 µs on a
+    Megatron iteration line, twice per record); the literals are found by one C scan each (2 µs in all). The same
+    matches: tests/unit/test_log_fail_safe.py compares both over every line of the real logs."""
+
+    def __init__(self, pattern: re.Pattern[str], literals: tuple[str, ...], starts: tuple[str, ...]):
+        self.regex, self.pattern, self.literals, self.starts = pattern, pattern.pattern, literals, starts
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if text.lstrip().startswith(self.starts) or any(lit in text for lit in self.literals):
+            return self.regex.search(text)
+        return None
+
+
+# what each alternative of _ERROR_LIKE cannot match without (kept beside it: an alternative added there adds its
+# literal here, or the prefilter hides its matches)
+ERROR_LIKE = _Prefiltered(_ERROR_LIKE, (
+    "Traceback (most recent call last)", "ERROR", "NCCL WARN", "Xid", "CUDA error", "cuda runtime error",
+    "NCCL error", "Fatal Python error", "terminate called", "NVRM: ", "Error: ", "Exception: ",
+    "Exception raised from ", "failure", "UE memory ", "[Hardware Error]", "Machine check events logged",
+    "egmentation fault", "(core dumped)", "*** Aborted at ", "*** SIG", "received by PID", "CRITICAL", "panic: ",
+    "fatal error: ", "goroutine "), ("F", "[F", "Killed"))
 GLOG_ERROR = re.compile(r"^(?:\[rank\d+\]:)?\[?E\d{3,4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+ )?[\w./-]+:\d+\] |"
                         r"^\[E [\w./-]+:\d+\] ")
 # an error-level glog/c10 line this close to a classified error of the same process is that error's consequence:
