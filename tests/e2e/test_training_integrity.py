@@ -141,6 +141,21 @@ def wait_until(probe, timeout_s: float):
     return found
 
 
+def _construction_took(twin, rec: dict) -> bool:
+    """Whether the twin lost a save at the fault (its ground truth: `checkpoint_lost`). Once, under a loaded
+    machine, it lost none — the store held the log's latest checkpoint at the fault and the resume from it was right,
+    so the drill passed it, rightly; the run says nothing about the construction then, and is run again (a second
+    miss fails the test: the twin's defect is broken). The truth the twin kept is printed for the next look."""
+    truth = requests.get(f"{twin.url}/twin/v1/truth", timeout=10).json()["records"]
+    lost = [r for r in truth if r.get("kind") == "checkpoint_lost"]
+    if not lost:
+        held = rec["details"].get("checkpoint_store_at_fault", {}).get("complete")
+        print(f"lost-last-save did not take: the store held {held} at the fault; the twin's training truth:",
+              [(r.get("kind"), r.get("step"), r.get("at"), r.get("cause")) for r in truth
+               if r.get("area") == "training"])
+    return bool(lost)
+
+
 @pytest.mark.parametrize("defect", ["lost-last-save", "weights-not-restored"])
 def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(defect, twin_factory, tmp_path):
     """Issue 33 follow-up: the reader pod's image is not on the node and pulls for 12 twin minutes (profile edits:
@@ -158,14 +173,17 @@ def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(defect, twi
     profile["timings"]["image_pull_cold"] = "12m"
     path = tmp_path / "slow-reader.yaml"
     path.write_text(yaml.safe_dump(profile))
-    twin = twin_factory(profile=str(path), defects=[defect], scale=SCALE)
     site = yaml.safe_load((REPO / "drills/profile/twin.yaml").read_text())
     site["workloads"]["training"]["checkpoint_store"] = {"read": "pod", "image": "registry.local/tools/debian:12.5",
                                                          "timeout_s": "30m"}
     site["nominal"]["drills"]["gpu-node-loss"] = {"no_worker_restart_s": "30m"}  # the HF log has steps/s, not samples/s
     site_path = tmp_path / "site.yaml"
     site_path.write_text(yaml.safe_dump(site))
-    done, rec = _run(tmp_path, "slow-reader", "--twin-state", str(twin.state_dir), "--profile", str(site_path))
+    for attempt in ("slow-reader", "slow-reader-again"):
+        twin = twin_factory(profile=str(path), defects=[defect], scale=SCALE)
+        done, rec = _run(tmp_path, attempt, "--twin-state", str(twin.state_dir), "--profile", str(site_path))
+        if defect != "lost-last-save" or _construction_took(twin, rec):
+            break
     check, details = _check(rec, "resumed checkpoint"), rec["details"]
     assert details["checkpoint_store"]["timed"] is True, details["checkpoint_store"]
     if defect == "lost-last-save":
