@@ -187,7 +187,8 @@ def test_a_slow_store_reader_judges_the_store_as_it_was_at_the_fault(defect, twi
     check, details = _check(rec, "resumed checkpoint"), rec["details"]
     assert details["checkpoint_store"]["timed"] is True, details["checkpoint_store"]
     if defect == "lost-last-save":
-        assert check["verdict"] == "fail" and rec["category"] == "stale_checkpoint", (check, done.stdout + done.stderr)
+        truth = requests.get(f"{twin.url}/twin/v1/truth?kind=checkpoint_lost", timeout=10).json()["records"]
+        assert check["verdict"] == "fail" and rec["category"] == "stale_checkpoint", (check, truth, done.stdout)
         # the store lost the last completed save; the resumed job saved that step again before the late read
         at_fault = details["checkpoint_store_at_fault"]
         assert details["resumed_step"] == max(at_fault["complete"]) < details["latest_checkpoint"], (details, at_fault)
