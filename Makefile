@@ -11,7 +11,7 @@ ARGS ?=
 # workers are CPU-bound, so the suite's CPU sets its time: 15.2 minutes of CPU made 8m36s-8m47s; with the twins'
 # components answered in-process and no charts in --no-html runs, 11.4-12.6 minutes make 7m23s-7m53s from a clean
 # clone (wave 3's 3,548 tests: 12.0-13.7 minutes of CPU, 7m35s-8m18s in seven runs with weights from a run scheduled
-# as this one; with the exporters' own text writer and the other cuts py-spy found, 10.5-12.5 minutes: 7m02s-7m51s in six runs).
+# as this one; with the exporters' own text writer and the other cuts py-spy found, 10.5-12.5 minutes: 7m02s-7m51s in seven runs, mean 7m26s).
 TEST_WORKERS ?= 4
 # pytest caches the assert-rewritten test modules only where Python may write bytecode: with
 # PYTHONDONTWRITEBYTECODE set, the master and each worker rewrote all 150 of them (collection 7.4 → 3.1 s each).
