@@ -55,8 +55,8 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 JOB_LABEL = "volcano.sh/job-name"
 _EXCERPT = 60  # log lines kept for the report
 # `done()` reads the whole timeline of what was taken so far; judged after every event, following a job cost
-# O(events²) (in the test suite's drill runs, a third of their CPU). What is already queued is taken first, then
-# `done()` judged once; at most this many events between two judgements, so a busy stream is still judged.
+# O(events²) — invisible on the test suite's short logs, not on a real job's hours of them. What is already queued
+# is taken first, then `done()` judged once; at most this many events between two judgements.
 _JUDGE_EVERY = 256
 
 
